@@ -1,0 +1,93 @@
+// A cluster described by parameters (TopologySpec), expanded by a generator into a Boost.Graph of GPUs,
+// NVSwitches, NICs and InfiniBand/RoCE switches joined by directed links, with routes computed on that graph.
+//
+// Graph shape (DGX-style node, rail-optimized two-tier fat-tree):
+//   GPU <-> NVSwitch (one logical switch per node; bandwidth per GPU per direction)
+//   GPU <-> NIC (PCIe; GPU i uses NIC floor(i * nics / gpus_per_node))
+//   NIC k of every node in a group of `nodes_per_leaf` nodes <-> leaf switch (group, rail k)
+//   every leaf <-> every spine; uplinks per leaf = ceil(nodes_per_leaf / oversubscription), one per spine.
+// Every physical link is two directed links (full duplex), each with its own bandwidth.
+// Routing: inside a node GPU -> NVSwitch -> GPU. Across nodes GPU -> NIC -> leaf -> (shortest path over switches,
+// equal-cost next hops chosen by a deterministic hash of the endpoints: ECMP) -> leaf -> NIC -> GPU.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trainsim/gpu_catalog.hpp"
+#include "trainsim/units.hpp"
+
+namespace trainsim {
+
+struct TopologySpec {
+    std::string name;
+    std::string gpu;  ///< GPU catalog name
+    int nodes = 1;
+    int gpus_per_node = 8;
+    // scale-up fabric
+    std::string scale_up_kind = "nvswitch";
+    Bandwidth nvlink_bandwidth;  ///< per GPU, per direction
+    Time nvlink_latency;         ///< GPU -> NVSwitch hop latency
+    // scale-out fabric
+    std::string scale_out_kind = "infiniband";  ///< "infiniband" or "roce"
+    int nics_per_node = 8;
+    Bandwidth nic_bandwidth;   ///< line rate of one NIC, per direction
+    Bandwidth pcie_bandwidth;  ///< GPU <-> NIC, per direction
+    Time nic_latency;          ///< GPU -> NIC -> wire
+    Time switch_latency;       ///< per switch traversal
+    int nodes_per_leaf = 32;
+    double oversubscription = 1.0;  ///< leaf down:up bandwidth ratio (1 = non-blocking)
+
+    int gpus() const { return nodes * gpus_per_node; }
+};
+
+enum class VertexKind { gpu, nvswitch, nic, leaf, spine };
+enum class LinkKind { nvlink, pcie, nic_to_leaf, leaf_to_spine };
+
+struct Link {
+    int from = 0;  ///< vertex
+    int to = 0;
+    LinkKind kind = LinkKind::nvlink;
+    Bandwidth bandwidth;  ///< effective capacity used by the flow model, bytes/s
+    Time latency;
+};
+
+struct Route {
+    std::vector<int> links;  ///< link ids in order
+    Time latency;            ///< sum of the links' latencies
+};
+
+/// A scale-out efficiency: fraction of the NIC line rate that NCCL's transport reaches over InfiniBand/RoCE
+/// (nccl-tests multi-node all_reduce on DGX A100 with 8x HDR: ~185 GB/s busbw per node of 200 GB/s = 0.92).
+inline constexpr double kScaleOutEfficiency = 0.92;
+
+class Cluster {
+public:
+    /// Builds the graph. Throws InputError on inconsistent parameters (e.g. nics_per_node > gpus_per_node).
+    explicit Cluster(const TopologySpec& spec);
+    ~Cluster();
+    Cluster(Cluster&&) noexcept;
+    Cluster& operator=(Cluster&&) noexcept;
+
+    const TopologySpec& spec() const { return spec_; }
+    const GpuSpec& gpu() const { return *gpu_; }
+    int gpus() const { return spec_.gpus(); }
+    int node_of(int gpu) const { return gpu / spec_.gpus_per_node; }
+    int num_vertices() const;
+    VertexKind vertex_kind(int v) const;
+    const std::vector<Link>& links() const { return links_; }
+
+    /// Route between two GPUs (src != dst). Deterministic. Throws InternalError if no path exists.
+    Route route(int src_gpu, int dst_gpu) const;
+
+private:
+    struct Impl;
+    TopologySpec spec_;
+    const GpuSpec* gpu_;
+    std::vector<Link> links_;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace trainsim

@@ -1,0 +1,67 @@
+// The executor: the only place where ops meet time. It runs every rank's program on the engine:
+// the main stream issues ops in order, compute takes its segment's duration, a collective starts when the last
+// member of its group has reached it (NCCL semantics: the k-th collective on a communicator is the same operation on
+// every member), a receive waits for its message, and the TP and DP streams run their collectives in order.
+//
+// Time accounting per rank (seconds, they sum to the step time):
+//   compute      the main stream runs kernels
+//   tp_exposed   waiting for TP collectives
+//   pp_exposed   waiting for a P2P message that is already in flight
+//   bubble       waiting for a P2P message whose sender has not sent it yet (pipeline bubble)
+//   dp_exposed   waiting for DP collectives (gradient reduction, parameter all-gather)
+//   idle         done, waiting for the slowest rank to finish the step
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "trainsim/cluster.hpp"
+#include "trainsim/collectives.hpp"
+#include "trainsim/engine.hpp"
+#include "trainsim/layout.hpp"
+#include "trainsim/program.hpp"
+
+namespace trainsim {
+
+struct RankTimes {
+    double compute_s = 0;
+    double tp_exposed_s = 0;
+    double pp_exposed_s = 0;
+    double bubble_s = 0;
+    double dp_exposed_s = 0;
+    double idle_s = 0;
+    double finish_s = 0;
+    std::array<double, 4> compute_by_phase_s{};  ///< indexed by Phase
+};
+
+/// One slice of the timeline, for the Chrome trace.
+struct TraceSlice {
+    int rank = 0;
+    int track = 0;  ///< 0 compute, 1 TP stream, 2 DP stream, 3 P2P sends
+    std::string name;
+    Time start;
+    Time duration;
+};
+
+struct ExecutionResult {
+    double step_time_s = 0;
+    std::vector<RankTimes> ranks;  ///< [global rank]
+    std::vector<TraceSlice> trace;  ///< only for traced ranks, in execution order
+    std::uint64_t events = 0;
+    std::uint64_t flows = 0;
+};
+
+/// Simulates one iteration. `traced[r]` selects the ranks whose slices are recorded (may be empty: none).
+/// Throws InternalError if some rank cannot finish (a deadlock in the program).
+ExecutionResult execute(const Cluster& cluster, const Layout& layout, const Program& program,
+                        const std::vector<bool>& traced);
+
+/// Rank coordinates in Megatron-LM order (tp fastest, then dp, then pp).
+struct RankCoord {
+    int tp = 0, dp = 0, pp = 0;
+};
+RankCoord coord_of(const Layout& l, int rank);
+int rank_of(const Layout& l, RankCoord c);
+
+}  // namespace trainsim

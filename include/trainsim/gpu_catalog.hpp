@@ -1,0 +1,54 @@
+// GPU catalog: datasheet figures and the named model constants of each GPU type.
+//
+// Datasheet figures (peak dense tensor-core FLOP/s, HBM capacity and bandwidth, SM count) cite their datasheet in
+// gpu_catalog.cpp next to each value. Model constants (efficiencies, overheads) have exactly one value per GPU
+// type, never per case; their meaning and source are documented on the fields below and in docs/compute-model.md.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace trainsim {
+
+enum class Precision { fp16, bf16, fp8 };
+
+struct GpuSpec {
+    std::string name;               ///< catalog key, e.g. "A100-SXM4-80GB"
+    double peak_fp16_flops = 0;     ///< dense FP16 tensor-core FLOP/s (datasheet, no sparsity)
+    double peak_bf16_flops = 0;     ///< dense BF16 tensor-core FLOP/s (datasheet, no sparsity)
+    double peak_fp8_flops = 0;      ///< dense FP8 tensor-core FLOP/s; 0 when the GPU has no FP8 tensor cores
+    double hbm_bytes = 0;           ///< HBM capacity, bytes
+    double hbm_bytes_per_s = 0;     ///< HBM bandwidth, bytes/s
+    int sm_count = 0;               ///< streaming multiprocessors (for GEMM wave quantization)
+
+    // ---- model constants (one value per GPU type) ----
+    /// Fraction of the datasheet peak that cuBLAS/cuBLASLt reaches on large, well-shaped GEMMs (M, N, K >= 4096),
+    /// at sustained clocks under training power draw. Multiplied by the shape factors of the compute model.
+    double gemm_max_efficiency = 0;
+    /// GEMM tile (rows x columns of the output) of the library's large-GEMM kernels, for wave quantization.
+    int gemm_tile_m = 128;
+    int gemm_tile_n = 256;
+    /// K at which the per-tile prologue/epilogue halves efficiency: factor K / (K + gemm_k_half).
+    double gemm_k_half = 0;
+    /// Fraction of the peak that fused (flash) attention reaches, forward; backward reaches the same fraction.
+    double flash_attention_efficiency = 0;
+    /// Fraction of HBM bandwidth reached by streaming element-wise, norm and softmax kernels.
+    double hbm_efficiency = 0;
+    /// Fixed cost per kernel on the GPU stream: launch latency, ramp-up and tail of one kernel, seconds.
+    double kernel_overhead_s = 0;
+    /// Fraction of the per-direction NVLink rate that NCCL's ring kernels reach (large messages, nccl-tests).
+    double nvlink_efficiency = 0;
+
+    /// Peak dense FLOP/s for GEMMs in the given precision. Throws InputError if the GPU lacks it (fp8 on A100).
+    double peak_flops(Precision p) const;
+};
+
+/// Looks up a GPU by name. Throws InputError naming `where` and listing the known names when not found.
+const GpuSpec& find_gpu(const std::string& name, const std::string& where);
+
+/// Every GPU in the catalog, in a stable order.
+const std::vector<GpuSpec>& gpu_catalog();
+
+std::string to_string(Precision p);
+
+}  // namespace trainsim

@@ -1,0 +1,68 @@
+// Flow-level network: transfers are fluid flows on routed links; concurrent flows share each link's bandwidth
+// max-min fairly (progressive filling, as SimGrid's LMM model), recomputed whenever a flow starts or ends.
+//
+// Timing of one flow of S bytes on route R: its bytes drain at the max-min rate of the moment (rates change as other
+// flows come and go); once drained, completion is signalled after R.latency (sum of hop latencies), so an isolated
+// flow takes latency + S / min(link bandwidth) — the alpha-beta model.
+// All changes at one instant are batched: rates are recomputed once, in an event of Priority::kRateUpdate, and only
+// for the flows connected (through shared links) to a link that changed.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "trainsim/cluster.hpp"
+#include "trainsim/engine.hpp"
+
+namespace trainsim {
+
+class FlowNetwork {
+public:
+    /// `link_bandwidth[i]` is link i's capacity in bytes/s. The simulator outlives the network.
+    FlowNetwork(Simulator& sim, std::vector<double> link_bandwidth);
+
+    /// Starts a flow of `bytes` (> 0) along `route`; `on_done` runs when its last byte has arrived.
+    /// A flow of 0 bytes completes after the route latency.
+    void start_flow(const Route& route, double bytes, std::function<void()> on_done);
+
+    /// Bytes that have crossed each link so far (for utilization reports).
+    const std::vector<double>& link_bytes() const { return link_bytes_; }
+    std::uint64_t flows_started() const { return flows_started_; }
+    std::size_t active_flows() const { return active_count_; }
+
+private:
+    struct Flow {
+        std::vector<int> links;
+        double remaining = 0;  ///< bytes
+        double rate = 0;       ///< bytes/s
+        Time last_update;
+        Time latency;
+        std::uint64_t version = 0;  ///< bumps when the completion event is rescheduled
+        std::function<void()> on_done;
+        bool active = false;
+        bool frozen = false;  ///< scratch for progressive filling
+    };
+
+    void mark_dirty(int link);
+    void request_update();
+    void update_rates();
+    void finish(int flow_id, std::uint64_t version);
+
+    Simulator& sim_;
+    std::vector<double> capacity_;
+    std::vector<std::vector<int>> flows_on_link_;
+    std::vector<double> link_bytes_;
+    std::vector<Flow> flows_;
+    std::vector<int> free_ids_;
+    std::vector<int> dirty_links_;
+    std::vector<char> link_dirty_;
+    std::vector<char> link_seen_;  ///< scratch
+    std::vector<double> cap_left_;  ///< scratch
+    std::vector<int> unfrozen_on_link_;  ///< scratch
+    bool update_pending_ = false;
+    std::uint64_t flows_started_ = 0;
+    std::size_t active_count_ = 0;
+};
+
+}  // namespace trainsim

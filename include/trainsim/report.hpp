@@ -1,0 +1,84 @@
+// Results of one simulated iteration and their writers (text table, JSON, Chrome trace).
+//
+// Definitions (docs/metrics.md has the derivations):
+//   tokens/s          = global_batch · seq_len / step_time
+//   model TFLOP/s/GPU = model FLOPs (ModelSpec::model_flops, no recomputation) / step_time / GPUs
+//   MFU               = model TFLOP/s per GPU / peak (Korthikanti et al. 2022, arXiv:2205.05198, Sec. 6.3)
+//   HFU               = hardware FLOPs executed (recomputation included) / step_time / GPUs / peak
+//   bubble            = mean over ranks of the time spent waiting for a P2P message not yet sent, measured on the
+//                       simulated timeline; bubble ratio = bubble / (step - bubble), comparable to the closed form
+//                       (p-1)/m (1F1B, GPipe) or (p-1)/(m·v) (interleaved) of Narayanan et al. 2021.
+//   exposed comm      = mean over ranks of the main stream's waits on TP, PP (in-flight messages), DP collectives.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "trainsim/cluster.hpp"
+#include "trainsim/executor.hpp"
+#include "trainsim/layout.hpp"
+#include "trainsim/model.hpp"
+#include "trainsim/program.hpp"
+
+namespace trainsim {
+
+/// First memory model, per pipeline stage, bytes per GPU (docs/memory.md). A later model tracks it per phase.
+struct StageMemory {
+    int stage = 0;
+    double parameters_bytes = 0;
+    double gradients_bytes = 0;
+    double optimizer_bytes = 0;
+    double activations_bytes = 0;
+    double in_flight_microbatches = 0;
+    double total_bytes() const { return parameters_bytes + gradients_bytes + optimizer_bytes + activations_bytes; }
+};
+
+struct StageTimes {
+    int stage = 0;
+    double compute_s = 0, tp_exposed_s = 0, pp_exposed_s = 0, bubble_s = 0, dp_exposed_s = 0, idle_s = 0;
+};
+
+struct Report {
+    std::string topology_name, workload_name, gpu_name;
+    int gpus = 0;
+    ModelSpec model;
+    Layout layout;
+    double step_time_s = 0;
+    double tokens_per_s = 0;
+    double model_flops = 0;     ///< per iteration, whole cluster
+    double hardware_flops = 0;  ///< per iteration, whole cluster (recomputation included)
+    double model_tflops_per_gpu = 0;
+    double hardware_tflops_per_gpu = 0;
+    double mfu = 0, hfu = 0;
+    double peak_flops = 0;
+    double bubble_s = 0, bubble_ratio = 0, bubble_closed_form = 0;
+    double compute_s = 0, tp_exposed_s = 0, pp_exposed_s = 0, dp_exposed_s = 0, idle_s = 0;
+    std::vector<StageTimes> stages;
+    std::vector<StageMemory> memory;
+    double gpu_memory_bytes = 0;
+    std::uint64_t events = 0, flows = 0;
+};
+
+/// Per-stage memory of the first model (parameters, gradients, optimizer state, activations with the schedule's
+/// in-flight micro-batches). Activation terms: Korthikanti et al. 2022 Table 2 (see docs/memory.md).
+std::vector<StageMemory> estimate_memory(const ModelSpec& m, const Layout& l, const Program& p);
+
+Report make_report(const Cluster& cluster, const ModelSpec& m, const Layout& l, const Program& p,
+                   const ExecutionResult& r, const std::string& topology_name, const std::string& workload_name);
+
+/// Measured figures printed beside the prediction (the embedded default's published run).
+struct Measured {
+    std::string source;
+    double step_time_s = 0;
+    double tflops_per_gpu = 0;  ///< as the source counts it
+    std::string tflops_convention;
+};
+
+std::string format_text(const Report& r, const Measured* measured);
+nlohmann::json to_json(const Report& r, const Measured* measured);
+/// Chrome trace / Perfetto JSON: one process per GPU, threads for compute, TP, DP and P2P streams.
+nlohmann::json chrome_trace(const ExecutionResult& r, const Layout& l);
+
+}  // namespace trainsim

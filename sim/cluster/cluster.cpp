@@ -1,0 +1,200 @@
+#include "trainsim/cluster.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <queue>
+
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/breadth_first_search.hpp>
+#include <boost/graph/filtered_graph.hpp>
+#include <boost/graph/visitors.hpp>
+#include <fmt/format.h>
+
+#include "trainsim/errors.hpp"
+
+namespace trainsim {
+
+namespace {
+struct VertexProps {
+    VertexKind kind = VertexKind::gpu;
+    int index = 0;  ///< index among vertices of its kind
+};
+struct EdgeProps {
+    int link = 0;
+};
+using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, VertexProps, EdgeProps>;
+using VertexId = boost::graph_traits<Graph>::vertex_descriptor;
+
+/// Deterministic 64-bit mix (splitmix64 finalizer) for ECMP choices.
+std::uint64_t mix(std::uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+struct IsSwitch {
+    const Graph* g = nullptr;
+    bool operator()(VertexId v) const {
+        const auto k = (*g)[v].kind;
+        return k == VertexKind::leaf || k == VertexKind::spine;
+    }
+};
+}  // namespace
+
+struct Cluster::Impl {
+    Graph graph;
+    std::vector<VertexId> nvswitch_of_node;
+    std::vector<VertexId> nic_vertex;        ///< [node * nics + k]
+    std::vector<VertexId> leaf_vertex;       ///< [group * nics + rail]
+    std::vector<int> nic_of_gpu_local;       ///< local GPU -> local NIC
+    std::vector<std::vector<int>> dist_to_leaf;  ///< [leaf index][vertex] hops over switches (-1: unreachable)
+    std::vector<int> link_gpu_to_nvs, link_nvs_to_gpu, link_gpu_to_nic, link_nic_to_gpu, link_nic_to_leaf,
+        link_leaf_to_nic;
+};
+
+Cluster::Cluster(Cluster&&) noexcept = default;
+Cluster& Cluster::operator=(Cluster&&) noexcept = default;
+Cluster::~Cluster() = default;
+
+Cluster::Cluster(const TopologySpec& spec) : spec_(spec), gpu_(&find_gpu(spec.gpu, "topology.gpu")) {
+    if (spec.nodes <= 0) throw InputError(fmt::format("topology.nodes = {} must be positive", spec.nodes));
+    if (spec.gpus_per_node <= 0)
+        throw InputError(fmt::format("topology.gpus_per_node = {} must be positive", spec.gpus_per_node));
+    if (spec.nics_per_node <= 0 || spec.nics_per_node > spec.gpus_per_node)
+        throw InputError(fmt::format("topology.scale_out.nics_per_node = {} must be between 1 and gpus_per_node = {}",
+                                     spec.nics_per_node, spec.gpus_per_node));
+    if (spec.nodes_per_leaf <= 0)
+        throw InputError(
+            fmt::format("topology.scale_out.nodes_per_leaf = {} must be positive", spec.nodes_per_leaf));
+    if (!(spec.oversubscription >= 1.0))
+        throw InputError(
+            fmt::format("topology.scale_out.oversubscription = {} must be >= 1", spec.oversubscription));
+
+    impl_ = std::make_unique<Impl>();
+    Graph& g = impl_->graph;
+    const int gpn = spec.gpus_per_node;
+    const int nics = spec.nics_per_node;
+    const int groups = (spec.nodes + spec.nodes_per_leaf - 1) / spec.nodes_per_leaf;
+    const int uplinks = static_cast<int>(std::ceil(static_cast<double>(spec.nodes_per_leaf) / spec.oversubscription));
+
+    auto add_vertex = [&](VertexKind k, int idx) { return boost::add_vertex(VertexProps{k, idx}, g); };
+    auto add_link = [&](VertexId a, VertexId b, LinkKind kind, Bandwidth bw, Time lat) {
+        const int id = static_cast<int>(links_.size());
+        links_.push_back(Link{static_cast<int>(a), static_cast<int>(b), kind, bw, lat});
+        boost::add_edge(a, b, EdgeProps{id}, g);
+        return id;
+    };
+
+    // GPUs first, so that vertex id == GPU id.
+    for (int i = 0; i < spec.gpus(); ++i) add_vertex(VertexKind::gpu, i);
+    for (int n = 0; n < spec.nodes; ++n) impl_->nvswitch_of_node.push_back(add_vertex(VertexKind::nvswitch, n));
+    for (int n = 0; n < spec.nodes; ++n)
+        for (int k = 0; k < nics; ++k) impl_->nic_vertex.push_back(add_vertex(VertexKind::nic, n * nics + k));
+    for (int grp = 0; grp < groups; ++grp)
+        for (int r = 0; r < nics; ++r) impl_->leaf_vertex.push_back(add_vertex(VertexKind::leaf, grp * nics + r));
+    std::vector<VertexId> spines;
+    for (int s = 0; s < uplinks; ++s) spines.push_back(add_vertex(VertexKind::spine, s));
+
+    for (int l = 0; l < gpn; ++l) impl_->nic_of_gpu_local.push_back(l * nics / gpn);
+
+    const Bandwidth nvlink{spec.nvlink_bandwidth.bytes_per_s * gpu_->nvlink_efficiency};
+    const Bandwidth nic{spec.nic_bandwidth.bytes_per_s * kScaleOutEfficiency};
+    const Bandwidth pcie = spec.pcie_bandwidth;
+    const Time half_nvlink = Time::ps(spec.nvlink_latency.picoseconds() / 2);
+    for (int i = 0; i < spec.gpus(); ++i) {
+        const int node = i / gpn;
+        const VertexId gv = static_cast<VertexId>(i);
+        const VertexId nvs = impl_->nvswitch_of_node[static_cast<std::size_t>(node)];
+        impl_->link_gpu_to_nvs.push_back(add_link(gv, nvs, LinkKind::nvlink, nvlink, half_nvlink));
+        impl_->link_nvs_to_gpu.push_back(add_link(nvs, gv, LinkKind::nvlink, nvlink, half_nvlink));
+        const VertexId nv = impl_->nic_vertex[static_cast<std::size_t>(node * nics + impl_->nic_of_gpu_local[i % gpn])];
+        impl_->link_gpu_to_nic.push_back(add_link(gv, nv, LinkKind::pcie, pcie, spec.nic_latency));
+        impl_->link_nic_to_gpu.push_back(add_link(nv, gv, LinkKind::pcie, pcie, Time{}));
+    }
+    for (int n = 0; n < spec.nodes; ++n) {
+        const int grp = n / spec.nodes_per_leaf;
+        for (int k = 0; k < nics; ++k) {
+            const VertexId nv = impl_->nic_vertex[static_cast<std::size_t>(n * nics + k)];
+            const VertexId leaf = impl_->leaf_vertex[static_cast<std::size_t>(grp * nics + k)];
+            impl_->link_nic_to_leaf.push_back(add_link(nv, leaf, LinkKind::nic_to_leaf, nic, spec.switch_latency));
+            impl_->link_leaf_to_nic.push_back(add_link(leaf, nv, LinkKind::nic_to_leaf, nic, Time{}));
+        }
+    }
+    for (VertexId leaf : impl_->leaf_vertex)
+        for (VertexId sp : spines) {
+            add_link(leaf, sp, LinkKind::leaf_to_spine, nic, spec.switch_latency);
+            add_link(sp, leaf, LinkKind::leaf_to_spine, nic, Time{});
+        }
+
+    // Hop distances from every switch to every leaf, over the switch layer only (Boost.Graph BFS on the filtered
+    // graph; links are symmetric, so distance from the leaf equals distance to it).
+    IsSwitch pred{&g};
+    boost::filtered_graph<Graph, boost::keep_all, IsSwitch> sw(g, boost::keep_all{}, pred);
+    const auto nv = boost::num_vertices(g);
+    for (VertexId leaf : impl_->leaf_vertex) {
+        std::vector<int> dist(nv, -1);
+        std::vector<boost::default_color_type> color(nv);
+        dist[leaf] = 0;
+        auto vis = boost::make_bfs_visitor(
+            boost::record_distances(boost::make_iterator_property_map(dist.begin(), boost::get(boost::vertex_index, g)),
+                                    boost::on_tree_edge()));
+        boost::breadth_first_search(sw, leaf,
+                                    boost::visitor(vis).color_map(boost::make_iterator_property_map(
+                                        color.begin(), boost::get(boost::vertex_index, g))));
+        impl_->dist_to_leaf.push_back(std::move(dist));
+    }
+}
+
+int Cluster::num_vertices() const { return static_cast<int>(boost::num_vertices(impl_->graph)); }
+
+VertexKind Cluster::vertex_kind(int v) const { return impl_->graph[static_cast<VertexId>(v)].kind; }
+
+Route Cluster::route(int src, int dst) const {
+    if (src == dst || src < 0 || dst < 0 || src >= gpus() || dst >= gpus())
+        throw InternalError(fmt::format("route({}, {}) requested on a cluster of {} GPUs", src, dst, gpus()));
+    Route r;
+    auto push = [&](int link) {
+        r.links.push_back(link);
+        r.latency += links_[static_cast<std::size_t>(link)].latency;
+    };
+    const auto s = static_cast<std::size_t>(src);
+    const auto d = static_cast<std::size_t>(dst);
+    if (node_of(src) == node_of(dst)) {
+        push(impl_->link_gpu_to_nvs[s]);
+        push(impl_->link_nvs_to_gpu[d]);
+        return r;
+    }
+    const Graph& g = impl_->graph;
+    push(impl_->link_gpu_to_nic[s]);
+    const int src_nic_link = impl_->link_nic_to_leaf[static_cast<std::size_t>(
+        node_of(src) * spec_.nics_per_node + impl_->nic_of_gpu_local[s % static_cast<std::size_t>(spec_.gpus_per_node)])];
+    push(src_nic_link);
+    VertexId at = static_cast<VertexId>(links_[static_cast<std::size_t>(src_nic_link)].to);
+    const int dst_local_nic = impl_->nic_of_gpu_local[d % static_cast<std::size_t>(spec_.gpus_per_node)];
+    const int dst_nic_index = node_of(dst) * spec_.nics_per_node + dst_local_nic;
+    const int dst_group = node_of(dst) / spec_.nodes_per_leaf;
+    const std::size_t dst_leaf_index = static_cast<std::size_t>(dst_group * spec_.nics_per_node + dst_local_nic);
+    const VertexId dst_leaf = impl_->leaf_vertex[dst_leaf_index];
+    const auto& dist = impl_->dist_to_leaf[dst_leaf_index];
+    std::uint64_t h = mix(static_cast<std::uint64_t>(src) * 0x100000001b3ULL + static_cast<std::uint64_t>(dst));
+    while (at != dst_leaf) {
+        // Equal-cost next hops toward dst_leaf (ECMP), in edge order; pick one by hash.
+        std::vector<std::pair<VertexId, int>> next;
+        for (auto [e, end] = boost::out_edges(at, g); e != end; ++e) {
+            const VertexId v = boost::target(*e, g);
+            if (dist[v] >= 0 && dist[v] == dist[at] - 1) next.emplace_back(v, g[*e].link);
+        }
+        if (next.empty()) throw InternalError(fmt::format("no route from GPU {} to GPU {}", src, dst));
+        const auto& pick = next[h % next.size()];
+        h = mix(h);
+        push(pick.second);
+        at = pick.first;
+    }
+    push(impl_->link_leaf_to_nic[static_cast<std::size_t>(dst_nic_index)]);
+    push(impl_->link_nic_to_gpu[d]);
+    return r;
+}
+
+}  // namespace trainsim

@@ -1,0 +1,155 @@
+#include "trainsim/gpu_catalog.hpp"
+
+#include <fmt/format.h>
+
+#include "trainsim/errors.hpp"
+#include "trainsim/units.hpp"
+
+namespace trainsim {
+
+namespace {
+
+// Model constants shared by a GPU generation. Meaning of each field: gpu_catalog.hpp. Sources:
+//  - gemm_max_efficiency: the "maximum achievable matmul FLOPS" measured with cuBLAS on the largest shapes, as
+//    collected in S. Bekman, "Machine Learning Engineering", compute/accelerator (MAMF finder): A100-SXM ~84-87%,
+//    H100-SXM ~72-80% of the dense datasheet peak (H100 is power/clock limited under sustained tensor load).
+//  - gemm tile 128x256 and k_half: CUTLASS/cuBLAS large-GEMM tile shapes (CUTLASS profiler defaults for sm80/sm90);
+//    k_half is the main-loop length below which fixed per-tile costs dominate (NVIDIA "Matrix Multiplication
+//    Background User's Guide", section on tile quantization and arithmetic intensity).
+//  - flash_attention_efficiency: FlashAttention-2 paper (Dao 2023, arXiv:2307.08691, Fig. 4-6): ~70% of A100
+//    peak forward, ~60% backward; on H100, cuDNN/TransformerEngine fused attention and FlashAttention-3 (Shah et al.
+//    2024, arXiv:2407.08608) reach 50-75% of the BF16 peak; we take one mid value per generation.
+//  - hbm_efficiency: STREAM-like copy kernels reach ~85-90% of datasheet HBM bandwidth on A100 and H100 (NVIDIA
+//    "GPU Performance Background User's Guide"; Jia et al. microbenchmarking reports).
+//  - kernel_overhead_s: back-to-back dependent kernel launch on one stream costs ~3-5 us of GPU idle+ramp time
+//    (CUDA launch latency ~2-4 us plus SM ramp-up/tail), as measured by PyTorch profiler traces of Megatron layers.
+//  - nvlink_efficiency: nccl-tests all_reduce busbw for large messages on DGX A100 is ~230-235 GB/s of 300 GB/s
+//    (NVIDIA DGX A100 user guide / nccl-tests PERFORMANCE.md); ring (non-NVLS) busbw on DGX H100 ~360 of 450 GB/s.
+GpuSpec ampere(std::string name) {
+    GpuSpec g;
+    g.name = std::move(name);
+    g.sm_count = 108;  // A100 whitepaper, Table 1: 108 SMs
+    g.gemm_max_efficiency = 0.84;
+    g.gemm_k_half = 32;
+    g.flash_attention_efficiency = 0.60;
+    g.hbm_efficiency = 0.85;
+    g.kernel_overhead_s = 4e-6;
+    g.nvlink_efficiency = 0.78;
+    return g;
+}
+
+GpuSpec hopper(std::string name) {
+    GpuSpec g;
+    g.name = std::move(name);
+    g.sm_count = 132;  // H100 SXM5 whitepaper, Table 2: 132 SMs
+    g.gemm_max_efficiency = 0.74;
+    g.gemm_k_half = 48;
+    g.flash_attention_efficiency = 0.55;
+    g.hbm_efficiency = 0.85;
+    g.kernel_overhead_s = 4e-6;
+    g.nvlink_efficiency = 0.80;
+    return g;
+}
+
+std::vector<GpuSpec> build_catalog() {
+    std::vector<GpuSpec> c;
+    // NVIDIA A100 Tensor Core GPU datasheet (2021): FP16/BF16 tensor 312 TFLOPS dense; 40GB HBM2 1,555 GB/s;
+    // 80GB HBM2e 2,039 GB/s (SXM).
+    {
+        GpuSpec g = ampere("A100-SXM4-40GB");
+        g.peak_fp16_flops = g.peak_bf16_flops = 312e12;
+        g.hbm_bytes = 40.0 * kGiB;
+        g.hbm_bytes_per_s = 1555e9;
+        c.push_back(g);
+    }
+    {
+        GpuSpec g = ampere("A100-SXM4-80GB");
+        g.peak_fp16_flops = g.peak_bf16_flops = 312e12;
+        g.hbm_bytes = 80.0 * kGiB;
+        g.hbm_bytes_per_s = 2039e9;
+        c.push_back(g);
+    }
+    // NVIDIA H100 Tensor Core GPU datasheet (SXM5): FP16/BF16 989 TFLOPS dense (1,979 with sparsity), FP8 1,979
+    // dense; 80GB HBM3 3.35 TB/s. The 96GB SXM5 variant has the same compute; bandwidth taken as the 80GB part's.
+    {
+        GpuSpec g = hopper("H100-SXM5-80GB");
+        g.peak_fp16_flops = g.peak_bf16_flops = 989.4e12;
+        g.peak_fp8_flops = 1978.9e12;
+        g.hbm_bytes = 80.0 * kGiB;
+        g.hbm_bytes_per_s = 3.35e12;
+        c.push_back(g);
+    }
+    {
+        GpuSpec g = hopper("H100-SXM5-96GB");
+        g.peak_fp16_flops = g.peak_bf16_flops = 989.4e12;
+        g.peak_fp8_flops = 1978.9e12;
+        g.hbm_bytes = 96.0 * kGiB;
+        g.hbm_bytes_per_s = 3.35e12;
+        c.push_back(g);
+    }
+    // NVIDIA H200 datasheet (SXM): 141 GB HBM3e at 4.8 TB/s; same tensor cores as H100 SXM (989 / 1,979 dense).
+    {
+        GpuSpec g = hopper("H200-SXM-141GB");
+        g.peak_fp16_flops = g.peak_bf16_flops = 989.4e12;
+        g.peak_fp8_flops = 1978.9e12;
+        g.hbm_bytes = 141e9;
+        g.hbm_bytes_per_s = 4.8e12;
+        c.push_back(g);
+    }
+    // NVIDIA DGX B200 / HGX B200 datasheet: per GPU 2.25 PFLOPS FP16/BF16 dense, 4.5 PFLOPS FP8 dense, 180 GB
+    // HBM3e (1,440 GB per 8 GPUs), 8 TB/s; 148 SMs (Blackwell architecture technical brief). Blackwell constants
+    // are taken as Hopper's until measured (documented in docs/compute-model.md).
+    {
+        GpuSpec g = hopper("B200");
+        g.sm_count = 148;
+        g.peak_fp16_flops = g.peak_bf16_flops = 2250e12;
+        g.peak_fp8_flops = 4500e12;
+        g.hbm_bytes = 180e9;
+        g.hbm_bytes_per_s = 8e12;
+        c.push_back(g);
+    }
+    return c;
+}
+
+}  // namespace
+
+const std::vector<GpuSpec>& gpu_catalog() {
+    static const std::vector<GpuSpec> catalog = build_catalog();
+    return catalog;
+}
+
+const GpuSpec& find_gpu(const std::string& name, const std::string& where) {
+    std::string known;
+    for (const auto& g : gpu_catalog()) {
+        if (g.name == name) return g;
+        known += (known.empty() ? "" : ", ") + g.name;
+    }
+    throw InputError(fmt::format("{} = \"{}\" is not a known GPU; known: {}", where, name, known));
+}
+
+double GpuSpec::peak_flops(Precision p) const {
+    switch (p) {
+        case Precision::fp16:
+            return peak_fp16_flops;
+        case Precision::bf16:
+            return peak_bf16_flops;
+        case Precision::fp8:
+            if (peak_fp8_flops <= 0) throw InputError(fmt::format("precision fp8 is not supported by GPU {}", name));
+            return peak_fp8_flops;
+    }
+    throw InternalError("unknown precision");
+}
+
+std::string to_string(Precision p) {
+    switch (p) {
+        case Precision::fp16:
+            return "fp16";
+        case Precision::bf16:
+            return "bf16";
+        case Precision::fp8:
+            return "fp8";
+    }
+    return "?";
+}
+
+}  // namespace trainsim

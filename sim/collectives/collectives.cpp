@@ -1,0 +1,114 @@
+#include "trainsim/collectives.hpp"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "trainsim/errors.hpp"
+
+namespace trainsim {
+
+Collectives::Collectives(Simulator& sim, FlowNetwork& net, const Cluster& cluster)
+    : sim_(sim), net_(net), cluster_(cluster), route_cache_(static_cast<std::size_t>(cluster.gpus())) {}
+
+const Route& Collectives::route(int src, int dst) {
+    auto& row = route_cache_[static_cast<std::size_t>(src)];
+    for (auto& [d, r] : row)
+        if (d == dst) return r;
+    row.emplace_back(dst, cluster_.route(src, dst));
+    return row.back().second;
+}
+
+int Collectives::channels_for(const std::vector<int>& ranks, int gpus_per_node) {
+    std::map<int, int> per_node;
+    for (int r : ranks) ++per_node[r / gpus_per_node];
+    if (per_node.size() <= 1) return 1;
+    int g = per_node.begin()->second;
+    for (auto& [node, count] : per_node)
+        if (count != g) return 1;  // irregular group: one ring
+    return g;
+}
+
+std::vector<std::pair<int, int>> Collectives::ring_edges(const std::vector<int>& ranks, int gpus_per_node,
+                                                         int channel, int channels) {
+    std::vector<std::pair<int, int>> edges;
+    const int n = static_cast<int>(ranks.size());
+    if (n < 2) return edges;
+    std::vector<int> order;
+    if (channels <= 1) {
+        order = ranks;
+    } else {
+        // Members grouped by node, in the order given.
+        std::vector<std::vector<int>> nodes;
+        std::vector<int> node_ids;
+        for (int r : ranks) {
+            const int node = r / gpus_per_node;
+            auto it = std::find(node_ids.begin(), node_ids.end(), node);
+            if (it == node_ids.end()) {
+                node_ids.push_back(node);
+                nodes.push_back({r});
+            } else {
+                nodes[static_cast<std::size_t>(it - node_ids.begin())].push_back(r);
+            }
+        }
+        const int g = channels;
+        for (std::size_t k = 0; k < nodes.size(); ++k) {
+            const int start = ((channel - static_cast<int>(k)) % g + g) % g;
+            for (int j = 0; j < g; ++j) order.push_back(nodes[k][static_cast<std::size_t>((start + j) % g)]);
+        }
+    }
+    for (int i = 0; i < n; ++i)
+        edges.emplace_back(order[static_cast<std::size_t>(i)], order[static_cast<std::size_t>((i + 1) % n)]);
+    return edges;
+}
+
+void Collectives::run(CollectiveKind kind, const std::vector<int>& ranks, double bytes, std::function<void()> done) {
+    const int n = static_cast<int>(ranks.size());
+    if (n == 0) throw InternalError("collective over an empty group");
+    if (n == 1 || bytes <= 0) {
+        sim_.schedule_in(Time{}, Priority::kDefault, std::move(done));
+        return;
+    }
+    const int steps = kind == CollectiveKind::all_reduce ? 2 * (n - 1) : n - 1;
+    const double per_edge = (kind == CollectiveKind::all_reduce ? 2.0 : 1.0) * (n - 1) / n * bytes;
+    const int gpn = cluster_.spec().gpus_per_node;
+    const int channels = channels_for(ranks, gpn);
+
+    // Per-step latency: the slowest edge's wire latency plus NCCL's per-step cost.
+    std::vector<std::vector<std::pair<int, int>>> rings;
+    Time step_latency{};
+    for (int c = 0; c < channels; ++c) {
+        rings.push_back(ring_edges(ranks, gpn, c, channels));
+        for (auto [a, b] : rings.back()) step_latency = std::max(step_latency, route(a, b).latency);
+    }
+    step_latency += Time::seconds(kNcclStepLatencyS);
+    // The flows add their own route latency once; the pipeline fill adds the other (steps - 1) step latencies.
+    const Time fill = Time::seconds(kNcclLaunchLatencyS) +
+                      Time::ps(step_latency.picoseconds() * (steps - 1) + Time::seconds(kNcclStepLatencyS).picoseconds());
+    auto remaining = std::make_shared<int>(channels * n);
+    auto finish = std::make_shared<std::function<void()>>(std::move(done));
+    sim_.schedule_in(fill, Priority::kDefault, [this, rings = std::move(rings), per_edge, channels, remaining, finish] {
+        for (const auto& ring : rings)
+            for (auto [a, b] : ring)
+                net_.start_flow(route(a, b), per_edge / channels, [remaining, finish] {
+                    if (--*remaining == 0) (*finish)();
+                });
+    });
+}
+
+void Collectives::send(int src, int dst, double bytes, std::function<void()> done) {
+    if (src == dst) throw InternalError(fmt::format("send from GPU {} to itself", src));
+    const Time setup = Time::seconds(kNcclLaunchLatencyS);
+    sim_.schedule_in(setup, Priority::kDefault, [this, src, dst, bytes, done = std::move(done)]() mutable {
+        net_.start_flow(route(src, dst), bytes, std::move(done));
+    });
+}
+
+double busbw_factor(CollectiveKind kind, int n) {
+    if (n <= 1) return 0.0;
+    return kind == CollectiveKind::all_reduce ? 2.0 * (n - 1) / n : static_cast<double>(n - 1) / n;
+}
+
+}  // namespace trainsim

@@ -1,0 +1,86 @@
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "trainsim/compute.hpp"
+
+namespace trainsim {
+
+namespace {
+struct TileShape {
+    double m, n;
+    double efficiency;  ///< relative to the largest tile: smaller tiles reuse operands less (more SMEM traffic)
+};
+// Tile shapes cuBLAS/CUTLASS choose among for large half-precision GEMMs on sm80/sm90 (CUTLASS profiler's default
+// kernels), with the relative efficiency of each measured on square GEMMs in CUTLASS's published profiles.
+constexpr std::array<TileShape, 4> kTileShapes = {{
+    {256, 128, 1.00},
+    {128, 128, 0.95},
+    {128, 64, 0.85},
+    {64, 64, 0.70},
+}};
+}  // namespace
+
+Kernel Kernel::gemm(const char* name, double m, double n, double k, double batch, double elem_bytes) {
+    Kernel g;
+    g.kind = KernelKind::gemm;
+    g.name = name;
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.batch = batch;
+    g.flops = 2.0 * m * n * k * batch;
+    g.bytes = elem_bytes * (m * k + k * n + m * n) * batch;
+    return g;
+}
+
+Kernel Kernel::flash(const char* name, double flops, double bytes) {
+    Kernel g;
+    g.kind = KernelKind::flash_attention;
+    g.name = name;
+    g.flops = flops;
+    g.bytes = bytes;
+    return g;
+}
+
+Kernel Kernel::memory(const char* name, double bytes) {
+    Kernel g;
+    g.kind = KernelKind::memory_bound;
+    g.name = name;
+    g.bytes = bytes;
+    return g;
+}
+
+ComputeModel::ComputeModel(const GpuSpec& gpu, Precision precision) : gpu_(gpu), peak_(gpu.peak_flops(precision)) {}
+
+double ComputeModel::gemm_shape_efficiency(double m, double n, double batch) const {
+    double best = 0;
+    const double sms = gpu_.sm_count;
+    for (const auto& t : kTileShapes) {
+        const double tm = std::ceil(m / t.m), tn = std::ceil(n / t.n);
+        const double edge = (m * n) / (tm * t.m * tn * t.n);
+        const double tiles = tm * tn * batch;
+        const double waves = tiles / (std::ceil(tiles / sms) * sms);
+        best = std::max(best, t.efficiency * edge * waves);
+    }
+    return best;
+}
+
+double ComputeModel::seconds(const Kernel& k) const {
+    const double mem_bw = gpu_.hbm_bytes_per_s * gpu_.hbm_efficiency;
+    const double mem_t = k.bytes / mem_bw;
+    switch (k.kind) {
+        case KernelKind::gemm: {
+            const double e = gpu_.gemm_max_efficiency * gemm_shape_efficiency(k.m, k.n, k.batch) * k.k /
+                             (k.k + gpu_.gemm_k_half);
+            return std::max(k.flops / (peak_ * e), mem_t) + gpu_.kernel_overhead_s;
+        }
+        case KernelKind::flash_attention:
+            return std::max(k.flops / (peak_ * gpu_.flash_attention_efficiency), mem_t) + gpu_.kernel_overhead_s;
+        case KernelKind::memory_bound:
+            return mem_t + gpu_.kernel_overhead_s;
+    }
+    return 0;
+}
+
+}  // namespace trainsim

@@ -1,0 +1,187 @@
+#include "trainsim/config.hpp"
+
+#include <fstream>
+#include <sstream>
+
+#include "embedded_defaults.hpp"
+#include "strict_json.hpp"
+
+namespace trainsim {
+
+using detail::StrictObject;
+using nlohmann::json;
+
+json read_json_file(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) throw InputError(fmt::format("{}: cannot open the file", path));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    try {
+        return json::parse(ss.str());
+    } catch (const json::parse_error& e) {
+        throw InputError(fmt::format("{}: not valid JSON ({})", path, e.what()));
+    }
+}
+
+TopologySpec parse_topology(const json& j, const std::string& file) {
+    StrictObject o(j, file, "topology");
+    TopologySpec t;
+    t.name = o.string("name");
+    if (o.has("description")) o.string("description");
+    t.gpu = o.string("gpu");
+    try {
+        find_gpu(t.gpu, o.field("gpu"));
+    } catch (const InputError& e) {
+        throw InputError(fmt::format("{}: {}", file, e.what()));
+    }
+    t.nodes = static_cast<int>(o.positive("nodes"));
+    t.gpus_per_node = static_cast<int>(o.positive("gpus_per_node"));
+    {
+        auto su = o.object("scale_up");
+        t.scale_up_kind = su.choice("kind", {"nvswitch"});
+        t.nvlink_bandwidth = Bandwidth{su.quantity("bandwidth_per_gpu", Dimension::bandwidth)};
+        t.nvlink_latency = Time::seconds(su.quantity("latency", Dimension::time, true));
+        su.finish();
+    }
+    {
+        auto so = o.object("scale_out");
+        t.scale_out_kind = so.choice("kind", {"infiniband", "roce"});
+        t.nics_per_node = static_cast<int>(so.positive("nics_per_node"));
+        t.nic_bandwidth = Bandwidth{so.quantity("nic_rate", Dimension::bandwidth)};
+        t.pcie_bandwidth = Bandwidth{so.quantity("pcie_bandwidth", Dimension::bandwidth)};
+        t.nic_latency = Time::seconds(so.quantity("nic_latency", Dimension::time, true));
+        t.switch_latency = Time::seconds(so.quantity("switch_latency", Dimension::time, true));
+        so.choice("topology", {"rail-optimized-fat-tree"});
+        t.nodes_per_leaf = static_cast<int>(so.positive("nodes_per_leaf"));
+        t.oversubscription = so.number("oversubscription");
+        if (!(t.oversubscription >= 1.0))
+            so.fail(so.field("oversubscription"), fmt::format("= {} must be >= 1", t.oversubscription));
+        so.finish();
+    }
+    o.finish();
+    return t;
+}
+
+ModelSpec parse_model(const json& j, const std::string& file, const std::string& path) {
+    StrictObject o(j, file, path);
+    ModelSpec m;
+    if (o.has("name")) m.name = o.string("name");
+    m.layers = o.positive("layers");
+    m.hidden = o.positive("hidden");
+    m.heads = o.positive("heads");
+    m.kv_heads = o.has("kv_heads") ? o.positive("kv_heads") : m.heads;
+    m.ffn_hidden = o.positive("ffn_hidden");
+    m.vocab = o.positive("vocab");
+    m.seq_len = o.positive("seq_len");
+    m.mlp = o.choice("mlp", {"gelu", "swiglu"}) == "swiglu" ? MlpKind::swiglu : MlpKind::gelu;
+    m.tied_embeddings = o.boolean_or("tied_embeddings", m.mlp == MlpKind::gelu);
+    o.finish();
+    return m;
+}
+
+namespace {
+
+Layout parse_layout(const json& j, const std::string& file) {
+    StrictObject o(j, file, "layout");
+    Layout l;
+    l.tp = static_cast<int>(o.positive("tp"));
+    l.pp = static_cast<int>(o.positive("pp"));
+    l.dp = static_cast<int>(o.positive("dp"));
+    l.cp = static_cast<int>(o.integer_or("cp", 1));
+    l.vpp = static_cast<int>(o.integer_or("vpp", 1));
+    l.micro_batch = o.positive("micro_batch");
+    l.global_batch = o.positive("global_batch");
+    if (o.has("schedule")) l.schedule = o.choice("schedule", {"1f1b", "gpipe"}) == "gpipe" ? Schedule::gpipe
+                                                                                            : Schedule::one_f_one_b;
+    if (o.has("sequence_parallel")) l.sequence_parallel = o.boolean("sequence_parallel");
+    if (o.has("recompute")) {
+        const auto r = o.choice("recompute", {"none", "selective", "full"});
+        l.recompute = r == "full" ? Recompute::full : r == "selective" ? Recompute::selective : Recompute::none;
+    }
+    if (o.has("precision")) {
+        const auto p = o.choice("precision", {"bf16", "fp16", "fp8"});
+        l.precision = p == "fp16" ? Precision::fp16 : p == "fp8" ? Precision::fp8 : Precision::bf16;
+    }
+    l.distributed_optimizer = o.boolean_or("distributed_optimizer", false);
+    l.zero_stage = static_cast<int>(o.integer_or("zero_stage", 0));
+    if (o.has("dp_bucket_size")) l.dp_bucket_bytes = o.quantity("dp_bucket_size", Dimension::bytes);
+    l.overlap_grad_reduce = o.boolean_or("overlap_grad_reduce", false);
+    l.overlap_param_gather = o.boolean_or("overlap_param_gather", false);
+    l.tp_comm_overlap = o.boolean_or("tp_comm_overlap", false);
+    if (o.has("attention"))
+        l.attention = o.choice("attention", {"flash", "unfused"}) == "unfused" ? AttentionKernel::unfused
+                                                                                : AttentionKernel::flash;
+    if (o.has("layers_per_stage")) {
+        const auto& v = o.raw("layers_per_stage");
+        if (!v.is_array()) o.fail(o.field("layers_per_stage"), fmt::format("= {} must be an array", v.dump()));
+        for (const auto& x : v) {
+            if (!x.is_number_integer())
+                o.fail(o.field("layers_per_stage"), fmt::format("= {} must hold integers", v.dump()));
+            l.layers_per_stage.push_back(x.get<std::int64_t>());
+        }
+    }
+    o.finish();
+    return l;
+}
+
+}  // namespace
+
+Workload parse_workload(const json& j, const std::string& file) {
+    StrictObject o(j, file, "");
+    Workload w;
+    w.name = o.string("name");
+    if (o.has("description")) o.string("description");
+    w.model = parse_model(o.raw("model"), file, "model");
+    if (w.model.name.empty()) w.model.name = w.name;
+    w.layout = parse_layout(o.raw("layout"), file);
+    if (o.has("measured")) {
+        auto m = o.object("measured");
+        Measured meas;
+        meas.source = m.string("source");
+        meas.step_time_s = m.number("step_time_s");
+        meas.tflops_per_gpu = m.number("tflops_per_gpu");
+        meas.tflops_convention = m.choice("tflops_convention", {"narayanan2021-eq3", "megatron-model-flops"});
+        m.finish();
+        w.measured = meas;
+    }
+    o.finish();
+    return w;
+}
+
+void apply_override(json& topology, json& workload, const std::string& assignment) {
+    const auto eq = assignment.find('=');
+    if (eq == std::string::npos || eq == 0)
+        throw InputError(fmt::format("--set \"{}\": expected key=value, e.g. layout.tp=4", assignment));
+    std::string key = assignment.substr(0, eq);
+    const std::string value = assignment.substr(eq + 1);
+    json* doc = &workload;
+    if (key.rfind("topology.", 0) == 0) {
+        doc = &topology;
+        key = key.substr(9);
+    }
+    json parsed;
+    try {
+        parsed = json::parse(value);
+    } catch (const json::parse_error&) {
+        parsed = value;
+    }
+    json* at = doc;
+    std::size_t start = 0;
+    while (true) {
+        const auto dot = key.find('.', start);
+        const std::string part = key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+        if (part.empty() || !at->is_object())
+            throw InputError(fmt::format("--set \"{}\": \"{}\" does not name a field", assignment, key));
+        if (dot == std::string::npos) {
+            (*at)[part] = parsed;
+            return;
+        }
+        at = &(*at)[part];
+        start = dot + 1;
+    }
+}
+
+json default_topology_json() { return json::parse(embedded::kDefaultTopology); }
+json default_workload_json() { return json::parse(embedded::kDefaultWorkload); }
+
+}  // namespace trainsim

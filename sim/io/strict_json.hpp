@@ -1,0 +1,103 @@
+// Internal: a JSON object reader that names the file and field in every error and refuses unknown keys.
+#pragma once
+
+#include <set>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "trainsim/errors.hpp"
+#include "trainsim/units.hpp"
+
+namespace trainsim::detail {
+
+class StrictObject {
+public:
+    StrictObject(const nlohmann::json& j, std::string file, std::string path)
+        : j_(j), file_(std::move(file)), path_(std::move(path)) {
+        if (!j_.is_object()) fail(path_, fmt::format("must be an object, got {}", j_.dump()));
+    }
+
+    [[noreturn]] void fail(const std::string& field, const std::string& what) const {
+        throw InputError(fmt::format("{}: {} {}", file_, field, what));
+    }
+    std::string field(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+    const std::string& file() const { return file_; }
+
+    bool has(const std::string& key) {
+        if (!j_.contains(key)) return false;
+        used_.insert(key);
+        return true;
+    }
+    const nlohmann::json& raw(const std::string& key) {
+        if (!j_.contains(key)) fail(field(key), "is missing");
+        used_.insert(key);
+        return j_.at(key);
+    }
+    StrictObject object(const std::string& key) { return StrictObject(raw(key), file_, field(key)); }
+
+    std::int64_t integer(const std::string& key) {
+        const auto& v = raw(key);
+        if (!v.is_number_integer()) fail(field(key), fmt::format("= {} must be an integer", v.dump()));
+        return v.get<std::int64_t>();
+    }
+    std::int64_t integer_or(const std::string& key, std::int64_t def) { return has(key) ? integer(key) : def; }
+    std::int64_t positive(const std::string& key) {
+        const auto v = integer(key);
+        if (v <= 0) fail(field(key), fmt::format("= {} must be positive", v));
+        return v;
+    }
+    double number(const std::string& key) {
+        const auto& v = raw(key);
+        if (!v.is_number()) fail(field(key), fmt::format("= {} must be a number", v.dump()));
+        return v.get<double>();
+    }
+    bool boolean(const std::string& key) {
+        const auto& v = raw(key);
+        if (!v.is_boolean()) fail(field(key), fmt::format("= {} must be true or false", v.dump()));
+        return v.get<bool>();
+    }
+    bool boolean_or(const std::string& key, bool def) { return has(key) ? boolean(key) : def; }
+    std::string string(const std::string& key) {
+        const auto& v = raw(key);
+        if (!v.is_string()) fail(field(key), fmt::format("= {} must be a string", v.dump()));
+        return v.get<std::string>();
+    }
+    std::string choice(const std::string& key, std::initializer_list<const char*> allowed) {
+        const std::string v = string(key);
+        std::string list;
+        for (const char* a : allowed) {
+            if (v == a) return v;
+            list += (list.empty() ? "\"" : ", \"") + std::string(a) + "\"";
+        }
+        fail(field(key), fmt::format("= \"{}\" is not one of {}", v, list));
+    }
+    double quantity(const std::string& key, Dimension dim, bool allow_zero = false) {
+        const auto& v = raw(key);
+        if (!v.is_string())
+            fail(field(key), fmt::format("= {} must be a string with its unit, e.g. \"{}\"", v.dump(),
+                                         dim == Dimension::time        ? "2us"
+                                         : dim == Dimension::bandwidth ? "300GBps"
+                                                                       : "160MB"));
+        try {
+            return parse_quantity(v.get<std::string>(), dim, field(key), allow_zero);
+        } catch (const InputError& e) {
+            throw InputError(fmt::format("{}: {}", file_, e.what()));
+        }
+    }
+
+    /// Throws for any key that was not read.
+    void finish() const {
+        for (auto it = j_.begin(); it != j_.end(); ++it)
+            if (!used_.count(it.key())) fail(field(it.key()), "is not a known field");
+    }
+
+private:
+    const nlohmann::json& j_;
+    std::string file_;
+    std::string path_;
+    std::set<std::string> used_;
+};
+
+}  // namespace trainsim::detail

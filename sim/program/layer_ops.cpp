@@ -1,0 +1,282 @@
+// Kernels of one transformer layer and of the embedding, LM head and optimizer, per GPU, from the shapes.
+// Notation: b micro-batch, s sequence, h hidden, a heads, g KV heads, d head dim, f ffn width, t TP, V vocab,
+// T = b·s tokens, Tsp = T/t tokens in the sequence-parallel regions (T without SP), E = 2 bytes per activation.
+// Element-wise byte counts (read + write) per kernel, from the tensors each kernel touches in Megatron-LM:
+//   LayerNorm/RMSNorm fwd 2·E·h per token, bwd 4·E·h; bias-dropout-add fwd (3E+1)·h (x, residual, out, 1-byte mask),
+//   bwd the same; GeLU fwd 2·E·f/t, bwd 3·E·f/t; SwiGLU fwd 3·E·f/t, bwd 5·E·f/t; unfused attention (fused
+//   scale-mask-softmax, then dropout; Megatron fused_softmax): softmax fwd 2E, dropout fwd 2E+1, backward 3E and
+//   2E+1 bytes per score element, b·(a/t)·s² elements; vocab-parallel cross-entropy: logits read as E, fp32 exp and
+//   softmax written and read: 14 bytes per logit forward, 8 backward.
+#include "layer_ops.hpp"
+
+#include <fmt/format.h>
+
+namespace trainsim::detail {
+
+BlockBuilder::BlockBuilder(const ModelSpec& m, const Layout& l, std::vector<Segment>& segments)
+    : m_(m), l_(l), segments_(segments) {
+    b_ = static_cast<double>(l.micro_batch);
+    s_ = static_cast<double>(m.seq_len);
+    h_ = static_cast<double>(m.hidden);
+    a_ = static_cast<double>(m.heads);
+    g_ = static_cast<double>(m.kv_heads);
+    d_ = static_cast<double>(m.head_dim());
+    f_ = static_cast<double>(m.ffn_hidden);
+    t_ = static_cast<double>(l.tp);
+    V_ = static_cast<double>(m.vocab);
+    T_ = b_ * s_;
+    Tsp_ = l.sequence_parallel ? T_ / t_ : T_;
+    E_ = l.activation_bytes();
+    gemm_elem_ = l.precision == Precision::fp8 ? 1.0 : 2.0;
+}
+
+void BlockBuilder::kernel(OpTemplate& /*t*/, const Kernel& k) { open_.push_back(k); }
+
+void BlockBuilder::flush(OpTemplate& t) {
+    if (open_.empty()) return;
+    Segment seg;
+    for (const auto& k : open_) {
+        if (!seg.name.empty()) seg.name.push_back('+');
+        seg.name.append(k.name);
+        seg.flops += k.flops;
+    }
+    seg.kernels = std::move(open_);
+    open_.clear();
+    Op op;
+    op.kind = OpKind::compute;
+    op.segment = static_cast<int>(segments_.size());
+    segments_.push_back(std::move(seg));
+    t.push_back(op);
+}
+
+void BlockBuilder::tp(OpTemplate& t, CollectiveKind kind, double bytes, bool wait) {
+    if (l_.tp <= 1) return;
+    flush(t);
+    Op op;
+    op.kind = OpKind::tp_launch;
+    op.collective = kind;
+    op.bytes = bytes;
+    t.push_back(op);
+    if (wait) tp_wait(t);
+}
+
+void BlockBuilder::tp_wait(OpTemplate& t) {
+    if (l_.tp <= 1) return;
+    flush(t);
+    Op op;
+    op.kind = OpKind::tp_wait;
+    t.push_back(op);
+}
+
+OpTemplate BlockBuilder::layer_forward() {
+    OpTemplate t;
+    const bool sp = l_.sequence_parallel;
+    const bool ov = l_.tp_comm_overlap;
+    const double act = T_ * h_ * E_;  // one full activation [T, h]
+    const CollectiveKind out_kind = sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
+    const double f_eff = (m_.mlp == MlpKind::swiglu ? 2.0 : 1.0) * f_ / t_;
+
+    // Column-parallel GEMM preceded (SP) by the all-gather of its input.
+    auto column = [&](const Kernel& gemm) {
+        if (sp) {
+            tp(t, CollectiveKind::all_gather, act, !ov);
+            kernel(t, gemm);
+            if (ov) tp_wait(t);
+        } else {
+            kernel(t, gemm);
+        }
+    };
+    // Row-parallel GEMM followed by the all-reduce (reduce-scatter with SP) of its output.
+    auto row = [&](const Kernel& gemm) {
+        if (ov && l_.tp > 1) {
+            flush(t);
+            tp(t, out_kind, act, false);
+            kernel(t, gemm);
+            tp_wait(t);
+        } else {
+            kernel(t, gemm);
+            tp(t, out_kind, act, true);
+        }
+    };
+
+    kernel(t, Kernel::memory("input_norm", 2 * E_ * h_ * Tsp_));
+    column(Kernel::gemm("qkv_gemm", T_, (a_ + 2 * g_) * d_ / t_, h_, 1, gemm_elem_));
+    attention_core_forward(t);
+    row(Kernel::gemm("attn_proj_gemm", T_, h_, a_ * d_ / t_, 1, gemm_elem_));
+    kernel(t, Kernel::memory("bias_dropout_add", (3 * E_ + 1) * h_ * Tsp_));
+    kernel(t, Kernel::memory("pre_mlp_norm", 2 * E_ * h_ * Tsp_));
+    column(Kernel::gemm("fc1_gemm", T_, f_eff, h_, 1, gemm_elem_));
+    kernel(t, Kernel::memory(m_.mlp == MlpKind::swiglu ? "swiglu" : "gelu",
+                             (m_.mlp == MlpKind::swiglu ? 3 : 2) * E_ * T_ * f_ / t_));
+    row(Kernel::gemm("fc2_gemm", T_, h_, f_ / t_, 1, gemm_elem_));
+    kernel(t, Kernel::memory("bias_dropout_add", (3 * E_ + 1) * h_ * Tsp_));
+    flush(t);
+    return t;
+}
+
+void BlockBuilder::attention_core_forward(OpTemplate& t) {
+    const double heads = b_ * a_ / t_;  // attention heads of this micro-batch on this GPU
+    if (l_.attention == AttentionKernel::flash) {
+        // Causal flash attention skips the masked upper triangle: half of the 4·s²·d FLOPs per head.
+        const double flops = 0.5 * 4.0 * heads * s_ * s_ * d_;
+        const double bytes = E_ * T_ * (2 * a_ + 2 * g_) * d_ / t_;
+        kernel(t, Kernel::flash("flash_attention_fwd", flops, bytes));
+    } else {
+        kernel(t, Kernel::gemm("attn_scores_bmm", s_, s_, d_, heads));
+        kernel(t, Kernel::memory("scale_mask_softmax", heads * s_ * s_ * 2 * E_));
+        kernel(t, Kernel::memory("attn_dropout", heads * s_ * s_ * (2 * E_ + 1)));
+        kernel(t, Kernel::gemm("attn_values_bmm", s_, d_, s_, heads));
+    }
+}
+
+void BlockBuilder::attention_core_backward(OpTemplate& t) {
+    const double heads = b_ * a_ / t_;
+    if (l_.attention == AttentionKernel::flash) {
+        // FlashAttention backward: 5 matmuls of the forward's 2 (recomputed scores, dV, dP, dQ, dK) = 2.5x.
+        const double flops = 2.5 * 0.5 * 4.0 * heads * s_ * s_ * d_;
+        const double bytes = 2 * E_ * T_ * (2 * a_ + 2 * g_) * d_ / t_;
+        kernel(t, Kernel::flash("flash_attention_bwd", flops, bytes));
+    } else {
+        kernel(t, Kernel::gemm("attn_values_bmm_dgrad", s_, s_, d_, heads));
+        kernel(t, Kernel::gemm("attn_values_bmm_wgrad", s_, d_, s_, heads));
+        kernel(t, Kernel::memory("attn_dropout_bwd", heads * s_ * s_ * (2 * E_ + 1)));
+        kernel(t, Kernel::memory("scale_mask_softmax_bwd", heads * s_ * s_ * 3 * E_));
+        kernel(t, Kernel::gemm("attn_scores_bmm_dgrad_q", s_, d_, s_, heads));
+        kernel(t, Kernel::gemm("attn_scores_bmm_dgrad_k", s_, d_, s_, heads));
+    }
+}
+
+OpTemplate BlockBuilder::layer_backward() {
+    OpTemplate t;
+    const bool sp = l_.sequence_parallel;
+    const bool ov = l_.tp_comm_overlap;
+    const double act = T_ * h_ * E_;
+    const double f_eff = (m_.mlp == MlpKind::swiglu ? 2.0 : 1.0) * f_ / t_;
+    const CollectiveKind grad_kind = sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
+
+    // Row-parallel backward: with SP, the output gradient is all-gathered first (backward of the reduce-scatter).
+    auto row_bwd = [&](const Kernel& dgrad, const Kernel& wgrad) {
+        if (sp) {
+            tp(t, CollectiveKind::all_gather, act, !ov);
+            kernel(t, dgrad);
+            if (ov) tp_wait(t);
+        } else {
+            kernel(t, dgrad);
+        }
+        kernel(t, wgrad);
+    };
+    // Column-parallel backward (Megatron LinearWithGradAccumulationAndAsyncCommunication): with SP the input is
+    // all-gathered again, overlapped with the data-gradient GEMM; the input gradient's all-reduce (reduce-scatter)
+    // is launched asynchronously and overlapped with the weight-gradient GEMM.
+    auto column_bwd = [&](const Kernel& dgrad, const Kernel& wgrad) {
+        if (sp) tp(t, CollectiveKind::all_gather, act, false);
+        kernel(t, dgrad);
+        if (sp) tp_wait(t);
+        tp(t, grad_kind, act, false);
+        kernel(t, wgrad);
+        tp_wait(t);
+    };
+
+    kernel(t, Kernel::memory("bias_dropout_add_bwd", (3 * E_ + 1) * h_ * Tsp_));
+    row_bwd(Kernel::gemm("fc2_dgrad", T_, f_ / t_, h_, 1, gemm_elem_),
+            Kernel::gemm("fc2_wgrad", h_, f_ / t_, T_, 1, gemm_elem_));
+    kernel(t, Kernel::memory(m_.mlp == MlpKind::swiglu ? "swiglu_bwd" : "gelu_bwd",
+                             (m_.mlp == MlpKind::swiglu ? 5 : 3) * E_ * T_ * f_ / t_));
+    column_bwd(Kernel::gemm("fc1_dgrad", T_, h_, f_eff, 1, gemm_elem_),
+               Kernel::gemm("fc1_wgrad", f_eff, h_, T_, 1, gemm_elem_));
+    kernel(t, Kernel::memory("pre_mlp_norm_bwd", 4 * E_ * h_ * Tsp_));
+    kernel(t, Kernel::memory("bias_dropout_add_bwd", (3 * E_ + 1) * h_ * Tsp_));
+    row_bwd(Kernel::gemm("attn_proj_dgrad", T_, a_ * d_ / t_, h_, 1, gemm_elem_),
+            Kernel::gemm("attn_proj_wgrad", h_, a_ * d_ / t_, T_, 1, gemm_elem_));
+    attention_core_backward(t);
+    column_bwd(Kernel::gemm("qkv_dgrad", T_, h_, (a_ + 2 * g_) * d_ / t_, 1, gemm_elem_),
+               Kernel::gemm("qkv_wgrad", (a_ + 2 * g_) * d_ / t_, h_, T_, 1, gemm_elem_));
+    kernel(t, Kernel::memory("input_norm_bwd", 4 * E_ * h_ * Tsp_));
+    flush(t);
+    return t;
+}
+
+OpTemplate BlockBuilder::layer_recompute() {
+    switch (l_.recompute) {
+        case Recompute::none:
+            return {};
+        case Recompute::full:
+            return layer_forward();
+        case Recompute::selective: {
+            // Korthikanti et al. 2022: recompute only the attention core (scores, softmax, dropout, values);
+            // flash attention already recomputes it inside its backward kernel, so nothing is added.
+            OpTemplate t;
+            if (l_.attention == AttentionKernel::unfused) attention_core_forward(t);
+            flush(t);
+            return t;
+        }
+    }
+    return {};
+}
+
+OpTemplate BlockBuilder::embedding_forward() {
+    OpTemplate t;
+    const double act = T_ * h_ * E_;
+    // Vocab-parallel embedding (Megatron VocabParallelEmbedding): lookup of the local vocab shard, then the
+    // all-reduce (reduce-scatter with SP) that combines the shards; then embedding dropout.
+    kernel(t, Kernel::memory("embedding_lookup", 2 * act));
+    tp(t, l_.sequence_parallel ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, act, true);
+    kernel(t, Kernel::memory("embedding_dropout", (2 * E_ + 1) * h_ * Tsp_));
+    flush(t);
+    return t;
+}
+
+OpTemplate BlockBuilder::embedding_backward() {
+    OpTemplate t;
+    const double act = T_ * h_ * E_;
+    kernel(t, Kernel::memory("embedding_dropout_bwd", (2 * E_ + 1) * h_ * Tsp_));
+    if (l_.sequence_parallel) tp(t, CollectiveKind::all_gather, act, true);
+    // Scatter-add of the output gradient into the fp32 embedding gradient rows.
+    kernel(t, Kernel::memory("embedding_grad_scatter_add", act + T_ * h_ * 4 * 2));
+    flush(t);
+    return t;
+}
+
+OpTemplate BlockBuilder::head_forward() {
+    OpTemplate t;
+    const double act = T_ * h_ * E_;
+    const double logits = T_ * V_ / t_;
+    kernel(t, Kernel::memory("final_norm", 2 * E_ * h_ * Tsp_));
+    if (l_.sequence_parallel) tp(t, CollectiveKind::all_gather, act, true);
+    kernel(t, Kernel::gemm("lm_head_gemm", T_, V_ / t_, h_, 1, gemm_elem_));
+    kernel(t, Kernel::memory("vocab_parallel_cross_entropy", 14 * logits));
+    // Max, sum of exponentials and target logit are all-reduced over TP: 3 fp32 values per token.
+    tp(t, CollectiveKind::all_reduce, 3 * 4 * T_, true);
+    flush(t);
+    return t;
+}
+
+OpTemplate BlockBuilder::head_backward() {
+    OpTemplate t;
+    const double act = T_ * h_ * E_;
+    const double logits = T_ * V_ / t_;
+    const bool sp = l_.sequence_parallel;
+    kernel(t, Kernel::memory("vocab_parallel_cross_entropy_bwd", 8 * logits));
+    if (sp) tp(t, CollectiveKind::all_gather, act, false);
+    kernel(t, Kernel::gemm("lm_head_dgrad", T_, h_, V_ / t_, 1, gemm_elem_));
+    if (sp) tp_wait(t);
+    tp(t, sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, act, false);
+    kernel(t, Kernel::gemm("lm_head_wgrad", V_ / t_, h_, T_, 1, gemm_elem_));
+    tp_wait(t);
+    kernel(t, Kernel::memory("final_norm_bwd", 4 * E_ * h_ * Tsp_));
+    flush(t);
+    return t;
+}
+
+OpTemplate BlockBuilder::optimizer(double params_per_rank) {
+    OpTemplate t;
+    // Megatron-LM mixed-precision Adam (fused multi-tensor apply): the gradient-norm/inf check reads the fp32
+    // gradients (4 B) and the scale (4 B); Adam reads fp32 gradient, master weight, m and v (16 B) and writes master,
+    // m, v (12 B) and the 16-bit weight copy (2 B).
+    kernel(t, Kernel::memory("grad_norm_and_inf_check", 8 * params_per_rank));
+    kernel(t, Kernel::memory("adam_step", 30 * params_per_rank));
+    flush(t);
+    return t;
+}
+
+}  // namespace trainsim::detail

@@ -1,0 +1,48 @@
+// Internal to sim/program: the op templates of one transformer layer, the embedding, the LM head and the optimizer.
+#pragma once
+
+#include <vector>
+
+#include "trainsim/layout.hpp"
+#include "trainsim/model.hpp"
+#include "trainsim/program.hpp"
+
+namespace trainsim::detail {
+
+/// A block's ops with segment ids into Program::segments; phase and micro-batch are filled when instantiated.
+using OpTemplate = std::vector<Op>;
+
+/// Builds op templates and registers their segments in `segments`.
+class BlockBuilder {
+public:
+    BlockBuilder(const ModelSpec& m, const Layout& l, std::vector<Segment>& segments);
+
+    OpTemplate layer_forward();
+    OpTemplate layer_backward();
+    /// Extra forward work recomputed before a layer's backward (empty for recompute = none).
+    OpTemplate layer_recompute();
+    OpTemplate embedding_forward();
+    OpTemplate embedding_backward();
+    OpTemplate head_forward();   ///< final norm, LM head, vocab-parallel cross-entropy
+    OpTemplate head_backward();
+    /// Optimizer step over `params_per_rank` parameters (Adam, mixed precision).
+    OpTemplate optimizer(double params_per_rank);
+
+private:
+    void kernel(OpTemplate& t, const Kernel& k);
+    void tp(OpTemplate& t, CollectiveKind kind, double bytes, bool wait);
+    void tp_wait(OpTemplate& t);
+    void flush(OpTemplate& t);
+    void attention_core_forward(OpTemplate& t);
+    void attention_core_backward(OpTemplate& t);
+
+    const ModelSpec& m_;
+    const Layout& l_;
+    std::vector<Segment>& segments_;
+    std::vector<Kernel> open_;
+    std::string open_name_;
+    // shapes
+    double b_, s_, h_, a_, g_, d_, f_, t_, V_, T_, Tsp_, E_, gemm_elem_;
+};
+
+}  // namespace trainsim::detail

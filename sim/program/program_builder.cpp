@@ -1,0 +1,251 @@
+// Expands a pipeline schedule into each stage's ops: per micro-batch the forward and backward of the stage's layers
+// (with recomputation), embedding and LM head on the first and last virtual stage, P2P transfers between stages,
+// the DP gradient reduction in buckets, and the optimizer step.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "layer_ops.hpp"
+#include "trainsim/errors.hpp"
+#include "trainsim/program.hpp"
+
+namespace trainsim {
+
+namespace {
+
+struct Bucket {
+    double elements = 0;   ///< parameters per rank in this bucket
+    int closes_after = 0;  ///< index, in backward order of the chunk's param groups, of the group that fills it
+};
+
+/// Splits a chunk's parameter groups (in backward order) into DP buckets of at least `bucket_elements`, as
+/// Megatron-LM's DistributedDataParallel fills buckets in reverse parameter order.
+std::vector<Bucket> make_buckets(const std::vector<double>& groups, double bucket_elements) {
+    std::vector<Bucket> buckets;
+    double acc = 0;
+    for (std::size_t i = 0; i < groups.size(); ++i) {
+        acc += groups[i];
+        if (acc >= bucket_elements || i + 1 == groups.size()) {
+            if (acc > 0) buckets.push_back({acc, static_cast<int>(i)});
+            acc = 0;
+        }
+    }
+    return buckets;
+}
+
+void append(std::vector<Op>& ops, const detail::OpTemplate& t, Phase phase, int mb) {
+    for (Op op : t) {
+        op.phase = phase;
+        op.micro_batch = mb;
+        ops.push_back(op);
+    }
+}
+
+}  // namespace
+
+Program build_program(const ModelSpec& model, const Layout& layout) {
+    Program prog;
+    detail::BlockBuilder blocks(model, layout, prog.segments);
+    const auto layer_fwd = blocks.layer_forward();
+    const auto layer_bwd = blocks.layer_backward();
+    const auto layer_rec = blocks.layer_recompute();
+    const auto emb_fwd = blocks.embedding_forward();
+    const auto emb_bwd = blocks.embedding_backward();
+    const auto head_fwd = blocks.head_forward();
+    const auto head_bwd = blocks.head_backward();
+
+    const int pp = layout.pp;
+    const int vpp = layout.vpp;
+    const int m = static_cast<int>(layout.micro_batches());
+    const int last_vs = pp * vpp - 1;
+    const double t = layout.tp;
+    const double act_bytes = static_cast<double>(layout.micro_batch * model.seq_len * model.hidden) *
+                             layout.activation_bytes();
+    // P2P message per rank: with TP, each rank sends its 1/t share (sequence parallelism shards the activation;
+    // without it, Megatron's scatter-gather optimization, Narayanan et al. 2021 Sec. 4.1, splits it and the receiver
+    // all-gathers over NVLink).
+    const double p2p_bytes = act_bytes / t;
+    const bool gather_after_recv = layout.tp > 1 && !layout.sequence_parallel;
+    const double grad_bytes = layout.grad_reduce_bytes_per_element();
+    const double bucket_elements = layout.dp_bucket_bytes / grad_bytes;
+    const double layer_params_rank = model.layer_params() / t;
+    const double emb_params_rank = model.embedding_params() / t;
+    const double head_params_rank = model.output_params() / t + (model.tied_embeddings && last_vs > 0
+                                                                     ? model.embedding_params() / t
+                                                                     : 0.0);
+
+    for (int r = 0; r < pp; ++r) {
+        StageProgram sp;
+        const std::int64_t stage_layers = layers_on_stage(model, layout, r);
+        const int chunk_layers = static_cast<int>(stage_layers / vpp);
+        // Parameter groups and buckets per chunk, in backward order.
+        std::vector<std::vector<Bucket>> buckets(static_cast<std::size_t>(vpp));
+        std::vector<int> backward_count(static_cast<std::size_t>(vpp), 0);
+        double stage_params_rank = 0;
+        for (int c = 0; c < vpp; ++c) {
+            const int vs = c * pp + r;
+            std::vector<double> groups;
+            if (vs == last_vs) groups.push_back(head_params_rank);
+            for (int i = 0; i < chunk_layers; ++i) groups.push_back(layer_params_rank);
+            if (vs == 0) groups.push_back(emb_params_rank);
+            for (double g : groups) stage_params_rank += g;
+            buckets[static_cast<std::size_t>(c)] = make_buckets(groups, bucket_elements);
+            if (vs == 0) sp.embedding_params += emb_params_rank * t;
+            if (vs == last_vs) sp.embedding_params += head_params_rank * t;
+        }
+        sp.params = stage_params_rank * t;
+        const bool sharded = layout.sharded_optimizer() && layout.dp > 1;
+        int dp_launched = 0;
+        auto dp_launch = [&](CollectiveKind kind, double bytes) {
+            if (layout.dp <= 1) return;
+            Op op;
+            op.kind = OpKind::dp_launch;
+            op.phase = Phase::backward;
+            op.collective = kind;
+            op.bytes = bytes;
+            sp.ops.push_back(op);
+            ++dp_launched;
+        };
+        auto dp_wait = [&](int target, Phase phase) {
+            if (layout.dp <= 1) return;
+            Op op;
+            op.kind = OpKind::dp_wait;
+            op.phase = phase;
+            op.dp_target = target;
+            sp.ops.push_back(op);
+        };
+        auto launch_grad_bucket = [&](const Bucket& b) {
+            dp_launch(sharded ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, b.elements * grad_bytes);
+        };
+        auto launch_param_gather = [&](int c) {
+            // Parameters are all-gathered in 16-bit, in forward order.
+            const auto& bs = buckets[static_cast<std::size_t>(c)];
+            for (auto it = bs.rbegin(); it != bs.rend(); ++it) {
+                dp_launch(CollectiveKind::all_gather, it->elements * 2.0);
+                sp.ops.back().phase = Phase::forward;
+            }
+        };
+
+        // Distributed optimizer with overlapped parameter all-gather: the gathers of this iteration's parameters
+        // run at its start, and the first forward of each chunk waits for its buckets (Megatron-LM
+        // --overlap-param-gather dispatches them ahead of the forward pass).
+        std::vector<int> param_gather_target(static_cast<std::size_t>(vpp), 0);
+        const bool early_gather = sharded && layout.overlap_param_gather;
+        if (early_gather)
+            for (int c = 0; c < vpp; ++c) {
+                launch_param_gather(c);
+                param_gather_target[static_cast<std::size_t>(c)] = dp_launched;
+            }
+        std::vector<bool> chunk_started(static_cast<std::size_t>(vpp), false);
+
+        auto recv = [&](int direction, int vs, int mb, Phase phase) {
+            Op op;
+            op.kind = OpKind::recv;
+            op.phase = phase;
+            op.direction = direction;
+            op.virtual_stage = vs;
+            op.micro_batch = mb;
+            op.bytes = p2p_bytes;
+            sp.ops.push_back(op);
+            if (gather_after_recv) {
+                Op ag;
+                ag.kind = OpKind::tp_launch;
+                ag.phase = phase;
+                ag.collective = CollectiveKind::all_gather;
+                ag.bytes = act_bytes;
+                ag.micro_batch = mb;
+                sp.ops.push_back(ag);
+                Op w;
+                w.kind = OpKind::tp_wait;
+                w.phase = phase;
+                w.micro_batch = mb;
+                sp.ops.push_back(w);
+            }
+        };
+        auto send = [&](int direction, int to_vs, int mb, Phase phase) {
+            Op op;
+            op.kind = OpKind::send;
+            op.phase = phase;
+            op.direction = direction;
+            op.virtual_stage = to_vs;
+            op.micro_batch = mb;
+            op.bytes = p2p_bytes;
+            sp.ops.push_back(op);
+        };
+
+        double in_flight = 0;
+        const auto items = pipeline_schedule(layout.schedule, pp, r, m, vpp);
+        for (const auto& it : items) {
+            const int c = it.chunk;
+            const int vs = c * pp + r;
+            const int mb = it.micro_batch;
+            if (it.forward) {
+                if (early_gather && !chunk_started[static_cast<std::size_t>(c)]) {
+                    dp_wait(param_gather_target[static_cast<std::size_t>(c)], Phase::forward);
+                    chunk_started[static_cast<std::size_t>(c)] = true;
+                }
+                if (vs > 0) recv(+1, vs, mb, Phase::forward);
+                if (vs == 0) append(sp.ops, emb_fwd, Phase::forward, mb);
+                for (int i = 0; i < chunk_layers; ++i) append(sp.ops, layer_fwd, Phase::forward, mb);
+                if (vs == last_vs)
+                    append(sp.ops, head_fwd, Phase::forward, mb);
+                else
+                    send(+1, vs + 1, mb, Phase::forward);
+                in_flight += 1.0 / vpp;
+                sp.peak_in_flight_microbatches = std::max(sp.peak_in_flight_microbatches, in_flight);
+            } else {
+                const bool last_backward = ++backward_count[static_cast<std::size_t>(c)] == m;
+                const bool overlap = layout.overlap_grad_reduce && last_backward;
+                const auto& bs = buckets[static_cast<std::size_t>(c)];
+                std::size_t next_bucket = 0;
+                int group = 0;  // index of the param group whose gradients are complete, in backward order
+                auto group_done = [&]() {
+                    if (overlap && next_bucket < bs.size() && bs[next_bucket].closes_after == group)
+                        launch_grad_bucket(bs[next_bucket++]);
+                    ++group;
+                };
+                if (vs < last_vs) recv(-1, vs, mb, Phase::backward);
+                if (vs == last_vs) {
+                    append(sp.ops, head_bwd, Phase::backward, mb);
+                    group_done();
+                }
+                for (int i = 0; i < chunk_layers; ++i) {
+                    append(sp.ops, layer_rec, Phase::recompute, mb);
+                    append(sp.ops, layer_bwd, Phase::backward, mb);
+                    group_done();
+                }
+                if (vs == 0) {
+                    append(sp.ops, emb_bwd, Phase::backward, mb);
+                    group_done();
+                } else {
+                    send(-1, vs - 1, mb, Phase::backward);
+                }
+                in_flight -= 1.0 / vpp;
+            }
+        }
+        if (!layout.overlap_grad_reduce)
+            for (int c = 0; c < vpp; ++c)
+                for (const auto& b : buckets[static_cast<std::size_t>(c)]) launch_grad_bucket(b);
+        dp_wait(dp_launched, Phase::backward);
+        append(sp.ops, blocks.optimizer(sharded ? stage_params_rank / layout.dp : stage_params_rank), Phase::optimizer,
+               -1);
+        if (sharded && !early_gather) {
+            for (int c = 0; c < vpp; ++c) launch_param_gather(c);
+            dp_wait(dp_launched, Phase::optimizer);
+        }
+        prog.stages.push_back(std::move(sp));
+    }
+    for (auto& st : prog.stages)
+        for (const auto& op : st.ops)
+            if (op.kind == OpKind::compute) st.hardware_flops += prog.segments[static_cast<std::size_t>(op.segment)].flops;
+    return prog;
+}
+
+void assign_durations(Program& program, const ComputeModel& compute) {
+    for (auto& seg : program.segments) {
+        seg.seconds = 0;
+        for (const auto& k : seg.kernels) seg.seconds += compute.seconds(k);
+    }
+}
+
+}  // namespace trainsim

@@ -1,0 +1,236 @@
+#include "trainsim/report.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace trainsim {
+
+Report make_report(const Cluster& cluster, const ModelSpec& m, const Layout& l, const Program& p,
+                   const ExecutionResult& r, const std::string& topology_name, const std::string& workload_name) {
+    Report rep;
+    rep.topology_name = topology_name;
+    rep.workload_name = workload_name;
+    rep.gpu_name = cluster.gpu().name;
+    rep.gpus = l.gpus();
+    rep.model = m;
+    rep.layout = l;
+    rep.step_time_s = r.step_time_s;
+    const double seqs = static_cast<double>(l.global_batch);
+    rep.tokens_per_s = seqs * static_cast<double>(m.seq_len) / r.step_time_s;
+    rep.model_flops = m.model_flops(seqs);
+    double hw = 0;
+    for (int st = 0; st < l.pp; ++st) hw += p.stages[static_cast<std::size_t>(st)].hardware_flops * l.tp * l.dp;
+    rep.hardware_flops = hw;
+    rep.peak_flops = cluster.gpu().peak_flops(l.precision);
+    rep.model_tflops_per_gpu = rep.model_flops / r.step_time_s / rep.gpus / 1e12;
+    rep.hardware_tflops_per_gpu = rep.hardware_flops / r.step_time_s / rep.gpus / 1e12;
+    rep.mfu = rep.model_tflops_per_gpu * 1e12 / rep.peak_flops;
+    rep.hfu = rep.hardware_tflops_per_gpu * 1e12 / rep.peak_flops;
+
+    rep.stages.resize(static_cast<std::size_t>(l.pp));
+    const double n = static_cast<double>(r.ranks.size());
+    for (std::size_t i = 0; i < r.ranks.size(); ++i) {
+        const auto& t = r.ranks[i];
+        rep.compute_s += t.compute_s / n;
+        rep.tp_exposed_s += t.tp_exposed_s / n;
+        rep.pp_exposed_s += t.pp_exposed_s / n;
+        rep.dp_exposed_s += t.dp_exposed_s / n;
+        rep.bubble_s += t.bubble_s / n;
+        rep.idle_s += t.idle_s / n;
+        const int st = coord_of(l, static_cast<int>(i)).pp;
+        auto& s = rep.stages[static_cast<std::size_t>(st)];
+        const double k = static_cast<double>(l.tp * l.dp);
+        s.stage = st;
+        s.compute_s += t.compute_s / k;
+        s.tp_exposed_s += t.tp_exposed_s / k;
+        s.pp_exposed_s += t.pp_exposed_s / k;
+        s.bubble_s += t.bubble_s / k;
+        s.dp_exposed_s += t.dp_exposed_s / k;
+        s.idle_s += t.idle_s / k;
+    }
+    rep.bubble_ratio = rep.step_time_s > rep.bubble_s ? rep.bubble_s / (rep.step_time_s - rep.bubble_s) : 0.0;
+    rep.bubble_closed_form = static_cast<double>(l.pp - 1) / static_cast<double>(l.micro_batches() * l.vpp);
+    rep.memory = estimate_memory(m, l, p);
+    rep.gpu_memory_bytes = cluster.gpu().hbm_bytes;
+    rep.events = r.events;
+    rep.flows = r.flows;
+    return rep;
+}
+
+namespace {
+std::string gib(double bytes) { return fmt::format("{:.1f} GiB", bytes / kGiB); }
+std::string pct(double f) { return fmt::format("{:.1f}%", 100.0 * f); }
+}  // namespace
+
+std::string format_text(const Report& r, const Measured* measured) {
+    std::string o;
+    const auto& l = r.layout;
+    const auto& m = r.model;
+    o += fmt::format("trainsim: one training iteration, simulated event by event\n\n");
+    o += fmt::format("cluster   {} ({} x {})\n", r.topology_name, r.gpus, r.gpu_name);
+    o += fmt::format("model     {}: {} layers, hidden {}, heads {} (kv {}), ffn {} ({}), vocab {}, seq {}; {:.1f} B "
+                     "parameters\n",
+                     r.workload_name, m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden,
+                     m.mlp == MlpKind::swiglu ? "swiglu" : "gelu", m.vocab, m.seq_len, m.total_params() / 1e9);
+    o += fmt::format("layout    TP {} x PP {} x DP {}{}, micro-batch {}, global batch {} ({} micro-batches per "
+                     "pipeline), {}, recompute {}, {}{}{}, attention {}\n\n",
+                     l.tp, l.pp, l.dp, l.vpp > 1 ? fmt::format(" (VPP {})", l.vpp) : "", l.micro_batch,
+                     l.global_batch, l.micro_batches(), l.vpp > 1 ? "interleaved 1f1b" : to_string(l.schedule),
+                     to_string(l.recompute), to_string(l.precision), l.sequence_parallel ? ", sequence parallel" : "",
+                     l.sharded_optimizer() ? ", distributed optimizer" : "", to_string(l.attention));
+    o += fmt::format("{:<34}{:>16}", "", "predicted");
+    if (measured) o += fmt::format("{:>16}{:>10}", "measured", "error");
+    o += "\n";
+    auto row = [&](const std::string& name, double pred, const std::string& unit, double meas) {
+        o += fmt::format("{:<34}{:>16}", name, fmt::format("{:.3f} {}", pred, unit));
+        if (measured && meas > 0)
+            o += fmt::format("{:>16}{:>10}", fmt::format("{:.3f} {}", meas, unit),
+                             fmt::format("{:+.1f}%", 100.0 * (pred - meas) / meas));
+        o += "\n";
+    };
+    row("step time", r.step_time_s, "s", measured ? measured->step_time_s : 0);
+    const bool hw_convention = measured && measured->tflops_convention == "narayanan2021-eq3";
+    row("TFLOP/s per GPU (hardware)", r.hardware_tflops_per_gpu, "TFLOP/s",
+        hw_convention ? measured->tflops_per_gpu : 0);
+    row("TFLOP/s per GPU (model)", r.model_tflops_per_gpu, "TFLOP/s",
+        measured && !hw_convention ? measured->tflops_per_gpu : 0);
+    o += fmt::format("{:<34}{:>16}\n", "tokens/s", fmt::format("{:.0f}", r.tokens_per_s));
+    o += fmt::format("{:<34}{:>16}\n", "MFU", pct(r.mfu));
+    o += fmt::format("{:<34}{:>16}\n", "HFU", pct(r.hfu));
+    if (measured)
+        o += fmt::format("(measured: {}; TFLOP/s as {})\n", measured->source, measured->tflops_convention);
+    o += fmt::format("\nwhere the step goes (mean over GPUs)\n");
+    auto part = [&](const char* name, double s) {
+        o += fmt::format("  {:<32}{:>12}{:>9}\n", name, fmt::format("{:.3f} s", s), pct(s / r.step_time_s));
+    };
+    part("compute", r.compute_s);
+    part("pipeline bubble", r.bubble_s);
+    part("exposed TP communication", r.tp_exposed_s);
+    part("exposed PP communication", r.pp_exposed_s);
+    part("exposed DP communication", r.dp_exposed_s);
+    part("idle (waiting for slower ranks)", r.idle_s);
+    o += fmt::format("  bubble ratio bubble/(step - bubble) {:.3f}; closed form (p-1)/(m*v) = {:.3f}\n",
+                     r.bubble_ratio, r.bubble_closed_form);
+    o += fmt::format("\nper pipeline stage (per GPU)\n");
+    o += fmt::format("  {:>5} {:>10} {:>10} {:>10} {:>10} {:>10} | {:>10} {:>10} {:>10} {:>11} {:>10} {:>8}\n",
+                     "stage", "compute", "bubble", "TP exp.", "PP exp.", "DP exp.", "params", "grads", "optim.",
+                     "activations", "total", "in-fl.");
+    for (std::size_t i = 0; i < r.stages.size(); ++i) {
+        const auto& s = r.stages[i];
+        const auto& mm = r.memory[i];
+        o += fmt::format("  {:>5} {:>10} {:>10} {:>10} {:>10} {:>10} | {:>10} {:>10} {:>10} {:>11} {:>10} {:>8.1f}\n",
+                         s.stage, fmt::format("{:.2f} s", s.compute_s), fmt::format("{:.2f} s", s.bubble_s),
+                         fmt::format("{:.2f} s", s.tp_exposed_s), fmt::format("{:.2f} s", s.pp_exposed_s),
+                         fmt::format("{:.2f} s", s.dp_exposed_s), gib(mm.parameters_bytes), gib(mm.gradients_bytes),
+                         gib(mm.optimizer_bytes), gib(mm.activations_bytes), gib(mm.total_bytes()),
+                         mm.in_flight_microbatches);
+    }
+    double peak = 0;
+    int peak_stage = 0;
+    for (const auto& mm : r.memory)
+        if (mm.total_bytes() > peak) {
+            peak = mm.total_bytes();
+            peak_stage = mm.stage;
+        }
+    o += fmt::format("  busiest stage {}: {} of {} HBM{}\n", peak_stage, gib(peak), gib(r.gpu_memory_bytes),
+                     peak > r.gpu_memory_bytes ? " -- DOES NOT FIT" : "");
+    o += fmt::format("\nsimulation: {} events, {} network flows\n", r.events, r.flows);
+    return o;
+}
+
+nlohmann::json to_json(const Report& r, const Measured* measured) {
+    using nlohmann::json;
+    json j;
+    j["topology"] = r.topology_name;
+    j["workload"] = r.workload_name;
+    j["gpu"] = r.gpu_name;
+    j["gpus"] = r.gpus;
+    j["layout"] = {{"tp", r.layout.tp},
+                   {"pp", r.layout.pp},
+                   {"dp", r.layout.dp},
+                   {"vpp", r.layout.vpp},
+                   {"micro_batch", r.layout.micro_batch},
+                   {"global_batch", r.layout.global_batch},
+                   {"micro_batches", r.layout.micro_batches()},
+                   {"schedule", to_string(r.layout.schedule)},
+                   {"recompute", to_string(r.layout.recompute)},
+                   {"precision", to_string(r.layout.precision)},
+                   {"sequence_parallel", r.layout.sequence_parallel},
+                   {"attention", to_string(r.layout.attention)}};
+    j["step_time_s"] = r.step_time_s;
+    j["tokens_per_s"] = r.tokens_per_s;
+    j["model_flops"] = r.model_flops;
+    j["hardware_flops"] = r.hardware_flops;
+    j["model_tflops_per_gpu"] = r.model_tflops_per_gpu;
+    j["hardware_tflops_per_gpu"] = r.hardware_tflops_per_gpu;
+    j["mfu"] = r.mfu;
+    j["hfu"] = r.hfu;
+    j["bubble"] = {{"time_s", r.bubble_s},
+                   {"fraction_of_step", r.bubble_s / r.step_time_s},
+                   {"ratio", r.bubble_ratio},
+                   {"closed_form_ratio", r.bubble_closed_form}};
+    j["bubble_fraction"] = r.bubble_s / r.step_time_s;
+    j["breakdown_s"] = {{"compute", r.compute_s},         {"bubble", r.bubble_s},
+                        {"tp_exposed", r.tp_exposed_s},   {"pp_exposed", r.pp_exposed_s},
+                        {"dp_exposed", r.dp_exposed_s},   {"idle", r.idle_s}};
+    json stages = json::array();
+    for (std::size_t i = 0; i < r.stages.size(); ++i) {
+        const auto& s = r.stages[i];
+        const auto& m = r.memory[i];
+        stages.push_back({{"stage", s.stage},
+                          {"compute_s", s.compute_s},
+                          {"bubble_s", s.bubble_s},
+                          {"tp_exposed_s", s.tp_exposed_s},
+                          {"pp_exposed_s", s.pp_exposed_s},
+                          {"dp_exposed_s", s.dp_exposed_s},
+                          {"idle_s", s.idle_s},
+                          {"memory_bytes",
+                           {{"parameters", m.parameters_bytes},
+                            {"gradients", m.gradients_bytes},
+                            {"optimizer", m.optimizer_bytes},
+                            {"activations", m.activations_bytes},
+                            {"total", m.total_bytes()}}},
+                          {"in_flight_microbatches", m.in_flight_microbatches}});
+    }
+    j["stages"] = stages;
+    j["gpu_memory_bytes"] = r.gpu_memory_bytes;
+    j["simulation"] = {{"events", r.events}, {"flows", r.flows}};
+    if (measured)
+        j["measured"] = {{"source", measured->source},
+                         {"step_time_s", measured->step_time_s},
+                         {"tflops_per_gpu", measured->tflops_per_gpu},
+                         {"tflops_convention", measured->tflops_convention},
+                         {"step_time_error_pct", 100.0 * (r.step_time_s - measured->step_time_s) /
+                                                     measured->step_time_s}};
+    return j;
+}
+
+nlohmann::json chrome_trace(const ExecutionResult& r, const Layout& l) {
+    using nlohmann::json;
+    json events = json::array();
+    std::vector<bool> seen(r.ranks.size(), false);
+    static const char* kTracks[] = {"compute", "TP stream", "DP stream", "P2P sends"};
+    for (const auto& s : r.trace) {
+        if (!seen[static_cast<std::size_t>(s.rank)]) {
+            seen[static_cast<std::size_t>(s.rank)] = true;
+            const auto c = coord_of(l, s.rank);
+            events.push_back({{"ph", "M"},
+                              {"name", "process_name"},
+                              {"pid", s.rank},
+                              {"args", {{"name", fmt::format("GPU {} (tp {} dp {} pp {})", s.rank, c.tp, c.dp, c.pp)}}}});
+            for (int t = 0; t < 4; ++t)
+                events.push_back(
+                    {{"ph", "M"}, {"name", "thread_name"}, {"pid", s.rank}, {"tid", t}, {"args", {{"name", kTracks[t]}}}});
+        }
+        events.push_back({{"ph", "X"},
+                          {"name", s.name},
+                          {"pid", s.rank},
+                          {"tid", s.track},
+                          {"ts", s.start.to_us()},
+                          {"dur", s.duration.to_us()}});
+    }
+    return json{{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+}
+
+}  // namespace trainsim

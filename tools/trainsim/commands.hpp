@@ -1,0 +1,16 @@
+// Subcommands of the trainsim CLI: each parses its options, calls the library and writes the result.
+// They return the process exit code; InputError and InternalError propagate to main().
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace trainsim::cli {
+
+int run_command(const std::vector<std::string>& args);
+int validate_command(const std::vector<std::string>& args);
+
+/// Writes `text` to `path` atomically (temporary file in the same folder, then rename). Throws InputError.
+void write_file_atomically(const std::string& path, const std::string& text);
+
+}  // namespace trainsim::cli

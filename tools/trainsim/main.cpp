@@ -1,0 +1,51 @@
+// trainsim: simulate one training iteration of a large language model on a GPU cluster, event by event.
+#include <exception>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "trainsim/errors.hpp"
+
+namespace {
+const char* kUsage = R"(trainsim - discrete-event simulator of LLM training clusters
+
+usage: trainsim <command> [options]
+
+commands:
+  run        simulate one training iteration and report step time, tokens/s, TFLOP/s per GPU, MFU/HFU,
+             the pipeline bubble, exposed communication and memory per stage
+             (no options: the embedded default, GPT-3 175B on 1024 A100-80GB, TP 8 x PP 16 x DP 8)
+  validate   simulate measured runs (format trainsim-measured-runs/1) and compare with the measurements
+
+  trainsim <command> --help   lists the command's options with their units
+
+exit codes: 0 success, 1 internal error (a bug in trainsim), 2 bad input (message names the file and field),
+            4 validate: a run outside the tolerance
+)";
+}
+
+int main(int argc, char** argv) {
+    std::vector<std::string> args(argv + 1, argv + argc);
+    try {
+        if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+            std::cout << kUsage;
+            return args.empty() ? trainsim::kExitBadInput : trainsim::kExitOk;
+        }
+        const std::string cmd = args[0];
+        args.erase(args.begin());
+        if (cmd == "run") return trainsim::cli::run_command(args);
+        if (cmd == "validate") return trainsim::cli::validate_command(args);
+        std::cerr << "trainsim: unknown command \"" << cmd << "\"; see trainsim --help\n";
+        return trainsim::kExitBadInput;
+    } catch (const trainsim::InputError& e) {
+        std::cerr << "trainsim: error: " << e.what() << "\n";
+        return trainsim::kExitBadInput;
+    } catch (const trainsim::InternalError& e) {
+        std::cerr << "trainsim: internal error (a bug in trainsim, please report it): " << e.what() << "\n";
+        return trainsim::kExitInternal;
+    } catch (const std::exception& e) {
+        std::cerr << "trainsim: internal error (a bug in trainsim, please report it): " << e.what() << "\n";
+        return trainsim::kExitInternal;
+    }
+}

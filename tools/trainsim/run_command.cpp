@@ -1,0 +1,75 @@
+// `trainsim run`: one iteration of one configuration, with the full report.
+#include <iostream>
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "trainsim/config.hpp"
+#include "trainsim/errors.hpp"
+#include "trainsim/simulate.hpp"
+
+namespace po = boost::program_options;
+
+namespace trainsim::cli {
+
+int run_command(const std::vector<std::string>& args) {
+    po::options_description desc(
+        "trainsim run [options]\n\n"
+        "Simulates one training iteration event by event and prints step time (s), tokens/s, TFLOP/s per GPU,\n"
+        "MFU and HFU, the pipeline bubble, exposed TP/PP/DP communication (s) and memory per stage (GiB).\n"
+        "With no --topology/--workload: the embedded default (GPT-3 175B on 1024 A100-80GB, TP 8 x PP 16 x DP 8,\n"
+        "the Megatron-LM README run), printed beside its measured figures.\n\noptions");
+    std::string topology_file, workload_file, trace_file, trace_ranks = "first-replica";
+    std::vector<std::string> sets;
+    desc.add_options()("help,h", "this help")(
+        "topology", po::value(&topology_file), "cluster description, JSON (topologies/*.json); quantities carry units")(
+        "workload", po::value(&workload_file), "model and training layout, JSON (workloads/*.json)")(
+        "set", po::value(&sets)->composing(),
+        "override a field: layout.tp=4, model.layers=48, topology.nodes=16, topology.scale_out.nic_rate=400Gbps "
+        "(repeatable)")("json", "print the report as JSON on stdout instead of the table")(
+        "trace", po::value(&trace_file),
+        "write a Chrome trace / Perfetto JSON timeline (times in microseconds) to FILE")(
+        "trace-ranks", po::value(&trace_ranks),
+        "which GPUs the trace holds: first-replica (DP rank 0: every TP and PP rank; default) or all");
+    po::variables_map vm;
+    try {
+        po::store(po::command_line_parser(args).options(desc).run(), vm);
+        po::notify(vm);
+    } catch (const po::error& e) {
+        throw InputError(fmt::format("run: {}", e.what()));
+    }
+    if (vm.count("help")) {
+        std::cout << desc << "\n";
+        return kExitOk;
+    }
+    if (trace_ranks != "first-replica" && trace_ranks != "all")
+        throw InputError(fmt::format("--trace-ranks = \"{}\" is not one of first-replica, all", trace_ranks));
+
+    nlohmann::json topo_json = topology_file.empty() ? default_topology_json() : read_json_file(topology_file);
+    nlohmann::json work_json = workload_file.empty() ? default_workload_json() : read_json_file(workload_file);
+    for (const auto& s : sets) apply_override(topo_json, work_json, s);
+    const std::string topo_name = topology_file.empty() ? "embedded dgx-a100" : topology_file;
+    const std::string work_name = workload_file.empty() ? "embedded gpt3-175b" : workload_file;
+    const TopologySpec topo = parse_topology(topo_json, topo_name);
+    const Workload work = parse_workload(work_json, work_name);
+
+    SimulationResult res;
+    try {
+        res = simulate(topo, work.model, work.layout, work.name,
+                       trace_file.empty() ? TraceRanks::none
+                                          : (trace_ranks == "all" ? TraceRanks::all : TraceRanks::first_replica));
+    } catch (const InputError& e) {
+        throw InputError(fmt::format("{}: {}", work_name, e.what()));
+    }
+    res.report.topology_name = topo.name;
+    const Measured* measured = work.measured && sets.empty() ? &*work.measured : nullptr;
+    if (vm.count("json"))
+        std::cout << to_json(res.report, measured).dump(2) << "\n";
+    else
+        std::cout << format_text(res.report, measured);
+    if (!trace_file.empty()) write_file_atomically(trace_file, chrome_trace(res.execution, work.layout).dump() + "\n");
+    return kExitOk;
+}
+
+}  // namespace trainsim::cli
