@@ -18,7 +18,7 @@ json read_json_file(const std::string& path) {
     ss << in.rdbuf();
     try {
         return json::parse(ss.str());
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e400
         throw InputError(fmt::format("{}: not valid JSON ({})", path, e.what()));
     }
 }
@@ -162,7 +162,7 @@ void apply_override(json& topology, json& workload, const std::string& assignmen
     json parsed;
     try {
         parsed = json::parse(value);
-    } catch (const json::parse_error&) {
+    } catch (const json::exception&) {  // not JSON (or a number out of range, e.g. "1e400GBps"): a string
         parsed = value;
     }
     json* at = doc;

@@ -1,6 +1,8 @@
 // Internal: a JSON object reader that names the file and field in every error and refuses unknown keys.
 #pragma once
 
+#include <cstdint>
+#include <limits>
 #include <set>
 #include <string>
 
@@ -16,7 +18,8 @@ class StrictObject {
 public:
     StrictObject(const nlohmann::json& j, std::string file, std::string path)
         : j_(j), file_(std::move(file)), path_(std::move(path)) {
-        if (!j_.is_object()) fail(path_, fmt::format("must be an object, got {}", j_.dump()));
+        if (!j_.is_object())
+            fail(path_.empty() ? "the document" : path_, fmt::format("must be an object, got {}", j_.dump()));
     }
 
     [[noreturn]] void fail(const std::string& field, const std::string& what) const {
@@ -40,6 +43,12 @@ public:
     std::int64_t integer(const std::string& key) {
         const auto& v = raw(key);
         if (!v.is_number_integer()) fail(field(key), fmt::format("= {} must be an integer", v.dump()));
+        // Integer fields are counts held in an int (GPUs, layers, batch sizes): refuse what does not fit rather than
+        // truncate it (nodes = 4294967298 would silently become 2).
+        constexpr std::int64_t kMax = std::numeric_limits<int>::max();
+        if (v.is_number_unsigned() ? v.get<std::uint64_t>() > static_cast<std::uint64_t>(kMax)
+                                   : (v.get<std::int64_t>() > kMax || v.get<std::int64_t>() < -kMax))
+            fail(field(key), fmt::format("= {} is out of range (at most {})", v.dump(), kMax));
         return v.get<std::int64_t>();
     }
     std::int64_t integer_or(const std::string& key, std::int64_t def) { return has(key) ? integer(key) : def; }

@@ -127,16 +127,25 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
         };
 
         // Distributed optimizer with overlapped parameter all-gather: the gathers of this iteration's parameters
-        // run at its start, and the first forward of each chunk waits for its buckets (Megatron-LM
-        // --overlap-param-gather dispatches them ahead of the forward pass).
-        std::vector<int> param_gather_target(static_cast<std::size_t>(vpp), 0);
+        // are dispatched at its start, in forward order, and the first forward of each parameter group waits for
+        // the bucket that holds it (Megatron-LM --overlap-param-gather: a forward pre-hook waits per bucket).
         const bool early_gather = sharded && layout.overlap_param_gather;
+        std::vector<int> gather_base(static_cast<std::size_t>(vpp), 0);
         if (early_gather)
             for (int c = 0; c < vpp; ++c) {
+                gather_base[static_cast<std::size_t>(c)] = dp_launched;
                 launch_param_gather(c);
-                param_gather_target[static_cast<std::size_t>(c)] = dp_launched;
             }
         std::vector<bool> chunk_started(static_cast<std::size_t>(vpp), false);
+        // Waits, before the forward of param group `g` (backward-order index) of chunk `c`, for its bucket.
+        auto wait_for_group = [&](int c, int g) {
+            const auto& bs = buckets[static_cast<std::size_t>(c)];
+            for (std::size_t k = 0; k < bs.size(); ++k)
+                if (g <= bs[k].closes_after) {
+                    dp_wait(gather_base[static_cast<std::size_t>(c)] + static_cast<int>(bs.size() - k), Phase::forward);
+                    return;
+                }
+        };
 
         auto recv = [&](int direction, int vs, int mb, Phase phase) {
             Op op;
@@ -180,17 +189,24 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
             const int vs = c * pp + r;
             const int mb = it.micro_batch;
             if (it.forward) {
-                if (early_gather && !chunk_started[static_cast<std::size_t>(c)]) {
-                    dp_wait(param_gather_target[static_cast<std::size_t>(c)], Phase::forward);
-                    chunk_started[static_cast<std::size_t>(c)] = true;
-                }
+                const bool first = early_gather && !chunk_started[static_cast<std::size_t>(c)];
+                chunk_started[static_cast<std::size_t>(c)] = true;
+                const int groups = (vs == last_vs ? 1 : 0) + chunk_layers + (vs == 0 ? 1 : 0);
                 if (vs > 0) recv(+1, vs, mb, Phase::forward);
-                if (vs == 0) append(sp.ops, emb_fwd, Phase::forward, mb);
-                for (int i = 0; i < chunk_layers; ++i) append(sp.ops, layer_fwd, Phase::forward, mb);
-                if (vs == last_vs)
+                if (vs == 0) {
+                    if (first) wait_for_group(c, groups - 1);
+                    append(sp.ops, emb_fwd, Phase::forward, mb);
+                }
+                for (int i = 0; i < chunk_layers; ++i) {
+                    if (first) wait_for_group(c, (vs == last_vs ? 1 : 0) + chunk_layers - 1 - i);
+                    append(sp.ops, layer_fwd, Phase::forward, mb);
+                }
+                if (vs == last_vs) {
+                    if (first) wait_for_group(c, 0);
                     append(sp.ops, head_fwd, Phase::forward, mb);
-                else
+                } else {
                     send(+1, vs + 1, mb, Phase::forward);
+                }
                 in_flight += 1.0 / vpp;
                 sp.peak_in_flight_microbatches = std::max(sp.peak_in_flight_microbatches, in_flight);
             } else {

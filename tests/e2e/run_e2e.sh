@@ -1,1 +1,290 @@
-exit 0
+#!/usr/bin/env bash
+# End-to-end tests of the trainsim CLI: help, the embedded default run, determinism, the trace, bad input, --set.
+#   usage: bash tests/e2e/run_e2e.sh <path-to-trainsim> <repo-root>
+# Plain bash + grep/cmp/wc (no python, no jq). Prints one PASS/FAIL line per check; exits 1 if any check fails.
+# Most checks use a 16-GPU configuration (tests/e2e/data/small.json on 2 DGX A100 nodes, well under a second);
+# the 1024-GPU embedded default runs three times (text once, --json twice for determinism), concurrently.
+set -u
+
+if [ $# -ne 2 ]; then
+    echo "usage: $0 <path-to-trainsim> <repo-root>" >&2
+    exit 2
+fi
+BIN=$1
+ROOT=$2
+DATA=$ROOT/tests/e2e/data
+TOPO=$ROOT/topologies/dgx-a100.json
+if [ ! -x "$BIN" ]; then
+    echo "FAIL: $BIN is not an executable" >&2
+    exit 1
+fi
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/trainsim-e2e.XXXXXX") || exit 1
+trap 'rm -rf "$TMP"' EXIT
+START=$SECONDS
+
+# The small configuration: 8 layers, hidden 1024, TP 2 x PP 2 x DP 4 on 16 A100.
+SMALL=(--topology "$TOPO" --workload "$DATA/small.json" --set topology.nodes=2)
+
+passes=0
+failures=0
+pass() {
+    echo "PASS: $1"
+    passes=$((passes + 1))
+}
+fail() {
+    echo "FAIL: $1"
+    shift
+    local line
+    for line in "$@"; do echo "      $line"; done
+    failures=$((failures + 1))
+}
+
+# run NAME ARGS...: runs trainsim, stdout to $TMP/NAME.out, stderr to $TMP/NAME.err, exit code to $TMP/NAME.rc.
+run() {
+    local name=$1
+    shift
+    "$BIN" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
+    echo $? >"$TMP/$name.rc"
+}
+rc_of() { cat "$TMP/$1.rc"; }
+
+# check_rc CHECK NAME EXPECTED
+check_rc() {
+    local got
+    got=$(rc_of "$2")
+    if [ "$got" = "$3" ]; then
+        pass "$1: exit code $3"
+    else
+        fail "$1: exit code $got, expected $3" "stderr: $(head -c 400 "$TMP/$2.err")"
+    fi
+}
+
+# check_has CHECK FILE TEXT...: FILE contains every TEXT (fixed strings).
+check_has() {
+    local check=$1 file=$2
+    shift 2
+    local missing=() text
+    for text in "$@"; do
+        grep -qF -- "$text" "$file" || missing+=("$text")
+    done
+    if [ ${#missing[@]} -eq 0 ]; then
+        pass "$check"
+    else
+        fail "$check" "missing in $(basename "$file"): ${missing[*]}"
+    fi
+}
+
+# check_bad CHECK NAME TEXT... -- ARGS...: bad input. Exit code exactly 2, nothing on stdout, stderr is exactly one
+# line (newline-terminated) holding every TEXT (the file and the field).
+check_bad() {
+    local check=$1 name=$2
+    shift 2
+    local texts=()
+    while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+        texts+=("$1")
+        shift
+    done
+    shift
+    run "$name" "$@"
+    local rc lines err problems=() text
+    rc=$(rc_of "$name")
+    err=$TMP/$name.err
+    lines=$(wc -l <"$err")
+    [ "$rc" = 2 ] || problems+=("exit code $rc, expected 2")
+    if [ "$lines" -ne 1 ] || [ -n "$(tail -c 1 "$err")" ]; then
+        problems+=("stderr is not exactly one line ($lines newlines)")
+    fi
+    [ -s "$TMP/$name.out" ] && problems+=("stdout is not empty")
+    for text in "${texts[@]}"; do
+        grep -qF -- "$text" "$err" || problems+=("stderr lacks: $text")
+    done
+    if [ ${#problems[@]} -eq 0 ]; then
+        pass "$check (exit 2: $(head -n 1 "$err"))"
+    else
+        fail "$check" "${problems[@]}" "stderr: $(head -c 400 "$err")"
+    fi
+}
+
+# The text report's predicted step time: "step time   <predicted> s   [<measured> s   <error>]".
+step_line() { grep -E '^step time ' "$1"; }
+
+# ---- start the three 1024-GPU default runs in the background; the small checks run meanwhile ----
+"$BIN" run >"$TMP/default.out" 2>"$TMP/default.err" &
+pid_text=$!
+"$BIN" run --json >"$TMP/default1.out" 2>"$TMP/default1.err" &
+pid_json1=$!
+
+# ---- 1. help ----
+run help --help
+check_rc "1a trainsim --help" help 0
+check_has "1a trainsim --help lists the commands, the per-command help and the exit codes" "$TMP/help.out" \
+    "usage: trainsim <command>" "run " "validate " "trainsim <command> --help" "exit codes" "0 success" \
+    "1 internal error" "2 bad input"
+run runhelp run --help
+check_rc "1b trainsim run --help" runhelp 0
+check_has "1b run --help names every option" "$TMP/runhelp.out" \
+    "--topology" "--workload" "--set" "--json" "--trace " "--trace-ranks" "--help"
+check_has "1b run --help states the units" "$TMP/runhelp.out" \
+    "step time (s)" "(GiB)" "microseconds" "Gbps" "quantities carry units"
+run runhelp_short run -h
+check_rc "1c trainsim run -h" runhelp_short 0
+if cmp -s "$TMP/runhelp.out" "$TMP/runhelp_short.out"; then pass "1c run -h equals run --help"; else fail "1c run -h differs from run --help"; fi
+run noargs
+check_rc "1d trainsim without a command" noargs 2
+
+# ---- 4. trace (small configuration) ----
+run trace run "${SMALL[@]}" --trace "$TMP/trace.json"
+check_rc "4a run --trace" trace 0
+if [ -s "$TMP/trace.json" ]; then
+    pass "4a trace file written"
+    check_has "4a trace is Chrome trace JSON with complete (X) events" "$TMP/trace.json" \
+        '"traceEvents"' '"ph":"X"' '"ts":' '"dur":' '"process_name"' '"compute"' '"TP stream"' '"DP stream"'
+    if [ "$(head -c 1 "$TMP/trace.json")" = "{" ] && [ "$(tail -c 2 "$TMP/trace.json" | head -c 1)" = "}" ]; then
+        pass "4a trace is one JSON object"
+    else
+        fail "4a trace does not start with { and end with }"
+    fi
+    # first-replica: the GPUs of DP rank 0, i.e. TP 2 x PP 2 = 4 processes.
+    n=$(grep -o '"name":"process_name"' "$TMP/trace.json" | wc -l)
+    if [ "$n" -eq 4 ]; then pass "4a trace holds the 4 GPUs of DP replica 0"; else fail "4a trace holds $n GPUs, expected 4"; fi
+else
+    fail "4a trace file missing or empty"
+fi
+check_has "4a the report is still printed with --trace" "$TMP/trace.out" "step time"
+if ls "$TMP"/*.tmp >/dev/null 2>&1; then fail "4a a temporary trace file was left behind"; else pass "4a no temporary file left"; fi
+run trace_all run "${SMALL[@]}" --trace "$TMP/trace_all.json" --trace-ranks all
+check_rc "4b run --trace --trace-ranks all" trace_all 0
+n=$(grep -o '"name":"process_name"' "$TMP/trace_all.json" 2>/dev/null | wc -l)
+if [ "$n" -eq 16 ]; then pass "4b trace holds all 16 GPUs"; else fail "4b trace holds $n GPUs, expected 16"; fi
+check_bad "4c trace into a missing folder" trace_bad "$TMP/no-such-dir/t.json" "cannot write" \
+    -- run "${SMALL[@]}" --trace "$TMP/no-such-dir/t.json"
+
+# ---- 6. --set changes the result (small configuration) ----
+run small run "${SMALL[@]}"
+run small_mb2 run "${SMALL[@]}" --set layout.micro_batch=2
+check_rc "6a small configuration" small 0
+check_rc "6a small configuration with --set layout.micro_batch=2" small_mb2 0
+check_has "6a the override reaches the layout" "$TMP/small_mb2.out" "micro-batch 2" "(4 micro-batches per pipeline)"
+check_has "6a the small run reports its layout" "$TMP/small.out" "TP 2 x PP 2 x DP 4" "micro-batch 1" "16 x A100-SXM4-80GB"
+a=$(step_line "$TMP/small.out")
+b=$(step_line "$TMP/small_mb2.out")
+if [ -n "$a" ] && [ -n "$b" ] && [ "$a" != "$b" ]; then
+    pass "6a micro_batch=2 changes the step time line ('$a' -> '$b')"
+else
+    fail "6a the step time line did not change" "micro_batch 1: '$a'" "micro_batch 2: '$b'"
+fi
+run small_nic run "${SMALL[@]}" --set topology.scale_out.nic_rate=100Gbps --json
+run small_json run "${SMALL[@]}" --json
+t1=$(grep -E '^  "step_time_s":' "$TMP/small_json.out")
+t2=$(grep -E '^  "step_time_s":' "$TMP/small_nic.out")
+if [ -n "$t1" ] && [ -n "$t2" ] && [ "$t1" != "$t2" ]; then
+    pass "6b topology.scale_out.nic_rate=100Gbps changes step_time_s"
+else
+    fail "6b topology override did not change step_time_s" "200Gbps: $t1" "100Gbps: $t2"
+fi
+run small_json2 run "${SMALL[@]}" --json
+if cmp -s "$TMP/small_json.out" "$TMP/small_json2.out"; then
+    pass "6c small --json is byte-identical across runs"
+else
+    fail "6c small --json differs between two runs"
+fi
+if grep -qF '"measured"' "$TMP/small_json.out"; then fail "6d small run reports measured figures"; else pass "6d no measured figures without a measurement"; fi
+
+# ---- 5. bad input ----
+W=$DATA/small.json
+check_bad "5a missing field (layout.tp)" missing "missing-tp.json" "layout.tp" "missing" \
+    -- run --topology "$TOPO" --workload "$DATA/missing-tp.json" --set topology.nodes=2
+check_bad "5b unknown key (layout.tpp)" unknown "unknown-key.json" "layout.tpp" "not a known field" \
+    -- run --topology "$TOPO" --workload "$DATA/unknown-key.json" --set topology.nodes=2
+check_bad "5b misspelled key (tpp instead of tp)" misspelled "misspelled-key.json" "layout.tp" \
+    -- run --topology "$TOPO" --workload "$DATA/misspelled-key.json" --set topology.nodes=2
+check_bad "5b unknown key via --set" unknown_set "small.json" "layout.tpp" "not a known field" \
+    -- run "${SMALL[@]}" --set layout.tpp=2
+check_bad "5c quantity without a unit" nounit "topo-no-unit.json" "topology.scale_up.bandwidth_per_gpu" '"300"' "no unit" \
+    -- run --topology "$DATA/topo-no-unit.json" --workload "$W"
+check_bad "5c quantity without a unit via --set (a bare number)" nounit_set "topology.scale_out.nic_rate" "unit" \
+    -- run "${SMALL[@]}" --set topology.scale_out.nic_rate=200
+check_bad "5c quantity with the wrong unit" wrongunit "topology.scale_up.latency" '"1GBps"' \
+    -- run "${SMALL[@]}" --set topology.scale_up.latency=1GBps
+check_bad "5d negative bandwidth" negative "topo-negative-bandwidth.json" "topology.scale_up.bandwidth_per_gpu" \
+    '"-300GBps"' "negative" -- run --topology "$DATA/topo-negative-bandwidth.json" --workload "$W"
+check_bad "5e tp does not divide heads (default run)" tp7 "gpt3-175b" \
+    "layout.tp = 7 does not divide model.heads = 96" -- run --set layout.tp=7
+check_bad "5f GPUs do not match the layout (default run)" gpus "gpt3-175b" "layout.tp * layout.pp * layout.dp" \
+    "1024" "cluster's GPUs = 16" -- run --set topology.nodes=2
+check_bad "5g missing file" nofile "$TMP/no-such-file.json" "cannot open" \
+    -- run --topology "$TOPO" --workload "$TMP/no-such-file.json"
+check_bad "5h invalid JSON" invalid "invalid.json" "not valid JSON" "line 3" \
+    -- run --topology "$TOPO" --workload "$DATA/invalid.json"
+check_bad "5i unknown command" badcmd '"frobnicate"' -- frobnicate
+check_bad "5j unknown option" badopt "--frobnicate" -- run --frobnicate
+check_bad "5j option without its value" noval "--workload" -- run --workload
+check_bad "5j stray argument" stray '"gpt3.json"' -- run gpt3.json
+check_bad "5k --set without =" badset '--set "layout.tp"' "key=value" -- run --set layout.tp
+check_bad "5k --set through a non-object" badpath '"model.layers.x"' -- run --set model.layers.x=3
+check_bad "5k --set integer out of range" bigint "topology.nodes" "4294967298" "out of range" \
+    -- run "${SMALL[@]}" --set topology.nodes=4294967298
+check_bad "5k --set number out of range" bignum "topology.scale_up.bandwidth_per_gpu" "1e400GBps" \
+    -- run "${SMALL[@]}" --set topology.scale_up.bandwidth_per_gpu=1e400GBps
+check_bad "5l unknown --trace-ranks" badranks "--trace-ranks" '"bogus"' -- run --trace-ranks bogus
+check_bad "5m unknown GPU" badgpu "topology.gpu" '"Z100"' -- run "${SMALL[@]}" --set topology.gpu=Z100
+
+# ---- 2./3. the embedded default (1024 GPUs) ----
+"$BIN" run --json >"$TMP/default2.out" 2>"$TMP/default2.err" &
+pid_json2=$!
+wait $pid_text
+echo $? >"$TMP/default.rc"
+wait $pid_json1
+echo $? >"$TMP/default1.rc"
+wait $pid_json2
+echo $? >"$TMP/default2.rc"
+
+D=$TMP/default.out
+check_rc "2 default run (text)" default 0
+check_has "2 default report names the cluster and the layout" "$D" "1024 x A100-SXM4-80GB" "gpt3-175b" \
+    "TP 8 x PP 16 x DP 8"
+if grep -qE '^ +predicted +measured +error$' "$D"; then pass "2 header has predicted, measured and error columns"; else fail "2 no 'predicted measured error' header"; fi
+if grep -qE '^step time +[0-9]+\.[0-9]{3} s +32\.000 s +[-+][0-9]+\.[0-9]%$' "$D"; then
+    pass "2 step time row: predicted, measured 32.000 s, error ($(step_line "$D" | tr -s ' '))"
+else
+    fail "2 step time row lacks predicted / measured 32.000 s / error" "got: $(step_line "$D")"
+fi
+if grep -qE '^MFU +[0-9]+\.[0-9]%$' "$D" && grep -qE '^HFU +[0-9]+\.[0-9]%$' "$D"; then
+    pass "2 MFU and HFU rows"
+else
+    fail "2 MFU / HFU rows missing or malformed"
+fi
+check_has "2 breakdown rows" "$D" "pipeline bubble" "exposed TP communication" "exposed PP communication" \
+    "exposed DP communication" "bubble ratio"
+check_has "2 per-stage memory table header" "$D" "per pipeline stage" "params" "grads" "optim." "activations" \
+    "total" "busiest stage"
+n=$(grep -cE '^ +[0-9]+ +[0-9]+\.[0-9]{2} s .* \| +[0-9]+\.[0-9] GiB +[0-9]+\.[0-9] GiB +[0-9]+\.[0-9] GiB +[0-9]+\.[0-9] GiB +[0-9]+\.[0-9] GiB' "$D")
+if [ "$n" -eq 16 ]; then pass "2 per-stage table has 16 rows with GiB columns"; else fail "2 per-stage table has $n rows, expected 16"; fi
+if [ -s "$TMP/default.err" ]; then fail "2 default run wrote to stderr" "$(head -c 400 "$TMP/default.err")"; else pass "2 default run: stderr empty"; fi
+
+J=$TMP/default1.out
+check_rc "3 default run --json (1st)" default1 0
+check_rc "3 default run --json (2nd)" default2 0
+if [ -s "$J" ] && cmp -s "$J" "$TMP/default2.out"; then
+    pass "3 two default --json runs are byte-identical"
+else
+    fail "3 two default --json runs differ" "$(cmp "$J" "$TMP/default2.out" 2>&1 | head -n 1)"
+fi
+check_has "3 JSON has the report keys" "$J" '"step_time_s":' '"mfu":' '"hfu":' '"bubble_fraction":' '"stages": [' \
+    '"memory_bytes": {' '"activations":' '"tokens_per_s":' '"measured": {'
+n=$(grep -c '"memory_bytes": {' "$J")
+if [ "$n" -eq 16 ]; then pass "3 JSON has 16 stages with memory_bytes"; else fail "3 JSON has $n memory_bytes, expected 16"; fi
+if [ "$(head -c 1 "$J")" = "{" ] && [ "$(tail -n 1 "$J")" = "}" ]; then pass "3 JSON is one object"; else fail "3 JSON does not start with { and end with }"; fi
+# The text and the JSON report agree: the JSON step time printed with 3 decimals is the text's predicted step time.
+json_step=$(grep -E '^  "step_time_s":' "$J" | sed -E 's/.*: *([-0-9.eE+]+),?$/\1/')
+text_step=$(step_line "$D" | awk '{print $3}')
+if [ -n "$json_step" ] && [ "$(LC_ALL=C printf '%.3f' "$json_step")" = "$text_step" ]; then
+    pass "3 JSON step_time_s ($json_step) matches the text report ($text_step s)"
+else
+    fail "3 JSON step_time_s '$json_step' does not match the text report '$text_step'"
+fi
+
+echo
+echo "e2e: $passes passed, $failures failed in $((SECONDS - START)) s"
+[ "$failures" -eq 0 ]

@@ -1,0 +1,78 @@
+// Shared helpers of the unit tests: small hand-made clusters and models, and exception-message capture.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "trainsim/cluster.hpp"
+#include "trainsim/layout.hpp"
+#include "trainsim/model.hpp"
+
+namespace trainsim::test {
+
+/// A DGX A100-like cluster (the values of topologies/dgx-a100.json) with the given shape.
+inline TopologySpec small_topology(int nodes, int gpus_per_node = 8, int nics_per_node = 8,
+                                   int nodes_per_leaf = 32) {
+    TopologySpec t;
+    t.name = "unit-test";
+    t.gpu = "A100-SXM4-80GB";
+    t.nodes = nodes;
+    t.gpus_per_node = gpus_per_node;
+    t.nvlink_bandwidth = Bandwidth::GBps(300);
+    t.nvlink_latency = Time::seconds(1e-6);
+    t.nics_per_node = nics_per_node;
+    t.nic_bandwidth = Bandwidth::Gbps(200);
+    t.pcie_bandwidth = Bandwidth::GBps(32);
+    t.nic_latency = Time::seconds(2e-6);
+    t.switch_latency = Time::seconds(0.5e-6);
+    t.nodes_per_leaf = nodes_per_leaf;
+    t.oversubscription = 1.0;
+    return t;
+}
+
+/// A small GPT-style model (heads == kv_heads, ffn = 4h, GeLU, tied embeddings).
+inline ModelSpec small_gpt(std::int64_t layers = 8, std::int64_t hidden = 1024, std::int64_t heads = 16,
+                           std::int64_t seq = 512, std::int64_t vocab = 8192) {
+    ModelSpec m;
+    m.name = "small-gpt";
+    m.layers = layers;
+    m.hidden = hidden;
+    m.heads = heads;
+    m.kv_heads = heads;
+    m.ffn_hidden = 4 * hidden;
+    m.vocab = vocab;
+    m.seq_len = seq;
+    m.mlp = MlpKind::gelu;
+    m.tied_embeddings = true;
+    return m;
+}
+
+/// GPT-3 175B (Brown et al. 2020, Table 2.1).
+inline ModelSpec gpt3_175b() {
+    ModelSpec m = small_gpt(96, 12288, 96, 2048, 51200);
+    m.name = "gpt3-175b";
+    return m;
+}
+
+/// The message of the exception of type E thrown by f, or "<no exception>" when f returns normally.
+template <class E, class F>
+std::string message_of(F&& f) {
+    try {
+        f();
+    } catch (const E& e) {
+        return e.what();
+    }
+    return "<no exception>";
+}
+
+inline bool contains(const std::string& haystack, const std::string& needle) {
+    return haystack.find(needle) != std::string::npos;
+}
+
+inline double rel_diff(double a, double b) {
+    return std::abs(a - b) / std::max(std::abs(a), std::abs(b));
+}
+
+}  // namespace trainsim::test

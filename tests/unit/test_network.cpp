@@ -1,0 +1,138 @@
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <vector>
+
+#include "trainsim/cluster.hpp"
+#include "trainsim/engine.hpp"
+#include "trainsim/errors.hpp"
+#include "trainsim/network.hpp"
+
+using namespace trainsim;
+
+namespace {
+
+Route make_route(std::vector<int> links, Time latency = Time{}) {
+    Route r;
+    r.links = std::move(links);
+    r.latency = latency;
+    return r;
+}
+
+/// |a - b| in picoseconds.
+std::int64_t ps_diff(Time a, Time b) {
+    return std::llabs(a.picoseconds() - b.picoseconds());
+}
+
+}  // namespace
+
+TEST_CASE("network: one flow takes latency + S / B") {
+    Simulator sim;
+    const double B = 10e9;  // bytes/s
+    const double S = 3e8;   // bytes
+    const Time L = Time::seconds(5e-6);
+    FlowNetwork net(sim, {B});
+    Time done{};
+    bool finished = false;
+    net.start_flow(make_route({0}, L), S, [&] {
+        finished = true;
+        done = sim.now();
+    });
+    CHECK(net.active_flows() == 1);
+    sim.run();
+    CHECK(finished);
+    CHECK(ps_diff(done, L + Time::seconds(S / B)) <= 1);
+    CHECK(net.active_flows() == 0);
+    CHECK(net.flows_started() == 1);
+    CHECK(net.link_bytes()[0] == S);
+}
+
+TEST_CASE("network: the slowest link of the route sets the rate; latency is added once") {
+    Simulator sim;
+    FlowNetwork net(sim, {40e9, 10e9, 20e9});
+    const double S = 1e9;
+    const Time L = Time::seconds(3e-6);
+    Time done{};
+    net.start_flow(make_route({0, 1, 2}, L), S, [&] { done = sim.now(); });
+    sim.run();
+    CHECK(ps_diff(done, L + Time::seconds(S / 10e9)) <= 1);
+    CHECK(net.link_bytes() == std::vector<double>{S, S, S});
+}
+
+TEST_CASE("network: a zero-byte flow completes after the route latency") {
+    Simulator sim;
+    FlowNetwork net(sim, {1e9});
+    Time done = Time::max();
+    net.start_flow(make_route({0}, Time::ps(1234)), 0.0, [&] { done = sim.now(); });
+    sim.run();
+    CHECK(done == Time::ps(1234));
+}
+
+TEST_CASE("network: two flows sharing a link each get half of it") {
+    Simulator sim;
+    const double B = 8e9;
+    const double S = 2e8;
+    FlowNetwork net(sim, {B});
+    std::vector<Time> done(2);
+    for (int i = 0; i < 2; ++i)
+        net.start_flow(make_route({0}), S, [&, i] { done[static_cast<std::size_t>(i)] = sim.now(); });
+    sim.run();
+    const Time expected = Time::seconds(2 * S / B);
+    CHECK(ps_diff(done[0], expected) <= 1);
+    CHECK(ps_diff(done[1], expected) <= 1);
+}
+
+TEST_CASE("network: flows on disjoint links do not slow each other") {
+    Simulator sim;
+    const double B = 8e9;
+    const double S = 2e8;
+    FlowNetwork net(sim, {B, B});
+    std::vector<Time> done(2);
+    net.start_flow(make_route({0}), S, [&] { done[0] = sim.now(); });
+    net.start_flow(make_route({1}), S, [&] { done[1] = sim.now(); });
+    sim.run();
+    CHECK(ps_diff(done[0], Time::seconds(S / B)) <= 1);
+    CHECK(ps_diff(done[1], Time::seconds(S / B)) <= 1);
+}
+
+TEST_CASE("network: max-min fairness with a shared bottleneck, and rates recomputed when a flow ends") {
+    // link 0: capacity 10, flows f1 and f2; link 1: capacity 100, flows f2 and f3.
+    // Max-min: link 0 is the bottleneck (share 5): f1 = f2 = 5; f3 gets the rest of link 1: 95.
+    // f1 (25 B) ends at t = 5. Then link 0 holds f2 alone: f2 = 10, f3 = 90.
+    //   f2 has 100 - 25 = 75 B left -> ends at 5 + 7.5 = 12.5.
+    //   f3 has 2000 - 475 = 1525 B left; by 12.5 it moved 675 more, 850 left at rate 100 -> ends at 21.
+    // With equal sharing (no max-min) or without recomputation the times would differ.
+    Simulator sim;
+    FlowNetwork net(sim, {10.0, 100.0});
+    Time t1 = Time::max(), t2 = Time::max(), t3 = Time::max();
+    net.start_flow(make_route({0}), 25.0, [&] { t1 = sim.now(); });
+    net.start_flow(make_route({0, 1}), 100.0, [&] { t2 = sim.now(); });
+    net.start_flow(make_route({1}), 2000.0, [&] { t3 = sim.now(); });
+    sim.run();
+    CHECK(ps_diff(t1, Time::seconds(5.0)) <= 2);
+    CHECK(ps_diff(t2, Time::seconds(12.5)) <= 2);
+    CHECK(ps_diff(t3, Time::seconds(21.0)) <= 2);
+}
+
+TEST_CASE("network: a flow that starts later takes its share, and the survivor speeds up when it ends") {
+    // f1: 2S bytes from t = 0 on a link of B; f2: S/2 bytes from t = S/B.
+    // [0, S/B): f1 alone at B -> S left. Then both at B/2: f2 ends at S/B + (S/2)/(B/2) = 2S/B, when f1 has
+    // S/2 left; f1 alone again at B ends at 2S/B + S/(2B) = 2.5 S/B.
+    Simulator sim;
+    const double B = 1e9;
+    const double S = 1e8;
+    FlowNetwork net(sim, {B});
+    Time t1{}, t2{};
+    net.start_flow(make_route({0}), 2 * S, [&] { t1 = sim.now(); });
+    sim.schedule(Time::seconds(S / B), Priority::kDefault,
+                 [&] { net.start_flow(make_route({0}), S / 2, [&] { t2 = sim.now(); }); });
+    sim.run();
+    CHECK(ps_diff(t2, Time::seconds(2 * S / B)) <= 2);
+    CHECK(ps_diff(t1, Time::seconds(2.5 * S / B)) <= 2);
+}
+
+TEST_CASE("network: non-positive link capacity is an internal error") {
+    Simulator sim;
+    CHECK_THROWS_AS(FlowNetwork(sim, {1e9, 0.0}), InternalError);
+}

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The whole test suite: installs and builds (Release), runs the unit, end-to-end and validation tests, then builds
+# the unit tests under AddressSanitizer + UndefinedBehaviorSanitizer and runs them. Exits non-zero on any failure.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+tools/scripts/setup.sh build Release
+ctest --test-dir build --output-on-failure -j 2
+tools/scripts/setup.sh build-sanitize Debug -DTRAINSIM_SANITIZE=ON -DTRAINSIM_BUILD_BENCH=OFF
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-sanitize --output-on-failure -L unit -j 2
+echo "all tests passed"

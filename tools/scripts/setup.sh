@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what trainsim needs from Debian 12 packages (only what is missing; safe to run again) and configures
+# and builds it. Usage: tools/scripts/setup.sh [BUILD_DIR] [CMAKE_BUILD_TYPE] [extra cmake args...]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+PACKAGES=(g++ cmake ninja-build libboost-graph-dev libboost-program-options-dev libeigen3-dev nlohmann-json3-dev
+          libfmt-dev doctest-dev libbenchmark-dev)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}" >&2
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq >&2 || true
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi
+
+BUILD_DIR="${1:-build}"
+BUILD_TYPE="${2:-Release}"
+shift $(( $# > 2 ? 2 : $# ))
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE" "$@" >&2
+cmake --build "$BUILD_DIR" -j "$(nproc)" >&2
