@@ -52,10 +52,18 @@ struct ExecutionResult {
     std::uint64_t flows = 0;
 };
 
+/// How the executor may exploit symmetry.
+struct ExecutionOptions {
+    /// The TP ranks of a group run the same ops in lockstep (they meet at a TP collective after every few kernels):
+    /// simulate their main stream once per group, while every GPU's flows (TP, P2P, DP) still run on the network.
+    /// Exact when the group's GPUs see the same bandwidths (symmetric node); a test checks folded == unfolded.
+    bool fold_tp_groups = true;
+};
+
 /// Simulates one iteration. `traced[r]` selects the ranks whose slices are recorded (may be empty: none).
 /// Throws InternalError if some rank cannot finish (a deadlock in the program).
 ExecutionResult execute(const Cluster& cluster, const Layout& layout, const Program& program,
-                        const std::vector<bool>& traced);
+                        const std::vector<bool>& traced, const ExecutionOptions& options = {});
 
 /// Rank coordinates in Megatron-LM order (tp fastest, then dp, then pp).
 struct RankCoord {

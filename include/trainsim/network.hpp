@@ -23,7 +23,8 @@ public:
     FlowNetwork(Simulator& sim, std::vector<double> link_bandwidth);
 
     /// Starts a flow of `bytes` (> 0) along `route`; `on_done` runs when its last byte has arrived.
-    /// A flow of 0 bytes completes after the route latency.
+    /// A flow of 0 bytes completes after the route latency. A link may appear several times in a route (a coupled
+    /// flow such as a ring collective's channel): it then takes that many times the flow's rate on that link.
     void start_flow(const Route& route, double bytes, std::function<void()> on_done);
 
     /// Bytes that have crossed each link so far (for utilization reports).

@@ -87,15 +87,29 @@ void Collectives::run(CollectiveKind kind, const std::vector<int>& ranks, double
     // The flows add their own route latency once; the pipeline fill adds the other (steps - 1) step latencies.
     const Time fill = Time::seconds(kNcclLaunchLatencyS) +
                       Time::ps(step_latency.picoseconds() * (steps - 1) + Time::seconds(kNcclStepLatencyS).picoseconds());
-    auto remaining = std::make_shared<int>(channels * n);
+    // NCCL's ring moves in lockstep: a chunk advances one hop per step on every edge at once, so a channel
+    // progresses at the pace of its slowest edge. Each channel is therefore one coupled flow over the links of all
+    // its edges (a link used by two edges counts twice in the max-min sharing); bandwidth an edge cannot use because
+    // of the slowest one is left to other flows.
+    std::vector<Route> channel_routes;
+    for (const auto& ring : rings) {
+        Route combined;
+        for (auto [a, b] : ring) {
+            const Route& r = route(a, b);
+            combined.links.insert(combined.links.end(), r.links.begin(), r.links.end());
+            combined.latency = std::max(combined.latency, r.latency);
+        }
+        channel_routes.push_back(std::move(combined));
+    }
+    auto remaining = std::make_shared<int>(channels);
     auto finish = std::make_shared<std::function<void()>>(std::move(done));
-    sim_.schedule_in(fill, Priority::kDefault, [this, rings = std::move(rings), per_edge, channels, remaining, finish] {
-        for (const auto& ring : rings)
-            for (auto [a, b] : ring)
-                net_.start_flow(route(a, b), per_edge / channels, [remaining, finish] {
-                    if (--*remaining == 0) (*finish)();
-                });
-    });
+    sim_.schedule_in(fill, Priority::kDefault,
+                     [this, routes = std::move(channel_routes), per_edge, channels, remaining, finish] {
+                         for (const auto& r : routes)
+                             net_.start_flow(r, per_edge / channels, [remaining, finish] {
+                                 if (--*remaining == 0) (*finish)();
+                             });
+                     });
 }
 
 void Collectives::send(int src, int dst, double bytes, std::function<void()> done) {

@@ -1,3 +1,7 @@
+// The executor. A "unit" is what runs one main stream: a single GPU, or, with TP folding, the `tp` GPUs of one TP
+// group, which execute the same ops in lockstep. Every GPU's transfers are still started on the network: a unit's
+// send starts one flow per member GPU, its DP collective runs the DP group of every member's TP index, its TP
+// collective runs over all the group's GPUs.
 #include "trainsim/executor.hpp"
 
 #include <algorithm>
@@ -32,9 +36,10 @@ struct Message {
     Time sent_at;
 };
 
-struct RankState {
-    int rank = 0;
-    RankCoord coord;
+struct Unit {
+    int id = 0;
+    std::vector<int> members;  ///< GPU ids, ascending tp index
+    RankCoord coord;           ///< of the first member
     const StageProgram* program = nullptr;
     std::size_t pc = 0;
     Block block = Block::none;
@@ -50,19 +55,21 @@ struct RankState {
 
 class Executor {
 public:
-    Executor(const Cluster& cluster, const Layout& layout, const Program& program, const std::vector<bool>& traced)
-        : cluster_(cluster),
-          layout_(layout),
+    Executor(const Cluster& cluster, const Layout& layout, const Program& program, const std::vector<bool>& traced,
+             const ExecutionOptions& options)
+        : layout_(layout),
           program_(program),
           traced_(traced),
           net_(sim_, link_capacities(cluster)),
           coll_(sim_, net_, cluster) {
-        const int n = layout.gpus();
-        ranks_.resize(static_cast<std::size_t>(n));
-        for (int r = 0; r < n; ++r) {
-            auto& s = ranks_[static_cast<std::size_t>(r)];
-            s.rank = r;
-            s.coord = coord_of(layout, r);
+        fold_ = options.fold_tp_groups ? layout.tp : 1;
+        const int n = layout.gpus() / fold_;
+        units_.resize(static_cast<std::size_t>(n));
+        for (int u = 0; u < n; ++u) {
+            auto& s = units_[static_cast<std::size_t>(u)];
+            s.id = u;
+            for (int i = 0; i < fold_; ++i) s.members.push_back(u * fold_ + i);
+            s.coord = coord_of(layout, s.members.front());
             s.program = &program.stages[static_cast<std::size_t>(s.coord.pp)];
         }
         vs_count_ = static_cast<std::uint64_t>(layout.pp * layout.vpp);
@@ -70,24 +77,27 @@ public:
     }
 
     ExecutionResult run() {
-        for (auto& s : ranks_) {
-            RankState* sp = &s;
+        for (auto& s : units_) {
+            Unit* sp = &s;
             sim_.schedule(Time{}, Priority::kDefault, [this, sp] { advance(*sp); });
         }
         sim_.run();
         ExecutionResult res;
         double step = 0;
-        for (auto& s : ranks_) {
+        for (auto& s : units_) {
             if (s.block != Block::done)
-                throw InternalError(fmt::format("rank {} (stage {}) did not finish: stuck at op {} of {}", s.rank,
-                                                s.coord.pp, s.pc, s.program->ops.size()));
+                throw InternalError(fmt::format("GPU {} (stage {}) did not finish: stuck at op {} of {}",
+                                                s.members.front(), s.coord.pp, s.pc, s.program->ops.size()));
             step = std::max(step, s.times.finish_s);
         }
-        for (auto& s : ranks_) {
+        res.ranks.resize(static_cast<std::size_t>(layout_.gpus()));
+        for (auto& s : units_) {
             s.times.idle_s = step - s.times.finish_s;
-            res.ranks.push_back(s.times);
+            for (int m : s.members) res.ranks[static_cast<std::size_t>(m)] = s.times;
         }
         res.step_time_s = step;
+        std::stable_sort(trace_.begin(), trace_.end(),
+                         [](const TraceSlice& a, const TraceSlice& b) { return a.rank < b.rank; });
         res.trace = std::move(trace_);
         res.events = sim_.events_executed();
         res.flows = net_.flows_started();
@@ -102,40 +112,46 @@ private:
         return caps;
     }
 
-    bool traced(int rank) const {
-        return !traced_.empty() && traced_[static_cast<std::size_t>(rank)];
+    bool traced(const Unit& u) const {
+        if (traced_.empty()) return false;
+        for (int m : u.members)
+            if (traced_[static_cast<std::size_t>(m)]) return true;
+        return false;
     }
 
-    void add_slice(int rank, int track, std::string name, Time start, Time end) {
-        if (!traced(rank)) return;
-        trace_.push_back(TraceSlice{rank, track, std::move(name), start, end - start});
+    void add_slice(const Unit& u, int track, const std::string& name, Time start, Time end) {
+        if (!traced(u)) return;
+        for (int m : u.members)
+            if (traced_[static_cast<std::size_t>(m)]) trace_.push_back(TraceSlice{m, track, name, start, end - start});
     }
 
-    std::vector<int> tp_group(const RankState& s) const {
+    Unit& unit_of(int gpu) { return units_[static_cast<std::size_t>(gpu / fold_)]; }
+
+    std::vector<int> tp_group(const RankCoord& c) const {
         std::vector<int> g;
-        for (int i = 0; i < layout_.tp; ++i) g.push_back(rank_of(layout_, {i, s.coord.dp, s.coord.pp}));
+        for (int i = 0; i < layout_.tp; ++i) g.push_back(rank_of(layout_, {i, c.dp, c.pp}));
         return g;
     }
-    std::vector<int> dp_group(const RankState& s) const {
+    std::vector<int> dp_group(int tp, int pp) const {
         std::vector<int> g;
-        for (int i = 0; i < layout_.dp; ++i) g.push_back(rank_of(layout_, {s.coord.tp, i, s.coord.pp}));
+        for (int i = 0; i < layout_.dp; ++i) g.push_back(rank_of(layout_, {tp, i, pp}));
         return g;
     }
 
-    std::uint64_t message_key(int dst_rank, int direction, int vs, int mb) const {
-        return ((static_cast<std::uint64_t>(dst_rank) * 2 + (direction > 0 ? 1 : 0)) * vs_count_ +
+    std::uint64_t message_key(int dst_unit, int direction, int vs, int mb) const {
+        return ((static_cast<std::uint64_t>(dst_unit) * 2 + (direction > 0 ? 1 : 0)) * vs_count_ +
                 static_cast<std::uint64_t>(vs)) *
                    mb_count_ +
                static_cast<std::uint64_t>(mb);
     }
 
-    void unblock(RankState& s, double& bucket) {
+    void unblock(Unit& s, double& bucket) {
         bucket += (sim_.now() - s.block_start).to_seconds();
         s.block = Block::none;
         advance(s);
     }
 
-    void advance(RankState& s) {
+    void advance(Unit& s) {
         const auto& ops = s.program->ops;
         while (true) {
             if (s.pc >= ops.size()) {
@@ -148,6 +164,7 @@ private:
                 case OpKind::compute: {
                     // Consecutive compute ops run back to back: one event for the run.
                     Time t = sim_.now();
+                    const bool tr = traced(s);
                     while (s.pc < ops.size() && ops[s.pc].kind == OpKind::compute) {
                         const Op& c = ops[s.pc];
                         const Segment& seg = program_.segments[static_cast<std::size_t>(c.segment)];
@@ -155,25 +172,24 @@ private:
                         const double secs = (end - t).to_seconds();
                         s.times.compute_s += secs;
                         s.times.compute_by_phase_s[static_cast<std::size_t>(c.phase)] += secs;
-                        if (traced(s.rank)) add_slice(s.rank, 0, seg.name, t, end);
+                        if (tr) add_slice(s, 0, seg.name, t, end);
                         t = end;
                         ++s.pc;
                     }
                     s.block = Block::compute;
-                    RankState* sp = &s;
+                    Unit* sp = &s;
                     sim_.schedule(t, Priority::kDefault, [this, sp] {
                         sp->block = Block::none;
                         advance(*sp);
                     });
                     return;
                 }
-                case OpKind::tp_launch: {
+                case OpKind::tp_launch:
                     s.tp_queue.push_back(s.pc);
                     ++s.pc;
                     if (s.tp_queue.size() == 1) arrive_tp(s);
                     break;
-                }
-                case OpKind::tp_wait: {
+                case OpKind::tp_wait:
                     if (s.tp_queue.empty()) {
                         ++s.pc;
                         break;
@@ -181,14 +197,12 @@ private:
                     s.block = Block::tp;
                     s.block_start = sim_.now();
                     return;
-                }
-                case OpKind::dp_launch: {
+                case OpKind::dp_launch:
                     s.dp_queue.push_back(s.pc);
                     ++s.pc;
                     if (s.dp_queue.size() == 1) arrive_dp(s);
                     break;
-                }
-                case OpKind::dp_wait: {
+                case OpKind::dp_wait:
                     if (s.dp_completed >= op.dp_target) {
                         ++s.pc;
                         break;
@@ -196,29 +210,12 @@ private:
                     s.block = Block::dp;
                     s.block_start = sim_.now();
                     return;
-                }
-                case OpKind::send: {
-                    RankCoord peer = s.coord;
-                    peer.pp = (s.coord.pp + op.direction + layout_.pp) % layout_.pp;
-                    const int dst = rank_of(layout_, peer);
-                    const std::uint64_t key = message_key(dst, op.direction, op.virtual_stage, op.micro_batch);
-                    auto& msg = messages_[key];
-                    msg.sent = true;
-                    msg.sent_at = sim_.now();
-                    const Time start = sim_.now();
-                    const int src = s.rank;
-                    const int mb = op.micro_batch;
-                    const int dir = op.direction;
-                    coll_.send(s.rank, dst, op.bytes, [this, key, dst, src, start, mb, dir] {
-                        add_slice(src, 3, fmt::format("{} mb{}", dir > 0 ? "send_act" : "send_grad", mb), start,
-                                  sim_.now());
-                        deliver(key, dst);
-                    });
+                case OpKind::send:
+                    send(s, op);
                     ++s.pc;
                     break;
-                }
                 case OpKind::recv: {
-                    const std::uint64_t key = message_key(s.rank, op.direction, op.virtual_stage, op.micro_batch);
+                    const std::uint64_t key = message_key(s.id, op.direction, op.virtual_stage, op.micro_batch);
                     auto it = messages_.find(key);
                     if (it != messages_.end() && it->second.arrived) {
                         messages_.erase(it);
@@ -234,10 +231,32 @@ private:
         }
     }
 
-    void deliver(std::uint64_t key, int dst) {
+    void send(Unit& s, const Op& op) {
+        const int peer_pp = (s.coord.pp + op.direction + layout_.pp) % layout_.pp;
+        const int dst_unit = unit_of(rank_of(layout_, {s.coord.tp, s.coord.dp, peer_pp})).id;
+        const std::uint64_t key = message_key(dst_unit, op.direction, op.virtual_stage, op.micro_batch);
+        auto& msg = messages_[key];
+        msg.sent = true;
+        msg.sent_at = sim_.now();
+        const Time start = sim_.now();
+        const std::string name = fmt::format("{} mb{}", op.direction > 0 ? "send_act" : "send_grad", op.micro_batch);
+        auto remaining = std::make_shared<int>(static_cast<int>(s.members.size()));
+        Unit* src = &s;
+        for (int m : s.members) {
+            RankCoord c = coord_of(layout_, m);
+            c.pp = peer_pp;
+            coll_.send(m, rank_of(layout_, c), op.bytes, [this, key, dst_unit, src, start, name, remaining] {
+                if (--*remaining > 0) return;
+                add_slice(*src, 3, name, start, sim_.now());
+                deliver(key, dst_unit);
+            });
+        }
+    }
+
+    void deliver(std::uint64_t key, int dst_unit) {
         auto& msg = messages_[key];
         msg.arrived = true;
-        RankState& r = ranks_[static_cast<std::size_t>(dst)];
+        Unit& r = units_[static_cast<std::size_t>(dst_unit)];
         if (r.block == Block::recv && r.waiting_key == key) {
             const Time now = sim_.now();
             const Time from = std::max(r.block_start, msg.sent_at);
@@ -250,70 +269,85 @@ private:
         }
     }
 
-    // ---- TP stream ----
-    void arrive_tp(RankState& s) {
+    // ---- TP stream: a collective starts when every unit of the TP group has reached it ----
+    void arrive_tp(Unit& s) {
         const Op& op = s.program->ops[s.tp_queue.front()];
         const std::uint64_t group = static_cast<std::uint64_t>(s.coord.dp + layout_.dp * s.coord.pp);
         const std::uint64_t key = (group << 32) | s.tp_seq++;
-        if (++arrivals_tp_[key] < layout_.tp) return;
-        arrivals_tp_.erase(key);
-        auto members = tp_group(s);
+        if (fold_ < layout_.tp) {
+            if (++arrivals_tp_[key] < layout_.tp / fold_) return;
+            arrivals_tp_.erase(key);
+        }
+        const auto members = tp_group(s.coord);
+        std::vector<Unit*> units;
+        for (int m = 0; m < layout_.tp; m += fold_) units.push_back(&unit_of(members[static_cast<std::size_t>(m)]));
         const Time start = sim_.now();
-        const std::string name = collective_name(op.collective, "tp");
-        coll_.run(op.collective, members, op.bytes, [this, members, start, name] {
-            for (int m : members) {
-                RankState& r = ranks_[static_cast<std::size_t>(m)];
-                add_slice(m, 1, name, start, sim_.now());
-                r.tp_queue.pop_front();
-                if (!r.tp_queue.empty()) arrive_tp(r);
-                if (r.tp_queue.empty() && r.block == Block::tp) {
-                    ++r.pc;
-                    unblock(r, r.times.tp_exposed_s);
+        const char* name = collective_name(op.collective, true);
+        coll_.run(op.collective, members, op.bytes, [this, units, start, name] {
+            for (Unit* r : units) {
+                add_slice(*r, 1, name, start, sim_.now());
+                r->tp_queue.pop_front();
+                if (!r->tp_queue.empty()) arrive_tp(*r);
+                if (r->tp_queue.empty() && r->block == Block::tp) {
+                    ++r->pc;
+                    unblock(*r, r->times.tp_exposed_s);
                 }
             }
         });
     }
 
-    // ---- DP stream ----
-    void arrive_dp(RankState& s) {
+    // ---- DP stream: a DP collective starts when every DP replica has reached it; a folded unit runs the DP
+    // collectives of all its members' TP indices and completes when all of them are done ----
+    void arrive_dp(Unit& s) {
         const Op& op = s.program->ops[s.dp_queue.front()];
         const std::uint64_t group = static_cast<std::uint64_t>(s.coord.tp + layout_.tp * s.coord.pp);
         const std::uint64_t key = (group << 32) | s.dp_seq++;
         if (++arrivals_dp_[key] < layout_.dp) return;
         arrivals_dp_.erase(key);
-        auto members = dp_group(s);
+        std::vector<Unit*> units;
+        for (int i = 0; i < layout_.dp; ++i)
+            units.push_back(&unit_of(rank_of(layout_, {s.coord.tp, i, s.coord.pp})));
         const Time start = sim_.now();
-        const std::string name = collective_name(op.collective, "dp");
-        coll_.run(op.collective, members, op.bytes, [this, members, start, name] {
-            for (int m : members) {
-                RankState& r = ranks_[static_cast<std::size_t>(m)];
-                add_slice(m, 2, name, start, sim_.now());
-                r.dp_queue.pop_front();
-                ++r.dp_completed;
-                if (!r.dp_queue.empty()) arrive_dp(r);
-                if (r.block == Block::dp && r.dp_completed >= r.program->ops[r.pc].dp_target) {
-                    ++r.pc;
-                    unblock(r, r.times.dp_exposed_s);
-                }
-            }
-        });
+        const char* name = collective_name(op.collective, false);
+        auto remaining = std::make_shared<int>(fold_);
+        for (int i = 0; i < fold_; ++i) {
+            coll_.run(op.collective, dp_group(s.coord.tp + i, s.coord.pp), op.bytes,
+                      [this, units, start, name, remaining] {
+                          if (--*remaining > 0) return;
+                          for (Unit* r : units) {
+                              add_slice(*r, 2, name, start, sim_.now());
+                              r->dp_queue.pop_front();
+                              ++r->dp_completed;
+                              if (!r->dp_queue.empty()) arrive_dp(*r);
+                              if (r->block == Block::dp && r->dp_completed >= r->program->ops[r->pc].dp_target) {
+                                  ++r->pc;
+                                  unblock(*r, r->times.dp_exposed_s);
+                              }
+                          }
+                      });
+        }
     }
 
-    static std::string collective_name(CollectiveKind k, const char* group) {
-        const char* n = k == CollectiveKind::all_reduce       ? "all_reduce"
-                        : k == CollectiveKind::all_gather     ? "all_gather"
-                                                              : "reduce_scatter";
-        return fmt::format("{} {}", group, n);
+    static const char* collective_name(CollectiveKind k, bool tp) {
+        switch (k) {
+            case CollectiveKind::all_reduce:
+                return tp ? "tp all_reduce" : "dp all_reduce";
+            case CollectiveKind::all_gather:
+                return tp ? "tp all_gather" : "dp all_gather";
+            case CollectiveKind::reduce_scatter:
+                return tp ? "tp reduce_scatter" : "dp reduce_scatter";
+        }
+        return "?";
     }
 
-    const Cluster& cluster_;
     const Layout& layout_;
     const Program& program_;
     const std::vector<bool>& traced_;
     Simulator sim_;
     FlowNetwork net_;
     Collectives coll_;
-    std::vector<RankState> ranks_;
+    int fold_ = 1;
+    std::vector<Unit> units_;
     std::unordered_map<std::uint64_t, Message> messages_;
     std::unordered_map<std::uint64_t, int> arrivals_tp_;
     std::unordered_map<std::uint64_t, int> arrivals_dp_;
@@ -325,10 +359,10 @@ private:
 }  // namespace
 
 ExecutionResult execute(const Cluster& cluster, const Layout& layout, const Program& program,
-                        const std::vector<bool>& traced) {
+                        const std::vector<bool>& traced, const ExecutionOptions& options) {
     if (layout.gpus() != cluster.gpus())
         throw InternalError(fmt::format("layout has {} GPUs, cluster {}", layout.gpus(), cluster.gpus()));
-    Executor ex(cluster, layout, program, traced);
+    Executor ex(cluster, layout, program, traced, options);
     return ex.run();
 }
 

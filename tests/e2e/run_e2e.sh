@@ -124,7 +124,7 @@ check_has "1a trainsim --help lists the commands, the per-command help and the e
 run runhelp run --help
 check_rc "1b trainsim run --help" runhelp 0
 check_has "1b run --help names every option" "$TMP/runhelp.out" \
-    "--topology" "--workload" "--set" "--json" "--trace " "--trace-ranks" "--help"
+    "--topology" "--workload" "--set" "--json" "--trace " "--trace-ranks" "--from-runs" "--id" "--help"
 check_has "1b run --help states the units" "$TMP/runhelp.out" \
     "step time (s)" "(GiB)" "microseconds" "Gbps" "quantities carry units"
 run runhelp_short run -h
@@ -190,6 +190,9 @@ else
     fail "6c small --json differs between two runs"
 fi
 if grep -qF '"measured"' "$TMP/small_json.out"; then fail "6d small run reports measured figures"; else pass "6d no measured figures without a measurement"; fi
+run small_topo run --topology "$DATA/topo-small.json" --workload "$DATA/small.json"
+check_rc "6e a 2-node topology file" small_topo 0
+check_has "6e the report names the topology file's cluster" "$TMP/small_topo.out" "small-ok (16 x A100-SXM4-80GB)"
 
 # ---- 5. bad input ----
 W=$DATA/small.json
@@ -228,6 +231,7 @@ check_bad "5k --set integer out of range" bigint "topology.nodes" "4294967298" "
 check_bad "5k --set number out of range" bignum "topology.scale_up.bandwidth_per_gpu" "1e400GBps" \
     -- run "${SMALL[@]}" --set topology.scale_up.bandwidth_per_gpu=1e400GBps
 check_bad "5l unknown --trace-ranks" badranks "--trace-ranks" '"bogus"' -- run --trace-ranks bogus
+check_bad "5l --from-runs without --id" fromruns "--from-runs" "--id" -- run --from-runs "$DATA/small.json"
 check_bad "5m unknown GPU" badgpu "topology.gpu" '"Z100"' -- run "${SMALL[@]}" --set topology.gpu=Z100
 
 # ---- 2./3. the embedded default (1024 GPUs) ----
