@@ -28,12 +28,19 @@ int rank_of(const Layout& l, RankCoord c) { return c.tp + l.tp * (c.dp + l.dp * 
 
 namespace {
 
-enum class Block { none, tp, dp, recv, compute, done };
+enum class Block { none, tp, dp, p2p, compute, done };
 
+/// One P2P message between two units. Its transfer starts when both sides have posted (NCCL send/recv pair up:
+/// the data moves once the receiver's kernel runs), as Megatron-LM's p2p_communication.py batches them.
 struct Message {
-    bool sent = false;
+    bool sent = false;    ///< the sender posted its send
+    bool posted = false;  ///< the receiver posted its recv
+    bool started = false;
     bool arrived = false;
-    Time sent_at;
+    int sender = -1;
+    double bytes = 0;
+    const Op* op = nullptr;
+    Time started_at;
 };
 
 struct Unit {
@@ -44,7 +51,10 @@ struct Unit {
     std::size_t pc = 0;
     Block block = Block::none;
     Time block_start;
+    bool waiting_recv = false;
     std::uint64_t waiting_key = 0;
+    int outstanding_sends = 0;
+    Time last_send_start;
     std::deque<std::size_t> tp_queue;  ///< op indices
     std::deque<std::size_t> dp_queue;
     std::uint32_t tp_seq = 0;
@@ -154,12 +164,26 @@ private:
     void advance(Unit& s) {
         const auto& ops = s.program->ops;
         while (true) {
+            if (s.pc >= ops.size() && s.outstanding_sends > 0) {
+                s.block = Block::p2p;
+                s.block_start = sim_.now();
+                s.waiting_recv = false;
+                return;
+            }
             if (s.pc >= ops.size()) {
                 s.block = Block::done;
                 s.times.finish_s = sim_.now().to_seconds();
                 return;
             }
             const Op& op = ops[s.pc];
+            // Megatron-LM waits for its P2P requests right away, batching a send with the receive that follows it
+            // (send_forward_recv_backward): outstanding sends are waited for before any other op.
+            if (s.outstanding_sends > 0 && op.kind != OpKind::recv && op.kind != OpKind::send) {
+                s.block = Block::p2p;
+                s.block_start = sim_.now();
+                s.waiting_recv = false;
+                return;
+            }
             switch (op.kind) {
                 case OpKind::compute: {
                     // Consecutive compute ops run back to back: one event for the run.
@@ -216,56 +240,94 @@ private:
                     break;
                 case OpKind::recv: {
                     const std::uint64_t key = message_key(s.id, op.direction, op.virtual_stage, op.micro_batch);
-                    auto it = messages_.find(key);
-                    if (it != messages_.end() && it->second.arrived) {
-                        messages_.erase(it);
-                        ++s.pc;
+                    Message& msg = messages_[key];
+                    msg.posted = true;
+                    if (msg.sent && !msg.started) start_transfer(key, msg);
+                    s.waiting_recv = true;
+                    s.waiting_key = key;
+                    if (p2p_ready(s)) {
+                        finish_recv(s);
                         break;
                     }
-                    s.block = Block::recv;
+                    s.block = Block::p2p;
                     s.block_start = sim_.now();
-                    s.waiting_key = key;
                     return;
                 }
             }
         }
     }
 
+    bool p2p_ready(const Unit& s) const {
+        if (s.outstanding_sends > 0) return false;
+        if (!s.waiting_recv) return true;
+        auto it = messages_.find(s.waiting_key);
+        return it != messages_.end() && it->second.arrived;
+    }
+
+    void finish_recv(Unit& s) {
+        if (s.waiting_recv) {
+            messages_.erase(s.waiting_key);
+            s.waiting_recv = false;
+            ++s.pc;
+        }
+    }
+
+    /// Wakes a unit blocked on P2P when everything it waits for is done. The wait is split: until the last awaited
+    /// transfer started it is pipeline bubble (the peer was not ready), after that exposed PP communication.
+    void maybe_wake(Unit& s) {
+        if (s.block != Block::p2p || !p2p_ready(s)) return;
+        const Time now = sim_.now();
+        Time started = s.last_send_start;
+        if (s.waiting_recv) {
+            auto it = messages_.find(s.waiting_key);
+            if (it != messages_.end()) started = std::max(started, it->second.started_at);
+        }
+        const Time from = std::min(now, std::max(s.block_start, started));
+        s.times.bubble_s += (from - s.block_start).to_seconds();
+        s.times.pp_exposed_s += (now - from).to_seconds();
+        finish_recv(s);
+        s.block = Block::none;
+        advance(s);
+    }
+
     void send(Unit& s, const Op& op) {
         const int peer_pp = (s.coord.pp + op.direction + layout_.pp) % layout_.pp;
         const int dst_unit = unit_of(rank_of(layout_, {s.coord.tp, s.coord.dp, peer_pp})).id;
         const std::uint64_t key = message_key(dst_unit, op.direction, op.virtual_stage, op.micro_batch);
-        auto& msg = messages_[key];
+        Message& msg = messages_[key];
         msg.sent = true;
-        msg.sent_at = sim_.now();
-        const Time start = sim_.now();
-        const std::string name = fmt::format("{} mb{}", op.direction > 0 ? "send_act" : "send_grad", op.micro_batch);
-        auto remaining = std::make_shared<int>(static_cast<int>(s.members.size()));
-        Unit* src = &s;
-        for (int m : s.members) {
-            RankCoord c = coord_of(layout_, m);
-            c.pp = peer_pp;
-            coll_.send(m, rank_of(layout_, c), op.bytes, [this, key, dst_unit, src, start, name, remaining] {
-                if (--*remaining > 0) return;
-                add_slice(*src, 3, name, start, sim_.now());
-                deliver(key, dst_unit);
-            });
-        }
+        msg.sender = s.id;
+        msg.op = &op;
+        ++s.outstanding_sends;
+        // Interleaved 1F1B posts the receives of the next passes ahead of time (Megatron-LM
+        // send_forward_backward_recv_forward_backward), so there the transfer starts as soon as it is sent.
+        if (msg.posted || layout_.vpp > 1) start_transfer(key, msg);
     }
 
-    void deliver(std::uint64_t key, int dst_unit) {
-        auto& msg = messages_[key];
-        msg.arrived = true;
-        Unit& r = units_[static_cast<std::size_t>(dst_unit)];
-        if (r.block == Block::recv && r.waiting_key == key) {
-            const Time now = sim_.now();
-            const Time from = std::max(r.block_start, msg.sent_at);
-            r.times.bubble_s += (from - r.block_start).to_seconds();
-            r.times.pp_exposed_s += (now - from).to_seconds();
-            messages_.erase(key);
-            ++r.pc;
-            r.block = Block::none;
-            advance(r);
+    /// Starts one flow per member GPU of the sender; the message arrives when all of them have.
+    void start_transfer(std::uint64_t key, Message& msg) {
+        msg.started = true;
+        msg.started_at = sim_.now();
+        Unit& src = units_[static_cast<std::size_t>(msg.sender)];
+        src.last_send_start = sim_.now();
+        const Op& op = *msg.op;
+        const int peer_pp = (src.coord.pp + op.direction + layout_.pp) % layout_.pp;
+        const int dst_unit = unit_of(rank_of(layout_, {src.coord.tp, src.coord.dp, peer_pp})).id;
+        const Time start = sim_.now();
+        const std::string name = fmt::format("{} mb{}", op.direction > 0 ? "send_act" : "send_grad", op.micro_batch);
+        auto remaining = std::make_shared<int>(static_cast<int>(src.members.size()));
+        Unit* sp = &src;
+        for (int m : src.members) {
+            RankCoord c = coord_of(layout_, m);
+            c.pp = peer_pp;
+            coll_.send(m, rank_of(layout_, c), op.bytes, [this, key, dst_unit, sp, start, name, remaining] {
+                if (--*remaining > 0) return;
+                add_slice(*sp, 3, name, start, sim_.now());
+                messages_[key].arrived = true;
+                --sp->outstanding_sends;
+                maybe_wake(*sp);
+                maybe_wake(units_[static_cast<std::size_t>(dst_unit)]);
+            });
         }
     }
 

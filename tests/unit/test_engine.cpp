@@ -52,6 +52,23 @@ TEST_CASE("engine: same time and priority run in insertion order (heap is made s
         CHECK(order[static_cast<std::size_t>(i)] == i);
 }
 
+TEST_CASE("engine: insertion order holds when the storage of executed events is reused") {
+    Simulator sim;
+    // A first wave fills the callback storage; running it frees the storage, which the second wave then
+    // reuses in another order. Ties must still break by the order of schedule() calls.
+    for (int i = 0; i < 16; ++i)
+        sim.schedule(Time::ps(1), Priority::kDefault, [] {});
+    sim.run();
+    std::vector<int> order;
+    for (int i = 0; i < 16; ++i)
+        sim.schedule(Time::ps(5), Priority::kDefault, [&order, i] { order.push_back(i); });
+    sim.run();
+    std::vector<int> expected;
+    for (int i = 0; i < 16; ++i)
+        expected.push_back(i);
+    CHECK(order == expected);
+}
+
 TEST_CASE("engine: a random mix of times and priorities runs in (time, priority, sequence) order") {
     std::mt19937_64 rng(12345);
     std::uniform_int_distribution<int> t(0, 20);  // few distinct times: many ties

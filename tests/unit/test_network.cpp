@@ -97,22 +97,28 @@ TEST_CASE("network: flows on disjoint links do not slow each other") {
 }
 
 TEST_CASE("network: max-min fairness with a shared bottleneck, and rates recomputed when a flow ends") {
-    // link 0: capacity 10, flows f1 and f2; link 1: capacity 100, flows f2 and f3.
-    // Max-min: link 0 is the bottleneck (share 5): f1 = f2 = 5; f3 gets the rest of link 1: 95.
-    // f1 (25 B) ends at t = 5. Then link 0 holds f2 alone: f2 = 10, f3 = 90.
+    // link A: capacity 10, flows f1 and f2; link B: capacity 100, flows f2 and f3.
+    // Max-min: A is the bottleneck (share 5): f1 = f2 = 5; f3 gets the rest of B: 95.
+    // f1 (25 B) ends at t = 5. Then A holds f2 alone: f2 = 10, f3 = 90.
     //   f2 has 100 - 25 = 75 B left -> ends at 5 + 7.5 = 12.5.
     //   f3 has 2000 - 475 = 1525 B left; by 12.5 it moved 675 more, 850 left at rate 100 -> ends at 21.
     // With equal sharing (no max-min) or without recomputation the times would differ.
-    Simulator sim;
-    FlowNetwork net(sim, {10.0, 100.0});
-    Time t1 = Time::max(), t2 = Time::max(), t3 = Time::max();
-    net.start_flow(make_route({0}), 25.0, [&] { t1 = sim.now(); });
-    net.start_flow(make_route({0, 1}), 100.0, [&] { t2 = sim.now(); });
-    net.start_flow(make_route({1}), 2000.0, [&] { t3 = sim.now(); });
-    sim.run();
-    CHECK(ps_diff(t1, Time::seconds(5.0)) <= 2);
-    CHECK(ps_diff(t2, Time::seconds(12.5)) <= 2);
-    CHECK(ps_diff(t3, Time::seconds(21.0)) <= 2);
+    // Both link numberings, so that the bottleneck is found by its share, not by its position.
+    for (const bool swapped : {false, true}) {
+        CAPTURE(swapped);
+        const int A = swapped ? 1 : 0;
+        const int B = swapped ? 0 : 1;
+        Simulator sim;
+        FlowNetwork net(sim, swapped ? std::vector<double>{100.0, 10.0} : std::vector<double>{10.0, 100.0});
+        Time t1 = Time::max(), t2 = Time::max(), t3 = Time::max();
+        net.start_flow(make_route({A}), 25.0, [&] { t1 = sim.now(); });
+        net.start_flow(make_route({A, B}), 100.0, [&] { t2 = sim.now(); });
+        net.start_flow(make_route({B}), 2000.0, [&] { t3 = sim.now(); });
+        sim.run();
+        CHECK(ps_diff(t1, Time::seconds(5.0)) <= 2);
+        CHECK(ps_diff(t2, Time::seconds(12.5)) <= 2);
+        CHECK(ps_diff(t3, Time::seconds(21.0)) <= 2);
+    }
 }
 
 TEST_CASE("network: a flow that starts later takes its share, and the survivor speeds up when it ends") {

@@ -69,10 +69,13 @@ int validate_command(const std::vector<std::string>& args) {
         "options");
     std::vector<std::string> files;
     double tolerance = 10.0;
+    double max_mape = -1;
     std::string only;
     desc.add_options()("help,h", "this help")("json", "print the result as JSON")(
         "tolerance", po::value(&tolerance), "allowed absolute step-time error, percent (default 10)")(
         "only", po::value(&only), "comma-separated run ids to simulate (default: all)")(
+        "max-mape", po::value(&max_mape),
+        "also fail (exit 4) when the mean absolute step-time error exceeds this, percent (regression gate)")(
         "files", po::value(&files)->composing(), "measured-run files");
     po::positional_options_description pos;
     pos.add("files", -1);
@@ -189,6 +192,11 @@ int validate_command(const std::vector<std::string>& args) {
                                          fmt::format("{:.1f} GB/s", c["predicted_busbw_GBps"].get<double>()),
                                          fmt::format("{:+.1f}%", c["error_pct"].get<double>()));
         }
+    }
+    const double mape = n_sim ? step_stats.sum_abs / n_sim : 0.0;
+    if (max_mape >= 0 && mape > max_mape) {
+        std::cerr << fmt::format("validate: step-time MAPE {:.2f}% exceeds --max-mape {:.2f}%\n", mape, max_mape);
+        return 4;
     }
     return step_stats.within == n_sim ? kExitOk : 4;
 }
