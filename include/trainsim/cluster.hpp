@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,10 @@ struct TopologySpec {
     Time switch_latency;       ///< per switch traversal
     int nodes_per_leaf = 32;
     double oversubscription = 1.0;  ///< leaf down:up bandwidth ratio (1 = non-blocking)
+
+    /// Calibrated constants for this cluster's GPU (a catalog entry with measured or fitted model constants,
+    /// from a calibration file); unset: the catalog's entry for `gpu`.
+    std::optional<GpuSpec> gpu_calibrated;
 
     int gpus() const { return nodes * gpus_per_node; }
 };
@@ -72,7 +77,7 @@ public:
     Cluster& operator=(Cluster&&) noexcept;
 
     const TopologySpec& spec() const { return spec_; }
-    const GpuSpec& gpu() const { return *gpu_; }
+    const GpuSpec& gpu() const { return gpu_; }
     int gpus() const { return spec_.gpus(); }
     int node_of(int gpu) const { return gpu / spec_.gpus_per_node; }
     int num_vertices() const;
@@ -85,7 +90,7 @@ public:
 private:
     struct Impl;
     TopologySpec spec_;
-    const GpuSpec* gpu_;
+    GpuSpec gpu_;
     std::vector<Link> links_;
     std::unique_ptr<Impl> impl_;
 };

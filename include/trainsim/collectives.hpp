@@ -7,12 +7,13 @@
 //   all-reduce      T = 2(n-1)·alpha + 2(n-1)/n · S / B     (S = message bytes per rank)
 //   all-gather      T = (n-1)·alpha + (n-1)/n · S / B       (S = gathered output bytes per rank)
 //   reduce-scatter  T = (n-1)·alpha + (n-1)/n · S / B       (S = input bytes per rank)
-//   send/recv       T = alpha + S / B
-// (Thakur, Rabenseifner, Gropp 2005; nccl-tests doc/PERFORMANCE.md for algbw/busbw.) alpha = route latency +
-// kNcclStepLatency, plus kNcclLaunchLatency once per collective.
+//   send/recv       T = kNcclLaunchLatency + route latency + S / B
+// (Thakur, Rabenseifner, Gropp 2005; nccl-tests doc/PERFORMANCE.md for algbw/busbw.) For the rings alpha = route
+// latency + kNcclStepLatency, plus kNcclLaunchLatency once per collective.
 // Channels: a group spanning several nodes with g > 1 members per node runs g rings (NCCL channels), each carrying
 // S/g; ring c enters node k at local member (c - k) mod g and leaves at (c - k - 1) mod g, so node-crossing edges are
-// rail-aligned (same local index, same NIC rail) as NCCL's rail-aware rings are.
+// rail-aligned (same local index, same NIC rail) as NCCL's rail-aware rings are — all but the wrap-around edge from
+// the last node to the first, which is aligned only when the node count is a multiple of g.
 #pragma once
 
 #include <functional>
@@ -28,7 +29,9 @@ enum class CollectiveKind { all_reduce, all_gather, reduce_scatter };
 
 /// NCCL's fixed cost per collective launch (ring, Simple protocol base latency in NCCL src/graph/tuning.cc), s.
 inline constexpr double kNcclLaunchLatencyS = 8e-6;
-/// NCCL's per-step software/synchronization cost on top of the wire latency (tuning.cc hwLat, Simple), s.
+/// NCCL's per-step software/synchronization cost on top of the wire latency, s. An estimate: NCCL's tuning.cc
+/// models 3.4 us (NVLink) to 5.7 us (PCIe) per ring step for the Simple protocol and far less for LL/LL128, which
+/// NCCL picks for small messages; trainsim's wire latencies already carry part of it.
 inline constexpr double kNcclStepLatencyS = 1e-6;
 
 class Collectives {

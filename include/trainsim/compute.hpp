@@ -7,10 +7,11 @@
 //          edge  = M·N / (ceil(M/tm)·tm · ceil(N/tn)·tn)          (tile quantization)
 //          waves = tiles / (ceil(tiles / SMs) · SMs)               (wave quantization)
 //        (NVIDIA "Matrix Multiplication Background User's Guide": tile and wave quantization.)
-//  flash attention: t = FLOPs / (peak · flash_attention_efficiency) + kernel_overhead
+//  flash attention: t = max(FLOPs / (peak · flash_attention_efficiency), bytes / (HBM · hbm_efficiency))
+//                   + kernel_overhead
 //  memory-bound (element-wise, norms, softmax, optimizer): t = bytes / (HBM · hbm_efficiency) + kernel_overhead
 // Constants come from the GpuSpec (one value per GPU type); tile shapes and their relative efficiencies are the
-// same for all GPUs (kTileShapes in compute.cpp).
+// same for all GPUs (kTileShapes in sim/compute/compute_model.cpp).
 #pragma once
 
 #include <string>

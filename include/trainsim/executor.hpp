@@ -7,9 +7,11 @@
 //   compute      the main stream runs kernels
 //   tp_exposed   waiting for TP collectives
 //   pp_exposed   waiting for a P2P message that is already in flight
-//   bubble       waiting for a P2P message whose sender has not sent it yet (pipeline bubble)
+//   bubble       pipeline bubble: waiting for a P2P transfer whose peer was not ready yet (fill, and the
+//                dependencies of the schedule), plus, with pp > 1, the wait after the rank's last pass until the
+//                step ends (the drain)
 //   dp_exposed   waiting for DP collectives (gradient reduction, parameter all-gather)
-//   idle         done, waiting for the slowest rank to finish the step
+//   idle         pp = 1 only: done, waiting for the slowest rank to finish the step
 #pragma once
 
 #include <array>

@@ -25,9 +25,6 @@ struct GpuSpec {
     /// Fraction of the datasheet peak that cuBLAS/cuBLASLt reaches on large, well-shaped GEMMs (M, N, K >= 4096),
     /// at sustained clocks under training power draw. Multiplied by the shape factors of the compute model.
     double gemm_max_efficiency = 0;
-    /// GEMM tile (rows x columns of the output) of the library's large-GEMM kernels, for wave quantization.
-    int gemm_tile_m = 128;
-    int gemm_tile_n = 256;
     /// K at which the per-tile prologue/epilogue halves efficiency: factor K / (K + gemm_k_half).
     double gemm_k_half = 0;
     /// Fraction of the peak that fused (flash) attention reaches, forward; backward reaches the same fraction.

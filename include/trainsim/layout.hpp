@@ -32,7 +32,9 @@ struct Layout {
     Precision precision = Precision::bf16;
     bool distributed_optimizer = false;
     int zero_stage = 0;  ///< 0 or 1 (ZeRO-1 shards optimizer state as the distributed optimizer does)
-    double dp_bucket_bytes = 40e6 * 4;  ///< DP gradient bucket size, bytes (Megatron: 40M fp32 elements)
+    /// DP gradient bucket size, expressed as bytes of fp32 elements (Megatron-LM sizes buckets in elements:
+    /// 40M elements = 160 MB); a bucket holds dp_bucket_bytes / 4 gradients whatever their precision.
+    double dp_bucket_bytes = 40e6 * 4;
     bool overlap_grad_reduce = false;   ///< DP gradient reduction overlapped with the last backward
     bool overlap_param_gather = false;  ///< distributed optimizer's parameter all-gather overlapped with forward
     bool tp_comm_overlap = false;       ///< TP collectives overlapped with the adjacent GEMMs (TE userbuffers)

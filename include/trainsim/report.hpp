@@ -5,8 +5,9 @@
 //   model TFLOP/s/GPU = model FLOPs (ModelSpec::model_flops, no recomputation) / step_time / GPUs
 //   MFU               = model TFLOP/s per GPU / peak (Korthikanti et al. 2022, arXiv:2205.05198, Sec. 6.3)
 //   HFU               = hardware FLOPs executed (recomputation included) / step_time / GPUs / peak
-//   bubble            = mean over ranks of the time spent waiting for a P2P message not yet sent, measured on the
-//                       simulated timeline; bubble ratio = bubble / (step - bubble), comparable to the closed form
+//   bubble            = mean over ranks of the pipeline waits measured on the simulated timeline (a P2P transfer
+//                       whose peer was not ready, and the drain after a stage's last pass);
+//                       bubble ratio = bubble / (step - bubble), comparable to the closed form
 //                       (p-1)/m (1F1B, GPipe) or (p-1)/(m·v) (interleaved) of Narayanan et al. 2021.
 //   exposed comm      = mean over ranks of the main stream's waits on TP, PP (in-flight messages), DP collectives.
 #pragma once

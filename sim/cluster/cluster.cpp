@@ -58,7 +58,8 @@ Cluster::Cluster(Cluster&&) noexcept = default;
 Cluster& Cluster::operator=(Cluster&&) noexcept = default;
 Cluster::~Cluster() = default;
 
-Cluster::Cluster(const TopologySpec& spec) : spec_(spec), gpu_(&find_gpu(spec.gpu, "topology.gpu")) {
+Cluster::Cluster(const TopologySpec& spec)
+    : spec_(spec), gpu_(spec.gpu_calibrated ? *spec.gpu_calibrated : find_gpu(spec.gpu, "topology.gpu")) {
     if (spec.nodes <= 0) throw InputError(fmt::format("topology.nodes = {} must be positive", spec.nodes));
     if (spec.gpus_per_node <= 0)
         throw InputError(fmt::format("topology.gpus_per_node = {} must be positive", spec.gpus_per_node));
@@ -99,7 +100,7 @@ Cluster::Cluster(const TopologySpec& spec) : spec_(spec), gpu_(&find_gpu(spec.gp
 
     for (int l = 0; l < gpn; ++l) impl_->nic_of_gpu_local.push_back(l * nics / gpn);
 
-    const Bandwidth nvlink{spec.nvlink_bandwidth.bytes_per_s * gpu_->nvlink_efficiency};
+    const Bandwidth nvlink{spec.nvlink_bandwidth.bytes_per_s * gpu_.nvlink_efficiency};
     const Bandwidth nic{spec.nic_bandwidth.bytes_per_s * kScaleOutEfficiency};
     const Bandwidth pcie = spec.pcie_bandwidth;
     const Time half_nvlink = Time::ps(spec.nvlink_latency.picoseconds() / 2);

@@ -15,9 +15,8 @@ namespace {
 //    H100-SXM ~79% of the dense datasheet peak, times 0.9 for the sustained clock of a GPU running training at its
 //    power limit for minutes (A100 400 W: ~1.27 GHz of the 1.41 GHz boost the peak assumes; H100 700 W likewise;
 //    NVIDIA's HPL Rpeak convention uses the power-limited clock, 1305 MHz on A100, for the same reason).
-//  - gemm tile 128x256 and k_half: CUTLASS/cuBLAS large-GEMM tile shapes (CUTLASS profiler defaults for sm80/sm90);
-//    k_half is the main-loop length below which fixed per-tile costs dominate (NVIDIA "Matrix Multiplication
-//    Background User's Guide", section on tile quantization and arithmetic intensity).
+//  - gemm_k_half: the main-loop length below which fixed per-tile costs (prologue, epilogue) dominate (NVIDIA
+//    "Matrix Multiplication Background User's Guide", tile quantization and arithmetic intensity); an estimate.
 //  - flash_attention_efficiency: FlashAttention-2 paper (Dao 2023, arXiv:2307.08691, Fig. 4-6): ~70% of A100
 //    peak forward, ~60% backward; on H100, cuDNN/TransformerEngine fused attention and FlashAttention-3 (Shah et al.
 //    2024, arXiv:2407.08608) reach 50-75% of the BF16 peak; we take one mid value per generation.
@@ -34,7 +33,7 @@ GpuSpec ampere(std::string name) {
     g.sm_count = 108;  // A100 whitepaper, Table 1: 108 SMs
     g.gemm_max_efficiency = 0.86 * 0.9;
     g.gemm_k_half = 32;
-    g.flash_attention_efficiency = 0.60;
+    g.flash_attention_efficiency = 0.65;
     g.hbm_efficiency = 0.75;
     g.kernel_overhead_s = 4e-6;
     g.nvlink_efficiency = 0.78;
@@ -95,7 +94,7 @@ std::vector<GpuSpec> build_catalog() {
         GpuSpec g = hopper("H200-SXM-141GB");
         g.peak_fp16_flops = g.peak_bf16_flops = 989.4e12;
         g.peak_fp8_flops = 1978.9e12;
-        g.hbm_bytes = 141e9;
+        g.hbm_bytes = 141.0 * kGiB;  // "141GB": nvidia-smi reports ~143,700 MiB
         g.hbm_bytes_per_s = 4.8e12;
         c.push_back(g);
     }
@@ -107,7 +106,7 @@ std::vector<GpuSpec> build_catalog() {
         g.sm_count = 148;
         g.peak_fp16_flops = g.peak_bf16_flops = 2250e12;
         g.peak_fp8_flops = 4500e12;
-        g.hbm_bytes = 180e9;
+        g.hbm_bytes = 180.0 * kGiB;  // "180GB" per GPU, binary units as for the other parts
         g.hbm_bytes_per_s = 8e12;
         c.push_back(g);
     }

@@ -1,7 +1,7 @@
-// The executor. A "unit" is what runs one main stream: a single GPU, or, with TP folding, the `tp` GPUs of one TP
-// group, which execute the same ops in lockstep. Every GPU's transfers are still started on the network: a unit's
-// send starts one flow per member GPU, its DP collective runs the DP group of every member's TP index, its TP
-// collective runs over all the group's GPUs.
+// The executor. A "unit" is what runs one main stream: a single GPU, or, with TP folding, the `tp` GPUs of
+// one TP group, which execute the same ops in lockstep. Every GPU's transfers are still started on the
+// network: a unit's send starts one flow per member GPU, its DP collective runs the DP group of every
+// member's TP index, its TP collective runs over all the group's GPUs.
 #include "trainsim/executor.hpp"
 
 #include <algorithm>
@@ -24,14 +24,16 @@ RankCoord coord_of(const Layout& l, int rank) {
     return c;
 }
 
-int rank_of(const Layout& l, RankCoord c) { return c.tp + l.tp * (c.dp + l.dp * c.pp); }
+int rank_of(const Layout& l, RankCoord c) {
+    return c.tp + l.tp * (c.dp + l.dp * c.pp);
+}
 
 namespace {
 
 enum class Block { none, tp, dp, p2p, compute, done };
 
-/// One P2P message between two units. Its transfer starts when both sides have posted (NCCL send/recv pair up:
-/// the data moves once the receiver's kernel runs), as Megatron-LM's p2p_communication.py batches them.
+/// One P2P message between two units. Its transfer starts when both sides have posted (NCCL send/recv pair
+/// up: the data moves once the receiver's kernel runs), as Megatron-LM's p2p_communication.py batches them.
 struct Message {
     bool sent = false;    ///< the sender posted its send
     bool posted = false;  ///< the receiver posted its recv
@@ -64,9 +66,9 @@ struct Unit {
 };
 
 class Executor {
-public:
-    Executor(const Cluster& cluster, const Layout& layout, const Program& program, const std::vector<bool>& traced,
-             const ExecutionOptions& options)
+  public:
+    Executor(const Cluster& cluster, const Layout& layout, const Program& program,
+             const std::vector<bool>& traced, const ExecutionOptions& options)
         : layout_(layout),
           program_(program),
           traced_(traced),
@@ -78,7 +80,8 @@ public:
         for (int u = 0; u < n; ++u) {
             auto& s = units_[static_cast<std::size_t>(u)];
             s.id = u;
-            for (int i = 0; i < fold_; ++i) s.members.push_back(u * fold_ + i);
+            for (int i = 0; i < fold_; ++i)
+                s.members.push_back(u * fold_ + i);
             s.coord = coord_of(layout, s.members.front());
             s.program = &program.stages[static_cast<std::size_t>(s.coord.pp)];
         }
@@ -103,7 +106,15 @@ public:
         res.ranks.resize(static_cast<std::size_t>(layout_.gpus()));
         for (auto& s : units_) {
             s.times.idle_s = step - s.times.finish_s;
-            for (int m : s.members) res.ranks[static_cast<std::size_t>(m)] = s.times;
+            // With a pipeline, the wait after a stage's last pass (the drain: later stages finish first) is
+            // part of the pipeline bubble as Narayanan et al. 2021 count it: (p-1) passes of idle per stage
+            // in all.
+            if (layout_.pp > 1) {
+                s.times.bubble_s += s.times.idle_s;
+                s.times.idle_s = 0;
+            }
+            for (int m : s.members)
+                res.ranks[static_cast<std::size_t>(m)] = s.times;
         }
         res.step_time_s = step;
         std::stable_sort(trace_.begin(), trace_.end(),
@@ -114,11 +125,12 @@ public:
         return res;
     }
 
-private:
+  private:
     static std::vector<double> link_capacities(const Cluster& c) {
         std::vector<double> caps;
         caps.reserve(c.links().size());
-        for (const auto& l : c.links()) caps.push_back(l.bandwidth.bytes_per_s);
+        for (const auto& l : c.links())
+            caps.push_back(l.bandwidth.bytes_per_s);
         return caps;
     }
 
@@ -132,19 +144,22 @@ private:
     void add_slice(const Unit& u, int track, const std::string& name, Time start, Time end) {
         if (!traced(u)) return;
         for (int m : u.members)
-            if (traced_[static_cast<std::size_t>(m)]) trace_.push_back(TraceSlice{m, track, name, start, end - start});
+            if (traced_[static_cast<std::size_t>(m)])
+                trace_.push_back(TraceSlice{m, track, name, start, end - start});
     }
 
     Unit& unit_of(int gpu) { return units_[static_cast<std::size_t>(gpu / fold_)]; }
 
     std::vector<int> tp_group(const RankCoord& c) const {
         std::vector<int> g;
-        for (int i = 0; i < layout_.tp; ++i) g.push_back(rank_of(layout_, {i, c.dp, c.pp}));
+        for (int i = 0; i < layout_.tp; ++i)
+            g.push_back(rank_of(layout_, {i, c.dp, c.pp}));
         return g;
     }
     std::vector<int> dp_group(int tp, int pp) const {
         std::vector<int> g;
-        for (int i = 0; i < layout_.dp; ++i) g.push_back(rank_of(layout_, {tp, i, pp}));
+        for (int i = 0; i < layout_.dp; ++i)
+            g.push_back(rank_of(layout_, {tp, i, pp}));
         return g;
     }
 
@@ -176,8 +191,8 @@ private:
                 return;
             }
             const Op& op = ops[s.pc];
-            // Megatron-LM waits for its P2P requests right away, batching a send with the receive that follows it
-            // (send_forward_recv_backward): outstanding sends are waited for before any other op.
+            // Megatron-LM waits for its P2P requests right away, batching a send with the receive that
+            // follows it (send_forward_recv_backward): outstanding sends are waited for before any other op.
             if (s.outstanding_sends > 0 && op.kind != OpKind::recv && op.kind != OpKind::send) {
                 s.block = Block::p2p;
                 s.block_start = sim_.now();
@@ -239,7 +254,8 @@ private:
                     ++s.pc;
                     break;
                 case OpKind::recv: {
-                    const std::uint64_t key = message_key(s.id, op.direction, op.virtual_stage, op.micro_batch);
+                    const std::uint64_t key =
+                        message_key(s.id, op.direction, op.virtual_stage, op.micro_batch);
                     Message& msg = messages_[key];
                     msg.posted = true;
                     if (msg.sent && !msg.started) start_transfer(key, msg);
@@ -272,8 +288,9 @@ private:
         }
     }
 
-    /// Wakes a unit blocked on P2P when everything it waits for is done. The wait is split: until the last awaited
-    /// transfer started it is pipeline bubble (the peer was not ready), after that exposed PP communication.
+    /// Wakes a unit blocked on P2P when everything it waits for is done. The wait is split: until the last
+    /// awaited transfer started it is pipeline bubble (the peer was not ready), after that exposed PP
+    /// communication.
     void maybe_wake(Unit& s) {
         if (s.block != Block::p2p || !p2p_ready(s)) return;
         const Time now = sim_.now();
@@ -314,7 +331,8 @@ private:
         const int peer_pp = (src.coord.pp + op.direction + layout_.pp) % layout_.pp;
         const int dst_unit = unit_of(rank_of(layout_, {src.coord.tp, src.coord.dp, peer_pp})).id;
         const Time start = sim_.now();
-        const std::string name = fmt::format("{} mb{}", op.direction > 0 ? "send_act" : "send_grad", op.micro_batch);
+        const std::string name =
+            fmt::format("{} mb{}", op.direction > 0 ? "send_act" : "send_grad", op.micro_batch);
         auto remaining = std::make_shared<int>(static_cast<int>(src.members.size()));
         Unit* sp = &src;
         for (int m : src.members) {
@@ -342,7 +360,8 @@ private:
         }
         const auto members = tp_group(s.coord);
         std::vector<Unit*> units;
-        for (int m = 0; m < layout_.tp; m += fold_) units.push_back(&unit_of(members[static_cast<std::size_t>(m)]));
+        for (int m = 0; m < layout_.tp; m += fold_)
+            units.push_back(&unit_of(members[static_cast<std::size_t>(m)]));
         const Time start = sim_.now();
         const char* name = collective_name(op.collective, true);
         coll_.run(op.collective, members, op.bytes, [this, units, start, name] {
@@ -373,20 +392,21 @@ private:
         const char* name = collective_name(op.collective, false);
         auto remaining = std::make_shared<int>(fold_);
         for (int i = 0; i < fold_; ++i) {
-            coll_.run(op.collective, dp_group(s.coord.tp + i, s.coord.pp), op.bytes,
-                      [this, units, start, name, remaining] {
-                          if (--*remaining > 0) return;
-                          for (Unit* r : units) {
-                              add_slice(*r, 2, name, start, sim_.now());
-                              r->dp_queue.pop_front();
-                              ++r->dp_completed;
-                              if (!r->dp_queue.empty()) arrive_dp(*r);
-                              if (r->block == Block::dp && r->dp_completed >= r->program->ops[r->pc].dp_target) {
-                                  ++r->pc;
-                                  unblock(*r, r->times.dp_exposed_s);
-                              }
-                          }
-                      });
+            coll_.run(
+                op.collective, dp_group(s.coord.tp + i, s.coord.pp), op.bytes,
+                [this, units, start, name, remaining] {
+                    if (--*remaining > 0) return;
+                    for (Unit* r : units) {
+                        add_slice(*r, 2, name, start, sim_.now());
+                        r->dp_queue.pop_front();
+                        ++r->dp_completed;
+                        if (!r->dp_queue.empty()) arrive_dp(*r);
+                        if (r->block == Block::dp && r->dp_completed >= r->program->ops[r->pc].dp_target) {
+                            ++r->pc;
+                            unblock(*r, r->times.dp_exposed_s);
+                        }
+                    }
+                });
         }
     }
 

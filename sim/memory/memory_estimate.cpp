@@ -32,8 +32,11 @@ std::vector<StageMemory> estimate_memory(const ModelSpec& m, const Layout& l, co
     const bool sharded = l.sharded_optimizer() && l.dp > 1;
     const double s = static_cast<double>(m.seq_len), b = static_cast<double>(l.micro_batch);
     const double h = static_cast<double>(m.hidden), t = l.tp;
-    const bool store_scores = l.attention == AttentionKernel::unfused && l.recompute == Recompute::none;
+    const bool unfused = l.attention == AttentionKernel::unfused;
+    const bool store_scores = unfused && l.recompute == Recompute::none;
     const double full_layer = layer_activation_bytes(m, l, store_scores);
+    // The layer being recomputed holds its whole set, attention scores included when they are materialized.
+    const double recomputed_layer = layer_activation_bytes(m, l, unfused);
     for (int st = 0; st < l.pp; ++st) {
         const StageProgram& sp = p.stages[static_cast<std::size_t>(st)];
         StageMemory mem;
@@ -46,7 +49,7 @@ std::vector<StageMemory> estimate_memory(const ModelSpec& m, const Layout& l, co
         mem.in_flight_microbatches = sp.peak_in_flight_microbatches;
         if (l.recompute == Recompute::full) {
             const double kept = 2.0 * s * b * h / (l.sequence_parallel ? t : 1.0);
-            mem.activations_bytes = kept * layers * sp.peak_in_flight_microbatches + full_layer;
+            mem.activations_bytes = kept * layers * sp.peak_in_flight_microbatches + recomputed_layer;
         } else {
             mem.activations_bytes = full_layer * layers * sp.peak_in_flight_microbatches;
         }

@@ -270,10 +270,13 @@ OpTemplate BlockBuilder::head_backward() {
 
 OpTemplate BlockBuilder::optimizer(double params_per_rank) {
     OpTemplate t;
-    // Megatron-LM mixed-precision Adam (fused multi-tensor apply): the gradient-norm/inf check reads the fp32
-    // gradients (4 B) and the scale (4 B); Adam reads fp32 gradient, master weight, m and v (16 B) and writes master,
-    // m, v (12 B) and the 16-bit weight copy (2 B).
-    kernel(t, Kernel::memory("grad_norm_and_inf_check", 8 * params_per_rank));
+    // Megatron-LM mixed-precision Adam (megatron/core/optimizer/optimizer.py, fused multi-tensor apply), per
+    // parameter: with 16-bit gradients (fp16 runs) the gradients are first copied to fp32 main gradients (read 2 B,
+    // write 4 B); the gradient-norm / inf check reads the fp32 gradients (4 B); Adam reads gradient, master weight,
+    // m and v (16 B) and writes master, m, v (12 B) and the 16-bit weight copy (2 B).
+    const double g = l_.grad_reduce_bytes_per_element();
+    if (g < 4) kernel(t, Kernel::memory("copy_grads_to_fp32", (g + 4) * params_per_rank));
+    kernel(t, Kernel::memory("grad_norm_and_inf_check", 4 * params_per_rank));
     kernel(t, Kernel::memory("adam_step", 30 * params_per_rank));
     flush(t);
     return t;

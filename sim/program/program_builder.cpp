@@ -67,7 +67,7 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
     const double p2p_bytes = act_bytes / t;
     const bool gather_after_recv = layout.tp > 1 && !layout.sequence_parallel;
     const double grad_bytes = layout.grad_reduce_bytes_per_element();
-    const double bucket_elements = layout.dp_bucket_bytes / grad_bytes;
+    const double bucket_elements = layout.dp_bucket_bytes / 4.0;
     const double layer_params_rank = model.layer_params() / t;
     const double emb_params_rank = model.embedding_params() / t;
     const double head_params_rank = model.output_params() / t + (model.tied_embeddings && last_vs > 0

@@ -17,6 +17,7 @@ commands:
              the pipeline bubble, exposed communication and memory per stage
              (no options: the embedded default, GPT-3 175B on 1024 A100-80GB, TP 8 x PP 16 x DP 8)
   validate   simulate measured runs (format trainsim-measured-runs/1) and compare with the measurements
+  fit        fit one GPU type's model constants to measured runs; writes a calibration file (--calibration)
 
   trainsim <command> --help   lists the command's options with their units
 
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
         args.erase(args.begin());
         if (cmd == "run") return trainsim::cli::run_command(args);
         if (cmd == "validate") return trainsim::cli::validate_command(args);
+        if (cmd == "fit") return trainsim::cli::fit_command(args);
         std::cerr << "trainsim: unknown command \"" << cmd << "\"; see trainsim --help\n";
         return trainsim::kExitBadInput;
     } catch (const trainsim::InputError& e) {

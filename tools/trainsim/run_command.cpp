@@ -1,10 +1,12 @@
 // `trainsim run`: one iteration of one configuration, with the full report.
 #include <iostream>
+#include <optional>
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "trainsim/calibration.hpp"
 #include "trainsim/config.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/measured_runs.hpp"
@@ -22,6 +24,7 @@ int run_command(const std::vector<std::string>& args) {
         "With no --topology/--workload: the embedded default (GPT-3 175B on 1024 A100-80GB, TP 8 x PP 16 x DP 8,\n"
         "the Megatron-LM README run), printed beside its measured figures.\n\noptions");
     std::string topology_file, workload_file, trace_file, trace_ranks = "first-replica", runs_file, run_id;
+    std::string calibration_file;
     std::vector<std::string> sets;
     desc.add_options()("help,h", "this help")(
         "topology", po::value(&topology_file), "cluster description, JSON (topologies/*.json); quantities carry units")(
@@ -35,7 +38,9 @@ int run_command(const std::vector<std::string>& args) {
         "which GPUs the trace holds: first-replica (DP rank 0: every TP and PP rank; default) or all")(
         "from-runs", po::value(&runs_file),
         "simulate one run of a measured-runs file (format trainsim-measured-runs/1) instead; needs --id")(
-        "id", po::value(&run_id), "the run id in the --from-runs file");
+        "id", po::value(&run_id), "the run id in the --from-runs file")(
+        "calibration", po::value(&calibration_file),
+        "GPU model constants measured or fitted (format trainsim-calibration/1), applied over the catalog");
     po::variables_map vm;
     try {
         const auto parsed = po::command_line_parser(args).options(desc).run();
@@ -57,6 +62,9 @@ int run_command(const std::vector<std::string>& args) {
     if (trace_ranks != "first-replica" && trace_ranks != "all")
         throw InputError(fmt::format("--trace-ranks = \"{}\" is not one of first-replica, all", trace_ranks));
 
+    std::optional<Calibration> calibration;
+    if (!calibration_file.empty())
+        calibration = parse_calibration(read_json_file(calibration_file), calibration_file);
     const TraceRanks trace_sel =
         trace_file.empty() ? TraceRanks::none : (trace_ranks == "all" ? TraceRanks::all : TraceRanks::first_replica);
     if (!runs_file.empty() || !run_id.empty()) {
@@ -71,9 +79,11 @@ int run_command(const std::vector<std::string>& args) {
         if (run->unsupported)
             throw InputError(fmt::format("{}: run \"{}\" uses {}, which trainsim does not simulate yet", runs_file,
                                          run_id, *run->unsupported));
+        TopologySpec run_topology = run->topology;
+        if (calibration) apply_calibration(*calibration, run_topology);
         SimulationResult res;
         try {
-            res = simulate(run->topology, run->model, run->layout, run->id, trace_sel);
+            res = simulate(run_topology, run->model, run->layout, run->id, trace_sel);
         } catch (const InputError& e) {
             throw InputError(fmt::format("{}: run \"{}\": {}", runs_file, run_id, e.what()));
         }
@@ -92,7 +102,8 @@ int run_command(const std::vector<std::string>& args) {
     for (const auto& s : sets) apply_override(topo_json, work_json, s);
     const std::string topo_name = topology_file.empty() ? "embedded dgx-a100" : topology_file;
     const std::string work_name = workload_file.empty() ? "embedded gpt3-175b" : workload_file;
-    const TopologySpec topo = parse_topology(topo_json, topo_name);
+    TopologySpec topo = parse_topology(topo_json, topo_name);
+    if (calibration) apply_calibration(*calibration, topo);
     const Workload work = parse_workload(work_json, work_name);
 
     SimulationResult res;

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -9,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "trainsim/calibration.hpp"
 #include "trainsim/config.hpp"
 #include "trainsim/engine.hpp"
 #include "trainsim/errors.hpp"
@@ -70,12 +72,14 @@ int validate_command(const std::vector<std::string>& args) {
     std::vector<std::string> files;
     double tolerance = 10.0;
     double max_mape = -1;
-    std::string only;
+    std::string only, calibration_file;
     desc.add_options()("help,h", "this help")("json", "print the result as JSON")(
         "tolerance", po::value(&tolerance), "allowed absolute step-time error, percent (default 10)")(
         "only", po::value(&only), "comma-separated run ids to simulate (default: all)")(
         "max-mape", po::value(&max_mape),
         "also fail (exit 4) when the mean absolute step-time error exceeds this, percent (regression gate)")(
+        "calibration", po::value(&calibration_file),
+        "GPU model constants measured or fitted (format trainsim-calibration/1), applied over the catalog")(
         "files", po::value(&files)->composing(), "measured-run files");
     po::positional_options_description pos;
     pos.add("files", -1);
@@ -100,6 +104,9 @@ int validate_command(const std::vector<std::string>& args) {
             if (!id.empty()) only_ids.insert(id);
     }
 
+    std::optional<Calibration> calibration;
+    if (!calibration_file.empty())
+        calibration = parse_calibration(read_json_file(calibration_file), calibration_file);
     nlohmann::json runs_json = nlohmann::json::array();
     nlohmann::json coll_json = nlohmann::json::array();
     MetricStats step_stats, mem_stats;
@@ -109,7 +116,11 @@ int validate_command(const std::vector<std::string>& args) {
     std::set<std::string> seen;
     for (const auto& file : files) {
         const auto doc = read_json_file(file);
-        const auto parsed = parse_measured_runs(doc, file);
+        auto parsed = parse_measured_runs(doc, file);
+        if (calibration) {
+            for (auto& run : parsed.runs) apply_calibration(*calibration, run.topology);
+            for (auto& row : parsed.collectives) apply_calibration(*calibration, row.topology);
+        }
         for (const auto& run : parsed.runs) {
             if (!only_ids.empty() && !only_ids.count(run.id)) continue;
             seen.insert(run.id);

@@ -1,0 +1,157 @@
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "test_helpers.hpp"
+#include "trainsim/calibration.hpp"
+#include "trainsim/compute.hpp"
+#include "trainsim/errors.hpp"
+#include "trainsim/executor.hpp"
+#include "trainsim/measured_runs.hpp"
+#include "trainsim/program.hpp"
+
+using namespace trainsim;
+using trainsim::test::contains;
+using trainsim::test::message_of;
+using trainsim::test::small_gpt;
+using trainsim::test::small_topology;
+
+namespace {
+ExecutionResult run(const TopologySpec& t, const ModelSpec& m, const Layout& l, bool fold) {
+    const Cluster c(t);
+    Program p = build_program(m, l);
+    assign_durations(p, ComputeModel(c.gpu(), l.precision));
+    ExecutionOptions o;
+    o.fold_tp_groups = fold;
+    return execute(c, l, p, {}, o);
+}
+}  // namespace
+
+TEST_CASE("executor: folding TP groups gives the same step time as simulating every GPU") {
+    // Layouts that exercise TP collectives, P2P with scatter-gather, DP buckets, the distributed optimizer,
+    // interleaving and sequence parallelism, on nodes whose NICs are shared (4 NICs for 8 GPUs).
+    struct Case {
+        int tp, pp, dp, vpp;
+        bool sp, dist_opt;
+        int nics;
+    };
+    for (const Case& k : {Case{2, 2, 4, 1, false, false, 8}, Case{4, 2, 2, 1, true, true, 8},
+                          Case{2, 2, 4, 2, false, true, 4}, Case{8, 2, 1, 1, true, false, 4}}) {
+        CAPTURE(k.tp);
+        CAPTURE(k.vpp);
+        Layout l;
+        l.tp = k.tp;
+        l.pp = k.pp;
+        l.dp = k.dp;
+        l.vpp = k.vpp;
+        l.micro_batch = 1;
+        l.global_batch = 4 * k.dp;
+        l.sequence_parallel = k.sp;
+        l.distributed_optimizer = k.dist_opt;
+        l.overlap_grad_reduce = k.dist_opt;
+        l.overlap_param_gather = k.dist_opt;
+        const auto topo = small_topology(2, 8, k.nics);
+        const auto folded = run(topo, small_gpt(), l, true);
+        const auto full = run(topo, small_gpt(), l, false);
+        CHECK(folded.step_time_s == full.step_time_s);
+        CHECK(folded.events < full.events);
+    }
+}
+
+TEST_CASE("calibration: constants override the catalog for their GPU only, and bad files are refused") {
+    const auto j = nlohmann::json::parse(R"({"format": "trainsim-calibration/1", "source": "test",
+        "gpus": {"A100-SXM4-80GB": {"gemm_max_efficiency": 0.5, "hbm_efficiency": 0.6}}})");
+    const Calibration c = parse_calibration(j, "cal.json");
+    const GpuSpec a100 = apply_calibration(c, find_gpu("A100-SXM4-80GB", "t"));
+    CHECK(a100.gemm_max_efficiency == 0.5);
+    CHECK(a100.hbm_efficiency == 0.6);
+    CHECK(a100.nvlink_efficiency == find_gpu("A100-SXM4-80GB", "t").nvlink_efficiency);
+    const GpuSpec h100 = apply_calibration(c, find_gpu("H100-SXM5-80GB", "t"));
+    CHECK(h100.gemm_max_efficiency == find_gpu("H100-SXM5-80GB", "t").gemm_max_efficiency);
+
+    // A slower GEMM makes the simulated step slower.
+    TopologySpec t = small_topology(1);
+    Layout l;
+    l.tp = 8;
+    l.global_batch = 4;
+    const double before = run(t, small_gpt(), l, true).step_time_s;
+    apply_calibration(c, t);
+    REQUIRE(t.gpu_calibrated.has_value());
+    CHECK(run(t, small_gpt(), l, true).step_time_s > before);
+
+    auto bad = [](const char* text) {
+        return message_of<InputError>([&] { parse_calibration(nlohmann::json::parse(text), "cal.json"); });
+    };
+    CHECK(contains(bad(R"({"format": "trainsim-calibration/1", "source": "x",
+                          "gpus": {"A100-SXM4-80GB": {"gemm_efficiency": 0.5}}})"),
+                   "gpus.A100-SXM4-80GB.gemm_efficiency"));
+    CHECK(contains(bad(R"({"format": "trainsim-calibration/1", "source": "x",
+                          "gpus": {"A100-SXM4-80GB": {"hbm_efficiency": 1.5}}})"),
+                   "at most 1"));
+    CHECK(contains(bad(R"({"format": "trainsim-calibration/1", "source": "x", "gpus": {"V100": {}}})"),
+                   "V100"));
+}
+
+TEST_CASE("measured runs: cluster, defaults by GPU generation, uneven split, unsupported features") {
+    auto run_json = [](const char* gpu, int layers, int pp, int cp, int zero) {
+        nlohmann::json r = {
+            {"id", "r1"},
+            {"source", "test"},
+            {"cluster",
+             {{"gpu", gpu},
+              {"gpus", 8 * pp},
+              {"gpus_per_node", 8},
+              {"scale_up", {{"kind", "nvswitch"}, {"bandwidth_GBps_per_gpu", 300}}},
+              {"scale_out", {{"kind", "infiniband"}, {"nics_per_node", 4}, {"nic_Gbps", 100}}}}},
+            {"model",
+             {{"layers", layers},
+              {"hidden", 1024},
+              {"heads", 16},
+              {"kv_heads", 16},
+              {"ffn_hidden", 4096},
+              {"vocab", 8192},
+              {"seq_len", 512},
+              {"mlp", "gelu"}}},
+            {"training",
+             {{"tp", 8 / cp},
+              {"pp", pp},
+              {"dp", 1},
+              {"cp", cp},
+              {"vpp", nullptr},
+              {"micro_batch", 1},
+              {"global_batch", 8},
+              {"sequence_parallel", true},
+              {"recompute", "none"},
+              {"zero_stage", zero},
+              {"distributed_optimizer", true},
+              {"precision", "bf16"}}},
+            {"measured", {{"step_time_s", 1.0}, {"peak_memory_GiB", nullptr}}}};
+        return nlohmann::json{{"format", "trainsim-measured-runs/1"}, {"runs", {r}}};
+    };
+    const auto a = parse_measured_runs(run_json("A100-SXM4-80GB", 8, 2, 1, 0), "f.json").runs.at(0);
+    CHECK(a.topology.nodes == 2);
+    CHECK(a.topology.nics_per_node == 4);
+    CHECK(a.topology.nic_bandwidth.bytes_per_s == doctest::Approx(12.5e9));
+    CHECK(a.layout.attention == AttentionKernel::unfused);
+    CHECK(a.layout.overlap_grad_reduce);
+    CHECK_FALSE(a.layout.tp_comm_overlap);
+    CHECK_FALSE(a.unsupported.has_value());
+    const auto h = parse_measured_runs(run_json("H100-SXM5-80GB", 8, 2, 1, 0), "f.json").runs.at(0);
+    CHECK(h.layout.attention == AttentionKernel::flash);
+    CHECK(h.layout.tp_comm_overlap);
+    // 10 layers on 3 stages: embedding and head count as layers -> 3, 4, 3.
+    const auto u = parse_measured_runs(run_json("A100-SXM4-80GB", 10, 3, 1, 0), "f.json").runs.at(0);
+    CHECK(u.layout.layers_per_stage == std::vector<std::int64_t>{3, 4, 3});
+    CHECK(contains(
+        *parse_measured_runs(run_json("A100-SXM4-80GB", 8, 2, 2, 0), "f.json").runs.at(0).unsupported,
+        "context parallelism"));
+    CHECK(contains(
+        *parse_measured_runs(run_json("A100-SXM4-80GB", 8, 2, 1, 3), "f.json").runs.at(0).unsupported,
+        "ZeRO stage 3"));
+    auto j = run_json("A100-SXM4-80GB", 8, 2, 1, 0);
+    j["runs"][0]["training"]["tpp"] = 2;
+    const auto msg = message_of<InputError>([&] { parse_measured_runs(j, "f.json"); });
+    CHECK(contains(msg, "f.json"));
+    CHECK(contains(msg, "run \"r1\""));
+    CHECK(contains(msg, "training.tpp"));
+}

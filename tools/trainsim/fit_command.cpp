@@ -1,0 +1,221 @@
+// `trainsim fit FILE... --gpu NAME [--constants a,b] [--out FILE] [--jobs J]`: fits model constants of one
+// GPU type to the measured runs of that type (Gauss-Newton / Levenberg-Marquardt on log step-time errors,
+// Eigen), and writes a calibration file (trainsim-calibration/1) with the fitted values, the residuals before
+// and after, and the command. The constants are fitted as multipliers of the catalog's values; efficiencies
+// are kept at most 1.
+#include <cmath>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <Eigen/Dense>
+#include <boost/program_options.hpp>
+
+#include "commands.hpp"
+#include "trainsim/calibration.hpp"
+#include "trainsim/config.hpp"
+#include "trainsim/errors.hpp"
+#include "trainsim/measured_runs.hpp"
+#include "trainsim/simulate.hpp"
+
+namespace po = boost::program_options;
+
+namespace trainsim::cli {
+
+namespace {
+
+/// Step times of `runs` with `gpu` as the GPU's constants, simulated on `jobs` threads (each run is
+/// independent; the result does not depend on the thread count).
+std::vector<double> predict(const std::vector<const MeasuredRun*>& runs, const GpuSpec& gpu, int jobs) {
+    std::vector<double> out(runs.size(), 0.0);
+    std::vector<std::string> errors(runs.size());
+    auto work = [&](std::size_t first) {
+        for (std::size_t i = first; i < runs.size(); i += static_cast<std::size_t>(jobs)) {
+            try {
+                TopologySpec t = runs[i]->topology;
+                t.gpu_calibrated = gpu;
+                out[i] = simulate(t, runs[i]->model, runs[i]->layout, runs[i]->id).report.step_time_s;
+            } catch (const std::exception& e) {
+                errors[i] = fmt::format("run \"{}\": {}", runs[i]->id, e.what());
+            }
+        }
+    };
+    std::vector<std::thread> threads;
+    for (int j = 1; j < jobs; ++j)
+        threads.emplace_back(work, static_cast<std::size_t>(j));
+    work(0);
+    for (auto& t : threads)
+        t.join();
+    for (const auto& e : errors)
+        if (!e.empty()) throw InputError(e);
+    return out;
+}
+
+}  // namespace
+
+int fit_command(const std::vector<std::string>& args) {
+    po::options_description desc(
+        "trainsim fit FILE... --gpu NAME [options]\n\n"
+        "Fits model constants of one GPU type to the measured runs of that type in measured-run files "
+        "(format\n"
+        "trainsim-measured-runs/1): minimizes the sum of squared log step-time errors by Levenberg-Marquardt "
+        "with\n"
+        "finite-difference Jacobians. Writes a calibration file (format trainsim-calibration/1) that `run` "
+        "and\n"
+        "`validate` read with --calibration, including the per-run errors before and after the "
+        "fit.\n\noptions");
+    std::vector<std::string> files;
+    std::string gpu_name, constants = "gemm_max_efficiency,hbm_efficiency", out_file;
+    int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    int max_iterations = 6;
+    std::string id_prefixes;
+    desc.add_options()("help,h", "this help")("gpu", po::value(&gpu_name),
+                                              "GPU catalog name whose runs are fitted")(
+        "constants", po::value(&constants),
+        "comma-separated constants to fit (default gemm_max_efficiency,hbm_efficiency)")(
+        "out", po::value(&out_file), "calibration file to write (default: print it)")(
+        "jobs", po::value(&jobs),
+        "simulations in parallel (default: all cores); the result does not depend on it")(
+        "iterations", po::value(&max_iterations), "at most this many Levenberg-Marquardt steps (default 6)")(
+        "id-prefix", po::value(&id_prefixes),
+        "comma-separated run-id prefixes: fit only the runs whose id starts with one (default: every run of "
+        "the GPU)")("files", po::value(&files)->composing(), "measured-run files");
+    po::positional_options_description pos;
+    pos.add("files", -1);
+    po::variables_map vm;
+    try {
+        po::store(po::command_line_parser(args).options(desc).positional(pos).run(), vm);
+        po::notify(vm);
+    } catch (const po::error& e) {
+        throw InputError(fmt::format("fit: {}", e.what()));
+    }
+    if (vm.count("help")) {
+        std::cout << desc << "\n";
+        return kExitOk;
+    }
+    if (files.empty()) throw InputError("fit: no measured-run file given");
+    if (gpu_name.empty()) throw InputError("fit: --gpu is required");
+    if (jobs < 1) throw InputError(fmt::format("--jobs = {} must be at least 1", jobs));
+    const GpuSpec base = find_gpu(gpu_name, "--gpu");
+    std::vector<std::string> names;
+    {
+        std::stringstream ss(constants);
+        std::string n;
+        while (std::getline(ss, n, ',')) {
+            GpuSpec probe = base;
+            gpu_constant(probe, n);  // throws for unknown names
+            names.push_back(n);
+        }
+    }
+    if (names.empty()) throw InputError("--constants: none given");
+
+    std::vector<MeasuredRunsFile> parsed;
+    for (const auto& f : files)
+        parsed.push_back(parse_measured_runs(read_json_file(f), f));
+    std::vector<std::string> prefixes;
+    {
+        std::stringstream ss(id_prefixes);
+        std::string p;
+        while (std::getline(ss, p, ','))
+            if (!p.empty()) prefixes.push_back(p);
+    }
+    auto selected = [&](const std::string& id) {
+        if (prefixes.empty()) return true;
+        for (const auto& p : prefixes)
+            if (id.rfind(p, 0) == 0) return true;
+        return false;
+    };
+    std::vector<const MeasuredRun*> runs;
+    for (const auto& p : parsed)
+        for (const auto& r : p.runs)
+            if (!r.unsupported && r.topology.gpu == gpu_name && selected(r.id)) runs.push_back(&r);
+    if (runs.size() < names.size())
+        throw InputError(
+            fmt::format("fit: {} runs on {}; need at least {}", runs.size(), gpu_name, names.size()));
+
+    const Eigen::Index n = static_cast<Eigen::Index>(names.size());
+    const Eigen::Index m = static_cast<Eigen::Index>(runs.size());
+    auto spec_for = [&](const Eigen::VectorXd& logm) {
+        GpuSpec g = base;
+        for (Eigen::Index k = 0; k < n; ++k) {
+            double& v = gpu_constant(g, names[static_cast<std::size_t>(k)]);
+            v *= std::exp(logm(k));
+            if (names[static_cast<std::size_t>(k)].find("efficiency") != std::string::npos)
+                v = std::min(v, 1.0);
+        }
+        return g;
+    };
+    auto residuals = [&](const Eigen::VectorXd& logm) {
+        const auto pred = predict(runs, spec_for(logm), jobs);
+        Eigen::VectorXd r(m);
+        for (Eigen::Index i = 0; i < m; ++i)
+            r(i) =
+                std::log(pred[static_cast<std::size_t>(i)] / runs[static_cast<std::size_t>(i)]->step_time_s);
+        return r;
+    };
+    Eigen::VectorXd x = Eigen::VectorXd::Zero(n);
+    Eigen::VectorXd r = residuals(x);
+    const Eigen::VectorXd r0 = r;
+    double lambda = 1e-3;
+    const double h = 0.02;
+    int iterations = 0;
+    for (; iterations < max_iterations; ++iterations) {
+        Eigen::MatrixXd J(m, n);
+        for (Eigen::Index k = 0; k < n; ++k) {
+            Eigen::VectorXd xk = x;
+            xk(k) += h;
+            J.col(k) = (residuals(xk) - r) / h;
+        }
+        const Eigen::MatrixXd A = J.transpose() * J + lambda * Eigen::MatrixXd::Identity(n, n);
+        const Eigen::VectorXd step = A.ldlt().solve(-J.transpose() * r);
+        const Eigen::VectorXd xn = x + step;
+        const Eigen::VectorXd rn = residuals(xn);
+        std::cerr << fmt::format("fit: iteration {}: rms log error {:.4f} -> {:.4f}\n", iterations + 1,
+                                 std::sqrt(r.squaredNorm() / m), std::sqrt(rn.squaredNorm() / m));
+        if (rn.squaredNorm() < r.squaredNorm()) {
+            x = xn;
+            r = rn;
+            lambda *= 0.3;
+            if (step.norm() < 1e-3) break;
+        } else {
+            lambda *= 10;
+        }
+    }
+    const GpuSpec fitted = spec_for(x);
+    Calibration cal;
+    std::string cmd = "trainsim fit";
+    for (const auto& a : args)
+        cmd += " " + a;
+    cal.source = fmt::format("fitted by `{}` to {} measured runs on {}", cmd, runs.size(), gpu_name);
+    for (const auto& name : names) {
+        GpuSpec g = fitted;
+        cal.gpus[gpu_name][name] = gpu_constant(g, name);
+    }
+    nlohmann::json j = to_json(cal);
+    nlohmann::json fit_runs = nlohmann::json::array();
+    for (Eigen::Index i = 0; i < m; ++i)
+        fit_runs.push_back({{"id", runs[static_cast<std::size_t>(i)]->id},
+                            {"measured_step_time_s", runs[static_cast<std::size_t>(i)]->step_time_s},
+                            {"error_pct_before", 100.0 * (std::exp(r0(i)) - 1.0)},
+                            {"error_pct_after", 100.0 * (std::exp(r(i)) - 1.0)}});
+    nlohmann::json catalog = nlohmann::json::object();
+    for (const auto& name : names) {
+        GpuSpec g = base;
+        catalog[name] = gpu_constant(g, name);
+    }
+    j["fit"] = {{"objective", "sum of squared log(predicted/measured) step time"},
+                {"iterations", iterations},
+                {"catalog_values", catalog},
+                {"rms_log_error_before", std::sqrt(r0.squaredNorm() / m)},
+                {"rms_log_error_after", std::sqrt(r.squaredNorm() / m)},
+                {"runs", fit_runs}};
+    const std::string text = j.dump(2) + "\n";
+    if (out_file.empty())
+        std::cout << text;
+    else
+        write_file_atomically(out_file, text);
+    return kExitOk;
+}
+
+}  // namespace trainsim::cli
