@@ -7,8 +7,9 @@
 //   NIC k of every node in a group of `nodes_per_leaf` nodes <-> leaf switch (group, rail k)
 //   every leaf <-> every spine; uplinks per leaf = ceil(nodes_per_leaf / oversubscription), one per spine.
 // Every physical link is two directed links (full duplex), each with its own bandwidth.
-// Routing: inside a node GPU -> NVSwitch -> GPU. Across nodes GPU -> NIC -> leaf -> (shortest path over switches,
-// equal-cost next hops chosen by a deterministic hash of the endpoints: ECMP) -> leaf -> NIC -> GPU.
+// Routing: inside a node GPU -> NVSwitch -> GPU. Across nodes GPU -> NIC -> leaf -> (shortest path over
+// switches, equal-cost next hops chosen by a deterministic hash of the endpoints: ECMP) -> leaf -> NIC ->
+// GPU.
 #pragma once
 
 #include <cstdint>
@@ -69,7 +70,7 @@ struct Route {
 inline constexpr double kScaleOutEfficiency = 0.92;
 
 class Cluster {
-public:
+  public:
     /// Builds the graph. Throws InputError on inconsistent parameters (e.g. nics_per_node > gpus_per_node).
     explicit Cluster(const TopologySpec& spec);
     ~Cluster();
@@ -87,7 +88,7 @@ public:
     /// Route between two GPUs (src != dst). Deterministic. Throws InternalError if no path exists.
     Route route(int src_gpu, int dst_gpu) const;
 
-private:
+  private:
     struct Impl;
     TopologySpec spec_;
     GpuSpec gpu_;

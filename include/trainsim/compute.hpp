@@ -9,9 +9,10 @@
 //        (NVIDIA "Matrix Multiplication Background User's Guide": tile and wave quantization.)
 //  flash attention: t = max(FLOPs / (peak · flash_attention_efficiency), bytes / (HBM · hbm_efficiency))
 //                   + kernel_overhead
-//  memory-bound (element-wise, norms, softmax, optimizer): t = bytes / (HBM · hbm_efficiency) + kernel_overhead
-// Constants come from the GpuSpec (one value per GPU type); tile shapes and their relative efficiencies are the
-// same for all GPUs (kTileShapes in sim/compute/compute_model.cpp).
+//  memory-bound (element-wise, norms, softmax, optimizer): t = bytes / (HBM · hbm_efficiency) +
+//  kernel_overhead
+// Constants come from the GpuSpec (one value per GPU type); tile shapes and their relative efficiencies are
+// the same for all GPUs (kTileShapes in sim/compute/compute_model.cpp).
 #pragma once
 
 #include <string>
@@ -31,13 +32,14 @@ struct Kernel {
     // GEMM shape (kind == gemm)
     double m = 0, n = 0, k = 0, batch = 1;
 
-    static Kernel gemm(const char* name, double m, double n, double k, double batch = 1, double elem_bytes = 2);
+    static Kernel gemm(const char* name, double m, double n, double k, double batch = 1,
+                       double elem_bytes = 2);
     static Kernel flash(const char* name, double flops, double bytes);
     static Kernel memory(const char* name, double bytes);
 };
 
 class ComputeModel {
-public:
+  public:
     ComputeModel(const GpuSpec& gpu, Precision precision);
     /// Duration in seconds of `k` on this GPU.
     double seconds(const Kernel& k) const;
@@ -46,7 +48,7 @@ public:
     const GpuSpec& gpu() const { return gpu_; }
     double peak_flops() const { return peak_; }
 
-private:
+  private:
     const GpuSpec& gpu_;
     double peak_;
 };

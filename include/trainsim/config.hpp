@@ -1,6 +1,6 @@
 // Input files: topology (cluster by parameters) and workload (model + training layout), read strictly: every
-// quantity carries its unit in the string ("300GBps", "200Gbps", "2us", "160MB"), unknown keys are refused, and
-// every error is one line naming the file, the field and the value (InputError).
+// quantity carries its unit in the string ("300GBps", "200Gbps", "2us", "160MB"), unknown keys are refused,
+// and every error is one line naming the file, the field and the value (InputError).
 //
 // Topology file:
 //   { "name", "description"?, "gpu", "nodes", "gpus_per_node",
@@ -12,9 +12,9 @@
 //   { "name", "description"?, "model": { layers, hidden, heads, kv_heads, ffn_hidden, vocab, seq_len,
 //     mlp: "gelu"|"swiglu", tied_embeddings }, "layout": { tp, pp, dp, cp?, vpp?, micro_batch, global_batch,
 //     schedule?: "1f1b"|"gpipe", sequence_parallel?, recompute?: "none"|"selective"|"full", precision?:
-//     "bf16"|"fp16"|"fp8", distributed_optimizer?, zero_stage?, dp_bucket_size?: "160MB", overlap_grad_reduce?,
-//     overlap_param_gather?, tp_comm_overlap?, attention?: "flash"|"unfused", layers_per_stage?: [..] },
-//     "measured"?: { source, step_time_s, tflops_per_gpu, tflops_convention } }
+//     "bf16"|"fp16"|"fp8", distributed_optimizer?, zero_stage?, dp_bucket_size?: "160MB",
+//     overlap_grad_reduce?, overlap_param_gather?, tp_comm_overlap?, attention?: "flash"|"unfused",
+//     layers_per_stage?: [..] }, "measured"?: { source, step_time_s, tflops_per_gpu, tflops_convention } }
 #pragma once
 
 #include <optional>
@@ -45,12 +45,13 @@ Workload parse_workload(const nlohmann::json& j, const std::string& file);
 /// Parses the "model" object (also used by the measured-runs reader). `path` prefixes field names.
 ModelSpec parse_model(const nlohmann::json& j, const std::string& file, const std::string& path);
 
-/// Applies a `--set key=value` override: keys start with "topology." (the topology document) or name a field of the
-/// workload document ("layout.tp=4", "model.layers=48"). The value is parsed as JSON when it is valid JSON, else
-/// taken as a string. Throws InputError for a malformed assignment or a path through a non-object.
+/// Applies a `--set key=value` override: keys start with "topology." (the topology document) or name a field
+/// of the workload document ("layout.tp=4", "model.layers=48"). The value is parsed as JSON when it is valid
+/// JSON, else taken as a string. Throws InputError for a malformed assignment or a path through a non-object.
 void apply_override(nlohmann::json& topology, nlohmann::json& workload, const std::string& assignment);
 
-/// The embedded default: the Megatron-LM README's GPT-3 175B run on 1024 A100-80GB (DGX A100, HDR InfiniBand).
+/// The embedded default: the Megatron-LM README's GPT-3 175B run on 1024 A100-80GB (DGX A100, HDR
+/// InfiniBand).
 nlohmann::json default_topology_json();
 nlohmann::json default_workload_json();
 

@@ -3,9 +3,9 @@
 //
 // Contract:
 //  - Events are executed in the total order (time, priority, sequence), where sequence is a 64-bit counter of
-//    schedule() calls. Lower priority values run first at equal time. Hence the same schedule() calls in the same
-//    order give the same execution order, byte for byte, on any machine (as OMNeT++ and SST keep an insertion
-//    counter because a heap is not stable).
+//    schedule() calls. Lower priority values run first at equal time. Hence the same schedule() calls in the
+//    same order give the same execution order, byte for byte, on any machine (as OMNeT++ and SST keep an
+//    insertion counter because a heap is not stable).
 //  - Time never goes backwards: scheduling before now() throws InternalError.
 //  - A callback may schedule further events, including at now().
 #pragma once
@@ -26,7 +26,7 @@ enum class Priority : std::int32_t {
 };
 
 class Simulator {
-public:
+  public:
     using Callback = std::function<void()>;
 
     Simulator() = default;
@@ -39,7 +39,9 @@ public:
     /// Schedules `cb` at absolute time `at` (>= now()). Throws InternalError if `at` < now().
     void schedule(Time at, Priority priority, Callback cb);
     /// Schedules `cb` at now() + delay.
-    void schedule_in(Time delay, Priority priority, Callback cb) { schedule(now_ + delay, priority, std::move(cb)); }
+    void schedule_in(Time delay, Priority priority, Callback cb) {
+        schedule(now_ + delay, priority, std::move(cb));
+    }
 
     /// Runs events until none is left. Returns the number of events executed by this call.
     std::uint64_t run();
@@ -49,7 +51,7 @@ public:
     /// Events scheduled and not yet executed.
     std::size_t pending() const { return heap_.size(); }
 
-private:
+  private:
     struct Entry {
         std::int64_t time_ps;
         std::int32_t priority;

@@ -1,5 +1,6 @@
 // The two kinds of failure: the user's input is wrong (InputError, exit code 2), or trainsim has a bug
-// (InternalError, exit code 1). As gem5 separates fatal() from panic(); the library throws, only the CLI exits.
+// (InternalError, exit code 1). As gem5 separates fatal() from panic(); the library throws, only the CLI
+// exits.
 #pragma once
 
 #include <stdexcept>
@@ -7,15 +8,16 @@
 
 namespace trainsim {
 
-/// The user's input is invalid. The message is one line naming the file (where known), the field and the value.
+/// The user's input is invalid. The message is one line naming the file (where known), the field and the
+/// value.
 class InputError : public std::runtime_error {
-public:
+  public:
     using std::runtime_error::runtime_error;
 };
 
 /// An invariant of the simulator broke: a bug in trainsim, never the user's fault.
 class InternalError : public std::logic_error {
-public:
+  public:
     using std::logic_error::logic_error;
 };
 

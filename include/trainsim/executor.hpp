@@ -1,15 +1,16 @@
 // The executor: the only place where ops meet time. It runs every rank's program on the engine:
-// the main stream issues ops in order, compute takes its segment's duration, a collective starts when the last
-// member of its group has reached it (NCCL semantics: the k-th collective on a communicator is the same operation on
-// every member), a receive waits for its message, and the TP and DP streams run their collectives in order.
+// the main stream issues ops in order, compute takes its segment's duration, a collective starts when the
+// last member of its group has reached it (NCCL semantics: the k-th collective on a communicator is the same
+// operation on every member), a receive waits for its message, and the TP and DP streams run their
+// collectives in order.
 //
 // Time accounting per rank (seconds, they sum to the step time):
 //   compute      the main stream runs kernels
 //   tp_exposed   waiting for TP collectives
 //   pp_exposed   waiting for a P2P message that is already in flight
 //   bubble       pipeline bubble: waiting for a P2P transfer whose peer was not ready yet (fill, and the
-//                dependencies of the schedule), plus, with pp > 1, the wait after the rank's last pass until the
-//                step ends (the drain)
+//                dependencies of the schedule), plus, with pp > 1, the wait after the rank's last pass until
+//                the step ends (the drain)
 //   dp_exposed   waiting for DP collectives (gradient reduction, parameter all-gather)
 //   idle         pp = 1 only: done, waiting for the slowest rank to finish the step
 #pragma once
@@ -48,7 +49,7 @@ struct TraceSlice {
 
 struct ExecutionResult {
     double step_time_s = 0;
-    std::vector<RankTimes> ranks;  ///< [global rank]
+    std::vector<RankTimes> ranks;   ///< [global rank]
     std::vector<TraceSlice> trace;  ///< only for traced ranks, in execution order
     std::uint64_t events = 0;
     std::uint64_t flows = 0;
@@ -56,9 +57,10 @@ struct ExecutionResult {
 
 /// How the executor may exploit symmetry.
 struct ExecutionOptions {
-    /// The TP ranks of a group run the same ops in lockstep (they meet at a TP collective after every few kernels):
-    /// simulate their main stream once per group, while every GPU's flows (TP, P2P, DP) still run on the network.
-    /// Exact when the group's GPUs see the same bandwidths (symmetric node); a test checks folded == unfolded.
+    /// The TP ranks of a group run the same ops in lockstep (they meet at a TP collective after every few
+    /// kernels): simulate their main stream once per group, while every GPU's flows (TP, P2P, DP) still run
+    /// on the network. Exact when the group's GPUs see the same bandwidths (symmetric node); a test checks
+    /// folded == unfolded.
     bool fold_tp_groups = true;
 };
 

@@ -1,8 +1,9 @@
 // GPU catalog: datasheet figures and the named model constants of each GPU type.
 //
-// Datasheet figures (peak dense tensor-core FLOP/s, HBM capacity and bandwidth, SM count) cite their datasheet in
-// gpu_catalog.cpp next to each value. Model constants (efficiencies, overheads) have exactly one value per GPU
-// type, never per case; their meaning and source are documented on the fields below and in docs/compute-model.md.
+// Datasheet figures (peak dense tensor-core FLOP/s, HBM capacity and bandwidth, SM count) cite their
+// datasheet in gpu_catalog.cpp next to each value. Model constants (efficiencies, overheads) have exactly one
+// value per GPU type, never per case; their meaning and source are documented on the fields below and in
+// docs/compute-model.md.
 #pragma once
 
 #include <string>
@@ -13,21 +14,23 @@ namespace trainsim {
 enum class Precision { fp16, bf16, fp8 };
 
 struct GpuSpec {
-    std::string name;               ///< catalog key, e.g. "A100-SXM4-80GB"
-    double peak_fp16_flops = 0;     ///< dense FP16 tensor-core FLOP/s (datasheet, no sparsity)
-    double peak_bf16_flops = 0;     ///< dense BF16 tensor-core FLOP/s (datasheet, no sparsity)
-    double peak_fp8_flops = 0;      ///< dense FP8 tensor-core FLOP/s; 0 when the GPU has no FP8 tensor cores
-    double hbm_bytes = 0;           ///< HBM capacity, bytes
-    double hbm_bytes_per_s = 0;     ///< HBM bandwidth, bytes/s
-    int sm_count = 0;               ///< streaming multiprocessors (for GEMM wave quantization)
+    std::string name;            ///< catalog key, e.g. "A100-SXM4-80GB"
+    double peak_fp16_flops = 0;  ///< dense FP16 tensor-core FLOP/s (datasheet, no sparsity)
+    double peak_bf16_flops = 0;  ///< dense BF16 tensor-core FLOP/s (datasheet, no sparsity)
+    double peak_fp8_flops = 0;   ///< dense FP8 tensor-core FLOP/s; 0 when the GPU has no FP8 tensor cores
+    double hbm_bytes = 0;        ///< HBM capacity, bytes
+    double hbm_bytes_per_s = 0;  ///< HBM bandwidth, bytes/s
+    int sm_count = 0;            ///< streaming multiprocessors (for GEMM wave quantization)
 
     // ---- model constants (one value per GPU type) ----
-    /// Fraction of the datasheet peak that cuBLAS/cuBLASLt reaches on large, well-shaped GEMMs (M, N, K >= 4096),
-    /// at sustained clocks under training power draw. Multiplied by the shape factors of the compute model.
+    /// Fraction of the datasheet peak that cuBLAS/cuBLASLt reaches on large, well-shaped GEMMs (M, N, K >=
+    /// 4096), at sustained clocks under training power draw. Multiplied by the shape factors of the compute
+    /// model.
     double gemm_max_efficiency = 0;
     /// K at which the per-tile prologue/epilogue halves efficiency: factor K / (K + gemm_k_half).
     double gemm_k_half = 0;
-    /// Fraction of the peak that fused (flash) attention reaches, forward; backward reaches the same fraction.
+    /// Fraction of the peak that fused (flash) attention reaches, forward; backward reaches the same
+    /// fraction.
     double flash_attention_efficiency = 0;
     /// Fraction of HBM bandwidth reached by streaming element-wise, norm and softmax kernels.
     double hbm_efficiency = 0;
@@ -36,7 +39,8 @@ struct GpuSpec {
     /// Fraction of the per-direction NVLink rate that NCCL's ring kernels reach (large messages, nccl-tests).
     double nvlink_efficiency = 0;
 
-    /// Peak dense FLOP/s for GEMMs in the given precision. Throws InputError if the GPU lacks it (fp8 on A100).
+    /// Peak dense FLOP/s for GEMMs in the given precision. Throws InputError if the GPU lacks it (fp8 on
+    /// A100).
     double peak_flops(Precision p) const;
 };
 

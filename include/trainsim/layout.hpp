@@ -1,7 +1,7 @@
 // Training layout: how the model is parallelized and trained, and its checks.
 //
-// Rank order follows Megatron-LM's default `tp-cp-ep-dp-pp` (megatron/core/parallel_state.py): TP fastest, then
-// DP, then PP: global rank = tp_rank + tp·(dp_rank + dp·pp_rank). GPU g sits on node g / gpus_per_node.
+// Rank order follows Megatron-LM's default `tp-cp-ep-dp-pp` (megatron/core/parallel_state.py): TP fastest,
+// then DP, then PP: global rank = tp_rank + tp·(dp_rank + dp·pp_rank). GPU g sits on node g / gpus_per_node.
 #pragma once
 
 #include <cstdint>
@@ -35,9 +35,10 @@ struct Layout {
     /// DP gradient bucket size, expressed as bytes of fp32 elements (Megatron-LM sizes buckets in elements:
     /// 40M elements = 160 MB); a bucket holds dp_bucket_bytes / 4 gradients whatever their precision.
     double dp_bucket_bytes = 40e6 * 4;
-    bool overlap_grad_reduce = false;   ///< DP gradient reduction overlapped with the last backward
-    bool overlap_param_gather = false;  ///< distributed optimizer's parameter all-gather overlapped with forward
-    bool tp_comm_overlap = false;       ///< TP collectives overlapped with the adjacent GEMMs (TE userbuffers)
+    bool overlap_grad_reduce = false;  ///< DP gradient reduction overlapped with the last backward
+    bool overlap_param_gather =
+        false;                     ///< distributed optimizer's parameter all-gather overlapped with forward
+    bool tp_comm_overlap = false;  ///< TP collectives overlapped with the adjacent GEMMs (TE userbuffers)
     AttentionKernel attention = AttentionKernel::flash;
     /// Transformer layers per pipeline stage, when they are not divided evenly; empty = even split.
     std::vector<std::int64_t> layers_per_stage;
@@ -58,8 +59,9 @@ struct Layout {
 /// Layers on pipeline stage `stage` (0-based), from layers_per_stage or the even split.
 std::int64_t layers_on_stage(const ModelSpec& m, const Layout& l, int stage);
 
-/// Checks the layout against the model and the cluster size. Throws InputError with a message naming the field and
-/// the values, e.g. "layout.tp = 7 does not divide model.heads = 96". `cluster_gpus` is the cluster's GPU count.
+/// Checks the layout against the model and the cluster size. Throws InputError with a message naming the
+/// field and the values, e.g. "layout.tp = 7 does not divide model.heads = 96". `cluster_gpus` is the
+/// cluster's GPU count.
 void check_layout(const ModelSpec& m, const Layout& l, int cluster_gpus);
 
 std::string to_string(Schedule s);

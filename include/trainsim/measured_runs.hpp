@@ -1,18 +1,23 @@
 // Reader of measured-run files, format `trainsim-measured-runs/1` (shared/validation/README.md): published or
-// in-house training runs with their cluster, model, layout and measurements, plus nccl-tests style collective rows.
+// in-house training runs with their cluster, model, layout and measurements, plus nccl-tests style collective
+// rows.
 //
-// The run's `cluster` block is expanded by the DGX-style generator (cluster.hpp) with these generator defaults for
-// what the format does not carry: PCIe GPU<->NIC 32 GB/s (Gen4 x16, A100) or 64 GB/s (Gen5 x16, Hopper/Blackwell),
-// NVSwitch hop 1 us, NIC 2 us, switch 0.5 us, 32 nodes per leaf group, non-blocking fat-tree.
-// Layout fields the format does not carry take documented defaults (docs/validation.md), overridable per run by the
-// optional `training` keys `attention`, `overlap_grad_reduce`, `overlap_param_gather`, `tp_comm_overlap`,
-// `layers_per_stage`:
-//   attention: "unfused" on Ampere (the fused-softmax path of Megatron-LM/Megatron-DeepSpeed 2020-2022, before
-//              FlashAttention), "flash" on Hopper and newer (TransformerEngine fused attention, Megatron-Core);
+// The run's `cluster` block is expanded by the DGX-style generator (cluster.hpp) with these generator
+// defaults for what the format does not carry: PCIe GPU<->NIC 32 GB/s (Gen4 x16, A100) or 64 GB/s (Gen5 x16,
+// Hopper/Blackwell), NVSwitch hop 1 us, NIC 2 us, switch 0.5 us, 32 nodes per leaf group, non-blocking
+// fat-tree. Layout fields the format does not carry take documented defaults (docs/validation.md),
+// overridable per run by the optional `training` keys `attention`, `overlap_grad_reduce`,
+// `overlap_param_gather`, `tp_comm_overlap`, `layers_per_stage`:
+//   attention: "unfused" on Ampere (the fused-softmax path of Megatron-LM/Megatron-DeepSpeed 2020-2022,
+//   before
+//              FlashAttention), "flash" on Hopper and newer (TransformerEngine fused attention,
+//              Megatron-Core);
 //   overlap_grad_reduce, overlap_param_gather: equal to distributed_optimizer (Megatron-Core pairs them);
-//   tp_comm_overlap: true on Hopper and newer with sequence parallelism and tp > 1 (TransformerEngine userbuffers
+//   tp_comm_overlap: true on Hopper and newer with sequence parallelism and tp > 1 (TransformerEngine
+//   userbuffers
 //              overlap of the SP all-gather/reduce-scatter with the GEMMs, which needs SP), false otherwise;
-//   layers_per_stage when pp does not divide layers: the embedding and the LM head count as one layer each on the
+//   layers_per_stage when pp does not divide layers: the embedding and the LM head count as one layer each on
+//   the
 //              first and last stage (DeepSpeed partition_method "type:transformer|embedding", as BLOOM ran).
 #pragma once
 
@@ -61,7 +66,7 @@ struct MeasuredRunsFile {
 MeasuredRunsFile parse_measured_runs(const nlohmann::json& j, const std::string& file);
 
 /// The DGX-style topology for a run's cluster block fields (exposed for tests).
-TopologySpec dgx_topology(const std::string& gpu, int gpus, int gpus_per_node, double nvlink_GBps, int nics_per_node,
-                          double nic_Gbps, const std::string& scale_out_kind);
+TopologySpec dgx_topology(const std::string& gpu, int gpus, int gpus_per_node, double nvlink_GBps,
+                          int nics_per_node, double nic_Gbps, const std::string& scale_out_kind);
 
 }  // namespace trainsim

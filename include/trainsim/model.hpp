@@ -1,8 +1,9 @@
 // Decoder-only transformer described by its shapes, its parameter counts and its FLOP counts.
 //
-// Conventions (as in Megatron-LM): `mlp = gelu` means a GPT-style block (LayerNorm with weight and bias, linear
-// biases, two MLP matrices ffn_hidden wide); `mlp = swiglu` means a Llama-style block (RMSNorm, no biases, three MLP
-// matrices: gate, up, down). kv_heads < heads is grouped-query attention; head_dim = hidden / heads.
+// Conventions (as in Megatron-LM): `mlp = gelu` means a GPT-style block (LayerNorm with weight and bias,
+// linear biases, two MLP matrices ffn_hidden wide); `mlp = swiglu` means a Llama-style block (RMSNorm, no
+// biases, three MLP matrices: gate, up, down). kv_heads < heads is grouped-query attention; head_dim = hidden
+// / heads.
 #pragma once
 
 #include <cstdint>
@@ -38,8 +39,9 @@ struct ModelSpec {
     /// Model FLOPs of one iteration for `sequences` sequences, forward + backward, no recomputation.
     /// General form of Megatron-Core r0.8.0 `num_floating_point_operations` (megatron/training/training.py):
     ///   12·B·s·L·h²·[(1 + g/a + s/h)·(q/h) + (ffn/h)·(3/2 if SwiGLU else 1) + V/(2·L·h)]
-    /// with q = head_dim·a = h here; equals 72·B·s·L·h²·(1 + s/(6h) + V/(12·L·h)) for a GPT layer (Korthikanti
-    /// et al. 2022, arXiv:2205.05198, Sec. 6.3). The s² attention term is not halved for the causal mask.
+    /// with q = head_dim·a = h here; equals 72·B·s·L·h²·(1 + s/(6h) + V/(12·L·h)) for a GPT layer
+    /// (Korthikanti et al. 2022, arXiv:2205.05198, Sec. 6.3). The s² attention term is not halved for the
+    /// causal mask.
     double model_flops(double sequences) const;
     /// Forward FLOPs of one transformer layer for `tokens` tokens (the same count, one third of fwd+bwd).
     double layer_forward_flops(double tokens) const;

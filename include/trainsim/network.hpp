@@ -1,11 +1,11 @@
 // Flow-level network: transfers are fluid flows on routed links; concurrent flows share each link's bandwidth
 // max-min fairly (progressive filling, as SimGrid's LMM model), recomputed whenever a flow starts or ends.
 //
-// Timing of one flow of S bytes on route R: its bytes drain at the max-min rate of the moment (rates change as other
-// flows come and go); once drained, completion is signalled after R.latency (sum of hop latencies), so an isolated
-// flow takes latency + S / min(link bandwidth) — the alpha-beta model.
-// All changes at one instant are batched: rates are recomputed once, in an event of Priority::kRateUpdate, and only
-// for the flows connected (through shared links) to a link that changed.
+// Timing of one flow of S bytes on route R: its bytes drain at the max-min rate of the moment (rates change
+// as other flows come and go); once drained, completion is signalled after R.latency (sum of hop latencies),
+// so an isolated flow takes latency + S / min(link bandwidth) — the alpha-beta model. All changes at one
+// instant are batched: rates are recomputed once, in an event of Priority::kRateUpdate, and only for the
+// flows connected (through shared links) to a link that changed.
 #pragma once
 
 #include <cstdint>
@@ -18,13 +18,14 @@
 namespace trainsim {
 
 class FlowNetwork {
-public:
+  public:
     /// `link_bandwidth[i]` is link i's capacity in bytes/s. The simulator outlives the network.
     FlowNetwork(Simulator& sim, std::vector<double> link_bandwidth);
 
     /// Starts a flow of `bytes` (> 0) along `route`; `on_done` runs when its last byte has arrived.
-    /// A flow of 0 bytes completes after the route latency. A link may appear several times in a route (a coupled
-    /// flow such as a ring collective's channel): it then takes that many times the flow's rate on that link.
+    /// A flow of 0 bytes completes after the route latency. A link may appear several times in a route (a
+    /// coupled flow such as a ring collective's channel): it then takes that many times the flow's rate on
+    /// that link.
     void start_flow(const Route& route, double bytes, std::function<void()> on_done);
 
     /// Bytes that have crossed each link so far (for utilization reports).
@@ -32,7 +33,7 @@ public:
     std::uint64_t flows_started() const { return flows_started_; }
     std::size_t active_flows() const { return active_count_; }
 
-private:
+  private:
     struct Flow {
         std::vector<int> links;
         double remaining = 0;  ///< bytes
@@ -58,8 +59,8 @@ private:
     std::vector<int> free_ids_;
     std::vector<int> dirty_links_;
     std::vector<char> link_dirty_;
-    std::vector<char> link_seen_;  ///< scratch
-    std::vector<double> cap_left_;  ///< scratch
+    std::vector<char> link_seen_;        ///< scratch
+    std::vector<double> cap_left_;       ///< scratch
     std::vector<int> unfrozen_on_link_;  ///< scratch
     bool update_pending_ = false;
     std::uint64_t flows_started_ = 0;

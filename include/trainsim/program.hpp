@@ -1,15 +1,17 @@
 // The training program: for each pipeline stage, the ordered work of one iteration as Megatron-LM issues it.
-// All TP and DP ranks of one stage run the same op list (they differ only in their groups), so a program for 16K
-// GPUs holds one list per stage, not one per GPU.
+// All TP and DP ranks of one stage run the same op list (they differ only in their groups), so a program for
+// 16K GPUs holds one list per stage, not one per GPU.
 //
-// Streams (as in Megatron-LM): a main stream runs compute, P2P receives wait on it; a TP stream runs TP collectives
-// (waited for by the main stream right away, or after the next GEMM with TP communication overlap); a DP stream runs
-// the gradient reduction buckets and the distributed optimizer's parameter all-gathers.
+// Streams (as in Megatron-LM): a main stream runs compute, P2P receives wait on it; a TP stream runs TP
+// collectives (waited for by the main stream right away, or after the next GEMM with TP communication
+// overlap); a DP stream runs the gradient reduction buckets and the distributed optimizer's parameter
+// all-gathers.
 //
 // Kernel shapes follow Megatron-LM's ColumnParallelLinear / RowParallelLinear (megatron/core/tensor_parallel/
-// layers.py): backward of a column-parallel linear launches the all-reduce (reduce-scatter with sequence parallelism)
-// of the input gradient asynchronously and overlaps it with the weight-gradient GEMM; with sequence parallelism the
-// input is all-gathered again in backward and overlapped with the data-gradient GEMM.
+// layers.py): backward of a column-parallel linear launches the all-reduce (reduce-scatter with sequence
+// parallelism) of the input gradient asynchronously and overlaps it with the weight-gradient GEMM; with
+// sequence parallelism the input is all-gathered again in backward and overlapped with the data-gradient
+// GEMM.
 #pragma once
 
 #include <cstdint>
@@ -25,13 +27,13 @@ namespace trainsim {
 
 enum class Phase { forward, backward, recompute, optimizer };
 enum class OpKind {
-    compute,      ///< run segment `segment` on the main stream
-    tp_launch,    ///< enqueue a TP collective on the TP stream
-    tp_wait,      ///< main stream waits until the TP stream is idle
-    send,         ///< asynchronous P2P send of `bytes` to the neighbour stage in `direction` (+1 next, -1 previous)
-    recv,         ///< main stream waits for the P2P message (virtual stage, micro-batch, direction)
-    dp_launch,    ///< enqueue a DP collective on the DP stream
-    dp_wait,      ///< main stream waits until the DP stream has completed `dp_target` collectives
+    compute,    ///< run segment `segment` on the main stream
+    tp_launch,  ///< enqueue a TP collective on the TP stream
+    tp_wait,    ///< main stream waits until the TP stream is idle
+    send,  ///< asynchronous P2P send of `bytes` to the neighbour stage in `direction` (+1 next, -1 previous)
+    recv,  ///< main stream waits for the P2P message (virtual stage, micro-batch, direction)
+    dp_launch,  ///< enqueue a DP collective on the DP stream
+    dp_wait,    ///< main stream waits until the DP stream has completed `dp_target` collectives
 };
 
 /// A run of kernels executed back to back on the main stream. Shared by every op that runs the same work.
@@ -45,11 +47,11 @@ struct Segment {
 struct Op {
     OpKind kind = OpKind::compute;
     Phase phase = Phase::forward;
-    int segment = -1;                                   ///< compute
+    int segment = -1;                                        ///< compute
     CollectiveKind collective = CollectiveKind::all_reduce;  ///< tp_launch, dp_launch
-    double bytes = 0;                                   ///< collective or P2P message bytes per rank
-    int direction = 0;                                  ///< send/recv: +1 toward the next stage (activations),
-                                                        ///< -1 toward the previous one (gradients)
+    double bytes = 0;                                        ///< collective or P2P message bytes per rank
+    int direction = 0;      ///< send/recv: +1 toward the next stage (activations),
+                            ///< -1 toward the previous one (gradients)
     int virtual_stage = 0;  ///< send/recv: the receiving model chunk (global index chunk*pp + pp_rank)
     int micro_batch = -1;
     int dp_target = 0;  ///< dp_wait
@@ -60,8 +62,8 @@ struct StageProgram {
     /// Most micro-batches whose activations are held at once on this stage (forward done, backward not yet),
     /// counted in units of a full stage's layers, from the executed schedule order.
     double peak_in_flight_microbatches = 0;
-    double hardware_flops = 0;  ///< per rank, including recomputation
-    double params = 0;          ///< parameters held by this stage (all TP shards together)
+    double hardware_flops = 0;    ///< per rank, including recomputation
+    double params = 0;            ///< parameters held by this stage (all TP shards together)
     double embedding_params = 0;  ///< of which embedding / output layer
 };
 
@@ -78,8 +80,8 @@ struct ScheduleItem {
 };
 
 /// The order of forward and backward passes on pipeline rank `rank` of `pp`, for `m` micro-batches and `vpp`
-/// chunks: GPipe (all forwards, then all backwards), 1F1B (warm-up of p-rank-1 forwards, steady 1F1B, cool-down;
-/// Narayanan et al. 2021 Fig. 4), or interleaved 1F1B for vpp > 1 (Megatron-LM
+/// chunks: GPipe (all forwards, then all backwards), 1F1B (warm-up of p-rank-1 forwards, steady 1F1B,
+/// cool-down; Narayanan et al. 2021 Fig. 4), or interleaved 1F1B for vpp > 1 (Megatron-LM
 /// megatron/core/pipeline_parallel/schedules.py, forward_backward_pipelining_with_interleaving).
 std::vector<ScheduleItem> pipeline_schedule(Schedule schedule, int pp, int rank, int m, int vpp);
 

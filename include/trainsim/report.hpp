@@ -5,11 +5,13 @@
 //   model TFLOP/s/GPU = model FLOPs (ModelSpec::model_flops, no recomputation) / step_time / GPUs
 //   MFU               = model TFLOP/s per GPU / peak (Korthikanti et al. 2022, arXiv:2205.05198, Sec. 6.3)
 //   HFU               = hardware FLOPs executed (recomputation included) / step_time / GPUs / peak
-//   bubble            = mean over ranks of the pipeline waits measured on the simulated timeline (a P2P transfer
+//   bubble            = mean over ranks of the pipeline waits measured on the simulated timeline (a P2P
+//   transfer
 //                       whose peer was not ready, and the drain after a stage's last pass);
 //                       bubble ratio = bubble / (step - bubble), comparable to the closed form
 //                       (p-1)/m (1F1B, GPipe) or (p-1)/(m·v) (interleaved) of Narayanan et al. 2021.
-//   exposed comm      = mean over ranks of the main stream's waits on TP, PP (in-flight messages), DP collectives.
+//   exposed comm      = mean over ranks of the main stream's waits on TP, PP (in-flight messages), DP
+//   collectives.
 #pragma once
 
 #include <string>
@@ -33,7 +35,9 @@ struct StageMemory {
     double optimizer_bytes = 0;
     double activations_bytes = 0;
     double in_flight_microbatches = 0;
-    double total_bytes() const { return parameters_bytes + gradients_bytes + optimizer_bytes + activations_bytes; }
+    double total_bytes() const {
+        return parameters_bytes + gradients_bytes + optimizer_bytes + activations_bytes;
+    }
 };
 
 struct StageTimes {
@@ -62,12 +66,14 @@ struct Report {
     std::uint64_t events = 0, flows = 0;
 };
 
-/// Per-stage memory of the first model (parameters, gradients, optimizer state, activations with the schedule's
-/// in-flight micro-batches). Activation terms: Korthikanti et al. 2022 Table 2 (see docs/memory.md).
+/// Per-stage memory of the first model (parameters, gradients, optimizer state, activations with the
+/// schedule's in-flight micro-batches). Activation terms: Korthikanti et al. 2022 Table 2 (see
+/// docs/memory.md).
 std::vector<StageMemory> estimate_memory(const ModelSpec& m, const Layout& l, const Program& p);
 
 Report make_report(const Cluster& cluster, const ModelSpec& m, const Layout& l, const Program& p,
-                   const ExecutionResult& r, const std::string& topology_name, const std::string& workload_name);
+                   const ExecutionResult& r, const std::string& topology_name,
+                   const std::string& workload_name);
 
 /// Measured figures printed beside the prediction (the embedded default's published run).
 struct Measured {

@@ -21,8 +21,9 @@ struct SimulationResult {
     ExecutionResult execution;
 };
 
-/// Checks the layout (InputError naming the field), builds the cluster and the program, simulates one iteration.
-/// `trace` selects the ranks whose timeline slices are kept: none, the ranks of DP replica 0, or all.
+/// Checks the layout (InputError naming the field), builds the cluster and the program, simulates one
+/// iteration. `trace` selects the ranks whose timeline slices are kept: none, the ranks of DP replica 0, or
+/// all.
 SimulationResult simulate(const TopologySpec& topology, const ModelSpec& model, const Layout& layout,
                           const std::string& workload_name, TraceRanks trace = TraceRanks::none);
 

@@ -1,9 +1,9 @@
 // Strong types for the quantities trainsim works with, and the parser for quantities written with their unit
 // in input files ("300GBps", "200Gbps", "2us", "80GiB").
 //
-// Time: simulated time is an integer number of picoseconds held in a signed 64-bit integer. Range: ±9.22e18 ps,
-// i.e. ±106 days of simulated time; one training iteration is at most minutes. Integer time makes event order
-// exact (no rounding ties), as in gem5 (Tick) and htsim (simtime_picosec).
+// Time: simulated time is an integer number of picoseconds held in a signed 64-bit integer. Range: ±9.22e18
+// ps, i.e. ±106 days of simulated time; one training iteration is at most minutes. Integer time makes event
+// order exact (no rounding ties), as in gem5 (Tick) and htsim (simtime_picosec).
 #pragma once
 
 #include <compare>
@@ -16,7 +16,7 @@ namespace trainsim {
 
 /// Simulated time, integer picoseconds. Arithmetic is plain int64; callers stay far from the range limit.
 class Time {
-public:
+  public:
     constexpr Time() = default;
     static constexpr Time ps(std::int64_t v) { return Time(v); }
     /// From seconds (double), rounded to the nearest picosecond.
@@ -33,7 +33,7 @@ public:
     }
     constexpr auto operator<=>(const Time&) const = default;
 
-private:
+  private:
     constexpr explicit Time(std::int64_t v) : ps_(v) {}
     std::int64_t ps_ = 0;
 };
@@ -50,11 +50,12 @@ struct Bandwidth {
 enum class Dimension { time, bandwidth, bytes };
 
 /// Parses a number followed by a unit: time `ps ns us ms s`; bandwidth `Bps KBps MBps GBps TBps` (bytes/s,
-/// decimal) and `bps Kbps Mbps Gbps Tbps` (bits/s); bytes `B KB MB GB TB` (decimal) `KiB MiB GiB TiB` (binary).
-/// Returns the value in the SI base (seconds, bytes/s, bytes).
-/// Throws InputError (with `where` as the field path) when the unit is missing or does not match `dim`, or when
-/// the number is negative, zero where `allow_zero` is false, or not finite.
-double parse_quantity(std::string_view text, Dimension dim, const std::string& where, bool allow_zero = false);
+/// decimal) and `bps Kbps Mbps Gbps Tbps` (bits/s); bytes `B KB MB GB TB` (decimal) `KiB MiB GiB TiB`
+/// (binary). Returns the value in the SI base (seconds, bytes/s, bytes). Throws InputError (with `where` as
+/// the field path) when the unit is missing or does not match `dim`, or when the number is negative, zero
+/// where `allow_zero` is false, or not finite.
+double parse_quantity(std::string_view text, Dimension dim, const std::string& where,
+                      bool allow_zero = false);
 
 Time parse_time(std::string_view text, const std::string& where);
 Bandwidth parse_bandwidth(std::string_view text, const std::string& where);

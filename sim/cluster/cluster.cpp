@@ -5,11 +5,11 @@
 #include <cstdint>
 #include <queue>
 
+#include <fmt/format.h>
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/breadth_first_search.hpp>
 #include <boost/graph/filtered_graph.hpp>
 #include <boost/graph/visitors.hpp>
-#include <fmt/format.h>
 
 #include "trainsim/errors.hpp"
 
@@ -46,10 +46,11 @@ struct IsSwitch {
 struct Cluster::Impl {
     Graph graph;
     std::vector<VertexId> nvswitch_of_node;
-    std::vector<VertexId> nic_vertex;        ///< [node * nics + k]
-    std::vector<VertexId> leaf_vertex;       ///< [group * nics + rail]
-    std::vector<int> nic_of_gpu_local;       ///< local GPU -> local NIC
-    std::vector<std::vector<int>> dist_to_leaf;  ///< [leaf index][vertex] hops over switches (-1: unreachable)
+    std::vector<VertexId> nic_vertex;   ///< [node * nics + k]
+    std::vector<VertexId> leaf_vertex;  ///< [group * nics + rail]
+    std::vector<int> nic_of_gpu_local;  ///< local GPU -> local NIC
+    std::vector<std::vector<int>>
+        dist_to_leaf;  ///< [leaf index][vertex] hops over switches (-1: unreachable)
     std::vector<int> link_gpu_to_nvs, link_nvs_to_gpu, link_gpu_to_nic, link_nic_to_gpu, link_nic_to_leaf,
         link_leaf_to_nic;
 };
@@ -64,8 +65,9 @@ Cluster::Cluster(const TopologySpec& spec)
     if (spec.gpus_per_node <= 0)
         throw InputError(fmt::format("topology.gpus_per_node = {} must be positive", spec.gpus_per_node));
     if (spec.nics_per_node <= 0 || spec.nics_per_node > spec.gpus_per_node)
-        throw InputError(fmt::format("topology.scale_out.nics_per_node = {} must be between 1 and gpus_per_node = {}",
-                                     spec.nics_per_node, spec.gpus_per_node));
+        throw InputError(
+            fmt::format("topology.scale_out.nics_per_node = {} must be between 1 and gpus_per_node = {}",
+                        spec.nics_per_node, spec.gpus_per_node));
     if (spec.nodes_per_leaf <= 0)
         throw InputError(
             fmt::format("topology.scale_out.nodes_per_leaf = {} must be positive", spec.nodes_per_leaf));
@@ -78,7 +80,8 @@ Cluster::Cluster(const TopologySpec& spec)
     const int gpn = spec.gpus_per_node;
     const int nics = spec.nics_per_node;
     const int groups = (spec.nodes + spec.nodes_per_leaf - 1) / spec.nodes_per_leaf;
-    const int uplinks = static_cast<int>(std::ceil(static_cast<double>(spec.nodes_per_leaf) / spec.oversubscription));
+    const int uplinks =
+        static_cast<int>(std::ceil(static_cast<double>(spec.nodes_per_leaf) / spec.oversubscription));
 
     auto add_vertex = [&](VertexKind k, int idx) { return boost::add_vertex(VertexProps{k, idx}, g); };
     auto add_link = [&](VertexId a, VertexId b, LinkKind kind, Bandwidth bw, Time lat) {
@@ -89,16 +92,22 @@ Cluster::Cluster(const TopologySpec& spec)
     };
 
     // GPUs first, so that vertex id == GPU id.
-    for (int i = 0; i < spec.gpus(); ++i) add_vertex(VertexKind::gpu, i);
-    for (int n = 0; n < spec.nodes; ++n) impl_->nvswitch_of_node.push_back(add_vertex(VertexKind::nvswitch, n));
+    for (int i = 0; i < spec.gpus(); ++i)
+        add_vertex(VertexKind::gpu, i);
     for (int n = 0; n < spec.nodes; ++n)
-        for (int k = 0; k < nics; ++k) impl_->nic_vertex.push_back(add_vertex(VertexKind::nic, n * nics + k));
+        impl_->nvswitch_of_node.push_back(add_vertex(VertexKind::nvswitch, n));
+    for (int n = 0; n < spec.nodes; ++n)
+        for (int k = 0; k < nics; ++k)
+            impl_->nic_vertex.push_back(add_vertex(VertexKind::nic, n * nics + k));
     for (int grp = 0; grp < groups; ++grp)
-        for (int r = 0; r < nics; ++r) impl_->leaf_vertex.push_back(add_vertex(VertexKind::leaf, grp * nics + r));
+        for (int r = 0; r < nics; ++r)
+            impl_->leaf_vertex.push_back(add_vertex(VertexKind::leaf, grp * nics + r));
     std::vector<VertexId> spines;
-    for (int s = 0; s < uplinks; ++s) spines.push_back(add_vertex(VertexKind::spine, s));
+    for (int s = 0; s < uplinks; ++s)
+        spines.push_back(add_vertex(VertexKind::spine, s));
 
-    for (int l = 0; l < gpn; ++l) impl_->nic_of_gpu_local.push_back(l * nics / gpn);
+    for (int l = 0; l < gpn; ++l)
+        impl_->nic_of_gpu_local.push_back(l * nics / gpn);
 
     const Bandwidth nvlink{spec.nvlink_bandwidth.bytes_per_s * gpu_.nvlink_efficiency};
     const Bandwidth nic{spec.nic_bandwidth.bytes_per_s * kScaleOutEfficiency};
@@ -110,7 +119,8 @@ Cluster::Cluster(const TopologySpec& spec)
         const VertexId nvs = impl_->nvswitch_of_node[static_cast<std::size_t>(node)];
         impl_->link_gpu_to_nvs.push_back(add_link(gv, nvs, LinkKind::nvlink, nvlink, half_nvlink));
         impl_->link_nvs_to_gpu.push_back(add_link(nvs, gv, LinkKind::nvlink, nvlink, half_nvlink));
-        const VertexId nv = impl_->nic_vertex[static_cast<std::size_t>(node * nics + impl_->nic_of_gpu_local[i % gpn])];
+        const VertexId nv =
+            impl_->nic_vertex[static_cast<std::size_t>(node * nics + impl_->nic_of_gpu_local[i % gpn])];
         impl_->link_gpu_to_nic.push_back(add_link(gv, nv, LinkKind::pcie, pcie, spec.nic_latency));
         impl_->link_nic_to_gpu.push_back(add_link(nv, gv, LinkKind::pcie, pcie, Time{}));
     }
@@ -119,7 +129,8 @@ Cluster::Cluster(const TopologySpec& spec)
         for (int k = 0; k < nics; ++k) {
             const VertexId nv = impl_->nic_vertex[static_cast<std::size_t>(n * nics + k)];
             const VertexId leaf = impl_->leaf_vertex[static_cast<std::size_t>(grp * nics + k)];
-            impl_->link_nic_to_leaf.push_back(add_link(nv, leaf, LinkKind::nic_to_leaf, nic, spec.switch_latency));
+            impl_->link_nic_to_leaf.push_back(
+                add_link(nv, leaf, LinkKind::nic_to_leaf, nic, spec.switch_latency));
             impl_->link_leaf_to_nic.push_back(add_link(leaf, nv, LinkKind::nic_to_leaf, nic, Time{}));
         }
     }
@@ -129,8 +140,8 @@ Cluster::Cluster(const TopologySpec& spec)
             add_link(sp, leaf, LinkKind::leaf_to_spine, nic, Time{});
         }
 
-    // Hop distances from every switch to every leaf, over the switch layer only (Boost.Graph BFS on the filtered
-    // graph; links are symmetric, so distance from the leaf equals distance to it).
+    // Hop distances from every switch to every leaf, over the switch layer only (Boost.Graph BFS on the
+    // filtered graph; links are symmetric, so distance from the leaf equals distance to it).
     IsSwitch pred{&g};
     boost::filtered_graph<Graph, boost::keep_all, IsSwitch> sw(g, boost::keep_all{}, pred);
     const auto nv = boost::num_vertices(g);
@@ -138,9 +149,9 @@ Cluster::Cluster(const TopologySpec& spec)
         std::vector<int> dist(nv, -1);
         std::vector<boost::default_color_type> color(nv);
         dist[leaf] = 0;
-        auto vis = boost::make_bfs_visitor(
-            boost::record_distances(boost::make_iterator_property_map(dist.begin(), boost::get(boost::vertex_index, g)),
-                                    boost::on_tree_edge()));
+        auto vis = boost::make_bfs_visitor(boost::record_distances(
+            boost::make_iterator_property_map(dist.begin(), boost::get(boost::vertex_index, g)),
+            boost::on_tree_edge()));
         boost::breadth_first_search(sw, leaf,
                                     boost::visitor(vis).color_map(boost::make_iterator_property_map(
                                         color.begin(), boost::get(boost::vertex_index, g))));
@@ -148,9 +159,13 @@ Cluster::Cluster(const TopologySpec& spec)
     }
 }
 
-int Cluster::num_vertices() const { return static_cast<int>(boost::num_vertices(impl_->graph)); }
+int Cluster::num_vertices() const {
+    return static_cast<int>(boost::num_vertices(impl_->graph));
+}
 
-VertexKind Cluster::vertex_kind(int v) const { return impl_->graph[static_cast<VertexId>(v)].kind; }
+VertexKind Cluster::vertex_kind(int v) const {
+    return impl_->graph[static_cast<VertexId>(v)].kind;
+}
 
 Route Cluster::route(int src, int dst) const {
     if (src == dst || src < 0 || dst < 0 || src >= gpus() || dst >= gpus())
@@ -170,16 +185,19 @@ Route Cluster::route(int src, int dst) const {
     const Graph& g = impl_->graph;
     push(impl_->link_gpu_to_nic[s]);
     const int src_nic_link = impl_->link_nic_to_leaf[static_cast<std::size_t>(
-        node_of(src) * spec_.nics_per_node + impl_->nic_of_gpu_local[s % static_cast<std::size_t>(spec_.gpus_per_node)])];
+        node_of(src) * spec_.nics_per_node +
+        impl_->nic_of_gpu_local[s % static_cast<std::size_t>(spec_.gpus_per_node)])];
     push(src_nic_link);
     VertexId at = static_cast<VertexId>(links_[static_cast<std::size_t>(src_nic_link)].to);
     const int dst_local_nic = impl_->nic_of_gpu_local[d % static_cast<std::size_t>(spec_.gpus_per_node)];
     const int dst_nic_index = node_of(dst) * spec_.nics_per_node + dst_local_nic;
     const int dst_group = node_of(dst) / spec_.nodes_per_leaf;
-    const std::size_t dst_leaf_index = static_cast<std::size_t>(dst_group * spec_.nics_per_node + dst_local_nic);
+    const std::size_t dst_leaf_index =
+        static_cast<std::size_t>(dst_group * spec_.nics_per_node + dst_local_nic);
     const VertexId dst_leaf = impl_->leaf_vertex[dst_leaf_index];
     const auto& dist = impl_->dist_to_leaf[dst_leaf_index];
-    std::uint64_t h = mix(static_cast<std::uint64_t>(src) * 0x100000001b3ULL + static_cast<std::uint64_t>(dst));
+    std::uint64_t h =
+        mix(static_cast<std::uint64_t>(src) * 0x100000001b3ULL + static_cast<std::uint64_t>(dst));
     while (at != dst_leaf) {
         // Equal-cost next hops toward dst_leaf (ECMP), in edge order; pick one by hash.
         std::vector<std::pair<VertexId, int>> next;

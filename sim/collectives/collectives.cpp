@@ -23,7 +23,8 @@ const Route& Collectives::route(int src, int dst) {
 
 int Collectives::channels_for(const std::vector<int>& ranks, int gpus_per_node) {
     std::map<int, int> per_node;
-    for (int r : ranks) ++per_node[r / gpus_per_node];
+    for (int r : ranks)
+        ++per_node[r / gpus_per_node];
     if (per_node.size() <= 1) return 1;
     int g = per_node.begin()->second;
     for (auto& [node, count] : per_node)
@@ -56,7 +57,8 @@ std::vector<std::pair<int, int>> Collectives::ring_edges(const std::vector<int>&
         const int g = channels;
         for (std::size_t k = 0; k < nodes.size(); ++k) {
             const int start = ((channel - static_cast<int>(k)) % g + g) % g;
-            for (int j = 0; j < g; ++j) order.push_back(nodes[k][static_cast<std::size_t>((start + j) % g)]);
+            for (int j = 0; j < g; ++j)
+                order.push_back(nodes[k][static_cast<std::size_t>((start + j) % g)]);
         }
     }
     for (int i = 0; i < n; ++i)
@@ -64,7 +66,8 @@ std::vector<std::pair<int, int>> Collectives::ring_edges(const std::vector<int>&
     return edges;
 }
 
-void Collectives::run(CollectiveKind kind, const std::vector<int>& ranks, double bytes, std::function<void()> done) {
+void Collectives::run(CollectiveKind kind, const std::vector<int>& ranks, double bytes,
+                      std::function<void()> done) {
     const int n = static_cast<int>(ranks.size());
     if (n == 0) throw InternalError("collective over an empty group");
     if (n == 1 || bytes <= 0) {
@@ -81,16 +84,19 @@ void Collectives::run(CollectiveKind kind, const std::vector<int>& ranks, double
     Time step_latency{};
     for (int c = 0; c < channels; ++c) {
         rings.push_back(ring_edges(ranks, gpn, c, channels));
-        for (auto [a, b] : rings.back()) step_latency = std::max(step_latency, route(a, b).latency);
+        for (auto [a, b] : rings.back())
+            step_latency = std::max(step_latency, route(a, b).latency);
     }
     step_latency += Time::seconds(kNcclStepLatencyS);
-    // The flows add their own route latency once; the pipeline fill adds the other (steps - 1) step latencies.
-    const Time fill = Time::seconds(kNcclLaunchLatencyS) +
-                      Time::ps(step_latency.picoseconds() * (steps - 1) + Time::seconds(kNcclStepLatencyS).picoseconds());
+    // The flows add their own route latency once; the pipeline fill adds the other (steps - 1) step
+    // latencies.
+    const Time fill =
+        Time::seconds(kNcclLaunchLatencyS) +
+        Time::ps(step_latency.picoseconds() * (steps - 1) + Time::seconds(kNcclStepLatencyS).picoseconds());
     // NCCL's ring moves in lockstep: a chunk advances one hop per step on every edge at once, so a channel
-    // progresses at the pace of its slowest edge. Each channel is therefore one coupled flow over the links of all
-    // its edges (a link used by two edges counts twice in the max-min sharing); bandwidth an edge cannot use because
-    // of the slowest one is left to other flows.
+    // progresses at the pace of its slowest edge. Each channel is therefore one coupled flow over the links
+    // of all its edges (a link used by two edges counts twice in the max-min sharing); bandwidth an edge
+    // cannot use because of the slowest one is left to other flows.
     std::vector<Route> channel_routes;
     for (const auto& ring : rings) {
         Route combined;

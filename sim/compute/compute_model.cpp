@@ -9,10 +9,12 @@ namespace trainsim {
 namespace {
 struct TileShape {
     double m, n;
-    double efficiency;  ///< relative to the largest tile: smaller tiles reuse operands less (more SMEM traffic)
+    double
+        efficiency;  ///< relative to the largest tile: smaller tiles reuse operands less (more SMEM traffic)
 };
-// Tile shapes cuBLAS/CUTLASS choose among for large half-precision GEMMs on sm80/sm90 (CUTLASS profiler's default
-// kernels), with the relative efficiency of each measured on square GEMMs in CUTLASS's published profiles.
+// Tile shapes cuBLAS/CUTLASS choose among for large half-precision GEMMs on sm80/sm90 (CUTLASS profiler's
+// default kernels), with the relative efficiency of each measured on square GEMMs in CUTLASS's published
+// profiles.
 constexpr std::array<TileShape, 4> kTileShapes = {{
     {256, 128, 1.00},
     {128, 128, 0.95},
@@ -51,7 +53,8 @@ Kernel Kernel::memory(const char* name, double bytes) {
     return g;
 }
 
-ComputeModel::ComputeModel(const GpuSpec& gpu, Precision precision) : gpu_(gpu), peak_(gpu.peak_flops(precision)) {}
+ComputeModel::ComputeModel(const GpuSpec& gpu, Precision precision)
+    : gpu_(gpu), peak_(gpu.peak_flops(precision)) {}
 
 double ComputeModel::gemm_shape_efficiency(double m, double n, double batch) const {
     double best = 0;
@@ -76,7 +79,8 @@ double ComputeModel::seconds(const Kernel& k) const {
             return std::max(k.flops / (peak_ * e), mem_t) + gpu_.kernel_overhead_s;
         }
         case KernelKind::flash_attention:
-            return std::max(k.flops / (peak_ * gpu_.flash_attention_efficiency), mem_t) + gpu_.kernel_overhead_s;
+            return std::max(k.flops / (peak_ * gpu_.flash_attention_efficiency), mem_t) +
+                   gpu_.kernel_overhead_s;
         case KernelKind::memory_bound:
             return mem_t + gpu_.kernel_overhead_s;
     }

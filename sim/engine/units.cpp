@@ -13,7 +13,9 @@
 
 namespace trainsim {
 
-Time Time::seconds(double s) { return Time(static_cast<std::int64_t>(std::llround(s * 1e12))); }
+Time Time::seconds(double s) {
+    return Time(static_cast<std::int64_t>(std::llround(s * 1e12)));
+}
 
 namespace {
 
@@ -23,10 +25,11 @@ struct UnitScale {
 };
 
 const std::vector<UnitScale>& units_of(Dimension dim) {
-    static const std::vector<UnitScale> time = {{"ps", 1e-12}, {"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1.0}};
+    static const std::vector<UnitScale> time = {
+        {"ps", 1e-12}, {"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1.0}};
     static const std::vector<UnitScale> bandwidth = {
-        {"Bps", 1.0},      {"KBps", 1e3},     {"MBps", 1e6},    {"GBps", 1e9},    {"TBps", 1e12},
-        {"bps", 1.0 / 8},  {"Kbps", 1e3 / 8}, {"Mbps", 1e6 / 8}, {"Gbps", 1e9 / 8}, {"Tbps", 1e12 / 8}};
+        {"Bps", 1.0},     {"KBps", 1e3},     {"MBps", 1e6},     {"GBps", 1e9},     {"TBps", 1e12},
+        {"bps", 1.0 / 8}, {"Kbps", 1e3 / 8}, {"Mbps", 1e6 / 8}, {"Gbps", 1e9 / 8}, {"Tbps", 1e12 / 8}};
     static const std::vector<UnitScale> bytes = {{"B", 1.0},
                                                  {"KB", 1e3},
                                                  {"MB", 1e6},
@@ -66,7 +69,8 @@ double parse_quantity(std::string_view text, Dimension dim, const std::string& w
     std::size_t i = 0;
     while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.' || s[i] == '-' ||
                             s[i] == '+' || s[i] == 'e' || s[i] == 'E')) {
-        // Stop at an 'e'/'E' that begins a unit rather than an exponent (no such unit exists today, but be strict).
+        // Stop at an 'e'/'E' that begins a unit rather than an exponent (no such unit exists today, but be
+        // strict).
         if ((s[i] == 'e' || s[i] == 'E') &&
             (i + 1 >= s.size() || !(std::isdigit(static_cast<unsigned char>(s[i + 1])) || s[i + 1] == '-')))
             break;
@@ -74,13 +78,13 @@ double parse_quantity(std::string_view text, Dimension dim, const std::string& w
     }
     const std::string number = s.substr(0, i);
     std::string unit = s.substr(i);
-    while (!unit.empty() && unit.front() == ' ') unit.erase(unit.begin());
+    while (!unit.empty() && unit.front() == ' ')
+        unit.erase(unit.begin());
     if (number.empty())
         throw InputError(fmt::format("{} = \"{}\" is not a number with a unit; expected {}", where, s,
                                      dimension_name(dim)));
     if (unit.empty())
-        throw InputError(
-            fmt::format("{} = \"{}\" has no unit; expected {}", where, s, dimension_name(dim)));
+        throw InputError(fmt::format("{} = \"{}\" has no unit; expected {}", where, s, dimension_name(dim)));
     char* end = nullptr;
     const double value = std::strtod(number.c_str(), &end);
     if (end != number.c_str() + number.size() || !std::isfinite(value))
@@ -88,11 +92,13 @@ double parse_quantity(std::string_view text, Dimension dim, const std::string& w
     for (const auto& u : units_of(dim)) {
         if (u.name == unit) {
             if (value < 0.0) throw InputError(fmt::format("{} = \"{}\" must not be negative", where, s));
-            if (value == 0.0 && !allow_zero) throw InputError(fmt::format("{} = \"{}\" must be positive", where, s));
+            if (value == 0.0 && !allow_zero)
+                throw InputError(fmt::format("{} = \"{}\" must be positive", where, s));
             return value * u.scale;
         }
     }
-    throw InputError(fmt::format("{} = \"{}\" has unit \"{}\"; expected {}", where, s, unit, dimension_name(dim)));
+    throw InputError(
+        fmt::format("{} = \"{}\" has unit \"{}\"; expected {}", where, s, unit, dimension_name(dim)));
 }
 
 Time parse_time(std::string_view text, const std::string& where) {

@@ -91,12 +91,15 @@ Layout parse_layout(const json& j, const std::string& file) {
     l.vpp = static_cast<int>(o.integer_or("vpp", 1));
     l.micro_batch = o.positive("micro_batch");
     l.global_batch = o.positive("global_batch");
-    if (o.has("schedule")) l.schedule = o.choice("schedule", {"1f1b", "gpipe"}) == "gpipe" ? Schedule::gpipe
-                                                                                            : Schedule::one_f_one_b;
+    if (o.has("schedule"))
+        l.schedule =
+            o.choice("schedule", {"1f1b", "gpipe"}) == "gpipe" ? Schedule::gpipe : Schedule::one_f_one_b;
     if (o.has("sequence_parallel")) l.sequence_parallel = o.boolean("sequence_parallel");
     if (o.has("recompute")) {
         const auto r = o.choice("recompute", {"none", "selective", "full"});
-        l.recompute = r == "full" ? Recompute::full : r == "selective" ? Recompute::selective : Recompute::none;
+        l.recompute = r == "full"        ? Recompute::full
+                      : r == "selective" ? Recompute::selective
+                                         : Recompute::none;
     }
     if (o.has("precision")) {
         const auto p = o.choice("precision", {"bf16", "fp16", "fp8"});
@@ -110,10 +113,11 @@ Layout parse_layout(const json& j, const std::string& file) {
     l.tp_comm_overlap = o.boolean_or("tp_comm_overlap", false);
     if (o.has("attention"))
         l.attention = o.choice("attention", {"flash", "unfused"}) == "unfused" ? AttentionKernel::unfused
-                                                                                : AttentionKernel::flash;
+                                                                               : AttentionKernel::flash;
     if (o.has("layers_per_stage")) {
         const auto& v = o.raw("layers_per_stage");
-        if (!v.is_array()) o.fail(o.field("layers_per_stage"), fmt::format("= {} must be an array", v.dump()));
+        if (!v.is_array())
+            o.fail(o.field("layers_per_stage"), fmt::format("= {} must be an array", v.dump()));
         for (const auto& x : v) {
             if (!x.is_number_integer())
                 o.fail(o.field("layers_per_stage"), fmt::format("= {} must hold integers", v.dump()));
@@ -169,7 +173,8 @@ void apply_override(json& topology, json& workload, const std::string& assignmen
     std::size_t start = 0;
     while (true) {
         const auto dot = key.find('.', start);
-        const std::string part = key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+        const std::string part =
+            key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
         if (part.empty() || !at->is_object())
             throw InputError(fmt::format("--set \"{}\": \"{}\" does not name a field", assignment, key));
         if (dot == std::string::npos) {
@@ -181,7 +186,11 @@ void apply_override(json& topology, json& workload, const std::string& assignmen
     }
 }
 
-json default_topology_json() { return json::parse(embedded::kDefaultTopology); }
-json default_workload_json() { return json::parse(embedded::kDefaultWorkload); }
+json default_topology_json() {
+    return json::parse(embedded::kDefaultTopology);
+}
+json default_workload_json() {
+    return json::parse(embedded::kDefaultWorkload);
+}
 
 }  // namespace trainsim

@@ -10,12 +10,14 @@ using nlohmann::json;
 
 namespace {
 
-bool is_ampere(const std::string& gpu) { return gpu.rfind("A100", 0) == 0; }
+bool is_ampere(const std::string& gpu) {
+    return gpu.rfind("A100", 0) == 0;
+}
 
 }  // namespace
 
-TopologySpec dgx_topology(const std::string& gpu, int gpus, int gpus_per_node, double nvlink_GBps, int nics_per_node,
-                          double nic_Gbps, const std::string& scale_out_kind) {
+TopologySpec dgx_topology(const std::string& gpu, int gpus, int gpus_per_node, double nvlink_GBps,
+                          int nics_per_node, double nic_Gbps, const std::string& scale_out_kind) {
     TopologySpec t;
     t.name = fmt::format("dgx-style {} x {}", gpus, gpu);
     t.gpu = gpu;
@@ -50,7 +52,8 @@ TopologySpec parse_cluster(StrictObject c) {
     auto su = c.object("scale_up");
     su.choice("kind", {"nvswitch"});
     const double nvlink = su.number("bandwidth_GBps_per_gpu");
-    if (!(nvlink > 0)) su.fail(su.field("bandwidth_GBps_per_gpu"), fmt::format("= {} must be positive", nvlink));
+    if (!(nvlink > 0))
+        su.fail(su.field("bandwidth_GBps_per_gpu"), fmt::format("= {} must be positive", nvlink));
     su.finish();
     auto so = c.object("scale_out");
     const std::string kind = so.choice("kind", {"infiniband", "roce"});
@@ -62,7 +65,8 @@ TopologySpec parse_cluster(StrictObject c) {
     return dgx_topology(gpu, gpus, gpn, nvlink, nics, nic, kind);
 }
 
-Layout parse_training(StrictObject o, const ModelSpec& m, const std::string& gpu, std::optional<std::string>& unsupported) {
+Layout parse_training(StrictObject o, const ModelSpec& m, const std::string& gpu,
+                      std::optional<std::string>& unsupported) {
     Layout l;
     l.tp = static_cast<int>(o.positive("tp"));
     l.pp = static_cast<int>(o.positive("pp"));
@@ -90,8 +94,7 @@ Layout parse_training(StrictObject o, const ModelSpec& m, const std::string& gpu
     l.tp_comm_overlap = o.boolean_or("tp_comm_overlap", !is_ampere(gpu) && l.sequence_parallel && l.tp > 1);
     if (o.has("layers_per_stage")) {
         for (const auto& x : o.raw("layers_per_stage")) {
-            if (!x.is_number_integer())
-                o.fail(o.field("layers_per_stage"), "must be an array of integers");
+            if (!x.is_number_integer()) o.fail(o.field("layers_per_stage"), "must be an array of integers");
             l.layers_per_stage.push_back(x.get<std::int64_t>());
         }
     } else if (m.layers % l.pp != 0) {
@@ -101,19 +104,20 @@ Layout parse_training(StrictObject o, const ModelSpec& m, const std::string& gpu
             l.layers_per_stage.front() = per - 1;
             l.layers_per_stage.back() = per - 1;
         } else {
-            unsupported = fmt::format("uneven pipeline split of {} layers over pp = {} without layers_per_stage",
-                                      m.layers, l.pp);
+            unsupported = fmt::format(
+                "uneven pipeline split of {} layers over pp = {} without layers_per_stage", m.layers, l.pp);
         }
     }
     o.finish();
     if (l.cp > 1) unsupported = fmt::format("context parallelism (cp = {})", l.cp);
-    if (l.zero_stage >= 2) unsupported = fmt::format("ZeRO stage {} (sharded gradients/parameters)", l.zero_stage);
+    if (l.zero_stage >= 2)
+        unsupported = fmt::format("ZeRO stage {} (sharded gradients/parameters)", l.zero_stage);
     return l;
 }
 
 CollectiveKind parse_op(StrictObject& o) {
     const auto op = o.choice("op", {"all_reduce", "all_gather", "reduce_scatter"});
-    return op == "all_reduce" ? CollectiveKind::all_reduce
+    return op == "all_reduce"   ? CollectiveKind::all_reduce
            : op == "all_gather" ? CollectiveKind::all_gather
                                 : CollectiveKind::reduce_scatter;
 }
@@ -149,7 +153,8 @@ MeasuredRunsFile parse_measured_runs(const json& j, const std::string& file) {
         if (m.has("peak_memory_GiB") && !m.raw("peak_memory_GiB").is_null())
             run.peak_memory_gib = m.number("peak_memory_GiB");
         m.finish();
-        for (const char* k : {"reported", "derivation", "confidence", "assumed", "notes"}) rr.has(k);
+        for (const char* k : {"reported", "derivation", "confidence", "assumed", "notes"})
+            rr.has(k);
         rr.finish();
         const int cluster_gpus = run.topology.gpus();
         if (run.layout.gpus() != cluster_gpus && !run.unsupported)
@@ -174,7 +179,8 @@ MeasuredRunsFile parse_measured_runs(const json& j, const std::string& file) {
             row.algbw_GBps = r.number("algbw_GBps");
             row.busbw_GBps = r.number("busbw_GBps");
             if (row.gpus % row.nodes != 0)
-                r.fail(r.field("gpus"), fmt::format("= {} is not a multiple of nodes = {}", row.gpus, row.nodes));
+                r.fail(r.field("gpus"),
+                       fmt::format("= {} is not a multiple of nodes = {}", row.gpus, row.nodes));
             std::string hardware;
             if (r.has("hardware")) hardware = r.string("hardware");
             if (r.has("cluster")) {
@@ -184,13 +190,15 @@ MeasuredRunsFile parse_measured_runs(const json& j, const std::string& file) {
                 const bool hopper = hardware.find("H100") != std::string::npos;
                 const bool ampere = hardware.find("A100") != std::string::npos;
                 if (!hopper && !ampere)
-                    r.fail(r.field("hardware"), "names no known DGX system (A100 or H100); add a cluster block");
-                row.topology = hopper ? dgx_topology("H100-SXM5-80GB", row.gpus, row.gpus / row.nodes, 450, 8, 400,
-                                                     "infiniband")
-                                      : dgx_topology("A100-SXM4-80GB", row.gpus, row.gpus / row.nodes, 300, 8, 200,
-                                                     "infiniband");
+                    r.fail(r.field("hardware"),
+                           "names no known DGX system (A100 or H100); add a cluster block");
+                row.topology = hopper ? dgx_topology("H100-SXM5-80GB", row.gpus, row.gpus / row.nodes, 450, 8,
+                                                     400, "infiniband")
+                                      : dgx_topology("A100-SXM4-80GB", row.gpus, row.gpus / row.nodes, 300, 8,
+                                                     200, "infiniband");
             }
-            for (const char* k : {"time_us", "dtype", "algorithm", "source", "notes"}) r.has(k);
+            for (const char* k : {"time_us", "dtype", "algorithm", "source", "notes"})
+                r.has(k);
             r.finish();
             out.collectives.push_back(std::move(row));
         }

@@ -15,7 +15,7 @@
 namespace trainsim::detail {
 
 class StrictObject {
-public:
+  public:
     StrictObject(const nlohmann::json& j, std::string file, std::string path)
         : j_(j), file_(std::move(file)), path_(std::move(path)) {
         if (!j_.is_object())
@@ -43,15 +43,17 @@ public:
     std::int64_t integer(const std::string& key) {
         const auto& v = raw(key);
         if (!v.is_number_integer()) fail(field(key), fmt::format("= {} must be an integer", v.dump()));
-        // Integer fields are counts held in an int (GPUs, layers, batch sizes): refuse what does not fit rather than
-        // truncate it (nodes = 4294967298 would silently become 2).
+        // Integer fields are counts held in an int (GPUs, layers, batch sizes): refuse what does not fit
+        // rather than truncate it (nodes = 4294967298 would silently become 2).
         constexpr std::int64_t kMax = std::numeric_limits<int>::max();
         if (v.is_number_unsigned() ? v.get<std::uint64_t>() > static_cast<std::uint64_t>(kMax)
                                    : (v.get<std::int64_t>() > kMax || v.get<std::int64_t>() < -kMax))
             fail(field(key), fmt::format("= {} is out of range (at most {})", v.dump(), kMax));
         return v.get<std::int64_t>();
     }
-    std::int64_t integer_or(const std::string& key, std::int64_t def) { return has(key) ? integer(key) : def; }
+    std::int64_t integer_or(const std::string& key, std::int64_t def) {
+        return has(key) ? integer(key) : def;
+    }
     std::int64_t positive(const std::string& key) {
         const auto v = integer(key);
         if (v <= 0) fail(field(key), fmt::format("= {} must be positive", v));
@@ -102,7 +104,7 @@ public:
             if (!used_.count(it.key())) fail(field(it.key()), "is not a known field");
     }
 
-private:
+  private:
     const nlohmann::json& j_;
     std::string file_;
     std::string path_;

@@ -2,14 +2,16 @@
 //  parameters  16-bit weights: 2 B per parameter on this GPU
 //  gradients   Megatron-LM DDP main_grad buffer: 4 B (fp32, bf16 runs) or 2 B (fp16 runs) per parameter
 //  optimizer   Adam mixed precision: fp32 master weight, m, v = 12 B per parameter, divided by DP when the
-//              optimizer state is sharded (distributed optimizer / ZeRO-1): Megatron theoretical_memory_usage.py
-//  activations per layer and micro-batch (Korthikanti et al. 2022, Table 2; 16-bit activations, 1-byte masks):
+//              optimizer state is sharded (distributed optimizer / ZeRO-1): Megatron
+//              theoretical_memory_usage.py
+//  activations per layer and micro-batch (Korthikanti et al. 2022, Table 2; 16-bit activations, 1-byte
+//  masks):
 //              no recompute, TP without SP: s·b·h·(10 + 24/t + 5·a·s/(h·t))
 //              no recompute, TP with SP:    s·b·h/t·(34 + 5·a·s/h)
 //              selective recompute, or flash attention: the 5·a·s/h score terms are not stored
-//              full recompute: 2·s·b·h (the layer input; /t with SP) kept per layer, plus one layer's full set
-//              alive while it is recomputed
-//              times the peak number of micro-batches in flight on the stage, taken from the schedule.
+//              full recompute: 2·s·b·h (the layer input; /t with SP) kept per layer, plus one layer's full
+//              set alive while it is recomputed times the peak number of micro-batches in flight on the
+//              stage, taken from the schedule.
 //  last stage: the fp32 logits of one micro-batch, s·b·V/t · 4 B.
 #include <algorithm>
 

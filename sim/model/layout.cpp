@@ -40,60 +40,69 @@ void check_layout(const ModelSpec& m, const Layout& l, int cluster_gpus) {
     require_positive("layout.micro_batch", l.micro_batch);
     require_positive("layout.global_batch", l.global_batch);
     if (l.cp != 1)
-        throw InputError(fmt::format("layout.cp = {} is not simulated yet (context parallelism); use cp = 1", l.cp));
+        throw InputError(
+            fmt::format("layout.cp = {} is not simulated yet (context parallelism); use cp = 1", l.cp));
     require_divides("layout.tp", l.tp, "model.heads", m.heads);
     require_divides("layout.tp", l.tp, "model.kv_heads", m.kv_heads);
     require_divides("layout.tp", l.tp, "model.ffn_hidden", m.ffn_hidden);
     if (l.sequence_parallel && m.seq_len % l.tp != 0)
-        throw InputError(fmt::format("layout.tp = {} does not divide model.seq_len = {} (sequence_parallel needs it)",
-                                     l.tp, m.seq_len));
+        throw InputError(
+            fmt::format("layout.tp = {} does not divide model.seq_len = {} (sequence_parallel needs it)",
+                        l.tp, m.seq_len));
     if (l.gpus() != cluster_gpus)
-        throw InputError(fmt::format("layout.tp * layout.pp * layout.dp = {} * {} * {} = {} does not equal the "
-                                     "cluster's GPUs = {}",
-                                     l.tp, l.pp, l.dp, l.gpus(), cluster_gpus));
+        throw InputError(
+            fmt::format("layout.tp * layout.pp * layout.dp = {} * {} * {} = {} does not equal the "
+                        "cluster's GPUs = {}",
+                        l.tp, l.pp, l.dp, l.gpus(), cluster_gpus));
     if (l.global_batch % (l.micro_batch * l.dp) != 0)
-        throw InputError(fmt::format("layout.global_batch = {} is not divisible by layout.micro_batch * layout.dp = "
-                                     "{} * {} = {}",
-                                     l.global_batch, l.micro_batch, l.dp, l.micro_batch * l.dp));
+        throw InputError(
+            fmt::format("layout.global_batch = {} is not divisible by layout.micro_batch * layout.dp = "
+                        "{} * {} = {}",
+                        l.global_batch, l.micro_batch, l.dp, l.micro_batch * l.dp));
     if (!l.layers_per_stage.empty()) {
         if (static_cast<int>(l.layers_per_stage.size()) != l.pp)
             throw InputError(fmt::format("layout.layers_per_stage has {} entries; layout.pp = {}",
                                          l.layers_per_stage.size(), l.pp));
         for (auto n : l.layers_per_stage)
             if (n < 0) throw InputError(fmt::format("layout.layers_per_stage has a negative entry {}", n));
-        const auto sum = std::accumulate(l.layers_per_stage.begin(), l.layers_per_stage.end(), std::int64_t{0});
+        const auto sum =
+            std::accumulate(l.layers_per_stage.begin(), l.layers_per_stage.end(), std::int64_t{0});
         if (sum != m.layers)
             throw InputError(
                 fmt::format("layout.layers_per_stage sums to {}; model.layers = {}", sum, m.layers));
         if (l.vpp > 1)
             for (auto n : l.layers_per_stage)
                 if (n % l.vpp != 0)
-                    throw InputError(fmt::format("layout.vpp = {} does not divide layout.layers_per_stage entry {}",
-                                                 l.vpp, n));
+                    throw InputError(fmt::format(
+                        "layout.vpp = {} does not divide layout.layers_per_stage entry {}", l.vpp, n));
     } else {
         if (m.layers % l.pp != 0)
-            throw InputError(fmt::format("layout.pp = {} does not divide model.layers = {}; state the uneven split "
-                                         "in layout.layers_per_stage",
-                                         l.pp, m.layers));
+            throw InputError(
+                fmt::format("layout.pp = {} does not divide model.layers = {}; state the uneven split "
+                            "in layout.layers_per_stage",
+                            l.pp, m.layers));
         if ((m.layers / l.pp) % l.vpp != 0)
-            throw InputError(fmt::format("layout.vpp = {} does not divide the {} layers per pipeline stage", l.vpp,
-                                         m.layers / l.pp));
+            throw InputError(fmt::format("layout.vpp = {} does not divide the {} layers per pipeline stage",
+                                         l.vpp, m.layers / l.pp));
     }
-    if (l.vpp > 1 && l.pp == 1)
-        throw InputError(fmt::format("layout.vpp = {} needs layout.pp > 1", l.vpp));
+    if (l.vpp > 1 && l.pp == 1) throw InputError(fmt::format("layout.vpp = {} needs layout.pp > 1", l.vpp));
     if (l.vpp > 1 && l.schedule != Schedule::one_f_one_b)
         throw InputError("layout.vpp > 1 needs layout.schedule = \"1f1b\" (interleaved 1F1B)");
     if (l.vpp > 1 && l.micro_batches() % l.pp != 0)
-        throw InputError(fmt::format("layout.vpp = {} (interleaved 1F1B) needs the {} micro-batches per pipeline to "
-                                     "be a multiple of layout.pp = {}",
-                                     l.vpp, l.micro_batches(), l.pp));
+        throw InputError(
+            fmt::format("layout.vpp = {} (interleaved 1F1B) needs the {} micro-batches per pipeline to "
+                        "be a multiple of layout.pp = {}",
+                        l.vpp, l.micro_batches(), l.pp));
     if (l.zero_stage < 0 || l.zero_stage > 1)
-        throw InputError(fmt::format("layout.zero_stage = {} is not simulated yet; 0 or 1 are", l.zero_stage));
+        throw InputError(
+            fmt::format("layout.zero_stage = {} is not simulated yet; 0 or 1 are", l.zero_stage));
     if (l.dp_bucket_bytes <= 0)
         throw InputError(fmt::format("layout.dp_bucket_size = {} B must be positive", l.dp_bucket_bytes));
 }
 
-std::string to_string(Schedule s) { return s == Schedule::gpipe ? "gpipe" : "1f1b"; }
+std::string to_string(Schedule s) {
+    return s == Schedule::gpipe ? "gpipe" : "1f1b";
+}
 
 std::string to_string(Recompute r) {
     switch (r) {
@@ -107,6 +116,8 @@ std::string to_string(Recompute r) {
     return "?";
 }
 
-std::string to_string(AttentionKernel a) { return a == AttentionKernel::flash ? "flash" : "unfused"; }
+std::string to_string(AttentionKernel a) {
+    return a == AttentionKernel::flash ? "flash" : "unfused";
+}
 
 }  // namespace trainsim

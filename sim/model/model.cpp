@@ -17,7 +17,9 @@ double ModelSpec::layer_params() const {
     return qkv + proj + mlp_w + biases + norms;
 }
 
-double ModelSpec::embedding_params() const { return static_cast<double>(vocab) * static_cast<double>(hidden); }
+double ModelSpec::embedding_params() const {
+    return static_cast<double>(vocab) * static_cast<double>(hidden);
+}
 
 double ModelSpec::output_params() const {
     const double norm = (mlp == MlpKind::gelu ? 2.0 : 1.0) * static_cast<double>(hidden);
@@ -39,7 +41,8 @@ double ModelSpec::model_flops(double sequences) const {
     const double ffn = static_cast<double>(ffn_hidden);
     const double V = static_cast<double>(vocab);
     const double swiglu = mlp == MlpKind::swiglu ? 1.5 : 1.0;
-    return 12.0 * B * s * L * h * h * ((1.0 + g / a + s / h) * (q / h) + (ffn / h) * swiglu + V / (2.0 * L * h));
+    return 12.0 * B * s * L * h * h *
+           ((1.0 + g / a + s / h) * (q / h) + (ffn / h) * swiglu + V / (2.0 * L * h));
 }
 
 double ModelSpec::layer_forward_flops(double tokens) const {

@@ -1,12 +1,15 @@
 // Kernels of one transformer layer and of the embedding, LM head and optimizer, per GPU, from the shapes.
 // Notation: b micro-batch, s sequence, h hidden, a heads, g KV heads, d head dim, f ffn width, t TP, V vocab,
-// T = b·s tokens, Tsp = T/t tokens in the sequence-parallel regions (T without SP), E = 2 bytes per activation.
-// Element-wise byte counts (read + write) per kernel, from the tensors each kernel touches in Megatron-LM:
-//   LayerNorm/RMSNorm fwd 2·E·h per token, bwd 4·E·h; bias-dropout-add fwd (3E+1)·h (x, residual, out, 1-byte mask),
-//   bwd the same; GeLU fwd 2·E·f/t, bwd 3·E·f/t; SwiGLU fwd 3·E·f/t, bwd 5·E·f/t; unfused attention (fused
-//   scale-mask-softmax, then dropout; Megatron fused_softmax): softmax fwd 2E, dropout fwd 2E+1, backward 3E and
-//   2E+1 bytes per score element, b·(a/t)·s² elements; vocab-parallel cross-entropy: logits read as E, fp32 exp and
-//   softmax written and read: 14 bytes per logit forward, 8 backward.
+// T = b·s tokens, Tsp = T/t tokens in the sequence-parallel regions (T without SP), E = 2 bytes per
+// activation. Element-wise byte counts (read + write) per kernel, from the tensors each kernel touches in
+// Megatron-LM:
+//   LayerNorm/RMSNorm fwd 2·E·h per token, bwd 4·E·h; bias-dropout-add fwd (3E+1)·h (x, residual, out, 1-byte
+//   mask), bwd the same; GeLU fwd 2·E·f/t, bwd 3·E·f/t; SwiGLU fwd 3·E·f/t, bwd 5·E·f/t; unfused attention
+//   (fused scale-mask-softmax, then dropout; Megatron fused_softmax): softmax fwd 2E, dropout fwd 2E+1,
+//   backward 3E and 2E+1 bytes per score element, b·(a/t)·s² elements; vocab-parallel cross-entropy
+//   (Megatron-LM tensor_parallel/cross_entropy.py on logits.float()): forward 38 bytes per logit (cast to
+//   fp32 2+4, max 4, subtract max 8, exp in place 8, sum 4, divide in place 8), backward 14 (scale the saved
+//   softmax 8, cast back to 16 bits 4+2).
 #include "layer_ops.hpp"
 
 #include <fmt/format.h>
@@ -30,7 +33,9 @@ BlockBuilder::BlockBuilder(const ModelSpec& m, const Layout& l, std::vector<Segm
     gemm_elem_ = l.precision == Precision::fp8 ? 1.0 : 2.0;
 }
 
-void BlockBuilder::kernel(OpTemplate& /*t*/, const Kernel& k) { open_.push_back(k); }
+void BlockBuilder::kernel(OpTemplate& /*t*/, const Kernel& k) {
+    open_.push_back(k);
+}
 
 void BlockBuilder::flush(OpTemplate& t) {
     if (open_.empty()) return;
@@ -154,7 +159,8 @@ OpTemplate BlockBuilder::layer_backward() {
     const double f_eff = (m_.mlp == MlpKind::swiglu ? 2.0 : 1.0) * f_ / t_;
     const CollectiveKind grad_kind = sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
 
-    // Row-parallel backward: with SP, the output gradient is all-gathered first (backward of the reduce-scatter).
+    // Row-parallel backward: with SP, the output gradient is all-gathered first (backward of the
+    // reduce-scatter).
     auto row_bwd = [&](const Kernel& dgrad, const Kernel& wgrad) {
         if (sp) {
             tp(t, CollectiveKind::all_gather, act, !ov);
@@ -165,9 +171,9 @@ OpTemplate BlockBuilder::layer_backward() {
         }
         kernel(t, wgrad);
     };
-    // Column-parallel backward (Megatron LinearWithGradAccumulationAndAsyncCommunication): with SP the input is
-    // all-gathered again, overlapped with the data-gradient GEMM; the input gradient's all-reduce (reduce-scatter)
-    // is launched asynchronously and overlapped with the weight-gradient GEMM.
+    // Column-parallel backward (Megatron LinearWithGradAccumulationAndAsyncCommunication): with SP the input
+    // is all-gathered again, overlapped with the data-gradient GEMM; the input gradient's all-reduce
+    // (reduce-scatter) is launched asynchronously and overlapped with the weight-gradient GEMM.
     auto column_bwd = [&](const Kernel& dgrad, const Kernel& wgrad) {
         if (sp) tp(t, CollectiveKind::all_gather, act, false);
         kernel(t, dgrad);
@@ -244,7 +250,7 @@ OpTemplate BlockBuilder::head_forward() {
     kernel(t, Kernel::memory("final_norm", 2 * E_ * h_ * Tsp_));
     if (l_.sequence_parallel) tp(t, CollectiveKind::all_gather, act, true);
     kernel(t, Kernel::gemm("lm_head_gemm", T_, V_ / t_, h_, 1, gemm_elem_));
-    kernel(t, Kernel::memory("vocab_parallel_cross_entropy", 14 * logits));
+    kernel(t, Kernel::memory("vocab_parallel_cross_entropy", 38 * logits));
     // Max, sum of exponentials and target logit are all-reduced over TP: 3 fp32 values per token.
     tp(t, CollectiveKind::all_reduce, 3 * 4 * T_, true);
     flush(t);
@@ -256,7 +262,7 @@ OpTemplate BlockBuilder::head_backward() {
     const double act = T_ * h_ * E_;
     const double logits = T_ * V_ / t_;
     const bool sp = l_.sequence_parallel;
-    kernel(t, Kernel::memory("vocab_parallel_cross_entropy_bwd", 8 * logits));
+    kernel(t, Kernel::memory("vocab_parallel_cross_entropy_bwd", 14 * logits));
     if (sp) tp(t, CollectiveKind::all_gather, act, false);
     kernel(t, Kernel::gemm("lm_head_dgrad", T_, h_, V_ / t_, 1, gemm_elem_));
     if (sp) tp_wait(t);
@@ -271,9 +277,10 @@ OpTemplate BlockBuilder::head_backward() {
 OpTemplate BlockBuilder::optimizer(double params_per_rank) {
     OpTemplate t;
     // Megatron-LM mixed-precision Adam (megatron/core/optimizer/optimizer.py, fused multi-tensor apply), per
-    // parameter: with 16-bit gradients (fp16 runs) the gradients are first copied to fp32 main gradients (read 2 B,
-    // write 4 B); the gradient-norm / inf check reads the fp32 gradients (4 B); Adam reads gradient, master weight,
-    // m and v (16 B) and writes master, m, v (12 B) and the 16-bit weight copy (2 B).
+    // parameter: with 16-bit gradients (fp16 runs) the gradients are first copied to fp32 main gradients
+    // (read 2 B, write 4 B); the gradient-norm / inf check reads the fp32 gradients (4 B); Adam reads
+    // gradient, master weight, m and v (16 B) and writes master, m, v (12 B) and the 16-bit weight copy (2
+    // B).
     const double g = l_.grad_reduce_bytes_per_element();
     if (g < 4) kernel(t, Kernel::memory("copy_grads_to_fp32", (g + 4) * params_per_rank));
     kernel(t, Kernel::memory("grad_norm_and_inf_check", 4 * params_per_rank));

@@ -1,4 +1,5 @@
-// Internal to sim/program: the op templates of one transformer layer, the embedding, the LM head and the optimizer.
+// Internal to sim/program: the op templates of one transformer layer, the embedding, the LM head and the
+// optimizer.
 #pragma once
 
 #include <vector>
@@ -14,7 +15,7 @@ using OpTemplate = std::vector<Op>;
 
 /// Builds op templates and registers their segments in `segments`.
 class BlockBuilder {
-public:
+  public:
     BlockBuilder(const ModelSpec& m, const Layout& l, std::vector<Segment>& segments);
 
     OpTemplate layer_forward();
@@ -23,12 +24,12 @@ public:
     OpTemplate layer_recompute();
     OpTemplate embedding_forward();
     OpTemplate embedding_backward();
-    OpTemplate head_forward();   ///< final norm, LM head, vocab-parallel cross-entropy
+    OpTemplate head_forward();  ///< final norm, LM head, vocab-parallel cross-entropy
     OpTemplate head_backward();
     /// Optimizer step over `params_per_rank` parameters (Adam, mixed precision).
     OpTemplate optimizer(double params_per_rank);
 
-private:
+  private:
     void kernel(OpTemplate& t, const Kernel& k);
     void tp(OpTemplate& t, CollectiveKind kind, double bytes, bool wait);
     void tp_wait(OpTemplate& t);

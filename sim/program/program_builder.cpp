@@ -1,6 +1,6 @@
-// Expands a pipeline schedule into each stage's ops: per micro-batch the forward and backward of the stage's layers
-// (with recomputation), embedding and LM head on the first and last virtual stage, P2P transfers between stages,
-// the DP gradient reduction in buckets, and the optimizer step.
+// Expands a pipeline schedule into each stage's ops: per micro-batch the forward and backward of the stage's
+// layers (with recomputation), embedding and LM head on the first and last virtual stage, P2P transfers
+// between stages, the DP gradient reduction in buckets, and the optimizer step.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -14,8 +14,9 @@ namespace trainsim {
 namespace {
 
 struct Bucket {
-    double elements = 0;   ///< parameters per rank in this bucket
-    int closes_after = 0;  ///< index, in backward order of the chunk's param groups, of the group that fills it
+    double elements = 0;  ///< parameters per rank in this bucket
+    int closes_after =
+        0;  ///< index, in backward order of the chunk's param groups, of the group that fills it
 };
 
 /// Splits a chunk's parameter groups (in backward order) into DP buckets of at least `bucket_elements`, as
@@ -59,20 +60,20 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
     const int m = static_cast<int>(layout.micro_batches());
     const int last_vs = pp * vpp - 1;
     const double t = layout.tp;
-    const double act_bytes = static_cast<double>(layout.micro_batch * model.seq_len * model.hidden) *
-                             layout.activation_bytes();
-    // P2P message per rank: with TP, each rank sends its 1/t share (sequence parallelism shards the activation;
-    // without it, Megatron's scatter-gather optimization, Narayanan et al. 2021 Sec. 4.1, splits it and the receiver
-    // all-gathers over NVLink).
+    const double act_bytes =
+        static_cast<double>(layout.micro_batch * model.seq_len * model.hidden) * layout.activation_bytes();
+    // P2P message per rank: with TP, each rank sends its 1/t share (sequence parallelism shards the
+    // activation; without it, Megatron's scatter-gather optimization, Narayanan et al. 2021 Sec. 4.1, splits
+    // it and the receiver all-gathers over NVLink).
     const double p2p_bytes = act_bytes / t;
     const bool gather_after_recv = layout.tp > 1 && !layout.sequence_parallel;
     const double grad_bytes = layout.grad_reduce_bytes_per_element();
     const double bucket_elements = layout.dp_bucket_bytes / 4.0;
     const double layer_params_rank = model.layer_params() / t;
     const double emb_params_rank = model.embedding_params() / t;
-    const double head_params_rank = model.output_params() / t + (model.tied_embeddings && last_vs > 0
-                                                                     ? model.embedding_params() / t
-                                                                     : 0.0);
+    const double head_params_rank =
+        model.output_params() / t +
+        (model.tied_embeddings && last_vs > 0 ? model.embedding_params() / t : 0.0);
 
     for (int r = 0; r < pp; ++r) {
         StageProgram sp;
@@ -86,9 +87,11 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
             const int vs = c * pp + r;
             std::vector<double> groups;
             if (vs == last_vs) groups.push_back(head_params_rank);
-            for (int i = 0; i < chunk_layers; ++i) groups.push_back(layer_params_rank);
+            for (int i = 0; i < chunk_layers; ++i)
+                groups.push_back(layer_params_rank);
             if (vs == 0) groups.push_back(emb_params_rank);
-            for (double g : groups) stage_params_rank += g;
+            for (double g : groups)
+                stage_params_rank += g;
             buckets[static_cast<std::size_t>(c)] = make_buckets(groups, bucket_elements);
             if (vs == 0) sp.embedding_params += emb_params_rank * t;
             if (vs == last_vs) sp.embedding_params += head_params_rank * t;
@@ -115,7 +118,8 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
             sp.ops.push_back(op);
         };
         auto launch_grad_bucket = [&](const Bucket& b) {
-            dp_launch(sharded ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, b.elements * grad_bytes);
+            dp_launch(sharded ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce,
+                      b.elements * grad_bytes);
         };
         auto launch_param_gather = [&](int c) {
             // Parameters are all-gathered in 16-bit, in forward order.
@@ -126,9 +130,10 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
             }
         };
 
-        // Distributed optimizer with overlapped parameter all-gather: the gathers of this iteration's parameters
-        // are dispatched at its start, in forward order, and the first forward of each parameter group waits for
-        // the bucket that holds it (Megatron-LM --overlap-param-gather: a forward pre-hook waits per bucket).
+        // Distributed optimizer with overlapped parameter all-gather: the gathers of this iteration's
+        // parameters are dispatched at its start, in forward order, and the first forward of each parameter
+        // group waits for the bucket that holds it (Megatron-LM --overlap-param-gather: a forward pre-hook
+        // waits per bucket).
         const bool early_gather = sharded && layout.overlap_param_gather;
         std::vector<int> gather_base(static_cast<std::size_t>(vpp), 0);
         if (early_gather)
@@ -142,7 +147,8 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
             const auto& bs = buckets[static_cast<std::size_t>(c)];
             for (std::size_t k = 0; k < bs.size(); ++k)
                 if (g <= bs[k].closes_after) {
-                    dp_wait(gather_base[static_cast<std::size_t>(c)] + static_cast<int>(bs.size() - k), Phase::forward);
+                    dp_wait(gather_base[static_cast<std::size_t>(c)] + static_cast<int>(bs.size() - k),
+                            Phase::forward);
                     return;
                 }
         };
@@ -241,26 +247,30 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
         }
         if (!layout.overlap_grad_reduce)
             for (int c = 0; c < vpp; ++c)
-                for (const auto& b : buckets[static_cast<std::size_t>(c)]) launch_grad_bucket(b);
+                for (const auto& b : buckets[static_cast<std::size_t>(c)])
+                    launch_grad_bucket(b);
         dp_wait(dp_launched, Phase::backward);
-        append(sp.ops, blocks.optimizer(sharded ? stage_params_rank / layout.dp : stage_params_rank), Phase::optimizer,
-               -1);
+        append(sp.ops, blocks.optimizer(sharded ? stage_params_rank / layout.dp : stage_params_rank),
+               Phase::optimizer, -1);
         if (sharded && !early_gather) {
-            for (int c = 0; c < vpp; ++c) launch_param_gather(c);
+            for (int c = 0; c < vpp; ++c)
+                launch_param_gather(c);
             dp_wait(dp_launched, Phase::optimizer);
         }
         prog.stages.push_back(std::move(sp));
     }
     for (auto& st : prog.stages)
         for (const auto& op : st.ops)
-            if (op.kind == OpKind::compute) st.hardware_flops += prog.segments[static_cast<std::size_t>(op.segment)].flops;
+            if (op.kind == OpKind::compute)
+                st.hardware_flops += prog.segments[static_cast<std::size_t>(op.segment)].flops;
     return prog;
 }
 
 void assign_durations(Program& program, const ComputeModel& compute) {
     for (auto& seg : program.segments) {
         seg.seconds = 0;
-        for (const auto& k : seg.kernels) seg.seconds += compute.seconds(k);
+        for (const auto& k : seg.kernels)
+            seg.seconds += compute.seconds(k);
     }
 }
 

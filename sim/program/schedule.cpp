@@ -12,26 +12,33 @@ int interleaved_chunk(int k, int pp, int vpp, bool forward) {
     const int chunk = in_group / pp;
     return forward ? chunk : vpp - 1 - chunk;
 }
-int interleaved_micro_batch(int k, int pp, int vpp) { return (k / (pp * vpp)) * pp + k % pp; }
+int interleaved_micro_batch(int k, int pp, int vpp) {
+    return (k / (pp * vpp)) * pp + k % pp;
+}
 }  // namespace
 
 std::vector<ScheduleItem> pipeline_schedule(Schedule schedule, int pp, int rank, int m, int vpp) {
     std::vector<ScheduleItem> items;
-    if (pp <= 0 || rank < 0 || rank >= pp || m <= 0 || vpp <= 0) throw InternalError("bad schedule arguments");
+    if (pp <= 0 || rank < 0 || rank >= pp || m <= 0 || vpp <= 0)
+        throw InternalError("bad schedule arguments");
     if (vpp == 1) {
         if (schedule == Schedule::gpipe) {
-            for (int i = 0; i < m; ++i) items.push_back({true, 0, i});
-            for (int i = 0; i < m; ++i) items.push_back({false, 0, i});
+            for (int i = 0; i < m; ++i)
+                items.push_back({true, 0, i});
+            for (int i = 0; i < m; ++i)
+                items.push_back({false, 0, i});
             return items;
         }
         const int warmup = std::min(pp - rank - 1, m);
         int f = 0, b = 0;
-        for (; f < warmup; ++f) items.push_back({true, 0, f});
+        for (; f < warmup; ++f)
+            items.push_back({true, 0, f});
         while (f < m) {
             items.push_back({true, 0, f++});
             items.push_back({false, 0, b++});
         }
-        while (b < m) items.push_back({false, 0, b++});
+        while (b < m)
+            items.push_back({false, 0, b++});
         return items;
     }
     const int total = m * vpp;
@@ -44,12 +51,14 @@ std::vector<ScheduleItem> pipeline_schedule(Schedule schedule, int pp, int rank,
     auto bwd = [&](int k) {
         items.push_back({false, interleaved_chunk(k, pp, vpp, false), interleaved_micro_batch(k, pp, vpp)});
     };
-    for (int k = 0; k < warmup; ++k) fwd(k);
+    for (int k = 0; k < warmup; ++k)
+        fwd(k);
     for (int i = 0; i < total - warmup; ++i) {
         fwd(warmup + i);
         bwd(i);
     }
-    for (int k = total - warmup; k < total; ++k) bwd(k);
+    for (int k = total - warmup; k < total; ++k)
+        bwd(k);
     return items;
 }
 

@@ -7,7 +7,8 @@
 namespace trainsim {
 
 Report make_report(const Cluster& cluster, const ModelSpec& m, const Layout& l, const Program& p,
-                   const ExecutionResult& r, const std::string& topology_name, const std::string& workload_name) {
+                   const ExecutionResult& r, const std::string& topology_name,
+                   const std::string& workload_name) {
     Report rep;
     rep.topology_name = topology_name;
     rep.workload_name = workload_name;
@@ -20,7 +21,8 @@ Report make_report(const Cluster& cluster, const ModelSpec& m, const Layout& l, 
     rep.tokens_per_s = seqs * static_cast<double>(m.seq_len) / r.step_time_s;
     rep.model_flops = m.model_flops(seqs);
     double hw = 0;
-    for (int st = 0; st < l.pp; ++st) hw += p.stages[static_cast<std::size_t>(st)].hardware_flops * l.tp * l.dp;
+    for (int st = 0; st < l.pp; ++st)
+        hw += p.stages[static_cast<std::size_t>(st)].hardware_flops * l.tp * l.dp;
     rep.hardware_flops = hw;
     rep.peak_flops = cluster.gpu().peak_flops(l.precision);
     rep.model_tflops_per_gpu = rep.model_flops / r.step_time_s / rep.gpus / 1e12;
@@ -59,8 +61,12 @@ Report make_report(const Cluster& cluster, const ModelSpec& m, const Layout& l, 
 }
 
 namespace {
-std::string gib(double bytes) { return fmt::format("{:.1f} GiB", bytes / kGiB); }
-std::string pct(double f) { return fmt::format("{:.1f}%", 100.0 * f); }
+std::string gib(double bytes) {
+    return fmt::format("{:.1f} GiB", bytes / kGiB);
+}
+std::string pct(double f) {
+    return fmt::format("{:.1f}%", 100.0 * f);
+}
 }  // namespace
 
 std::string format_text(const Report& r, const Measured* measured) {
@@ -69,16 +75,18 @@ std::string format_text(const Report& r, const Measured* measured) {
     const auto& m = r.model;
     o += fmt::format("trainsim: one training iteration, simulated event by event\n\n");
     o += fmt::format("cluster   {} ({} x {})\n", r.topology_name, r.gpus, r.gpu_name);
-    o += fmt::format("model     {}: {} layers, hidden {}, heads {} (kv {}), ffn {} ({}), vocab {}, seq {}; {:.1f} B "
-                     "parameters\n",
-                     r.workload_name, m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden,
-                     m.mlp == MlpKind::swiglu ? "swiglu" : "gelu", m.vocab, m.seq_len, m.total_params() / 1e9);
-    o += fmt::format("layout    TP {} x PP {} x DP {}{}, micro-batch {}, global batch {} ({} micro-batches per "
-                     "pipeline), {}, recompute {}, {}{}{}, attention {}\n\n",
-                     l.tp, l.pp, l.dp, l.vpp > 1 ? fmt::format(" (VPP {})", l.vpp) : "", l.micro_batch,
-                     l.global_batch, l.micro_batches(), l.vpp > 1 ? "interleaved 1f1b" : to_string(l.schedule),
-                     to_string(l.recompute), to_string(l.precision), l.sequence_parallel ? ", sequence parallel" : "",
-                     l.sharded_optimizer() ? ", distributed optimizer" : "", to_string(l.attention));
+    o += fmt::format(
+        "model     {}: {} layers, hidden {}, heads {} (kv {}), ffn {} ({}), vocab {}, seq {}; {:.1f} B "
+        "parameters\n",
+        r.workload_name, m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden,
+        m.mlp == MlpKind::swiglu ? "swiglu" : "gelu", m.vocab, m.seq_len, m.total_params() / 1e9);
+    o += fmt::format(
+        "layout    TP {} x PP {} x DP {}{}, micro-batch {}, global batch {} ({} micro-batches per "
+        "pipeline), {}, recompute {}, {}{}{}, attention {}\n\n",
+        l.tp, l.pp, l.dp, l.vpp > 1 ? fmt::format(" (VPP {})", l.vpp) : "", l.micro_batch, l.global_batch,
+        l.micro_batches(), l.vpp > 1 ? "interleaved 1f1b" : to_string(l.schedule), to_string(l.recompute),
+        to_string(l.precision), l.sequence_parallel ? ", sequence parallel" : "",
+        l.sharded_optimizer() ? ", distributed optimizer" : "", to_string(l.attention));
     o += fmt::format("{:<34}{:>16}", "", "predicted");
     if (measured) o += fmt::format("{:>16}{:>10}", "measured", "error");
     o += "\n";
@@ -113,18 +121,20 @@ std::string format_text(const Report& r, const Measured* measured) {
     o += fmt::format("  bubble ratio bubble/(step - bubble) {:.3f}; closed form (p-1)/(m*v) = {:.3f}\n",
                      r.bubble_ratio, r.bubble_closed_form);
     o += fmt::format("\nper pipeline stage (per GPU)\n");
-    o += fmt::format("  {:>5} {:>10} {:>10} {:>10} {:>10} {:>10} | {:>10} {:>10} {:>10} {:>11} {:>10} {:>8}\n",
-                     "stage", "compute", "bubble", "TP exp.", "PP exp.", "DP exp.", "params", "grads", "optim.",
-                     "activations", "total", "in-fl.");
+    o +=
+        fmt::format("  {:>5} {:>10} {:>10} {:>10} {:>10} {:>10} | {:>10} {:>10} {:>10} {:>11} {:>10} {:>8}\n",
+                    "stage", "compute", "bubble", "TP exp.", "PP exp.", "DP exp.", "params", "grads",
+                    "optim.", "activations", "total", "in-fl.");
     for (std::size_t i = 0; i < r.stages.size(); ++i) {
         const auto& s = r.stages[i];
         const auto& mm = r.memory[i];
-        o += fmt::format("  {:>5} {:>10} {:>10} {:>10} {:>10} {:>10} | {:>10} {:>10} {:>10} {:>11} {:>10} {:>8.1f}\n",
-                         s.stage, fmt::format("{:.2f} s", s.compute_s), fmt::format("{:.2f} s", s.bubble_s),
-                         fmt::format("{:.2f} s", s.tp_exposed_s), fmt::format("{:.2f} s", s.pp_exposed_s),
-                         fmt::format("{:.2f} s", s.dp_exposed_s), gib(mm.parameters_bytes), gib(mm.gradients_bytes),
-                         gib(mm.optimizer_bytes), gib(mm.activations_bytes), gib(mm.total_bytes()),
-                         mm.in_flight_microbatches);
+        o += fmt::format(
+            "  {:>5} {:>10} {:>10} {:>10} {:>10} {:>10} | {:>10} {:>10} {:>10} {:>11} {:>10} {:>8.1f}\n",
+            s.stage, fmt::format("{:.2f} s", s.compute_s), fmt::format("{:.2f} s", s.bubble_s),
+            fmt::format("{:.2f} s", s.tp_exposed_s), fmt::format("{:.2f} s", s.pp_exposed_s),
+            fmt::format("{:.2f} s", s.dp_exposed_s), gib(mm.parameters_bytes), gib(mm.gradients_bytes),
+            gib(mm.optimizer_bytes), gib(mm.activations_bytes), gib(mm.total_bytes()),
+            mm.in_flight_microbatches);
     }
     double peak = 0;
     int peak_stage = 0;
@@ -171,9 +181,9 @@ nlohmann::json to_json(const Report& r, const Measured* measured) {
                    {"ratio", r.bubble_ratio},
                    {"closed_form_ratio", r.bubble_closed_form}};
     j["bubble_fraction"] = r.bubble_s / r.step_time_s;
-    j["breakdown_s"] = {{"compute", r.compute_s},         {"bubble", r.bubble_s},
-                        {"tp_exposed", r.tp_exposed_s},   {"pp_exposed", r.pp_exposed_s},
-                        {"dp_exposed", r.dp_exposed_s},   {"idle", r.idle_s}};
+    j["breakdown_s"] = {{"compute", r.compute_s},       {"bubble", r.bubble_s},
+                        {"tp_exposed", r.tp_exposed_s}, {"pp_exposed", r.pp_exposed_s},
+                        {"dp_exposed", r.dp_exposed_s}, {"idle", r.idle_s}};
     json stages = json::array();
     for (std::size_t i = 0; i < r.stages.size(); ++i) {
         const auto& s = r.stages[i];
@@ -197,12 +207,12 @@ nlohmann::json to_json(const Report& r, const Measured* measured) {
     j["gpu_memory_bytes"] = r.gpu_memory_bytes;
     j["simulation"] = {{"events", r.events}, {"flows", r.flows}};
     if (measured)
-        j["measured"] = {{"source", measured->source},
-                         {"step_time_s", measured->step_time_s},
-                         {"tflops_per_gpu", measured->tflops_per_gpu},
-                         {"tflops_convention", measured->tflops_convention},
-                         {"step_time_error_pct", 100.0 * (r.step_time_s - measured->step_time_s) /
-                                                     measured->step_time_s}};
+        j["measured"] = {
+            {"source", measured->source},
+            {"step_time_s", measured->step_time_s},
+            {"tflops_per_gpu", measured->tflops_per_gpu},
+            {"tflops_convention", measured->tflops_convention},
+            {"step_time_error_pct", 100.0 * (r.step_time_s - measured->step_time_s) / measured->step_time_s}};
     return j;
 }
 
@@ -215,13 +225,17 @@ nlohmann::json chrome_trace(const ExecutionResult& r, const Layout& l) {
         if (!seen[static_cast<std::size_t>(s.rank)]) {
             seen[static_cast<std::size_t>(s.rank)] = true;
             const auto c = coord_of(l, s.rank);
-            events.push_back({{"ph", "M"},
-                              {"name", "process_name"},
-                              {"pid", s.rank},
-                              {"args", {{"name", fmt::format("GPU {} (tp {} dp {} pp {})", s.rank, c.tp, c.dp, c.pp)}}}});
+            events.push_back(
+                {{"ph", "M"},
+                 {"name", "process_name"},
+                 {"pid", s.rank},
+                 {"args", {{"name", fmt::format("GPU {} (tp {} dp {} pp {})", s.rank, c.tp, c.dp, c.pp)}}}});
             for (int t = 0; t < 4; ++t)
-                events.push_back(
-                    {{"ph", "M"}, {"name", "thread_name"}, {"pid", s.rank}, {"tid", t}, {"args", {{"name", kTracks[t]}}}});
+                events.push_back({{"ph", "M"},
+                                  {"name", "thread_name"},
+                                  {"pid", s.rank},
+                                  {"tid", t},
+                                  {"args", {{"name", kTracks[t]}}}});
         }
         events.push_back({{"ph", "X"},
                           {"name", s.name},

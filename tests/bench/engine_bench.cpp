@@ -1,5 +1,6 @@
-// Event engine throughput (events/s): the target (issue "sweep"): >= 20 million events per second on one core.
-// Each iteration schedules a batch of events at pseudo-random future times (a heap of realistic depth) and runs them.
+// Event engine throughput (events/s): the target (issue "sweep"): >= 20 million events per second on one
+// core. Each iteration schedules a batch of events at pseudo-random future times (a heap of realistic depth)
+// and runs them.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>

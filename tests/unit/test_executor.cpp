@@ -168,9 +168,10 @@ TEST_CASE("executor: 1F1B pipeline bubble is close to (p - 1) / m when communica
     CHECK(rep.tp_exposed_s == 0);
     CHECK(rep.dp_exposed_s == 0);
     // Narayanan et al. 2021 count as bubble all of a device's pipeline wait, (p-1)(t_f + t_b): the warm-up
-    // wait for activations, the steady-state waits for gradients, and the flush at the end. The executor books
-    // the flush (stage r finishes its last backward r·t_b before stage 0 and then waits for the step to end) as
-    // bubble too when pp > 1, so nothing is left as idle and the bubble ratio compares with the closed form.
+    // wait for activations, the steady-state waits for gradients, and the flush at the end. The executor
+    // books the flush (stage r finishes its last backward r·t_b before stage 0 and then waits for the step to
+    // end) as bubble too when pp > 1, so nothing is left as idle and the bubble ratio compares with the
+    // closed form.
     CHECK(rep.idle_s == 0);
     CHECK(std::abs(rep.bubble_ratio - closed) <= 0.25 * closed);
     const auto& st = rep.stages;
@@ -178,7 +179,8 @@ TEST_CASE("executor: 1F1B pipeline bubble is close to (p - 1) / m when communica
     // Stage 0 runs the last backward: its whole wait is the fill, (p-1)(t_f + t_b) against m(t_f + t_b).
     CHECK(std::abs(st[0].bubble_s / st[0].compute_s - closed) <= 0.25 * closed);
     // Every stage waits (p-1) passes in all; the last stage waits at the start and at the end.
-    for (const auto& s : st) CHECK(std::abs(s.bubble_s / s.compute_s - closed) <= 0.3 * closed);
+    for (const auto& s : st)
+        CHECK(std::abs(s.bubble_s / s.compute_s - closed) <= 0.3 * closed);
 }
 
 TEST_CASE(

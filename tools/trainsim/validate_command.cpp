@@ -1,4 +1,5 @@
-// `trainsim validate FILE... [--json] [--tolerance PCT] [--only ID,...]`: simulates measured runs and compares.
+// `trainsim validate FILE... [--json] [--tolerance PCT] [--only ID,...]`: simulates measured runs and
+// compares.
 #include <algorithm>
 #include <cmath>
 #include <iostream>
@@ -6,8 +7,8 @@
 #include <set>
 #include <sstream>
 
-#include <boost/program_options.hpp>
 #include <fmt/format.h>
+#include <boost/program_options.hpp>
 
 #include "commands.hpp"
 #include "trainsim/calibration.hpp"
@@ -34,7 +35,9 @@ struct MetricStats {
         if (std::fabs(err_pct) <= tol) ++within;
     }
     nlohmann::json json() const {
-        return {{"mape_pct", n ? sum_abs / n : 0.0}, {"max_abs_error_pct", max_abs}, {"within_tolerance", within}};
+        return {{"mape_pct", n ? sum_abs / n : 0.0},
+                {"max_abs_error_pct", max_abs},
+                {"within_tolerance", within}};
     }
 };
 
@@ -43,11 +46,13 @@ double simulate_collective(const CollectiveRow& row) {
     const Cluster cluster(row.topology);
     Simulator sim;
     std::vector<double> caps;
-    for (const auto& l : cluster.links()) caps.push_back(l.bandwidth.bytes_per_s);
+    for (const auto& l : cluster.links())
+        caps.push_back(l.bandwidth.bytes_per_s);
     FlowNetwork net(sim, caps);
     Collectives coll(sim, net, cluster);
     std::vector<int> ranks;
-    for (int i = 0; i < row.gpus; ++i) ranks.push_back(i);
+    for (int i = 0; i < row.gpus; ++i)
+        ranks.push_back(i);
     Time done;
     coll.run(row.op, ranks, row.bytes, [&] { done = sim.now(); });
     sim.run();
@@ -55,8 +60,9 @@ double simulate_collective(const CollectiveRow& row) {
 }
 
 const char* op_name(CollectiveKind k) {
-    return k == CollectiveKind::all_reduce ? "all_reduce" : k == CollectiveKind::all_gather ? "all_gather"
-                                                                                            : "reduce_scatter";
+    return k == CollectiveKind::all_reduce   ? "all_reduce"
+           : k == CollectiveKind::all_gather ? "all_gather"
+                                             : "reduce_scatter";
 }
 
 }  // namespace
@@ -64,10 +70,13 @@ const char* op_name(CollectiveKind k) {
 int validate_command(const std::vector<std::string>& args) {
     po::options_description desc(
         "trainsim validate FILE... [options]\n\n"
-        "Simulates every run of measured-run files (format trainsim-measured-runs/1) and compares the predicted\n"
-        "step time (s) with the measured one; error_pct = 100 * (predicted - measured) / measured. Also simulates\n"
+        "Simulates every run of measured-run files (format trainsim-measured-runs/1) and compares the "
+        "predicted\n"
+        "step time (s) with the measured one; error_pct = 100 * (predicted - measured) / measured. Also "
+        "simulates\n"
         "the files' nccl-tests collective rows and compares bus bandwidth (GB/s).\n"
-        "Exit code: 0 when every simulated run is within the tolerance, 4 when one is not, 2 on a malformed file.\n\n"
+        "Exit code: 0 when every simulated run is within the tolerance, 4 when one is not, 2 on a malformed "
+        "file.\n\n"
         "options");
     std::vector<std::string> files;
     double tolerance = 10.0;
@@ -112,14 +121,17 @@ int validate_command(const std::vector<std::string>& args) {
     MetricStats step_stats, mem_stats;
     int n_runs = 0, n_sim = 0, n_unsup = 0, n_err = 0;
     std::string table;
-    table += fmt::format("{:<40} {:>12} {:>12} {:>9}  {}\n", "run", "measured", "predicted", "error", "status");
+    table +=
+        fmt::format("{:<40} {:>12} {:>12} {:>9}  {}\n", "run", "measured", "predicted", "error", "status");
     std::set<std::string> seen;
     for (const auto& file : files) {
         const auto doc = read_json_file(file);
         auto parsed = parse_measured_runs(doc, file);
         if (calibration) {
-            for (auto& run : parsed.runs) apply_calibration(*calibration, run.topology);
-            for (auto& row : parsed.collectives) apply_calibration(*calibration, row.topology);
+            for (auto& run : parsed.runs)
+                apply_calibration(*calibration, run.topology);
+            for (auto& row : parsed.collectives)
+                apply_calibration(*calibration, row.topology);
         }
         for (const auto& run : parsed.runs) {
             if (!only_ids.empty() && !only_ids.count(run.id)) continue;
@@ -143,8 +155,10 @@ int validate_command(const std::vector<std::string>& args) {
                 ++n_sim;
                 rj["status"] = "ok";
                 rj["reason"] = "";
-                rj["metrics"].push_back(
-                    {{"name", "step_time_s"}, {"measured", run.step_time_s}, {"predicted", pred}, {"error_pct", err}});
+                rj["metrics"].push_back({{"name", "step_time_s"},
+                                         {"measured", run.step_time_s},
+                                         {"predicted", pred},
+                                         {"error_pct", err}});
                 table += fmt::format("{:<40} {:>12} {:>12} {:>9}  {}\n", run.id,
                                      fmt::format("{:.3f} s", run.step_time_s), fmt::format("{:.3f} s", pred),
                                      fmt::format("{:+.1f}%", err),
@@ -189,13 +203,14 @@ int validate_command(const std::vector<std::string>& args) {
         std::cout << out.dump(2) << "\n";
     } else {
         std::cout << table;
-        std::cout << fmt::format("\nsummary: {} runs, {} simulated, {} unsupported, {} errors; step time MAPE {:.1f}%, "
-                                 "max |error| {:.1f}%, {} of {} within {:.0f}%\n",
-                                 n_runs, n_sim, n_unsup, n_err, n_sim ? step_stats.sum_abs / n_sim : 0.0,
-                                 step_stats.max_abs, step_stats.within, n_sim, tolerance);
+        std::cout << fmt::format(
+            "\nsummary: {} runs, {} simulated, {} unsupported, {} errors; step time MAPE {:.1f}%, "
+            "max |error| {:.1f}%, {} of {} within {:.0f}%\n",
+            n_runs, n_sim, n_unsup, n_err, n_sim ? step_stats.sum_abs / n_sim : 0.0, step_stats.max_abs,
+            step_stats.within, n_sim, tolerance);
         if (!coll_json.empty()) {
-            std::cout << fmt::format("\n{:<44} {:>14} {:>14} {:>14} {:>9}\n", "collective", "bytes", "measured busbw",
-                                     "predicted", "error");
+            std::cout << fmt::format("\n{:<44} {:>14} {:>14} {:>14} {:>9}\n", "collective", "bytes",
+                                     "measured busbw", "predicted", "error");
             for (const auto& c : coll_json)
                 std::cout << fmt::format("{:<44} {:>14} {:>14} {:>14} {:>9}\n", c["id"].get<std::string>(),
                                          c["bytes"].get<double>(),
@@ -206,7 +221,8 @@ int validate_command(const std::vector<std::string>& args) {
     }
     const double mape = n_sim ? step_stats.sum_abs / n_sim : 0.0;
     if (max_mape >= 0 && mape > max_mape) {
-        std::cerr << fmt::format("validate: step-time MAPE {:.2f}% exceeds --max-mape {:.2f}%\n", mape, max_mape);
+        std::cerr << fmt::format("validate: step-time MAPE {:.2f}% exceeds --max-mape {:.2f}%\n", mape,
+                                 max_mape);
         return 4;
     }
     return step_stats.within == n_sim ? kExitOk : 4;
