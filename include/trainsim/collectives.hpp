@@ -36,6 +36,37 @@ inline constexpr double kNcclLaunchLatencyS = 8e-6;
 /// which NCCL picks for small messages; trainsim's wire latencies already carry part of it.
 inline constexpr double kNcclStepLatencyS = 1e-6;
 
+/// NCCL's protocols (src/device/prims_*.h; tuning.cc): LL moves 8 bytes of data per 16-byte line (data +
+/// flag, half the bandwidth) with the lowest latency; LL128 moves 120 of every 128 bytes; Simple moves all
+/// bytes with the highest per-step synchronization cost. NCCL's tuner picks, per call, the algorithm and
+/// protocol its model predicts fastest on an idle fabric; trainsim does the same with these figures (launch:
+/// tuning.cc baseLat for Ring; step overhead on top of the wire latency: estimates in the ratio of
+/// tuning.cc's hwLat for NVLink rings).
+struct NcclProtocol {
+    const char* name;
+    double launch_s;          ///< fixed cost per call
+    double step_s;            ///< per ring step, on top of the wire latency
+    double bandwidth_factor;  ///< fraction of the link bandwidth that carries data
+};
+inline constexpr NcclProtocol kNcclProtocols[] = {
+    {"LL", 6.6e-6, 0.2e-6, 0.5},
+    {"LL128", 14.0e-6, 0.6e-6, 120.0 / 128.0},
+    {"Simple", kNcclLaunchLatencyS, kNcclStepLatencyS, 1.0},
+};
+/// NVLS (NVLink SHARP) all-reduce inside one node: each GPU sends its S bytes up to the switch, which reduces
+/// them and multicasts the result down, so each NVLink direction carries S instead of the ring's 2(n-1)/n·S.
+/// It reaches this fraction of the ring's effective link bandwidth: NVIDIA reports ~480 GB/s all-reduce bus
+/// bandwidth for NVLS on DGX H100 (NCCL 2.17+ with nccl-tests), an algorithm bandwidth of 480 / (2·7/8) =
+/// 274 GB/s per GPU, against 450 GB/s x nvlink_efficiency 0.8 = 360 GB/s for the ring's links.
+inline constexpr double kNvlsEfficiency = 274.0 / 360.0;
+/// NVLS effective per-call cost, s. NOT a wire latency: NCCL's NVLS all-reduce approaches its bandwidth
+/// slowly with the message size (channel count and pipeline ramp), which this single term stands for. Read
+/// off NVIDIA's published nccl-tests all-reduce sweep on one DGX H100 (dgxc-benchmarking, the `collectives`
+/// rows of shared/validation): t(128 MiB) = 586 us and t(1 GiB) = 4,029 us against S / 274 GB/s give 96-111
+/// us; 100 us is used. With it the tuner below picks the ring up to ~32 MB and NVLS above, as NCCL does on
+/// that system.
+inline constexpr double kNvlsLatencyS = 100e-6;
+
 class Collectives {
   public:
     Collectives(Simulator& sim, FlowNetwork& net, const Cluster& cluster);

@@ -38,6 +38,9 @@ struct GpuSpec {
     double kernel_overhead_s = 0;
     /// Fraction of the per-direction NVLink rate that NCCL's ring kernels reach (large messages, nccl-tests).
     double nvlink_efficiency = 0;
+    /// The node's NVSwitches reduce in the switch (NVLink SHARP, third-generation NVSwitch: Hopper and
+    /// newer), so NCCL can run its NVLS all-reduce inside a node.
+    bool nvlink_sharp = false;
 
     /// Peak dense FLOP/s for GEMMs in the given precision. Throws InputError if the GPU lacks it (fp8 on
     /// A100).

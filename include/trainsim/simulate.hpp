@@ -10,6 +10,7 @@
 #include "trainsim/executor.hpp"
 #include "trainsim/layout.hpp"
 #include "trainsim/model.hpp"
+#include "trainsim/program.hpp"
 #include "trainsim/report.hpp"
 
 namespace trainsim {
@@ -26,5 +27,12 @@ struct SimulationResult {
 /// all.
 SimulationResult simulate(const TopologySpec& topology, const ModelSpec& model, const Layout& layout,
                           const std::string& workload_name, TraceRanks trace = TraceRanks::none);
+
+/// The same path on a cluster already built and a program already built by build_program(model, layout)
+/// (durations not yet assigned; they are assigned here). The cluster is only read, so parallel calls may
+/// share one (the sweep does). Does not check the layout: the caller has called check_layout.
+SimulationResult simulate(const Cluster& cluster, const ModelSpec& model, const Layout& layout,
+                          Program program, const std::string& workload_name,
+                          TraceRanks trace = TraceRanks::none);
 
 }  // namespace trainsim

@@ -35,20 +35,21 @@ namespace {
 //    (NVIDIA DGX A100 user guide / nccl-tests PERFORMANCE.md); ring (non-NVLS) busbw on DGX H100 ~360 of 450
 //    GB/s.
 // Ampere (A100) GEMM and memory-bound efficiencies are FITTED to measured runs, reproducibly:
-//   trainsim fit tests/validation/public_runs.json --gpu A100-SXM4-80GB --id-prefix narayanan2021,megatron_readme
-// (Levenberg-Marquardt on log step-time errors over the 11 Megatron-LM A100 runs of Narayanan et al. 2021 Table 1
-// and the Megatron-LM README; the BLOOM runs, Megatron-DeepSpeed, are held out). Record with per-run residuals:
-// calibration/a100-fit.json (rms log error 0.095 -> 0.024). Starting points were the sourced values below
-// (0.86 x 0.9 = 0.774 and 0.75); the fit lands on 0.687 (214 TFLOP/s for large fp16 GEMMs in a training step) and
-// 0.726, within the range the sources allow.
+//   trainsim fit tests/validation/public_runs.json --gpu A100-SXM4-80GB --id-prefix
+//   narayanan2021,megatron_readme
+// (Levenberg-Marquardt on log step-time errors over the 11 Megatron-LM A100 runs of Narayanan et al. 2021
+// Table 1 and the Megatron-LM README; the BLOOM runs, Megatron-DeepSpeed, are held out). Record with per-run
+// residuals: calibration/a100-fit.json (rms log error 0.095 -> 0.024). Starting points were the sourced
+// values below (0.86 x 0.9 = 0.774 and 0.75); the fit lands on 0.687 (214 TFLOP/s for large fp16 GEMMs in a
+// training step) and 0.726, within the range the sources allow.
 GpuSpec ampere(std::string name) {
     GpuSpec g;
     g.name = std::move(name);
-    g.sm_count = 108;  // A100 whitepaper, Table 1: 108 SMs
+    g.sm_count = 108;               // A100 whitepaper, Table 1: 108 SMs
     g.gemm_max_efficiency = 0.687;  // fitted, see above
     g.gemm_k_half = 32;
     g.flash_attention_efficiency = 0.65;
-    g.hbm_efficiency = 0.726;       // fitted, see above
+    g.hbm_efficiency = 0.726;  // fitted, see above
     g.kernel_overhead_s = 4e-6;
     g.nvlink_efficiency = 0.78;
     return g;
@@ -64,6 +65,7 @@ GpuSpec hopper(std::string name) {
     g.hbm_efficiency = 0.75;
     g.kernel_overhead_s = 4e-6;
     g.nvlink_efficiency = 0.80;
+    g.nvlink_sharp = true;  // DGX/HGX H100 NVSwitch gen3 (NVIDIA H100 whitepaper, "NVLink SHARP")
     return g;
 }
 

@@ -1,6 +1,7 @@
 #include "trainsim/collectives.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <memory>
 
@@ -78,41 +79,91 @@ void Collectives::run(CollectiveKind kind, const std::vector<int>& ranks, double
     const double per_edge = (kind == CollectiveKind::all_reduce ? 2.0 : 1.0) * (n - 1) / n * bytes;
     const int gpn = cluster_.spec().gpus_per_node;
     const int channels = channels_for(ranks, gpn);
+    const auto& links = cluster_.links();
 
-    // Per-step latency: the slowest edge's wire latency plus NCCL's per-step cost.
-    std::vector<std::vector<std::pair<int, int>>> rings;
-    Time step_latency{};
-    for (int c = 0; c < channels; ++c) {
-        rings.push_back(ring_edges(ranks, gpn, c, channels));
-        for (auto [a, b] : rings.back())
-            step_latency = std::max(step_latency, route(a, b).latency);
-    }
-    step_latency += Time::seconds(kNcclStepLatencyS);
-    // The flows add their own route latency once; the pipeline fill adds the other (steps - 1) step
-    // latencies.
-    const Time fill =
-        Time::seconds(kNcclLaunchLatencyS) +
-        Time::ps(step_latency.picoseconds() * (steps - 1) + Time::seconds(kNcclStepLatencyS).picoseconds());
     // NCCL's ring moves in lockstep: a chunk advances one hop per step on every edge at once, so a channel
     // progresses at the pace of its slowest edge. Each channel is therefore one coupled flow over the links
     // of all its edges (a link used by two edges counts twice in the max-min sharing); bandwidth an edge
     // cannot use because of the slowest one is left to other flows.
     std::vector<Route> channel_routes;
-    for (const auto& ring : rings) {
+    Time wire{};
+    double ring_bw = 0;  // idle bandwidth of one channel: its slowest link share
+    for (int c = 0; c < channels; ++c) {
         Route combined;
-        for (auto [a, b] : ring) {
+        for (auto [a, b] : ring_edges(ranks, gpn, c, channels)) {
             const Route& r = route(a, b);
             combined.links.insert(combined.links.end(), r.links.begin(), r.links.end());
             combined.latency = std::max(combined.latency, r.latency);
         }
+        wire = std::max(wire, combined.latency);
+        std::vector<int> sorted = combined.links;
+        std::sort(sorted.begin(), sorted.end());
+        double bw = std::numeric_limits<double>::infinity();
+        for (std::size_t k = 0; k < sorted.size();) {
+            std::size_t e = k;
+            while (e < sorted.size() && sorted[e] == sorted[k])
+                ++e;
+            bw = std::min(bw, links[static_cast<std::size_t>(sorted[k])].bandwidth.bytes_per_s /
+                                  static_cast<double>(e - k));
+            k = e;
+        }
+        ring_bw = c == 0 ? bw : std::min(ring_bw, bw);
         channel_routes.push_back(std::move(combined));
+    }
+
+    // NCCL's tuner: the (algorithm, protocol) its model predicts fastest on an idle fabric.
+    const NcclProtocol* best = nullptr;
+    double best_t = std::numeric_limits<double>::infinity();
+    for (const auto& p : kNcclProtocols) {
+        const double t = p.launch_s + steps * (wire.to_seconds() + p.step_s) +
+                         per_edge / channels / (ring_bw * p.bandwidth_factor);
+        if (t < best_t) {
+            best_t = t;
+            best = &p;
+        }
     }
     auto remaining = std::make_shared<int>(channels);
     auto finish = std::make_shared<std::function<void()>>(std::move(done));
+
+    // NVLS all-reduce: one node, NVLink SHARP switches. Every member's NVLink up and down carry S.
+    const bool one_node = cluster_.node_of(ranks.front()) == cluster_.node_of(ranks.back()) &&
+                          channels == 1 && std::all_of(ranks.begin(), ranks.end(), [&](int r) {
+                              return cluster_.node_of(r) == cluster_.node_of(ranks.front());
+                          });
+    if (kind == CollectiveKind::all_reduce && one_node && cluster_.gpu().nvlink_sharp && n > 2) {
+        Route up_down;
+        double bw = std::numeric_limits<double>::infinity();
+        Time lat{};
+        for (int k = 0; k < n; ++k) {
+            const Route& r =
+                route(ranks[static_cast<std::size_t>(k)], ranks[static_cast<std::size_t>((k + 1) % n)]);
+            up_down.links.insert(up_down.links.end(), r.links.begin(), r.links.end());
+            lat = std::max(lat, r.latency);
+            for (int l : r.links)
+                bw = std::min(bw, links[static_cast<std::size_t>(l)].bandwidth.bytes_per_s);
+        }
+        up_down.latency = lat;
+        const double t_nvls = kNvlsLatencyS + lat.to_seconds() + bytes / (bw * kNvlsEfficiency);
+        if (t_nvls < best_t) {
+            *remaining = 1;
+            sim_.schedule_in(Time::seconds(kNvlsLatencyS), Priority::kDefault,
+                             [this, up_down = std::move(up_down), bytes, finish] {
+                                 net_.start_flow(up_down, bytes / kNvlsEfficiency, [finish] { (*finish)(); });
+                             });
+            return;
+        }
+    }
+
+    // The flows add their own route latency once; the pipeline fill adds the other (steps - 1) step
+    // latencies.
+    const Time step = wire + Time::seconds(best->step_s);
+    const Time fill = Time::seconds(best->launch_s) +
+                      Time::ps(step.picoseconds() * (steps - 1) + Time::seconds(best->step_s).picoseconds());
+    const double flow_bytes = per_edge / channels / best->bandwidth_factor;
     sim_.schedule_in(fill, Priority::kDefault,
-                     [this, routes = std::move(channel_routes), per_edge, channels, remaining, finish] {
+                     [this, routes = std::move(channel_routes), flow_bytes, remaining, finish] {
                          for (const auto& r : routes)
-                             net_.start_flow(r, per_edge / channels, [remaining, finish] {
+                             net_.start_flow(r, flow_bytes, [remaining, finish] {
                                  if (--*remaining == 0) (*finish)();
                              });
                      });

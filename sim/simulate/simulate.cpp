@@ -9,7 +9,11 @@ SimulationResult simulate(const TopologySpec& topology, const ModelSpec& model, 
                           const std::string& workload_name, TraceRanks trace) {
     check_layout(model, layout, topology.gpus());
     const Cluster cluster(topology);
-    Program program = build_program(model, layout);
+    return simulate(cluster, model, layout, build_program(model, layout), workload_name, trace);
+}
+
+SimulationResult simulate(const Cluster& cluster, const ModelSpec& model, const Layout& layout,
+                          Program program, const std::string& workload_name, TraceRanks trace) {
     assign_durations(program, ComputeModel(cluster.gpu(), layout.precision));
     std::vector<bool> traced;
     if (trace != TraceRanks::none) {
@@ -19,7 +23,8 @@ SimulationResult simulate(const TopologySpec& topology, const ModelSpec& model, 
     }
     SimulationResult res;
     res.execution = execute(cluster, layout, program, traced);
-    res.report = make_report(cluster, model, layout, program, res.execution, topology.name, workload_name);
+    res.report =
+        make_report(cluster, model, layout, program, res.execution, cluster.spec().name, workload_name);
     return res;
 }
 

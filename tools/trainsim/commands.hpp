@@ -10,6 +10,7 @@ namespace trainsim::cli {
 int run_command(const std::vector<std::string>& args);
 int validate_command(const std::vector<std::string>& args);
 int fit_command(const std::vector<std::string>& args);
+int sweep_command(const std::vector<std::string>& args);
 
 /// Writes `text` to `path` atomically (temporary file in the same folder, then rename). Throws InputError.
 void write_file_atomically(const std::string& path, const std::string& text);

@@ -18,11 +18,13 @@ commands:
              (no options: the embedded default, GPT-3 175B on 1024 A100-80GB, TP 8 x PP 16 x DP 8)
   validate   simulate measured runs (format trainsim-measured-runs/1) and compare with the measurements
   fit        fit one GPU type's model constants to measured runs; writes a calibration file (--calibration)
+  sweep      simulate every layout of a model on N GPUs (tp, pp, dp, micro-batch, vpp, recompute, ...) and
+             rank them by step time, with what limits each and the rejected layouts counted by reason
 
   trainsim <command> --help   lists the command's options with their units
 
 exit codes: 0 success, 1 internal error (a bug in trainsim), 2 bad input (message names the file and field),
-            4 validate: a run outside the tolerance
+            3 sweep: no layout fits in memory, 4 validate: a run outside the tolerance
 )";
 }
 
@@ -38,6 +40,7 @@ int main(int argc, char** argv) {
         if (cmd == "run") return trainsim::cli::run_command(args);
         if (cmd == "validate") return trainsim::cli::validate_command(args);
         if (cmd == "fit") return trainsim::cli::fit_command(args);
+        if (cmd == "sweep") return trainsim::cli::sweep_command(args);
         std::cerr << "trainsim: unknown command \"" << cmd << "\"; see trainsim --help\n";
         return trainsim::kExitBadInput;
     } catch (const trainsim::InputError& e) {

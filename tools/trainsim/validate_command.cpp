@@ -118,7 +118,7 @@ int validate_command(const std::vector<std::string>& args) {
         calibration = parse_calibration(read_json_file(calibration_file), calibration_file);
     nlohmann::json runs_json = nlohmann::json::array();
     nlohmann::json coll_json = nlohmann::json::array();
-    MetricStats step_stats, mem_stats;
+    MetricStats step_stats, mem_stats, busbw_stats;
     int n_runs = 0, n_sim = 0, n_unsup = 0, n_err = 0;
     std::string table;
     table +=
@@ -179,6 +179,7 @@ int validate_command(const std::vector<std::string>& args) {
             const double algbw = row.bytes / t / 1e9;
             const double busbw = algbw * busbw_factor(row.op, row.gpus);
             const double err = 100.0 * (busbw - row.busbw_GBps) / row.busbw_GBps;
+            busbw_stats.add(err, tolerance);
             coll_json.push_back({{"id", row.id},
                                  {"op", op_name(row.op)},
                                  {"gpus", row.gpus},
@@ -197,7 +198,8 @@ int validate_command(const std::vector<std::string>& args) {
                               {"unsupported", n_unsup},
                               {"errors", n_err},
                               {"step_time_s", step_stats.json()},
-                              {"peak_memory_GiB", mem_stats.json()}};
+                              {"peak_memory_GiB", mem_stats.json()},
+                              {"collectives_busbw", busbw_stats.json()}};
     if (vm.count("json")) {
         nlohmann::json out = {{"runs", runs_json}, {"summary", summary}, {"collectives", coll_json}};
         std::cout << out.dump(2) << "\n";
@@ -217,6 +219,9 @@ int validate_command(const std::vector<std::string>& args) {
                                          fmt::format("{:.1f} GB/s", c["measured_busbw_GBps"].get<double>()),
                                          fmt::format("{:.1f} GB/s", c["predicted_busbw_GBps"].get<double>()),
                                          fmt::format("{:+.1f}%", c["error_pct"].get<double>()));
+            std::cout << fmt::format(
+                "\ncollectives: {} rows, bus bandwidth MAPE {:.1f}%, max |error| {:.1f}%\n", busbw_stats.n,
+                busbw_stats.n ? busbw_stats.sum_abs / busbw_stats.n : 0.0, busbw_stats.max_abs);
         }
     }
     const double mape = n_sim ? step_stats.sum_abs / n_sim : 0.0;

@@ -1,0 +1,145 @@
+// Layout sweep (`trainsim sweep`): every training layout of one model on one cluster size, the invalid ones
+// and those that do not fit in HBM rejected and counted by reason, the rest simulated in parallel and ranked
+// by step time.
+//
+// Grid. The dimensions are tp, pp, cp, micro_batch, vpp, recompute, sequence_parallel and
+// distributed_optimizer; dp is derived, dp = GPUs / (tp·pp·cp). Every other layout field (global batch,
+// schedule, precision, attention kernel, overlap flags, bucket size) comes from the base layout (the workload
+// file); zero_stage is set to 0, the sharding of the optimizer state being the distributed_optimizer
+// dimension. Defaults (a dimension the user does not restrict):
+//   tp                     powers of 2 from 1 to min(gpus_per_node, GPUs) (larger values may be asked for)
+//   pp                     divisors of model.layers up to GPUs, plus the base layout's pp when the base gives
+//                          layers_per_stage (that split is kept for that pp; every other pp splits evenly)
+//   cp                     {1} (only cp = 1 is simulated today; cp > 1 is rejected "not simulated yet")
+//   micro_batch            {1, 2, 4, 8}
+//   vpp                    {1, 2, 4}
+//   recompute              {none, selective, full}
+//   sequence_parallel      {false, true}
+//   distributed_optimizer  {false, true}
+// Two kinds of combination are not grid points at all, because they duplicate another point: vpp > 1 with
+// pp = 1, and sequence_parallel with tp = 1. A dp restriction filters the grid (points whose derived dp is
+// not listed are not enumerated).
+//
+// Evaluation of one point, in this order: reject_reason() (the layout checks, a short category per failed
+// check, then check_layout and build_program for anything else); the memory estimate (estimate_memory, the
+// busiest stage against the GPU's HBM capacity: "out of memory: <the largest pile of that stage>"); then one
+// simulated iteration. Results are stored by enumeration index and then sorted, so the outcome does not
+// depend on the number of threads.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "trainsim/cluster.hpp"
+#include "trainsim/layout.hpp"
+#include "trainsim/model.hpp"
+#include "trainsim/report.hpp"
+
+namespace trainsim {
+
+/// The values each grid dimension takes. An empty list means the dimension's default (see the file comment).
+struct SweepGrid {
+    std::vector<int> tp;
+    std::vector<int> pp;
+    std::vector<int> dp;  ///< a filter on the derived dp; empty = no filter
+    std::vector<int> cp;
+    std::vector<std::int64_t> micro_batch;
+    std::vector<int> vpp;
+    std::vector<Recompute> recompute;
+    std::vector<bool> sequence_parallel;
+    std::vector<bool> distributed_optimizer;
+};
+
+/// The keys --fix and --vary accept, in this order: tp, pp, dp, cp, micro_batch, vpp, recompute,
+/// sequence_parallel, distributed_optimizer.
+const std::vector<std::string>& sweep_keys();
+
+/// Restricts one dimension from "key=v1,v2,..." (`option` names the CLI option for the messages: "--fix" or
+/// "--vary"; --fix takes exactly one value). Integers must be positive; booleans are true/false; recompute is
+/// none/selective/full. Throws InputError (one line) for an unknown key, a malformed value, a repeated value,
+/// or a key restricted twice.
+void restrict_sweep_grid(SweepGrid& grid, const std::string& assignment, const std::string& option);
+
+/// Every grid point in enumeration order (nested loops, outermost first: tp, pp, cp, vpp, micro_batch,
+/// recompute, sequence_parallel, distributed_optimizer, each over its values in ascending order), as layouts
+/// copied from `base` with the dimensions set. dp = gpus / (tp·pp·cp), or 0 when that is not an integer (the
+/// point is then rejected). `gpus_per_node` bounds the default tp.
+std::vector<Layout> enumerate_layouts(const ModelSpec& model, const Layout& base, const SweepGrid& grid,
+                                      int gpus, int gpus_per_node);
+
+/// The short category of the first check the layout fails ("tp does not divide heads", "global_batch not
+/// divisible by micro_batch*dp", "cp > 1 not simulated yet", ...), or "" when it passes check_layout. The
+/// categories of the known checks are fixed strings; any other InputError of check_layout is reduced to its
+/// message with the numbers replaced by "N".
+std::string reject_reason(const ModelSpec& model, const Layout& layout, int gpus);
+
+/// "tp8 pp4 dp32 cp1 mb1 vpp1 rc=none sp1 do1": the grid coordinates of a layout; the tie-break of the
+/// ranking.
+std::string canonical_string(const Layout& l);
+
+/// One line on what limits a simulated layout, from its time breakdown: the largest non-compute component
+/// ("bubble 18%: 12 micro-batches on 16 stages", "exposed DP 1.9 s (23%) over InfiniBand", "exposed TP 0.8 s
+/// (9%) over NVLink", "idle 0.3 s (4%): stages unevenly loaded"), or "compute-bound (91%)" when that
+/// component is under 5% of the step. The fabric is the one the group's traffic crosses on `topology`.
+std::string explain_limit(const Report& r, const TopologySpec& topology);
+
+enum class SweepStatus { simulated, out_of_memory, rejected };
+
+struct SweepEntry {
+    std::size_t index = 0;  ///< position in enumeration order
+    Layout layout;
+    SweepStatus status = SweepStatus::rejected;
+    std::string reason;  ///< category (rejected, out_of_memory); empty when simulated
+    std::string detail;  ///< the full InputError message (rejected by check_layout or build_program)
+    double peak_memory_bytes = 0;  ///< busiest stage, per GPU (simulated, out_of_memory)
+    int peak_stage = 0;
+    Report report;      ///< simulated only
+    std::string limit;  ///< explain_limit (simulated only)
+};
+
+struct SweepResult {
+    std::string topology_name, workload_name, gpu_name;
+    int gpus = 0;
+    std::int64_t global_batch = 0;
+    double hbm_bytes = 0;  ///< per GPU
+    /// Simulated layouts by (step time, canonical_string) ascending, then the out-of-memory ones, then the
+    /// rejected ones, each of these two in enumeration order.
+    std::vector<SweepEntry> entries;
+    std::size_t simulated = 0, out_of_memory = 0, rejected = 0;
+    /// (reason, count) over the out-of-memory and rejected layouts, by count descending, then reason.
+    std::vector<std::pair<std::string, std::size_t>> reject_counts;
+};
+
+struct SweepOptions {
+    int jobs = 1;  ///< worker threads (>= 1)
+    /// Called after each layout is evaluated with (layouts done, total), from the worker threads, one call at
+    /// a time. May be empty.
+    std::function<void(std::size_t, std::size_t)> progress;
+};
+
+/// Enumerates, evaluates and ranks the grid on `topology` (whose GPU count is the cluster size). Throws
+/// InputError for a bad topology; a layout's InputError only rejects that layout; an InternalError of any
+/// layout propagates (the first in enumeration order).
+SweepResult run_sweep(const TopologySpec& topology, const ModelSpec& model, const Layout& base,
+                      const SweepGrid& grid, const std::string& workload_name, const SweepOptions& options);
+
+/// The text summary: the top `top_k` layouts (step time s, tokens/s, MFU, bubble, exposed TP/PP/DP s, peak
+/// memory and headroom GiB, what limits it), the counts of rejected layouts by reason, then the best layout's
+/// full report (format_text). Byte-identical for identical results.
+std::string format_sweep_text(const SweepResult& r, std::size_t top_k);
+
+/// Every evaluated layout, one CSV row each in the order of SweepResult::entries, header first; numbers with
+/// fixed decimals (times 6, GiB 3, MFU and fractions 6, tokens/s 1).
+std::string sweep_csv(const SweepResult& r);
+
+/// The same rows as JSON ("layouts"), with the counts, the reject reasons, and "best": to_json of the best
+/// report (null when nothing was simulated). Format "trainsim-sweep/1".
+nlohmann::json sweep_json(const SweepResult& r);
+
+}  // namespace trainsim
