@@ -91,11 +91,23 @@ class StrictObject {
                                          dim == Dimension::time        ? "2us"
                                          : dim == Dimension::bandwidth ? "300GBps"
                                                                        : "160MB"));
+        double value = 0;
         try {
-            return parse_quantity(v.get<std::string>(), dim, field(key), allow_zero);
+            value = parse_quantity(v.get<std::string>(), dim, field(key), allow_zero);
         } catch (const InputError& e) {
             throw InputError(fmt::format("{}: {}", file_, e.what()));
         }
+        // Plausible ranges keep simulated time far from the 64-bit picosecond limit and flows from stalling:
+        // latencies up to 1 s, bandwidths from 1 MB/s to 1 PB/s, sizes up to 1 PB.
+        const double lo = dim == Dimension::bandwidth ? 1e6 : 0.0;
+        const double hi = dim == Dimension::time ? 1.0 : 1e15;
+        if (value < lo || value > hi)
+            fail(field(key), fmt::format("= \"{}\" is outside the supported range [{} .. {}] {}",
+                                         v.get<std::string>(), lo, hi,
+                                         dim == Dimension::time        ? "s"
+                                         : dim == Dimension::bandwidth ? "B/s"
+                                                                       : "B"));
+        return value;
     }
 
     /// Throws for any key that was not read.

@@ -49,11 +49,12 @@ void check_layout(const ModelSpec& m, const Layout& l, int cluster_gpus) {
         throw InputError(
             fmt::format("layout.tp = {} does not divide model.seq_len = {} (sequence_parallel needs it)",
                         l.tp, m.seq_len));
-    if (l.gpus() != cluster_gpus)
+    const std::int64_t gpus = static_cast<std::int64_t>(l.tp) * l.pp * l.dp * l.cp;
+    if (gpus != cluster_gpus)
         throw InputError(
             fmt::format("layout.tp * layout.pp * layout.dp = {} * {} * {} = {} does not equal the "
                         "cluster's GPUs = {}",
-                        l.tp, l.pp, l.dp, l.gpus(), cluster_gpus));
+                        l.tp, l.pp, l.dp, gpus, cluster_gpus));
     if (l.global_batch % (l.micro_batch * l.dp) != 0)
         throw InputError(
             fmt::format("layout.global_batch = {} is not divisible by layout.micro_batch * layout.dp = "
