@@ -18,6 +18,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <vector>
 
 #include "trainsim/cluster.hpp"
@@ -87,10 +88,22 @@ class Collectives {
   private:
     const Route& route(int src, int dst);
 
+    /// What a group's rings need, computed once per group (as NCCL sets up a communicator once).
+    struct Communicator {
+        std::vector<Route> channel_routes;  ///< one coupled route per channel
+        Route nvls_route;                   ///< every member's NVLink up and down (empty: no NVLS)
+        double nvls_bandwidth = 0;          ///< slowest NVLink of the group, bytes/s
+        Time wire;                          ///< slowest ring edge's wire latency
+        double ring_bandwidth = 0;          ///< idle bandwidth of one channel, bytes/s
+        int channels = 1;
+    };
+    const Communicator& communicator(const std::vector<int>& ranks);
+
     Simulator& sim_;
     FlowNetwork& net_;
     const Cluster& cluster_;
     std::vector<std::vector<std::pair<int, Route>>> route_cache_;  ///< [src] -> (dst, route)
+    std::map<std::vector<int>, Communicator> communicators_;
 };
 
 /// Bus bandwidth factor of nccl-tests: busbw = algbw * factor(n).

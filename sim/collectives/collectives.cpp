@@ -67,35 +67,26 @@ std::vector<std::pair<int, int>> Collectives::ring_edges(const std::vector<int>&
     return edges;
 }
 
-void Collectives::run(CollectiveKind kind, const std::vector<int>& ranks, double bytes,
-                      std::function<void()> done) {
+const Collectives::Communicator& Collectives::communicator(const std::vector<int>& ranks) {
+    auto it = communicators_.find(ranks);
+    if (it != communicators_.end()) return it->second;
+    Communicator comm;
     const int n = static_cast<int>(ranks.size());
-    if (n == 0) throw InternalError("collective over an empty group");
-    if (n == 1 || bytes <= 0) {
-        sim_.schedule_in(Time{}, Priority::kDefault, std::move(done));
-        return;
-    }
-    const int steps = kind == CollectiveKind::all_reduce ? 2 * (n - 1) : n - 1;
-    const double per_edge = (kind == CollectiveKind::all_reduce ? 2.0 : 1.0) * (n - 1) / n * bytes;
     const int gpn = cluster_.spec().gpus_per_node;
-    const int channels = channels_for(ranks, gpn);
     const auto& links = cluster_.links();
-
+    comm.channels = channels_for(ranks, gpn);
     // NCCL's ring moves in lockstep: a chunk advances one hop per step on every edge at once, so a channel
     // progresses at the pace of its slowest edge. Each channel is therefore one coupled flow over the links
     // of all its edges (a link used by two edges counts twice in the max-min sharing); bandwidth an edge
     // cannot use because of the slowest one is left to other flows.
-    std::vector<Route> channel_routes;
-    Time wire{};
-    double ring_bw = 0;  // idle bandwidth of one channel: its slowest link share
-    for (int c = 0; c < channels; ++c) {
+    for (int c = 0; c < comm.channels; ++c) {
         Route combined;
-        for (auto [a, b] : ring_edges(ranks, gpn, c, channels)) {
+        for (auto [a, b] : ring_edges(ranks, gpn, c, comm.channels)) {
             const Route& r = route(a, b);
             combined.links.insert(combined.links.end(), r.links.begin(), r.links.end());
             combined.latency = std::max(combined.latency, r.latency);
         }
-        wire = std::max(wire, combined.latency);
+        comm.wire = std::max(comm.wire, combined.latency);
         std::vector<int> sorted = combined.links;
         std::sort(sorted.begin(), sorted.end());
         double bw = std::numeric_limits<double>::infinity();
@@ -107,9 +98,41 @@ void Collectives::run(CollectiveKind kind, const std::vector<int>& ranks, double
                                   static_cast<double>(e - k));
             k = e;
         }
-        ring_bw = c == 0 ? bw : std::min(ring_bw, bw);
-        channel_routes.push_back(std::move(combined));
+        comm.ring_bandwidth = c == 0 ? bw : std::min(comm.ring_bandwidth, bw);
+        comm.channel_routes.push_back(std::move(combined));
     }
+    const bool one_node = n > 2 && std::all_of(ranks.begin(), ranks.end(), [&](int r) {
+                              return cluster_.node_of(r) == cluster_.node_of(ranks.front());
+                          });
+    if (one_node && cluster_.gpu().nvlink_sharp) {
+        comm.nvls_bandwidth = std::numeric_limits<double>::infinity();
+        for (int k = 0; k < n; ++k) {
+            const Route& r =
+                route(ranks[static_cast<std::size_t>(k)], ranks[static_cast<std::size_t>((k + 1) % n)]);
+            comm.nvls_route.links.insert(comm.nvls_route.links.end(), r.links.begin(), r.links.end());
+            comm.nvls_route.latency = std::max(comm.nvls_route.latency, r.latency);
+            for (int l : r.links)
+                comm.nvls_bandwidth =
+                    std::min(comm.nvls_bandwidth, links[static_cast<std::size_t>(l)].bandwidth.bytes_per_s);
+        }
+    }
+    return communicators_.emplace(ranks, std::move(comm)).first->second;
+}
+
+void Collectives::run(CollectiveKind kind, const std::vector<int>& ranks, double bytes,
+                      std::function<void()> done) {
+    const int n = static_cast<int>(ranks.size());
+    if (n == 0) throw InternalError("collective over an empty group");
+    if (n == 1 || bytes <= 0) {
+        sim_.schedule_in(Time{}, Priority::kDefault, std::move(done));
+        return;
+    }
+    const int steps = kind == CollectiveKind::all_reduce ? 2 * (n - 1) : n - 1;
+    const double per_edge = (kind == CollectiveKind::all_reduce ? 2.0 : 1.0) * (n - 1) / n * bytes;
+    const Communicator& comm = communicator(ranks);
+    const int channels = comm.channels;
+    const Time wire = comm.wire;
+    const double ring_bw = comm.ring_bandwidth;
 
     // NCCL's tuner: the (algorithm, protocol) its model predicts fastest on an idle fabric.
     const NcclProtocol* best = nullptr;
@@ -126,30 +149,15 @@ void Collectives::run(CollectiveKind kind, const std::vector<int>& ranks, double
     auto finish = std::make_shared<std::function<void()>>(std::move(done));
 
     // NVLS all-reduce: one node, NVLink SHARP switches. Every member's NVLink up and down carry S.
-    const bool one_node = cluster_.node_of(ranks.front()) == cluster_.node_of(ranks.back()) &&
-                          channels == 1 && std::all_of(ranks.begin(), ranks.end(), [&](int r) {
-                              return cluster_.node_of(r) == cluster_.node_of(ranks.front());
-                          });
-    if (kind == CollectiveKind::all_reduce && one_node && cluster_.gpu().nvlink_sharp && n > 2) {
-        Route up_down;
-        double bw = std::numeric_limits<double>::infinity();
-        Time lat{};
-        for (int k = 0; k < n; ++k) {
-            const Route& r =
-                route(ranks[static_cast<std::size_t>(k)], ranks[static_cast<std::size_t>((k + 1) % n)]);
-            up_down.links.insert(up_down.links.end(), r.links.begin(), r.links.end());
-            lat = std::max(lat, r.latency);
-            for (int l : r.links)
-                bw = std::min(bw, links[static_cast<std::size_t>(l)].bandwidth.bytes_per_s);
-        }
-        up_down.latency = lat;
-        const double t_nvls = kNvlsLatencyS + lat.to_seconds() + bytes / (bw * kNvlsEfficiency);
+    if (kind == CollectiveKind::all_reduce && !comm.nvls_route.links.empty()) {
+        const double t_nvls = kNvlsLatencyS + comm.nvls_route.latency.to_seconds() +
+                              bytes / (comm.nvls_bandwidth * kNvlsEfficiency);
         if (t_nvls < best_t) {
             *remaining = 1;
-            sim_.schedule_in(Time::seconds(kNvlsLatencyS), Priority::kDefault,
-                             [this, up_down = std::move(up_down), bytes, finish] {
-                                 net_.start_flow(up_down, bytes / kNvlsEfficiency, [finish] { (*finish)(); });
-                             });
+            const Route* r = &comm.nvls_route;
+            sim_.schedule_in(Time::seconds(kNvlsLatencyS), Priority::kDefault, [this, r, bytes, finish] {
+                net_.start_flow(*r, bytes / kNvlsEfficiency, [finish] { (*finish)(); });
+            });
             return;
         }
     }
@@ -160,13 +168,13 @@ void Collectives::run(CollectiveKind kind, const std::vector<int>& ranks, double
     const Time fill = Time::seconds(best->launch_s) +
                       Time::ps(step.picoseconds() * (steps - 1) + Time::seconds(best->step_s).picoseconds());
     const double flow_bytes = per_edge / channels / best->bandwidth_factor;
-    sim_.schedule_in(fill, Priority::kDefault,
-                     [this, routes = std::move(channel_routes), flow_bytes, remaining, finish] {
-                         for (const auto& r : routes)
-                             net_.start_flow(r, flow_bytes, [remaining, finish] {
-                                 if (--*remaining == 0) (*finish)();
-                             });
-                     });
+    const std::vector<Route>* routes = &comm.channel_routes;
+    sim_.schedule_in(fill, Priority::kDefault, [this, routes, flow_bytes, remaining, finish] {
+        for (const auto& r : *routes)
+            net_.start_flow(r, flow_bytes, [remaining, finish] {
+                if (--*remaining == 0) (*finish)();
+            });
+    });
 }
 
 void Collectives::send(int src, int dst, double bytes, std::function<void()> done) {
