@@ -97,9 +97,8 @@ void FlowNetwork::update_rates() {
                 }
         }
     }
-    // Deterministic order, independent of discovery order.
-    std::sort(comp_links.begin(), comp_links.end());
-    std::sort(comp_flows.begin(), comp_flows.end());
+    // The discovery order is itself deterministic (it follows the order of events and of the per-link flow
+    // lists), so the floating-point sums below are reproducible without sorting.
     const Time now = sim_.now();
     for (int fid : comp_flows) {
         Flow& f = flows_[static_cast<std::size_t>(fid)];
