@@ -1,10 +1,11 @@
 // Collective algorithms built from flows, with the structure NCCL uses.
 //
 // Ring algorithms (NCCL src/device/all_reduce.h, all_gather.h, reduce_scatter.h): n ranks in a ring, the
-// message cut into chunks that circulate; in steady state every ring edge carries a stream, so a collective
-// is modelled as one concurrent flow per ring edge carrying that edge's total bytes, after a pipeline-fill
-// delay of (steps - 1) per-step latencies. On an idle fabric with per-edge bandwidth B and per-step latency
-// alpha:
+// message cut into chunks that circulate in lockstep; in steady state every ring edge carries a stream at the
+// pace of the slowest edge, so each ring (channel) is modelled as one coupled flow over the links of all its
+// edges (FlowNetwork counts a link once per edge that uses it) carrying one edge's total bytes, after a
+// pipeline-fill delay of (steps - 1) per-step latencies. On an idle fabric with per-edge bandwidth B and
+// per-step latency alpha:
 //   all-reduce      T = 2(n-1)·alpha + 2(n-1)/n · S / B     (S = message bytes per rank)
 //   all-gather      T = (n-1)·alpha + (n-1)/n · S / B       (S = gathered output bytes per rank)
 //   reduce-scatter  T = (n-1)·alpha + (n-1)/n · S / B       (S = input bytes per rank)
@@ -64,8 +65,7 @@ inline constexpr double kNvlsEfficiency = 274.0 / 360.0;
 /// slowly with the message size (channel count and pipeline ramp), which this single term stands for. Read
 /// off NVIDIA's published nccl-tests all-reduce sweep on one DGX H100 (dgxc-benchmarking, the `collectives`
 /// rows of shared/validation): t(128 MiB) = 586 us and t(1 GiB) = 4,029 us against S / 274 GB/s give 96-111
-/// us; 100 us is used. With it the tuner below picks the ring up to ~32 MB and NVLS above, as NCCL does on
-/// that system.
+/// us; 100 us is used. With it the tuner below picks the ring up to ~54 MB and NVLS above on DGX H100.
 inline constexpr double kNvlsLatencyS = 100e-6;
 
 class Collectives {

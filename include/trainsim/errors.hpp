@@ -26,5 +26,6 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitInternal = 1;
 inline constexpr int kExitBadInput = 2;
 inline constexpr int kExitOutOfMemory = 3;
+inline constexpr int kExitOutsideTolerance = 4;  ///< `validate`: a simulated run is outside the tolerance
 
 }  // namespace trainsim

@@ -116,11 +116,20 @@ struct SweepResult {
     std::vector<std::pair<std::string, std::size_t>> reject_counts;
 };
 
+/// Where a sweep stands: every point is checked first (layout checks, memory), then the points that pass are
+/// simulated.
+struct SweepProgress {
+    std::size_t layouts = 0;      ///< grid points
+    std::size_t checked = 0;      ///< points checked so far
+    std::size_t to_simulate = 0;  ///< points that passed the checks (0 until every point is checked)
+    std::size_t simulated = 0;    ///< of which simulated so far
+};
+
 struct SweepOptions {
     int jobs = 1;  ///< worker threads (>= 1)
-    /// Called after each layout is evaluated with (layouts done, total), from the worker threads, one call at
-    /// a time. May be empty.
-    std::function<void(std::size_t, std::size_t)> progress;
+    /// Called after each point is checked and after each is simulated, from the worker threads, one call at a
+    /// time. May be empty.
+    std::function<void(const SweepProgress&)> progress;
 };
 
 /// Enumerates, evaluates and ranks the grid on `topology` (whose GPU count is the cluster size). Throws

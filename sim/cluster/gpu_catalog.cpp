@@ -112,7 +112,7 @@ std::vector<GpuSpec> build_catalog() {
         GpuSpec g = hopper("H200-SXM-141GB");
         g.peak_fp16_flops = g.peak_bf16_flops = 989.4e12;
         g.peak_fp8_flops = 1978.9e12;
-        g.hbm_bytes = 141.0 * kGiB;  // "141GB": nvidia-smi reports ~143,700 MiB
+        g.hbm_bytes = 143771.0 * 1024 * 1024;  // "141GB": nvidia-smi reports 143,771 MiB (140.4 GiB)
         g.hbm_bytes_per_s = 4.8e12;
         c.push_back(g);
     }

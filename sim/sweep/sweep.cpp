@@ -162,9 +162,10 @@ const char* status_name(SweepStatus s) {
     return "?";
 }
 
-/// Evaluates grid point `l` into `e` (everything but the index). InputError of this layout rejects it.
-void evaluate(SweepEntry& e, const Cluster& cluster, const ModelSpec& model,
-              const std::string& workload_name) {
+/// Phase 1 of a grid point: the checks and the memory estimate. Leaves `e.status` simulated when the point is
+/// to be simulated, with `cost` its estimated simulation cost (main-stream ops over all TP groups, which the
+/// executor runs one by one). InputError of this layout rejects it.
+void check_point(SweepEntry& e, double& cost, const Cluster& cluster, const ModelSpec& model) {
     const Layout& l = e.layout;
     e.reason = classify(model, l, cluster.gpus(), &e.detail);
     if (!e.reason.empty()) {
@@ -172,7 +173,7 @@ void evaluate(SweepEntry& e, const Cluster& cluster, const ModelSpec& model,
         return;
     }
     try {
-        Program program = build_program(model, l);
+        const Program program = build_program(model, l);
         const auto memory = estimate_memory(model, l, program);
         const StageMemory* busiest = nullptr;
         for (const auto& s : memory)
@@ -191,14 +192,54 @@ void evaluate(SweepEntry& e, const Cluster& cluster, const ModelSpec& model,
             e.reason = fmt::format("out of memory: {} largest", largest->second);
             return;
         }
-        e.report = simulate(cluster, model, l, std::move(program), workload_name).report;
+        cost = 0;
+        for (const auto& st : program.stages)
+            cost += static_cast<double>(st.ops.size()) * l.dp;
         e.status = SweepStatus::simulated;
+    } catch (const InputError& err) {
+        e.status = SweepStatus::rejected;
+        e.detail = err.what();
+        e.reason = numbers_to_n(err.what());
+    }
+}
+
+/// Phase 2: one simulated iteration of a point that passed check_point (the program is built again rather
+/// than kept: a program of a large layout holds millions of ops).
+void simulate_point(SweepEntry& e, const Cluster& cluster, const ModelSpec& model,
+                    const std::string& workload_name) {
+    try {
+        e.report = simulate(cluster, model, e.layout, build_program(model, e.layout), workload_name).report;
         e.limit = explain_limit(e.report, cluster.spec());
     } catch (const InputError& err) {
         e.status = SweepStatus::rejected;
         e.detail = err.what();
         e.reason = numbers_to_n(err.what());
     }
+}
+
+/// Runs f(k) for k in [0, n) on `jobs` threads (the calling thread alone when jobs <= 1). An exception of
+/// f(k) is kept in errors[k].
+template <class F>
+void parallel_for(std::size_t n, int jobs, std::vector<std::exception_ptr>& errors, F f) {
+    std::atomic<std::size_t> next{0};
+    auto work = [&] {
+        for (std::size_t k = next.fetch_add(1); k < n; k = next.fetch_add(1)) {
+            try {
+                f(k);
+            } catch (...) {
+                errors[k] = std::current_exception();
+            }
+        }
+    };
+    const std::size_t threads = std::min<std::size_t>(static_cast<std::size_t>(std::max(1, jobs)), n);
+    if (threads <= 1) {
+        work();
+        return;
+    }
+    std::vector<std::jthread> pool;
+    pool.reserve(threads);
+    for (std::size_t t = 0; t < threads; ++t)
+        pool.emplace_back(work);
 }
 
 }  // namespace
@@ -348,35 +389,45 @@ SweepResult run_sweep(const TopologySpec& topology, const ModelSpec& model, cons
     const auto layouts = enumerate_layouts(model, base, grid, topology.gpus(), topology.gpus_per_node);
     const std::size_t n = layouts.size();
     std::vector<SweepEntry> entries(n);
+    std::vector<double> cost(n, 0.0);
     std::vector<std::exception_ptr> errors(n);
-    std::atomic<std::size_t> next{0};
     std::mutex progress_mutex;
-    std::size_t done = 0;
-    auto work = [&] {
-        for (std::size_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
-            entries[i].index = i;
-            entries[i].layout = layouts[i];
-            try {
-                evaluate(entries[i], cluster, model, workload_name);
-            } catch (...) {
-                errors[i] = std::current_exception();
-            }
-            if (options.progress) {
-                const std::lock_guard<std::mutex> lock(progress_mutex);
-                options.progress(++done, n);
-            }
-        }
+    SweepProgress progress;
+    progress.layouts = n;
+    auto report_progress = [&](bool simulated) {
+        if (!options.progress) return;
+        const std::lock_guard<std::mutex> lock(progress_mutex);
+        ++(simulated ? progress.simulated : progress.checked);
+        options.progress(progress);
     };
-    const std::size_t threads = std::min<std::size_t>(static_cast<std::size_t>(std::max(1, options.jobs)), n);
-    if (threads <= 1) {
-        work();
-    } else {
-        std::vector<std::jthread> pool;
-        pool.reserve(threads);
-        for (std::size_t t = 0; t < threads; ++t)
-            pool.emplace_back(work);
-    }
+    // Phase 1: checks and memory, every point.
+    parallel_for(n, options.jobs, errors, [&](std::size_t i) {
+        entries[i].index = i;
+        entries[i].layout = layouts[i];
+        check_point(entries[i], cost[i], cluster, model);
+        report_progress(false);
+    });
     for (const auto& err : errors)
+        if (err) std::rethrow_exception(err);
+    // Phase 2: simulate the survivors, the costliest first (the threads then finish together); results stay
+    // at their index, so the outcome does not depend on the order or the number of threads.
+    std::vector<std::size_t> todo;
+    for (std::size_t i = 0; i < n; ++i)
+        if (entries[i].status == SweepStatus::simulated) todo.push_back(i);
+    std::stable_sort(todo.begin(), todo.end(),
+                     [&](std::size_t a, std::size_t b) { return cost[a] > cost[b]; });
+    {
+        const std::lock_guard<std::mutex> lock(progress_mutex);
+        progress.to_simulate = todo.size();
+    }
+    std::vector<std::exception_ptr> sim_errors(todo.size());
+    parallel_for(todo.size(), options.jobs, sim_errors, [&](std::size_t k) {
+        simulate_point(entries[todo[k]], cluster, model, workload_name);
+        report_progress(true);
+    });
+    for (std::size_t k = 0; k < todo.size(); ++k)
+        errors[todo[k]] = sim_errors[k];
+    for (const auto& err : errors)  // the first in enumeration order
         if (err) std::rethrow_exception(err);
 
     SweepResult res;

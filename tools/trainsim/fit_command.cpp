@@ -174,11 +174,15 @@ int fit_command(const std::vector<std::string>& args) {
         std::cerr << fmt::format("fit: iteration {}: rms log error {:.4f} -> {:.4f}\n", iterations + 1,
                                  std::sqrt(r.squaredNorm() / m), std::sqrt(rn.squaredNorm() / m));
         if (rn.squaredNorm() < r.squaredNorm()) {
-            const bool converged = r.squaredNorm() - rn.squaredNorm() < 1e-4 * r.squaredNorm() || step.norm() < 1e-3;
+            const bool converged =
+                r.squaredNorm() - rn.squaredNorm() < 1e-4 * r.squaredNorm() || step.norm() < 1e-3;
             x = xn;
             r = rn;
             lambda *= 0.3;
-            if (converged) break;
+            if (converged) {
+                ++iterations;
+                break;
+            }
         } else {
             lambda *= 10;
             if (lambda > 1e6) break;

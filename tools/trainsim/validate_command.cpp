@@ -159,6 +159,19 @@ int validate_command(const std::vector<std::string>& args) {
                                          {"measured", run.step_time_s},
                                          {"predicted", pred},
                                          {"error_pct", err}});
+                if (run.peak_memory_gib) {
+                    // The busiest GPU's memory in the first (per-stage) memory model.
+                    double peak = 0;
+                    for (const auto& m : res.report.memory)
+                        peak = std::max(peak, m.total_bytes());
+                    const double pred_gib = peak / kGiB;
+                    const double merr = 100.0 * (pred_gib - *run.peak_memory_gib) / *run.peak_memory_gib;
+                    mem_stats.add(merr, tolerance);
+                    rj["metrics"].push_back({{"name", "peak_memory_GiB"},
+                                             {"measured", *run.peak_memory_gib},
+                                             {"predicted", pred_gib},
+                                             {"error_pct", merr}});
+                }
                 table += fmt::format("{:<40} {:>12} {:>12} {:>9}  {}\n", run.id,
                                      fmt::format("{:.3f} s", run.step_time_s), fmt::format("{:.3f} s", pred),
                                      fmt::format("{:+.1f}%", err),
@@ -228,9 +241,9 @@ int validate_command(const std::vector<std::string>& args) {
     if (max_mape >= 0 && mape > max_mape) {
         std::cerr << fmt::format("validate: step-time MAPE {:.2f}% exceeds --max-mape {:.2f}%\n", mape,
                                  max_mape);
-        return 4;
+        return kExitOutsideTolerance;
     }
-    return step_stats.within == n_sim ? kExitOk : 4;
+    return step_stats.within == n_sim && mem_stats.within == mem_stats.n ? kExitOk : kExitOutsideTolerance;
 }
 
 }  // namespace trainsim::cli
