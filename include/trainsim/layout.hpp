@@ -31,7 +31,11 @@ struct Layout {
     Recompute recompute = Recompute::none;
     Precision precision = Precision::bf16;
     bool distributed_optimizer = false;
-    int zero_stage = 0;  ///< 0 or 1 (ZeRO-1 shards optimizer state as the distributed optimizer does)
+    /// ZeRO stage (Rajbhandari et al. 2020, arXiv:1910.02054): 1 shards the optimizer state over DP (as
+    /// Megatron's distributed optimizer), 2 also the gradients (reduce-scattered every micro-batch,
+    /// DeepSpeed), 3 also the parameters (all-gathered per layer just in time in forward and backward,
+    /// prefetching the next layer: DeepSpeed stage 3, PyTorch FSDP FULL_SHARD when tp = pp = 1).
+    int zero_stage = 0;
     /// DP gradient bucket size, expressed as bytes of fp32 elements (Megatron-LM sizes buckets in elements:
     /// 40M elements = 160 MB); a bucket holds dp_bucket_bytes / 4 gradients whatever their precision.
     double dp_bucket_bytes = 40e6 * 4;

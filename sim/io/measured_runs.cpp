@@ -110,8 +110,6 @@ Layout parse_training(StrictObject o, const ModelSpec& m, const std::string& gpu
     }
     o.finish();
     if (l.cp > 1) unsupported = fmt::format("context parallelism (cp = {})", l.cp);
-    if (l.zero_stage >= 2)
-        unsupported = fmt::format("ZeRO stage {} (sharded gradients/parameters)", l.zero_stage);
     return l;
 }
 

@@ -44,8 +44,14 @@ std::vector<StageMemory> estimate_memory(const ModelSpec& m, const Layout& l, co
         StageMemory mem;
         mem.stage = st;
         const double params_rank = sp.params / t;
-        mem.parameters_bytes = 2.0 * params_rank;
-        mem.gradients_bytes = l.grad_reduce_bytes_per_element() * params_rank;
+        const double dp = l.dp > 1 ? l.dp : 1.0;
+        // ZeRO-3 / FSDP keep 1/dp of the 16-bit weights, plus the gathered layer in use and the prefetched
+        // one.
+        const double gathered_layers = 2.0 * 2.0 * m.layer_params() / t;
+        mem.parameters_bytes =
+            l.zero_stage >= 3 ? 2.0 * params_rank / dp + gathered_layers : 2.0 * params_rank;
+        mem.gradients_bytes =
+            l.grad_reduce_bytes_per_element() * params_rank / (l.zero_stage >= 2 ? dp : 1.0);
         mem.optimizer_bytes = 12.0 * params_rank / (sharded ? l.dp : 1);
         const double layers = static_cast<double>(layers_on_stage(m, l, st));
         mem.in_flight_microbatches = sp.peak_in_flight_microbatches;

@@ -94,9 +94,8 @@ void check_layout(const ModelSpec& m, const Layout& l, int cluster_gpus) {
             fmt::format("layout.vpp = {} (interleaved 1F1B) needs the {} micro-batches per pipeline to "
                         "be a multiple of layout.pp = {}",
                         l.vpp, l.micro_batches(), l.pp));
-    if (l.zero_stage < 0 || l.zero_stage > 1)
-        throw InputError(
-            fmt::format("layout.zero_stage = {} is not simulated yet; 0 or 1 are", l.zero_stage));
+    if (l.zero_stage < 0 || l.zero_stage > 3)
+        throw InputError(fmt::format("layout.zero_stage = {} must be 0, 1, 2 or 3", l.zero_stage));
     if (l.dp_bucket_bytes <= 0)
         throw InputError(fmt::format("layout.dp_bucket_size = {} B must be positive", l.dp_bucket_bytes));
 }

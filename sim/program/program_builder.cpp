@@ -81,6 +81,7 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
         const int chunk_layers = static_cast<int>(stage_layers / vpp);
         // Parameter groups and buckets per chunk, in backward order.
         std::vector<std::vector<Bucket>> buckets(static_cast<std::size_t>(vpp));
+        std::vector<std::vector<double>> group_elements(static_cast<std::size_t>(vpp));  ///< backward order
         std::vector<int> backward_count(static_cast<std::size_t>(vpp), 0);
         double stage_params_rank = 0;
         for (int c = 0; c < vpp; ++c) {
@@ -93,11 +94,14 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
             for (double g : groups)
                 stage_params_rank += g;
             buckets[static_cast<std::size_t>(c)] = make_buckets(groups, bucket_elements);
+            group_elements[static_cast<std::size_t>(c)] = groups;
             if (vs == 0) sp.embedding_params += emb_params_rank * t;
             if (vs == last_vs) sp.embedding_params += head_params_rank * t;
         }
         sp.params = stage_params_rank * t;
         const bool sharded = layout.sharded_optimizer() && layout.dp > 1;
+        const bool zero2 = layout.zero_stage == 2 && layout.dp > 1;
+        const bool zero3 = layout.zero_stage >= 3 && layout.dp > 1;
         int dp_launched = 0;
         auto dp_launch = [&](CollectiveKind kind, double bytes) {
             if (layout.dp <= 1) return;
@@ -117,6 +121,11 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
             op.dp_target = target;
             sp.ops.push_back(op);
         };
+        // Launches a 16-bit all-gather of one parameter group; returns its index on the DP stream.
+        auto param_gather = [&](double elements) {
+            dp_launch(CollectiveKind::all_gather, elements * 2.0);
+            return dp_launched - 1;
+        };
         auto launch_grad_bucket = [&](const Bucket& b) {
             dp_launch(sharded ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce,
                       b.elements * grad_bytes);
@@ -134,7 +143,7 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
         // parameters are dispatched at its start, in forward order, and the first forward of each parameter
         // group waits for the bucket that holds it (Megatron-LM --overlap-param-gather: a forward pre-hook
         // waits per bucket).
-        const bool early_gather = sharded && layout.overlap_param_gather;
+        const bool early_gather = sharded && layout.overlap_param_gather && !zero3;
         std::vector<int> gather_base(static_cast<std::size_t>(vpp), 0);
         if (early_gather)
             for (int c = 0; c < vpp; ++c) {
@@ -198,17 +207,34 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
                 const bool first = early_gather && !chunk_started[static_cast<std::size_t>(c)];
                 chunk_started[static_cast<std::size_t>(c)] = true;
                 const int groups = (vs == last_vs ? 1 : 0) + chunk_layers + (vs == 0 ? 1 : 0);
+                const auto& elems = group_elements[static_cast<std::size_t>(c)];
+                // ZeRO-3 / FSDP: each parameter group is all-gathered just in time, the next one prefetched
+                // while this one computes (PyTorch FSDP forward prefetch, DeepSpeed stage-3 prefetch).
+                int gathered = -1;
+                auto zero3_gather = [&](int k) {  // k: forward-order index of the group about to run
+                    if (!zero3) return;
+                    if (gathered < 0)
+                        gathered = param_gather(elems[static_cast<std::size_t>(groups - 1 - k)]);
+                    const int next =
+                        k + 1 < groups ? param_gather(elems[static_cast<std::size_t>(groups - 2 - k)]) : -1;
+                    dp_wait(gathered + 1, Phase::forward);
+                    gathered = next;
+                };
                 if (vs > 0) recv(+1, vs, mb, Phase::forward);
+                int k = 0;
                 if (vs == 0) {
                     if (first) wait_for_group(c, groups - 1);
+                    zero3_gather(k++);
                     append(sp.ops, emb_fwd, Phase::forward, mb);
                 }
                 for (int i = 0; i < chunk_layers; ++i) {
                     if (first) wait_for_group(c, (vs == last_vs ? 1 : 0) + chunk_layers - 1 - i);
+                    zero3_gather(k++);
                     append(sp.ops, layer_fwd, Phase::forward, mb);
                 }
                 if (vs == last_vs) {
                     if (first) wait_for_group(c, 0);
+                    zero3_gather(k++);
                     append(sp.ops, head_fwd, Phase::forward, mb);
                 } else {
                     send(+1, vs + 1, mb, Phase::forward);
@@ -217,26 +243,48 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
                 sp.peak_in_flight_microbatches = std::max(sp.peak_in_flight_microbatches, in_flight);
             } else {
                 const bool last_backward = ++backward_count[static_cast<std::size_t>(c)] == m;
-                const bool overlap = layout.overlap_grad_reduce && last_backward;
+                // ZeRO-2 (DeepSpeed) reduces the gradients of every micro-batch as its buckets fill;
+                // Megatron's DDP and distributed optimizer only in the last micro-batch (no_sync before),
+                // when overlapped.
+                const bool overlap = (layout.overlap_grad_reduce && last_backward) || zero2;
                 const auto& bs = buckets[static_cast<std::size_t>(c)];
+                const auto& elems = group_elements[static_cast<std::size_t>(c)];
+                const int groups = static_cast<int>(elems.size());
                 std::size_t next_bucket = 0;
                 int group = 0;  // index of the param group whose gradients are complete, in backward order
+                int gathered = -1;
+                // ZeRO-3 / FSDP backward: gather the group's parameters again (prefetching the next), and
+                // reduce-scatter its gradients as soon as they are computed.
+                auto group_start = [&]() {
+                    if (!zero3) return;
+                    if (gathered < 0) gathered = param_gather(elems[static_cast<std::size_t>(group)]);
+                    const int next =
+                        group + 1 < groups ? param_gather(elems[static_cast<std::size_t>(group + 1)]) : -1;
+                    dp_wait(gathered + 1, Phase::backward);
+                    gathered = next;
+                };
                 auto group_done = [&]() {
-                    if (overlap && next_bucket < bs.size() && bs[next_bucket].closes_after == group)
+                    if (zero3)
+                        dp_launch(CollectiveKind::reduce_scatter,
+                                  elems[static_cast<std::size_t>(group)] * grad_bytes);
+                    else if (overlap && next_bucket < bs.size() && bs[next_bucket].closes_after == group)
                         launch_grad_bucket(bs[next_bucket++]);
                     ++group;
                 };
                 if (vs < last_vs) recv(-1, vs, mb, Phase::backward);
                 if (vs == last_vs) {
+                    group_start();
                     append(sp.ops, head_bwd, Phase::backward, mb);
                     group_done();
                 }
                 for (int i = 0; i < chunk_layers; ++i) {
+                    group_start();
                     append(sp.ops, layer_rec, Phase::recompute, mb);
                     append(sp.ops, layer_bwd, Phase::backward, mb);
                     group_done();
                 }
                 if (vs == 0) {
+                    group_start();
                     append(sp.ops, emb_bwd, Phase::backward, mb);
                     group_done();
                 } else {
@@ -245,14 +293,14 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
                 in_flight -= 1.0 / vpp;
             }
         }
-        if (!layout.overlap_grad_reduce)
+        if (!layout.overlap_grad_reduce && !zero2 && !zero3)
             for (int c = 0; c < vpp; ++c)
                 for (const auto& b : buckets[static_cast<std::size_t>(c)])
                     launch_grad_bucket(b);
         dp_wait(dp_launched, Phase::backward);
         append(sp.ops, blocks.optimizer(sharded ? stage_params_rank / layout.dp : stage_params_rank),
                Phase::optimizer, -1);
-        if (sharded && !early_gather) {
+        if (sharded && !early_gather && !zero3) {
             for (int c = 0; c < vpp; ++c)
                 launch_param_gather(c);
             dp_wait(dp_launched, Phase::optimizer);
