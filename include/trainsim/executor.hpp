@@ -69,9 +69,10 @@ struct ExecutionOptions {
 ExecutionResult execute(const Cluster& cluster, const Layout& layout, const Program& program,
                         const std::vector<bool>& traced, const ExecutionOptions& options = {});
 
-/// Rank coordinates in Megatron-LM order (tp fastest, then dp, then pp).
+/// Rank coordinates in Megatron-LM's default order `tp-cp-ep-dp-pp` (megatron/core/parallel_state.py): tp
+/// fastest, then cp, then dp, then pp: rank = tp + TP·(cp + CP·(dp + DP·pp)).
 struct RankCoord {
-    int tp = 0, dp = 0, pp = 0;
+    int tp = 0, dp = 0, pp = 0, cp = 0;
 };
 RankCoord coord_of(const Layout& l, int rank);
 int rank_of(const Layout& l, RankCoord c);

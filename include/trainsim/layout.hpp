@@ -1,7 +1,8 @@
 // Training layout: how the model is parallelized and trained, and its checks.
 //
 // Rank order follows Megatron-LM's default `tp-cp-ep-dp-pp` (megatron/core/parallel_state.py): TP fastest,
-// then DP, then PP: global rank = tp_rank + tp·(dp_rank + dp·pp_rank). GPU g sits on node g / gpus_per_node.
+// then CP, then DP, then PP: global rank = tp_rank + tp·(cp_rank + cp·(dp_rank + dp·pp_rank)). GPU g sits on
+// node g / gpus_per_node.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +23,10 @@ struct Layout {
     int tp = 1;
     int pp = 1;
     int dp = 1;
-    int cp = 1;   ///< context parallelism; only 1 is simulated today (checked)
+    /// Context parallelism: the sequence is split over cp ranks (two chunks each, load-balanced for the
+    /// causal mask); attention exchanges K/V blocks around the CP ring (Megatron-Core + TransformerEngine
+    /// "ring attention"); gradients are reduced over DP x CP. Needs flash attention.
+    int cp = 1;
     int vpp = 1;  ///< virtual pipeline stages per rank (interleaved 1F1B when > 1)
     std::int64_t micro_batch = 1;
     std::int64_t global_batch = 1;

@@ -26,6 +26,8 @@
 namespace trainsim {
 
 enum class Phase { forward, backward, recompute, optimizer };
+/// The group a collective on the TP stream runs over.
+enum class CommGroup { tp, cp };
 enum class OpKind {
     compute,    ///< run segment `segment` on the main stream
     tp_launch,  ///< enqueue a TP collective on the TP stream
@@ -54,7 +56,8 @@ struct Op {
                             ///< -1 toward the previous one (gradients)
     int virtual_stage = 0;  ///< send/recv: the receiving model chunk (global index chunk*pp + pp_rank)
     int micro_batch = -1;
-    int dp_target = 0;  ///< dp_wait
+    int dp_target = 0;                ///< dp_wait
+    CommGroup group = CommGroup::tp;  ///< tp_launch: TP group, or CP group (ring attention K/V exchange)
 };
 
 struct StageProgram {

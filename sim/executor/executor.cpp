@@ -19,13 +19,14 @@ namespace trainsim {
 RankCoord coord_of(const Layout& l, int rank) {
     RankCoord c;
     c.tp = rank % l.tp;
-    c.dp = (rank / l.tp) % l.dp;
-    c.pp = rank / (l.tp * l.dp);
+    c.cp = (rank / l.tp) % l.cp;
+    c.dp = (rank / (l.tp * l.cp)) % l.dp;
+    c.pp = rank / (l.tp * l.cp * l.dp);
     return c;
 }
 
 int rank_of(const Layout& l, RankCoord c) {
-    return c.tp + l.tp * (c.dp + l.dp * c.pp);
+    return c.tp + l.tp * (c.cp + l.cp * (c.dp + l.dp * c.pp));
 }
 
 namespace {
@@ -61,6 +62,7 @@ struct Unit {
     std::deque<std::size_t> dp_queue;
     std::uint32_t tp_seq = 0;
     std::uint32_t dp_seq = 0;
+    std::uint32_t cp_seq = 0;
     int dp_completed = 0;
     RankTimes times;
 };
@@ -150,16 +152,32 @@ class Executor {
 
     Unit& unit_of(int gpu) { return units_[static_cast<std::size_t>(gpu / fold_)]; }
 
+    static RankCoord at(int tp, int cp, int dp, int pp) {
+        RankCoord c;
+        c.tp = tp;
+        c.cp = cp;
+        c.dp = dp;
+        c.pp = pp;
+        return c;
+    }
     std::vector<int> tp_group(const RankCoord& c) const {
         std::vector<int> g;
         for (int i = 0; i < layout_.tp; ++i)
-            g.push_back(rank_of(layout_, {i, c.dp, c.pp}));
+            g.push_back(rank_of(layout_, at(i, c.cp, c.dp, c.pp)));
         return g;
     }
+    std::vector<int> cp_group(int tp, const RankCoord& c) const {
+        std::vector<int> g;
+        for (int i = 0; i < layout_.cp; ++i)
+            g.push_back(rank_of(layout_, at(tp, i, c.dp, c.pp)));
+        return g;
+    }
+    /// Gradients are reduced over DP x CP (Megatron: the data-parallel group with context parallelism).
     std::vector<int> dp_group(int tp, int pp) const {
         std::vector<int> g;
         for (int i = 0; i < layout_.dp; ++i)
-            g.push_back(rank_of(layout_, {tp, i, pp}));
+            for (int j = 0; j < layout_.cp; ++j)
+                g.push_back(rank_of(layout_, at(tp, j, i, pp)));
         return g;
     }
 
@@ -309,7 +327,7 @@ class Executor {
 
     void send(Unit& s, const Op& op) {
         const int peer_pp = (s.coord.pp + op.direction + layout_.pp) % layout_.pp;
-        const int dst_unit = unit_of(rank_of(layout_, {s.coord.tp, s.coord.dp, peer_pp})).id;
+        const int dst_unit = unit_of(rank_of(layout_, at(s.coord.tp, s.coord.cp, s.coord.dp, peer_pp))).id;
         const std::uint64_t key = message_key(dst_unit, op.direction, op.virtual_stage, op.micro_batch);
         Message& msg = messages_[key];
         msg.sent = true;
@@ -329,7 +347,8 @@ class Executor {
         src.last_send_start = sim_.now();
         const Op& op = *msg.op;
         const int peer_pp = (src.coord.pp + op.direction + layout_.pp) % layout_.pp;
-        const int dst_unit = unit_of(rank_of(layout_, {src.coord.tp, src.coord.dp, peer_pp})).id;
+        const int dst_unit =
+            unit_of(rank_of(layout_, at(src.coord.tp, src.coord.cp, src.coord.dp, peer_pp))).id;
         const Time start = sim_.now();
         const std::string name =
             fmt::format("{} mb{}", op.direction > 0 ? "send_act" : "send_grad", op.micro_batch);
@@ -352,7 +371,9 @@ class Executor {
     // ---- TP stream: a collective starts when every unit of the TP group has reached it ----
     void arrive_tp(Unit& s) {
         const Op& op = s.program->ops[s.tp_queue.front()];
-        const std::uint64_t group = static_cast<std::uint64_t>(s.coord.dp + layout_.dp * s.coord.pp);
+        if (op.group == CommGroup::cp) return arrive_cp(s, op);
+        const std::uint64_t group =
+            static_cast<std::uint64_t>(s.coord.cp + layout_.cp * (s.coord.dp + layout_.dp * s.coord.pp));
         const std::uint64_t key = (group << 32) | s.tp_seq++;
         if (fold_ < layout_.tp) {
             if (++arrivals_tp_[key] < layout_.tp / fold_) return;
@@ -363,18 +384,42 @@ class Executor {
         for (int m = 0; m < layout_.tp; m += fold_)
             units.push_back(&unit_of(members[static_cast<std::size_t>(m)]));
         const Time start = sim_.now();
-        const char* name = collective_name(op.collective, true);
-        coll_.run(op.collective, members, op.bytes, [this, units, start, name] {
-            for (Unit* r : units) {
-                add_slice(*r, 1, name, start, sim_.now());
-                r->tp_queue.pop_front();
-                if (!r->tp_queue.empty()) arrive_tp(*r);
-                if (r->tp_queue.empty() && r->block == Block::tp) {
-                    ++r->pc;
-                    unblock(*r, r->times.tp_exposed_s);
-                }
+        const char* name = collective_name(op.collective, "tp");
+        coll_.run(op.collective, members, op.bytes,
+                  [this, units, start, name] { finish_tp_stream(units, name, start); });
+    }
+
+    void finish_tp_stream(const std::vector<Unit*>& units, const char* name, Time start) {
+        for (Unit* r : units) {
+            add_slice(*r, 1, name, start, sim_.now());
+            r->tp_queue.pop_front();
+            if (!r->tp_queue.empty()) arrive_tp(*r);
+            if (r->tp_queue.empty() && r->block == Block::tp) {
+                ++r->pc;
+                unblock(*r, r->times.tp_exposed_s);
             }
-        });
+        }
+    }
+
+    // CP collectives (ring attention's K/V exchange) run on the TP stream, in order with the TP collectives;
+    // a folded unit runs the CP collective of each of its members' TP indices.
+    void arrive_cp(Unit& s, const Op& op) {
+        const std::uint64_t group =
+            static_cast<std::uint64_t>(s.coord.tp + layout_.tp * (s.coord.dp + layout_.dp * s.coord.pp));
+        const std::uint64_t key = (std::uint64_t{1} << 63) | (group << 32) | s.cp_seq++;
+        if (++arrivals_tp_[key] < layout_.cp) return;
+        arrivals_tp_.erase(key);
+        std::vector<Unit*> units;
+        for (int i = 0; i < layout_.cp; ++i)
+            units.push_back(&unit_of(rank_of(layout_, at(s.coord.tp, i, s.coord.dp, s.coord.pp))));
+        const Time start = sim_.now();
+        const char* name = collective_name(op.collective, "cp");
+        auto remaining = std::make_shared<int>(fold_);
+        for (int i = 0; i < fold_; ++i)
+            coll_.run(op.collective, cp_group(s.coord.tp + i, s.coord), op.bytes,
+                      [this, units, start, name, remaining] {
+                          if (--*remaining == 0) finish_tp_stream(units, name, start);
+                      });
     }
 
     // ---- DP stream: a DP collective starts when every DP replica has reached it; a folded unit runs the DP
@@ -383,13 +428,13 @@ class Executor {
         const Op& op = s.program->ops[s.dp_queue.front()];
         const std::uint64_t group = static_cast<std::uint64_t>(s.coord.tp + layout_.tp * s.coord.pp);
         const std::uint64_t key = (group << 32) | s.dp_seq++;
-        if (++arrivals_dp_[key] < layout_.dp) return;
+        if (++arrivals_dp_[key] < layout_.dp * layout_.cp) return;
         arrivals_dp_.erase(key);
         std::vector<Unit*> units;
-        for (int i = 0; i < layout_.dp; ++i)
-            units.push_back(&unit_of(rank_of(layout_, {s.coord.tp, i, s.coord.pp})));
+        for (int r : dp_group(s.coord.tp, s.coord.pp))
+            units.push_back(&unit_of(r));
         const Time start = sim_.now();
-        const char* name = collective_name(op.collective, false);
+        const char* name = collective_name(op.collective, "dp");
         auto remaining = std::make_shared<int>(fold_);
         for (int i = 0; i < fold_; ++i) {
             coll_.run(
@@ -410,16 +455,12 @@ class Executor {
         }
     }
 
-    static const char* collective_name(CollectiveKind k, bool tp) {
-        switch (k) {
-            case CollectiveKind::all_reduce:
-                return tp ? "tp all_reduce" : "dp all_reduce";
-            case CollectiveKind::all_gather:
-                return tp ? "tp all_gather" : "dp all_gather";
-            case CollectiveKind::reduce_scatter:
-                return tp ? "tp reduce_scatter" : "dp reduce_scatter";
-        }
-        return "?";
+    static const char* collective_name(CollectiveKind k, const std::string& group) {
+        static const char* names[3][3] = {{"tp all_reduce", "tp all_gather", "tp reduce_scatter"},
+                                          {"cp all_reduce", "cp all_gather", "cp reduce_scatter"},
+                                          {"dp all_reduce", "dp all_gather", "dp reduce_scatter"}};
+        const int g = group == "tp" ? 0 : group == "cp" ? 1 : 2;
+        return names[g][static_cast<int>(k)];
     }
 
     const Layout& layout_;

@@ -109,7 +109,6 @@ Layout parse_training(StrictObject o, const ModelSpec& m, const std::string& gpu
         }
     }
     o.finish();
-    if (l.cp > 1) unsupported = fmt::format("context parallelism (cp = {})", l.cp);
     return l;
 }
 

@@ -21,7 +21,8 @@ namespace trainsim {
 
 namespace {
 double layer_activation_bytes(const ModelSpec& m, const Layout& l, bool store_scores) {
-    const double s = static_cast<double>(m.seq_len), b = static_cast<double>(l.micro_batch);
+    // Context parallelism splits the sequence: every term is per token of this GPU (s / cp).
+    const double s = static_cast<double>(m.seq_len) / l.cp, b = static_cast<double>(l.micro_batch);
     const double h = static_cast<double>(m.hidden), a = static_cast<double>(m.heads), t = l.tp;
     const double scores = store_scores ? 5.0 * a * s / h : 0.0;
     if (l.sequence_parallel) return s * b * h / t * (34.0 + scores);
@@ -32,7 +33,7 @@ double layer_activation_bytes(const ModelSpec& m, const Layout& l, bool store_sc
 std::vector<StageMemory> estimate_memory(const ModelSpec& m, const Layout& l, const Program& p) {
     std::vector<StageMemory> out;
     const bool sharded = l.sharded_optimizer() && l.dp > 1;
-    const double s = static_cast<double>(m.seq_len), b = static_cast<double>(l.micro_batch);
+    const double s = static_cast<double>(m.seq_len) / l.cp, b = static_cast<double>(l.micro_batch);
     const double h = static_cast<double>(m.hidden), t = l.tp;
     const bool unfused = l.attention == AttentionKernel::unfused;
     const bool store_scores = unfused && l.recompute == Recompute::none;

@@ -39,9 +39,17 @@ void check_layout(const ModelSpec& m, const Layout& l, int cluster_gpus) {
     require_positive("layout.vpp", l.vpp);
     require_positive("layout.micro_batch", l.micro_batch);
     require_positive("layout.global_batch", l.global_batch);
-    if (l.cp != 1)
+    require_positive("layout.cp", l.cp);
+    if (l.cp > 1 && m.seq_len % (2 * l.cp) != 0)
         throw InputError(
-            fmt::format("layout.cp = {} is not simulated yet (context parallelism); use cp = 1", l.cp));
+            fmt::format("layout.cp = {}: 2 * cp does not divide model.seq_len = {} (each CP rank holds two "
+                        "chunks of the sequence)",
+                        l.cp, m.seq_len));
+    if (l.cp > 1 && l.attention != AttentionKernel::flash)
+        throw InputError(
+            fmt::format("layout.cp = {} needs layout.attention = \"flash\" (ring attention is a fused "
+                        "attention kernel)",
+                        l.cp));
     require_divides("layout.tp", l.tp, "model.heads", m.heads);
     require_divides("layout.tp", l.tp, "model.kv_heads", m.kv_heads);
     require_divides("layout.tp", l.tp, "model.ffn_hidden", m.ffn_hidden);
@@ -52,9 +60,10 @@ void check_layout(const ModelSpec& m, const Layout& l, int cluster_gpus) {
     const std::int64_t gpus = static_cast<std::int64_t>(l.tp) * l.pp * l.dp * l.cp;
     if (gpus != cluster_gpus)
         throw InputError(
-            fmt::format("layout.tp * layout.pp * layout.dp = {} * {} * {} = {} does not equal the "
-                        "cluster's GPUs = {}",
-                        l.tp, l.pp, l.dp, gpus, cluster_gpus));
+            fmt::format("layout.tp * layout.pp * layout.dp{} = {} does not equal the cluster's GPUs = {}",
+                        l.cp > 1 ? fmt::format(" * layout.cp = {} * {} * {} * {}", l.tp, l.pp, l.dp, l.cp)
+                                 : fmt::format(" = {} * {} * {}", l.tp, l.pp, l.dp),
+                        gpus, cluster_gpus));
     if (l.global_batch % (l.micro_batch * l.dp) != 0)
         throw InputError(
             fmt::format("layout.global_batch = {} is not divisible by layout.micro_batch * layout.dp = "

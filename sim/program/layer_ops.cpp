@@ -27,7 +27,8 @@ BlockBuilder::BlockBuilder(const ModelSpec& m, const Layout& l, std::vector<Segm
     f_ = static_cast<double>(m.ffn_hidden);
     t_ = static_cast<double>(l.tp);
     V_ = static_cast<double>(m.vocab);
-    T_ = b_ * s_;
+    cp_ = static_cast<double>(l.cp);
+    T_ = b_ * s_ / cp_;  // tokens of this GPU: context parallelism splits the sequence
     Tsp_ = l.sequence_parallel ? T_ / t_ : T_;
     E_ = l.activation_bytes();
     gemm_elem_ = l.precision == Precision::fp8 ? 1.0 : 2.0;
@@ -65,8 +66,18 @@ void BlockBuilder::tp(OpTemplate& t, CollectiveKind kind, double bytes, bool wai
     if (wait) tp_wait(t);
 }
 
+void BlockBuilder::cp_collective(OpTemplate& t, CollectiveKind kind, double bytes) {
+    flush(t);
+    Op op;
+    op.kind = OpKind::tp_launch;
+    op.group = CommGroup::cp;
+    op.collective = kind;
+    op.bytes = bytes;
+    t.push_back(op);
+}
+
 void BlockBuilder::tp_wait(OpTemplate& t) {
-    if (l_.tp <= 1) return;
+    if (l_.tp <= 1 && l_.cp <= 1) return;
     flush(t);
     Op op;
     op.kind = OpKind::tp_wait;
@@ -122,10 +133,17 @@ OpTemplate BlockBuilder::layer_forward() {
 void BlockBuilder::attention_core_forward(OpTemplate& t) {
     const double heads = b_ * a_ / t_;  // attention heads of this micro-batch on this GPU
     if (l_.attention == AttentionKernel::flash) {
-        // Causal flash attention skips the masked upper triangle: half of the 4·s²·d FLOPs per head.
-        const double flops = 0.5 * 4.0 * heads * s_ * s_ * d_;
-        const double bytes = E_ * T_ * (2 * a_ + 2 * g_) * d_ / t_;
+        // Causal flash attention skips the masked upper triangle: half of the 4·s²·d FLOPs per head. With
+        // context parallelism each rank's s/cp queries (two load-balanced chunks) meet all s keys: 1/cp of
+        // the work, and the K/V blocks of the other ranks arrive around the CP ring while it computes
+        // (TransformerEngine ring attention: cp-1 P2P steps overlapped with the blocks), an all-gather's
+        // volume.
+        const double kv_full = 2 * E_ * b_ * s_ * g_ * d_ / t_;
+        if (l_.cp > 1) cp_collective(t, CollectiveKind::all_gather, kv_full);
+        const double flops = 0.5 * 4.0 * heads * s_ * s_ * d_ / cp_;
+        const double bytes = E_ * T_ * (2 * a_) * d_ / t_ + kv_full;
         kernel(t, Kernel::flash("flash_attention_fwd", flops, bytes));
+        if (l_.cp > 1) tp_wait(t);
     } else {
         kernel(t, Kernel::gemm("attn_scores_bmm", s_, s_, d_, heads));
         kernel(t, Kernel::memory("scale_mask_softmax", heads * s_ * s_ * 2 * E_));
@@ -138,9 +156,17 @@ void BlockBuilder::attention_core_backward(OpTemplate& t) {
     const double heads = b_ * a_ / t_;
     if (l_.attention == AttentionKernel::flash) {
         // FlashAttention backward: 5 matmuls of the forward's 2 (recomputed scores, dV, dP, dQ, dK) = 2.5x.
-        const double flops = 2.5 * 0.5 * 4.0 * heads * s_ * s_ * d_;
-        const double bytes = 2 * E_ * T_ * (2 * a_ + 2 * g_) * d_ / t_;
+        // With context parallelism the K/V blocks go around the ring again and their gradients come back
+        // (an all-gather and a reduce-scatter of the full-sequence K/V), overlapped with the blocks.
+        const double kv_full = 2 * E_ * b_ * s_ * g_ * d_ / t_;
+        if (l_.cp > 1) {
+            cp_collective(t, CollectiveKind::all_gather, kv_full);
+            cp_collective(t, CollectiveKind::reduce_scatter, kv_full);
+        }
+        const double flops = 2.5 * 0.5 * 4.0 * heads * s_ * s_ * d_ / cp_;
+        const double bytes = 2 * (E_ * T_ * (2 * a_) * d_ / t_ + kv_full);
         kernel(t, Kernel::flash("flash_attention_bwd", flops, bytes));
+        if (l_.cp > 1) tp_wait(t);
     } else {
         kernel(t, Kernel::gemm("attn_values_bmm_dgrad", s_, s_, d_, heads));
         kernel(t, Kernel::gemm("attn_values_bmm_wgrad", s_, d_, s_, heads));

@@ -33,6 +33,7 @@ class BlockBuilder {
     void kernel(OpTemplate& t, const Kernel& k);
     void tp(OpTemplate& t, CollectiveKind kind, double bytes, bool wait);
     void tp_wait(OpTemplate& t);
+    void cp_collective(OpTemplate& t, CollectiveKind kind, double bytes);
     void flush(OpTemplate& t);
     void attention_core_forward(OpTemplate& t);
     void attention_core_backward(OpTemplate& t);
@@ -43,7 +44,7 @@ class BlockBuilder {
     std::vector<Kernel> open_;
     std::string open_name_;
     // shapes
-    double b_, s_, h_, a_, g_, d_, f_, t_, V_, T_, Tsp_, E_, gemm_elem_;
+    double b_, s_, h_, a_, g_, d_, f_, t_, V_, T_, Tsp_, E_, gemm_elem_, cp_;
 };
 
 }  // namespace trainsim::detail

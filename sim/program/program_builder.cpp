@@ -60,8 +60,8 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
     const int m = static_cast<int>(layout.micro_batches());
     const int last_vs = pp * vpp - 1;
     const double t = layout.tp;
-    const double act_bytes =
-        static_cast<double>(layout.micro_batch * model.seq_len * model.hidden) * layout.activation_bytes();
+    const double act_bytes = static_cast<double>(layout.micro_batch * model.seq_len * model.hidden) *
+                             layout.activation_bytes() / layout.cp;
     // P2P message per rank: with TP, each rank sends its 1/t share (sequence parallelism shards the
     // activation; without it, Megatron's scatter-gather optimization, Narayanan et al. 2021 Sec. 4.1, splits
     // it and the receiver all-gathers over NVLink).

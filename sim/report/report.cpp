@@ -22,7 +22,7 @@ Report make_report(const Cluster& cluster, const ModelSpec& m, const Layout& l, 
     rep.model_flops = m.model_flops(seqs);
     double hw = 0;
     for (int st = 0; st < l.pp; ++st)
-        hw += p.stages[static_cast<std::size_t>(st)].hardware_flops * l.tp * l.dp;
+        hw += p.stages[static_cast<std::size_t>(st)].hardware_flops * l.tp * l.dp * l.cp;
     rep.hardware_flops = hw;
     rep.peak_flops = cluster.gpu().peak_flops(l.precision);
     rep.model_tflops_per_gpu = rep.model_flops / r.step_time_s / rep.gpus / 1e12;
@@ -42,7 +42,7 @@ Report make_report(const Cluster& cluster, const ModelSpec& m, const Layout& l, 
         rep.idle_s += t.idle_s / n;
         const int st = coord_of(l, static_cast<int>(i)).pp;
         auto& s = rep.stages[static_cast<std::size_t>(st)];
-        const double k = static_cast<double>(l.tp * l.dp);
+        const double k = static_cast<double>(l.tp * l.dp * l.cp);
         s.stage = st;
         s.compute_s += t.compute_s / k;
         s.tp_exposed_s += t.tp_exposed_s / k;
@@ -81,12 +81,16 @@ std::string format_text(const Report& r, const Measured* measured) {
         r.workload_name, m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden,
         m.mlp == MlpKind::swiglu ? "swiglu" : "gelu", m.vocab, m.seq_len, m.total_params() / 1e9);
     o += fmt::format(
-        "layout    TP {} x PP {} x DP {}{}, micro-batch {}, global batch {} ({} micro-batches per "
+        "layout    TP {} x PP {} x DP {}{}{}, micro-batch {}, global batch {} ({} micro-batches per "
         "pipeline), {}, recompute {}, {}{}{}, attention {}\n\n",
-        l.tp, l.pp, l.dp, l.vpp > 1 ? fmt::format(" (VPP {})", l.vpp) : "", l.micro_batch, l.global_batch,
-        l.micro_batches(), l.vpp > 1 ? "interleaved 1f1b" : to_string(l.schedule), to_string(l.recompute),
+        l.tp, l.pp, l.dp, l.cp > 1 ? fmt::format(" x CP {}", l.cp) : "",
+        l.vpp > 1 ? fmt::format(" (VPP {})", l.vpp) : "", l.micro_batch, l.global_batch, l.micro_batches(),
+        l.vpp > 1 ? "interleaved 1f1b" : to_string(l.schedule), to_string(l.recompute),
         to_string(l.precision), l.sequence_parallel ? ", sequence parallel" : "",
-        l.sharded_optimizer() ? ", distributed optimizer" : "", to_string(l.attention));
+        l.zero_stage >= 2       ? fmt::format(", ZeRO-{}", l.zero_stage)
+        : l.sharded_optimizer() ? ", distributed optimizer"
+                                : "",
+        to_string(l.attention));
     o += fmt::format("{:<34}{:>16}", "", "predicted");
     if (measured) o += fmt::format("{:>16}{:>10}", "measured", "error");
     o += "\n";
@@ -159,6 +163,7 @@ nlohmann::json to_json(const Report& r, const Measured* measured) {
     j["layout"] = {{"tp", r.layout.tp},
                    {"pp", r.layout.pp},
                    {"dp", r.layout.dp},
+                   {"cp", r.layout.cp},
                    {"vpp", r.layout.vpp},
                    {"micro_batch", r.layout.micro_batch},
                    {"global_batch", r.layout.global_batch},
@@ -225,11 +230,12 @@ nlohmann::json chrome_trace(const ExecutionResult& r, const Layout& l) {
         if (!seen[static_cast<std::size_t>(s.rank)]) {
             seen[static_cast<std::size_t>(s.rank)] = true;
             const auto c = coord_of(l, s.rank);
-            events.push_back(
-                {{"ph", "M"},
-                 {"name", "process_name"},
-                 {"pid", s.rank},
-                 {"args", {{"name", fmt::format("GPU {} (tp {} dp {} pp {})", s.rank, c.tp, c.dp, c.pp)}}}});
+            events.push_back({{"ph", "M"},
+                              {"name", "process_name"},
+                              {"pid", s.rank},
+                              {"args",
+                               {{"name", fmt::format("GPU {} (tp {} cp {} dp {} pp {})", s.rank, c.tp, c.cp,
+                                                     c.dp, c.pp)}}}});
             for (int t = 0; t < 4; ++t)
                 events.push_back({{"ph", "M"},
                                   {"name", "thread_name"},

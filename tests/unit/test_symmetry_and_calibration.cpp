@@ -142,9 +142,10 @@ TEST_CASE("measured runs: cluster, defaults by GPU generation, uneven split, uns
     // 10 layers on 3 stages: embedding and head count as layers -> 3, 4, 3.
     const auto u = parse_measured_runs(run_json("A100-SXM4-80GB", 10, 3, 1, 0), "f.json").runs.at(0);
     CHECK(u.layout.layers_per_stage == std::vector<std::int64_t>{3, 4, 3});
-    CHECK(contains(
-        *parse_measured_runs(run_json("A100-SXM4-80GB", 8, 2, 2, 0), "f.json").runs.at(0).unsupported,
-        "context parallelism"));
+    // Context parallelism is simulated: parsed as a layout with cp = 2 (tp = 4), nothing unsupported.
+    const auto cpr = parse_measured_runs(run_json("H100-SXM5-80GB", 8, 2, 2, 0), "f.json").runs.at(0);
+    CHECK_FALSE(cpr.unsupported);
+    CHECK(cpr.layout.cp == 2);
     CHECK_FALSE(parse_measured_runs(run_json("A100-SXM4-80GB", 8, 2, 1, 3), "f.json").runs.at(0).unsupported);
     auto j = run_json("A100-SXM4-80GB", 8, 2, 1, 0);
     j["runs"][0]["training"]["tpp"] = 2;
