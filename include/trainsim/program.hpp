@@ -27,7 +27,11 @@ namespace trainsim {
 
 enum class Phase { forward, backward, recompute, optimizer };
 /// The group a collective on the TP stream runs over.
-enum class CommGroup { tp, cp };
+enum class CommGroup {
+    tp,
+    cp,
+    embedding  ///< the first and last pipeline stage's ranks of one (tp, cp, dp): tied embedding gradients
+};
 enum class OpKind {
     compute,    ///< run segment `segment` on the main stream
     tp_launch,  ///< enqueue a TP collective on the TP stream

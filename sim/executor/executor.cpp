@@ -63,6 +63,7 @@ struct Unit {
     std::uint32_t tp_seq = 0;
     std::uint32_t dp_seq = 0;
     std::uint32_t cp_seq = 0;
+    std::uint32_t emb_seq = 0;
     int dp_completed = 0;
     RankTimes times;
 };
@@ -372,6 +373,7 @@ class Executor {
     void arrive_tp(Unit& s) {
         const Op& op = s.program->ops[s.tp_queue.front()];
         if (op.group == CommGroup::cp) return arrive_cp(s, op);
+        if (op.group == CommGroup::embedding) return arrive_embedding(s, op);
         const std::uint64_t group =
             static_cast<std::uint64_t>(s.coord.cp + layout_.cp * (s.coord.dp + layout_.dp * s.coord.pp));
         const std::uint64_t key = (group << 32) | s.tp_seq++;
@@ -389,15 +391,49 @@ class Executor {
                   [this, units, start, name] { finish_tp_stream(units, name, start); });
     }
 
-    void finish_tp_stream(const std::vector<Unit*>& units, const char* name, Time start) {
+    /// `pipeline`: the collective couples the first and the last stage (tied embeddings): waiting for the
+    /// peer stage to arrive is pipeline bubble (the drain), the transfer itself exposed PP communication.
+    void finish_tp_stream(const std::vector<Unit*>& units, const char* name, Time start,
+                          bool pipeline = false) {
         for (Unit* r : units) {
             add_slice(*r, 1, name, start, sim_.now());
             r->tp_queue.pop_front();
             if (!r->tp_queue.empty()) arrive_tp(*r);
             if (r->tp_queue.empty() && r->block == Block::tp) {
                 ++r->pc;
-                unblock(*r, r->times.tp_exposed_s);
+                if (pipeline) {
+                    const Time from = std::max(r->block_start, start);
+                    r->times.bubble_s += (from - r->block_start).to_seconds();
+                    r->block_start = from;
+                    unblock(*r, r->times.pp_exposed_s);
+                } else {
+                    unblock(*r, r->times.tp_exposed_s);
+                }
             }
+        }
+    }
+
+    // The tied-embedding gradient all-reduce between the first and the last stage's unit of the same
+    // (tp, cp, dp); a folded unit runs it for each of its members' TP indices.
+    void arrive_embedding(Unit& s, const Op& op) {
+        const std::uint64_t group =
+            static_cast<std::uint64_t>(s.coord.tp + layout_.tp * (s.coord.cp + layout_.cp * s.coord.dp));
+        const std::uint64_t key = (std::uint64_t{3} << 62) | (group << 32) | s.emb_seq++;
+        if (++arrivals_tp_[key] < 2) return;
+        arrivals_tp_.erase(key);
+        const int last = layout_.pp - 1;
+        std::vector<Unit*> units = {&unit_of(rank_of(layout_, at(s.coord.tp, s.coord.cp, s.coord.dp, 0))),
+                                    &unit_of(rank_of(layout_, at(s.coord.tp, s.coord.cp, s.coord.dp, last)))};
+        const Time start = sim_.now();
+        auto remaining = std::make_shared<int>(fold_);
+        for (int i = 0; i < fold_; ++i) {
+            const std::vector<int> pair = {
+                rank_of(layout_, at(s.coord.tp + i, s.coord.cp, s.coord.dp, 0)),
+                rank_of(layout_, at(s.coord.tp + i, s.coord.cp, s.coord.dp, last))};
+            coll_.run(op.collective, pair, op.bytes, [this, units, start, remaining] {
+                if (--*remaining == 0)
+                    finish_tp_stream(units, "embedding all_reduce", start, /*pipeline=*/true);
+            });
         }
     }
 

@@ -298,6 +298,23 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
                 for (const auto& b : buckets[static_cast<std::size_t>(c)])
                     launch_grad_bucket(b);
         dp_wait(dp_launched, Phase::backward);
+        // Tied input embedding and output layer on different stages: Megatron-LM (finalize_model_grads,
+        // _allreduce_embedding_grads) and DeepSpeed (tied modules) all-reduce the embedding's gradients
+        // between the first and the last stage after the backward pass, before the optimizer step.
+        const bool holds_tied_copy = r == 0 || r == pp - 1;
+        if (model.tied_embeddings && pp > 1 && holds_tied_copy) {
+            Op ar;
+            ar.kind = OpKind::tp_launch;
+            ar.group = CommGroup::embedding;
+            ar.phase = Phase::backward;
+            ar.collective = CollectiveKind::all_reduce;
+            ar.bytes = emb_params_rank * grad_bytes;
+            sp.ops.push_back(ar);
+            Op w;
+            w.kind = OpKind::tp_wait;
+            w.phase = Phase::backward;
+            sp.ops.push_back(w);
+        }
         append(sp.ops, blocks.optimizer(sharded ? stage_params_rank / layout.dp : stage_params_rank),
                Phase::optimizer, -1);
         if (sharded && !early_gather && !zero3) {
