@@ -10,7 +10,7 @@
 //   tp                     powers of 2 from 1 to min(gpus_per_node, GPUs) (larger values may be asked for)
 //   pp                     divisors of model.layers up to GPUs, plus the base layout's pp when the base gives
 //                          layers_per_stage (that split is kept for that pp; every other pp splits evenly)
-//   cp                     {1} (only cp = 1 is simulated today; cp > 1 is rejected "not simulated yet")
+//   cp                     {1} (context parallelism pays off for long sequences: ask for it, --vary cp=1,2,4)
 //   micro_batch            {1, 2, 4, 8}
 //   vpp                    {1, 2, 4}
 //   recompute              {none, selective, full}
@@ -74,7 +74,7 @@ std::vector<Layout> enumerate_layouts(const ModelSpec& model, const Layout& base
                                       int gpus, int gpus_per_node);
 
 /// The short category of the first check the layout fails ("tp does not divide heads", "global_batch not
-/// divisible by micro_batch*dp", "cp > 1 not simulated yet", ...), or "" when it passes check_layout. The
+/// divisible by micro_batch*dp", "2*cp does not divide seq_len", ...), or "" when it passes check_layout. The
 /// categories of the known checks are fixed strings; any other InputError of check_layout is reduced to its
 /// message with the numbers replaced by "N".
 std::string reject_reason(const ModelSpec& model, const Layout& layout, int gpus);
@@ -121,14 +121,15 @@ struct SweepResult {
 struct SweepProgress {
     std::size_t layouts = 0;      ///< grid points
     std::size_t checked = 0;      ///< points checked so far
-    std::size_t to_simulate = 0;  ///< points that passed the checks (0 until every point is checked)
+    bool checks_done = false;     ///< every point checked; to_simulate is known
+    std::size_t to_simulate = 0;  ///< points that passed the checks (set with checks_done)
     std::size_t simulated = 0;    ///< of which simulated so far
 };
 
 struct SweepOptions {
     int jobs = 1;  ///< worker threads (>= 1)
-    /// Called after each point is checked and after each is simulated, from the worker threads, one call at a
-    /// time. May be empty.
+    /// Called after each point is checked, once when every point is checked (checks_done), and after each
+    /// point is simulated; from the worker threads, one call at a time. May be empty.
     std::function<void(const SweepProgress&)> progress;
 };
 

@@ -97,8 +97,9 @@ std::string numbers_to_n(const std::string& msg) {
 
 /// The fixed category of the first failed check among those trainsim's sweep knows, "" if none fails.
 std::string known_category(const ModelSpec& m, const Layout& l) {
-    if (l.cp != 1) return "cp > 1 not simulated yet";
     if (l.dp <= 0) return "tp*pp*cp does not divide the GPUs";
+    if (l.cp > 1 && m.seq_len % (2 * l.cp) != 0) return "2*cp does not divide seq_len";
+    if (l.cp > 1 && l.attention != AttentionKernel::flash) return "cp > 1 needs flash attention";
     if (m.heads % l.tp != 0) return "tp does not divide heads";
     if (m.kv_heads % l.tp != 0) return "tp does not divide kv_heads";
     if (m.ffn_hidden % l.tp != 0) return "tp does not divide ffn_hidden";
@@ -378,9 +379,12 @@ std::string explain_limit(const Report& r, const TopologySpec& topology) {
         return fmt::format("bubble {}: {} micro-batches on {} stages{}", pct, l.micro_batches(), l.pp,
                            l.vpp > 1 ? fmt::format(" x {} chunks", l.vpp) : "");
     if (what == "idle") return fmt::format("idle {} ({}): stages unevenly loaded", seconds(top->second), pct);
-    const std::int64_t tp = l.tp, dp = l.dp, pp = l.pp;
-    const std::int64_t span = what == "TP" ? tp : what == "DP" ? tp * dp : tp * dp * pp;
-    return fmt::format("exposed {} {} ({}) over {}", what, seconds(top->second), pct, fabric(span));
+    // Ranks are tp fastest, then cp, dp, pp: a group of stride s and n members spans s·n consecutive GPUs.
+    // Context-parallel collectives run on the TP stream, so they count as exposed TP.
+    const std::int64_t tp = l.tp, cp = l.cp, dp = l.dp, pp = l.pp;
+    const std::int64_t span = what == "TP" ? tp * cp : what == "DP" ? tp * cp * dp : tp * cp * dp * pp;
+    const std::string name = what == "TP" && cp > 1 ? "TP+CP" : what;
+    return fmt::format("exposed {} {} ({}) over {}", name, seconds(top->second), pct, fabric(span));
 }
 
 SweepResult run_sweep(const TopologySpec& topology, const ModelSpec& model, const Layout& base,
@@ -416,9 +420,11 @@ SweepResult run_sweep(const TopologySpec& topology, const ModelSpec& model, cons
         if (entries[i].status == SweepStatus::simulated) todo.push_back(i);
     std::stable_sort(todo.begin(), todo.end(),
                      [&](std::size_t a, std::size_t b) { return cost[a] > cost[b]; });
-    {
+    if (options.progress) {
         const std::lock_guard<std::mutex> lock(progress_mutex);
         progress.to_simulate = todo.size();
+        progress.checks_done = true;
+        options.progress(progress);
     }
     std::vector<std::exception_ptr> sim_errors(todo.size());
     parallel_for(todo.size(), options.jobs, sim_errors, [&](std::size_t k) {
@@ -486,19 +492,18 @@ std::string format_sweep_text(const SweepResult& r, std::size_t top_k) {
         o += fmt::format("top {} of {} by step time (exposed communication: mean over GPUs)\n", k,
                          r.simulated);
         o += fmt::format(
-            "{:>4} {:>3} {:>3} {:>5} {:>3} {:>3} {:>9} {:>3} {:>3} {:>10} {:>11} {:>6} {:>6} {:>8} "
+            "{:>4} {:>3} {:>3} {:>5} {:>3} {:>3} {:>3} {:>9} {:>3} {:>3} {:>10} {:>11} {:>6} {:>6} {:>8} "
             "{:>8} {:>8} {:>9} {:>9}  {}\n",
-            "rank", "tp", "pp", "dp", "mb", "vpp", "recompute", "sp", "do", "step (s)", "tokens/s", "MFU",
-            "bubble", "TP (s)", "PP (s)", "DP (s)", "peak GiB", "headroom", "limited by");
+            "rank", "tp", "pp", "dp", "cp", "mb", "vpp", "recompute", "sp", "do", "step (s)", "tokens/s",
+            "MFU", "bubble", "TP (s)", "PP (s)", "DP (s)", "peak GiB", "headroom", "limited by");
         for (std::size_t i = 0; i < k; ++i) {
             const auto& e = r.entries[i];
             const auto& l = e.layout;
             const auto& p = e.report;
             o += fmt::format(
-                "{:>4} {:>3} {:>3} {:>5} {:>3} {:>3} {:>9} {:>3} {:>3} {:>10.4f} {:>11.0f} {:>5.1f}% "
-                "{:>5.1f}% "
-                "{:>8.3f} {:>8.3f} {:>8.3f} {:>9.1f} {:>9.1f}  {}\n",
-                i + 1, l.tp, l.pp, l.dp, l.micro_batch, l.vpp, to_string(l.recompute),
+                "{:>4} {:>3} {:>3} {:>5} {:>3} {:>3} {:>3} {:>9} {:>3} {:>3} {:>10.4f} {:>11.0f} {:>5.1f}% "
+                "{:>5.1f}% {:>8.3f} {:>8.3f} {:>8.3f} {:>9.1f} {:>9.1f}  {}\n",
+                i + 1, l.tp, l.pp, l.dp, l.cp, l.micro_batch, l.vpp, to_string(l.recompute),
                 l.sequence_parallel ? "on" : "off", l.distributed_optimizer ? "on" : "off", p.step_time_s,
                 p.tokens_per_s, 100.0 * p.mfu, 100.0 * p.bubble_s / p.step_time_s, p.tp_exposed_s,
                 p.pp_exposed_s, p.dp_exposed_s, e.peak_memory_bytes / kGiB,

@@ -31,25 +31,37 @@ std::string duration_text(double s) {
     return fmt::format("{}s", total);
 }
 
-/// The progress line on stderr (a terminal only): layouts done/total, rate, ETA; at most 5 updates a second.
+/// The progress line on stderr (a terminal only): layouts checked, then simulated / to simulate, the rate of
+/// simulations and the ETA; at most 5 updates a second.
 class Progress {
   public:
-    void operator()(std::size_t done, std::size_t total) {
+    void operator()(const SweepProgress& p) {
         const auto now = std::chrono::steady_clock::now();
-        if (done < total && now - last_ < std::chrono::milliseconds(200)) return;
+        if (p.checks_done && !sim_started_) {
+            sim_start_ = now;
+            sim_started_ = true;
+        }
+        const bool last = p.checks_done && p.simulated == p.to_simulate;
+        if (!last && now - last_ < std::chrono::milliseconds(200)) return;
         last_ = now;
-        const double elapsed = std::chrono::duration<double>(now - start_).count();
-        const double rate = elapsed > 0 ? static_cast<double>(done) / elapsed : 0.0;
-        const std::string eta =
-            rate > 0 ? duration_text(static_cast<double>(total - done) / rate) : std::string("?");
-        std::fprintf(stderr, "\rsweep: %zu/%zu layouts, %.1f/s, ETA %s   %s", done, total, rate, eta.c_str(),
-                     done == total ? "\n" : "");
+        if (!p.checks_done) {
+            std::fprintf(stderr, "\rsweep: checked %zu/%zu layouts   ", p.checked, p.layouts);
+        } else {
+            const double elapsed = std::chrono::duration<double>(now - sim_start_).count();
+            const double rate = elapsed > 0 ? static_cast<double>(p.simulated) / elapsed : 0.0;
+            const std::string eta =
+                rate > 0 ? duration_text(static_cast<double>(p.to_simulate - p.simulated) / rate) : "?";
+            std::fprintf(stderr, "\rsweep: %zu layouts checked; simulated %zu/%zu, %.2f/s, ETA %s   ",
+                         p.layouts, p.simulated, p.to_simulate, rate, eta.c_str());
+        }
+        if (last) std::fprintf(stderr, "\n");
         std::fflush(stderr);
     }
 
   private:
-    std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
     std::chrono::steady_clock::time_point last_{};
+    std::chrono::steady_clock::time_point sim_start_ = std::chrono::steady_clock::now();
+    bool sim_started_ = false;
 };
 
 }  // namespace
@@ -57,22 +69,20 @@ class Progress {
 int sweep_command(const std::vector<std::string>& args) {
     po::options_description desc(
         "trainsim sweep --gpus N [options]\n\n"
-        "Enumerates the training layouts of the workload's model on N GPUs (tp, pp, dp = N/(tp*pp), "
-        "micro_batch,\n"
-        "vpp, recompute, sequence_parallel, distributed_optimizer), rejects the invalid ones and those over "
-        "the "
-        "GPU's\n"
-        "HBM (counted by reason), simulates the rest and ranks them by step time: step time (s), tokens/s, "
-        "MFU,\n"
-        "bubble, exposed TP/PP/DP communication (s), peak memory and headroom (GiB), what limits each, then "
-        "the\n"
-        "best layout's full report. Other layout fields (global batch, precision, attention, overlaps, "
-        "bucket\n"
-        "size) come from the workload file.\n"
-        "Default grid: tp powers of 2 up to gpus_per_node, pp divisors of model.layers, micro_batch "
-        "1,2,4,8,\n"
-        "vpp 1,2,4 (pp > 1), recompute none,selective,full, sequence_parallel false,true (tp > 1),\n"
-        "distributed_optimizer false,true, cp 1.\n\noptions");
+        "Enumerates the training layouts of the workload's model on N GPUs (tp, pp, cp, dp = N/(tp*pp*cp),\n"
+        "micro_batch, vpp, recompute, sequence_parallel, distributed_optimizer), rejects the invalid ones "
+        "and\n"
+        "those over the GPU's HBM (counted by reason), simulates the rest and ranks them by step time: step\n"
+        "time (s), tokens/s, MFU, bubble, exposed TP/PP/DP communication (s), peak memory and headroom "
+        "(GiB),\n"
+        "what limits each, then the best layout's full report. Other layout fields (global batch, "
+        "precision,\n"
+        "attention, overlaps, bucket size) come from the workload file.\n"
+        "Default grid: tp powers of 2 up to gpus_per_node; pp divisors of model.layers (and the workload's "
+        "pp\n"
+        "when it gives layers_per_stage); cp 1 (--vary cp=1,2,4 for long sequences); micro_batch 1,2,4,8;\n"
+        "vpp 1,2,4 (pp > 1); recompute none,selective,full; sequence_parallel false,true (tp > 1);\n"
+        "distributed_optimizer false,true.\n\noptions");
     std::string topology_file, workload_file, csv_file;
     std::vector<std::string> fixes, varies;
     int gpus = 0;

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# End-to-end checks of `trainsim sweep`: the same CSV and stdout with 1 and 2 threads, the reject reasons
+# named, an unknown --fix key refused (exit 2, one line), a --gpus that does not fill whole nodes refused.
+# usage: sweep_e2e.sh TRAINSIM_BINARY SOURCE_DIR
+set -u
+bin="$1"
+src="$2"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+check() {  # check NAME CONDITION...
+    local name="$1"
+    shift
+    if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
+}
+
+topo="$src/topologies/dgx-a100.json"
+work="$src/tests/e2e/data/small.json"
+# 24 GPUs (3 nodes), the small 8-layer model (16 heads); a reduced grid keeps it to a few seconds. tp = 3
+# fits 24 GPUs but not the 16 heads.
+args=(sweep --topology "$topo" --workload "$work" --gpus 24 --global-batch 48 --vary micro_batch=1,2
+      --vary recompute=none,full --vary tp=1,2,3,4 --top 5)
+
+"$bin" "${args[@]}" --jobs 1 --csv "$tmp/j1.csv" >"$tmp/j1.txt" 2>"$tmp/j1.err"
+rc1=$?
+"$bin" "${args[@]}" --jobs 2 --csv "$tmp/j2.csv" >"$tmp/j2.txt" 2>"$tmp/j2.err"
+rc2=$?
+check "sweep --jobs 1 exits 0" test "$rc1" -eq 0
+check "sweep --jobs 2 exits 0" test "$rc2" -eq 0
+check "CSV identical for --jobs 1 and --jobs 2" cmp -s "$tmp/j1.csv" "$tmp/j2.csv"
+check "stdout identical for --jobs 1 and --jobs 2" cmp -s "$tmp/j1.txt" "$tmp/j2.txt"
+check "CSV has a header and rows" test "$(wc -l <"$tmp/j1.csv")" -gt 10
+check "CSV header" grep -q '^rank,tp,pp,dp,cp,micro_batch,vpp,recompute,' "$tmp/j1.csv"
+check "output names the reject reasons" grep -q '^ *[0-9]*  tp does not divide heads$' "$tmp/j1.txt"
+check "output names the reject reasons (2)" grep -q '^ *[0-9]*  tp\*pp\*cp does not divide the GPUs$' "$tmp/j1.txt"
+check "output counts the rejected layouts" grep -q '^rejected layouts by reason' "$tmp/j1.txt"
+check "output lists the top layouts" grep -q '^top 5 of' "$tmp/j1.txt"
+check "output explains what limits the best layout" \
+    grep -Eq '^ +1 .*(compute-bound|bubble|exposed (TP|PP|DP)|idle)' "$tmp/j1.txt"
+check "output ends with the best layout's report" grep -q '^where the step goes' "$tmp/j1.txt"
+check "no progress line when stderr is not a terminal" test ! -s "$tmp/j1.err"
+
+"$bin" "${args[@]}" --jobs 2 --json >"$tmp/j.json" 2>/dev/null
+check "--json exits 0" test $? -eq 0
+check "--json is JSON with the format and the layouts" \
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["format"]=="trainsim-sweep/1"; assert len(d["layouts"])==d["counts"]["layouts"]; assert d["best"]["step_time_s"]>0' "$tmp/j.json"
+
+"$bin" sweep --topology "$topo" --workload "$work" --gpus 16 --fix tensor_parallel=2 >"$tmp/bad.out" 2>"$tmp/bad.err"
+rc=$?
+check "unknown --fix key exits 2" test "$rc" -eq 2
+check "unknown --fix key: one line on stderr" test "$(wc -l <"$tmp/bad.err")" -eq 1
+check "unknown --fix key: the message names the key" grep -q 'unknown key "tensor_parallel"' "$tmp/bad.err"
+check "unknown --fix key: nothing on stdout" test ! -s "$tmp/bad.out"
+
+"$bin" sweep --topology "$topo" --workload "$work" --gpus 12 >"$tmp/bad.out" 2>"$tmp/bad.err"
+rc=$?
+check "--gpus not a multiple of gpus_per_node exits 2" test "$rc" -eq 2
+check "--gpus not a multiple: the message names gpus_per_node" grep -q 'gpus_per_node = 8' "$tmp/bad.err"
+
+"$bin" sweep --topology "$topo" --workload "$work" >/dev/null 2>"$tmp/bad.err"
+check "--gpus missing exits 2" test $? -eq 2
+
+exit $fail

@@ -1,0 +1,252 @@
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "test_helpers.hpp"
+#include "trainsim/errors.hpp"
+#include "trainsim/sweep.hpp"
+
+using namespace trainsim;
+using trainsim::test::contains;
+using trainsim::test::message_of;
+
+namespace {
+
+/// The layout fields the sweep keeps from the workload: bf16, flash attention, 1F1B.
+Layout base_layout(std::int64_t global_batch) {
+    Layout l;
+    l.global_batch = global_batch;
+    return l;
+}
+
+SweepGrid grid_of(std::initializer_list<const char*> restrictions) {
+    SweepGrid g;
+    for (const char* r : restrictions)
+        restrict_sweep_grid(g, r, "--vary");
+    return g;
+}
+
+const SweepEntry* find_entry(const SweepResult& r, const std::string& canonical) {
+    for (const auto& e : r.entries)
+        if (canonical_string(e.layout) == canonical) return &e;
+    return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "sweep: the default grid skips duplicate points (vpp > 1 with pp = 1, sequence parallel with tp = 1)") {
+    const ModelSpec m = trainsim::test::small_gpt(8);  // 8 layers: pp in {1, 2, 4, 8}
+    const auto layouts = enumerate_layouts(m, base_layout(32), SweepGrid{}, 16, 8);
+    // tp x sp: 1 + 3 x 2 = 7; pp x vpp: 1 + 3 x 3 = 10; micro_batch 4, recompute 3, distributed optimizer 2.
+    CHECK(layouts.size() == 7u * 10u * 4u * 3u * 2u);
+    for (const auto& l : layouts) {
+        CHECK_FALSE((l.vpp > 1 && l.pp == 1));
+        CHECK_FALSE((l.sequence_parallel && l.tp == 1));
+        CHECK(l.zero_stage == 0);
+        CHECK(l.dp == (16 % (l.tp * l.pp) == 0 ? 16 / (l.tp * l.pp) : 0));
+    }
+    // Enumeration order: tp outermost, distributed_optimizer innermost.
+    CHECK(canonical_string(layouts[0]) == "tp1 pp1 dp16 cp1 mb1 vpp1 rc=none sp0 do0");
+    CHECK(canonical_string(layouts[1]) == "tp1 pp1 dp16 cp1 mb1 vpp1 rc=none sp0 do1");
+    CHECK(layouts.back().tp == 8);
+}
+
+TEST_CASE("sweep: --fix / --vary restrict a dimension; unknown keys and bad values are refused") {
+    SweepGrid g;
+    restrict_sweep_grid(g, "tp=8", "--fix");
+    restrict_sweep_grid(g, "recompute=full,none", "--vary");
+    restrict_sweep_grid(g, "sequence_parallel=true", "--fix");
+    CHECK(g.tp == std::vector<int>{8});
+    CHECK(g.recompute == std::vector<Recompute>{Recompute::none, Recompute::full});
+    CHECK(g.sequence_parallel == std::vector<bool>{true});
+
+    auto err = [](const char* a, const char* opt) {
+        SweepGrid fresh;
+        return message_of<InputError>([&] { restrict_sweep_grid(fresh, a, opt); });
+    };
+    const auto unknown = err("tensor_parallel=8", "--fix");
+    CHECK_MESSAGE(contains(unknown, "unknown key \"tensor_parallel\""), unknown);
+    CHECK_MESSAGE(unknown.find('\n') == std::string::npos, unknown);
+    CHECK(contains(err("tp=4,8", "--fix"), "--fix takes one value"));
+    CHECK(contains(err("tp=0", "--vary"), "not a positive integer"));
+    CHECK(contains(err("tp=x", "--vary"), "not a positive integer"));
+    CHECK(contains(err("sequence_parallel=yes", "--fix"), "not true or false"));
+    CHECK(contains(err("recompute=some", "--fix"), "none, selective, full"));
+    CHECK(contains(err("tp", "--fix"), "expected key=value"));
+    CHECK(contains(message_of<InputError>([&] { restrict_sweep_grid(g, "tp=4", "--vary"); }), "twice"));
+}
+
+TEST_CASE("sweep: reject reasons of constructed layouts") {
+    const ModelSpec m = trainsim::test::small_gpt(8, 1024, 16);  // 16 heads, ffn 4096, seq 512
+    Layout ok = base_layout(32);
+    ok.tp = 2;
+    ok.pp = 2;
+    ok.dp = 4;
+    CHECK(reject_reason(m, ok, 16) == "");
+
+    Layout l = ok;
+    l.tp = 3;  // 3 x 2 x 4 = 24 GPUs; 3 does not divide 16 heads
+    l.dp = 4;
+    CHECK(reject_reason(m, l, 24) == "tp does not divide heads");
+
+    l = ok;
+    l.dp = 0;  // what enumerate_layouts gives when tp*pp*cp does not divide the GPUs
+    CHECK(reject_reason(m, l, 16) == "tp*pp*cp does not divide the GPUs");
+
+    l = ok;
+    l.cp = 2;
+    l.dp = 2;
+    CHECK(reject_reason(m, l, 16) == "");  // context parallelism: 2 x 2 chunks of the 512 tokens
+    l.attention = AttentionKernel::unfused;
+    CHECK(reject_reason(m, l, 16) == "cp > 1 needs flash attention");
+    CHECK(reject_reason(trainsim::test::small_gpt(8, 1024, 16, 510), l, 16) ==
+          "2*cp does not divide seq_len");
+
+    l = ok;
+    l.global_batch = 10;  // not a multiple of micro_batch 1 x dp 4
+    CHECK(reject_reason(m, l, 16) == "global_batch not divisible by micro_batch*dp");
+
+    const ModelSpec m9 = trainsim::test::small_gpt(9);
+    CHECK(reject_reason(m9, ok, 16) == "pp does not divide layers");
+
+    l = ok;
+    l.vpp = 3;  // 4 layers per stage
+    CHECK(reject_reason(m, l, 16) == "vpp does not divide the layers per stage");
+
+    l = ok;
+    l.vpp = 2;
+    l.global_batch = 4;  // 1 micro-batch per pipeline: interleaving needs a multiple of pp = 2
+    CHECK(reject_reason(m, l, 16) == "vpp > 1: micro-batches not a multiple of pp");
+}
+
+TEST_CASE("sweep: rejects counted by reason, out-of-memory layouts by their largest pile") {
+    const TopologySpec topo = trainsim::test::small_topology(1);  // 8 x A100-80GB
+    SweepOptions opt;
+    opt.jobs = 2;
+    {
+        const ModelSpec m = trainsim::test::small_gpt(4, 256, 16, 128, 1024);
+        const auto r = run_sweep(topo, m, base_layout(16),
+                                 grid_of({"tp=1,3", "pp=1", "micro_batch=1,3", "recompute=none",
+                                          "sequence_parallel=false", "distributed_optimizer=false"}),
+                                 "tiny", opt);
+        // tp 3: does not divide the 8 GPUs first; micro_batch 3 with dp 8: 16 is not a multiple of 24.
+        CHECK(r.simulated == 1);
+        CHECK(r.rejected == 3);
+        REQUIRE(r.reject_counts.size() == 2);
+        CHECK(r.reject_counts[0] ==
+              std::pair<std::string, std::size_t>{"tp*pp*cp does not divide the GPUs", 2});
+        CHECK(r.reject_counts[1] ==
+              std::pair<std::string, std::size_t>{"global_batch not divisible by micro_batch*dp", 1});
+    }
+    {
+        // GPT-3 175B on one node with TP 8: 175e9 / 8 parameters per GPU x (2 + 4 + 12) B = 394 GB > 80 GB,
+        // the optimizer state (12 B per parameter, not sharded with dp = 1) the largest pile.
+        const ModelSpec m = trainsim::test::gpt3_175b();
+        const auto r =
+            run_sweep(topo, m, base_layout(8),
+                      grid_of({"tp=8", "pp=1", "micro_batch=1", "recompute=full", "sequence_parallel=true"}),
+                      "gpt3", opt);
+        CHECK(r.simulated == 0);
+        CHECK(r.out_of_memory == 2);
+        REQUIRE(r.reject_counts.size() == 1);
+        CHECK(r.reject_counts[0].first == "out of memory: optimizer state largest");
+        CHECK(r.entries[0].peak_memory_bytes > 80e9 * 4);
+    }
+}
+
+TEST_CASE("sweep: a tiny model on one node is best with pp = 1 and no tensor parallelism") {
+    // 8 GPUs on one NVSwitch node, a 4-layer model of hidden 256. Every layout does the same FLOPs per GPU;
+    // pipeline parallelism only adds a bubble ((p-1)/m of the compute with m = 2 micro-batches per pipeline
+    // here) and P2P hops, tensor parallelism splits already small GEMMs further (lower efficiency, more
+    // kernel overhead per FLOP) and adds two latency-bound all-reduces per layer and pass, while data
+    // parallelism adds one all-reduce of 4 MB of fp32 gradients over NVLink, overlapped with nothing but tiny
+    // next to the rest. So the winner is TP 1 x PP 1 x DP 8.
+    const TopologySpec topo = trainsim::test::small_topology(1);
+    const ModelSpec m = trainsim::test::small_gpt(4, 256, 16, 128, 1024);
+    SweepOptions opt;
+    opt.jobs = 2;
+    const auto r = run_sweep(topo, m, base_layout(16),
+                             grid_of({"micro_batch=1", "recompute=none", "sequence_parallel=false",
+                                      "distributed_optimizer=false"}),
+                             "tiny", opt);
+    REQUIRE(r.simulated > 4);
+    const auto& best = r.entries.front();
+    CHECK(best.status == SweepStatus::simulated);
+    CHECK(canonical_string(best.layout) == "tp1 pp1 dp8 cp1 mb1 vpp1 rc=none sp0 do0");
+    // Every layout with pp > 1 is slower than the best layout with pp = 1 and the same tp.
+    for (const auto& e : r.entries) {
+        if (e.status != SweepStatus::simulated || e.layout.pp == 1) continue;
+        const SweepEntry* flat = find_entry(
+            r, fmt::format("tp{} pp1 dp{} cp1 mb1 vpp1 rc=none sp0 do0", e.layout.tp, 8 / e.layout.tp));
+        REQUIRE(flat != nullptr);
+        CHECK_MESSAGE(flat->report.step_time_s < e.report.step_time_s, canonical_string(e.layout));
+    }
+    // Ranked by step time.
+    for (std::size_t i = 1; i < r.simulated; ++i)
+        CHECK(r.entries[i - 1].report.step_time_s <= r.entries[i].report.step_time_s);
+}
+
+TEST_CASE("sweep: the ranking and the CSV do not depend on the number of threads") {
+    const TopologySpec topo = trainsim::test::small_topology(2);  // 16 GPUs on 2 nodes
+    const ModelSpec m = trainsim::test::small_gpt(4, 256, 16, 128, 1024);
+    const SweepGrid g = grid_of({"micro_batch=1,2", "recompute=none,full", "vpp=1,2"});
+    SweepOptions one;
+    one.jobs = 1;
+    SweepOptions two;
+    two.jobs = 2;
+    std::size_t calls = 0, last_done = 0;
+    two.progress = [&](const SweepProgress& p) {
+        ++calls;
+        const std::size_t done = p.checked + p.simulated;
+        CHECK(p.simulated <= p.to_simulate);
+        if (p.checks_done && p.simulated == 0) {  // the call that announces the simulations
+            CHECK(p.checked == p.layouts);
+            CHECK(done == last_done);
+        } else {
+            CHECK(done == last_done + 1);  // serialized, one step at a time
+        }
+        last_done = done;
+    };
+    const auto a = run_sweep(topo, m, base_layout(32), g, "tiny", one);
+    const auto b = run_sweep(topo, m, base_layout(32), g, "tiny", two);
+    CHECK(calls == b.entries.size() + 1 + b.simulated);
+    REQUIRE(a.simulated > 10);
+    CHECK(sweep_csv(a) == sweep_csv(b));
+    CHECK(sweep_json(a).dump() == sweep_json(b).dump());
+    CHECK(format_sweep_text(a, 5) == format_sweep_text(b, 5));
+    // The CSV holds a header and one row per grid point.
+    const auto csv = sweep_csv(a);
+    CHECK(static_cast<std::size_t>(std::count(csv.begin(), csv.end(), '\n')) == a.entries.size() + 1);
+}
+
+TEST_CASE("sweep: what limits a layout, from its breakdown") {
+    const TopologySpec topo = trainsim::test::small_topology(128);
+    Report r;
+    r.layout.tp = 8;
+    r.layout.pp = 16;
+    r.layout.dp = 8;
+    r.layout.global_batch = 96;  // 12 micro-batches per pipeline
+    r.step_time_s = 10.0;
+    r.compute_s = 7.0;
+    r.bubble_s = 1.8;
+    r.tp_exposed_s = 0.8;
+    r.dp_exposed_s = 0.4;
+    CHECK(explain_limit(r, topo) == "bubble 18%: 12 micro-batches on 16 stages");
+    r.layout.vpp = 2;
+    CHECK(explain_limit(r, topo) == "bubble 18%: 12 micro-batches on 16 stages x 2 chunks");
+    r.bubble_s = 0.2;
+    r.dp_exposed_s = 2.3;  // DP group of 8 x stride 8 spans 64 GPUs: 8 nodes
+    CHECK(explain_limit(r, topo) == "exposed DP 2.3 s (23%) over InfiniBand");
+    r.dp_exposed_s = 0.1;
+    CHECK(explain_limit(r, topo) == "exposed TP 0.8 s (8%) over NVLink");
+    r.layout.cp = 2;  // TP 8 x CP 2 spans 16 GPUs: two nodes
+    CHECK(explain_limit(r, topo) == "exposed TP+CP 0.8 s (8%) over InfiniBand");
+    r.layout.cp = 1;
+    r.tp_exposed_s = 0.3;
+    r.compute_s = 9.1;
+    CHECK(explain_limit(r, topo) == "compute-bound (91%)");
+}
