@@ -5,12 +5,20 @@
 #include <string>
 #include <vector>
 
+#include <boost/program_options.hpp>
+
 namespace trainsim::cli {
 
 int run_command(const std::vector<std::string>& args);
 int validate_command(const std::vector<std::string>& args);
 int fit_command(const std::vector<std::string>& args);
 int sweep_command(const std::vector<std::string>& args);
+
+/// Parses `args` of `command` whose positional arguments are files (option "files"); prints the help and
+/// returns false for --help. Throws InputError (one line) for a malformed command line.
+bool parse_file_command(const std::vector<std::string>& args,
+                        const boost::program_options::options_description& desc,
+                        boost::program_options::variables_map& vm, const char* command);
 
 /// Writes `text` to `path` atomically (temporary file in the same folder, then rename). Throws InputError.
 void write_file_atomically(const std::string& path, const std::string& text);

@@ -81,19 +81,8 @@ int fit_command(const std::vector<std::string>& args) {
         "id-prefix", po::value(&id_prefixes),
         "comma-separated run-id prefixes: fit only the runs whose id starts with one (default: every run of "
         "the GPU)")("files", po::value(&files)->composing(), "measured-run files");
-    po::positional_options_description pos;
-    pos.add("files", -1);
     po::variables_map vm;
-    try {
-        po::store(po::command_line_parser(args).options(desc).positional(pos).run(), vm);
-        po::notify(vm);
-    } catch (const po::error& e) {
-        throw InputError(fmt::format("fit: {}", e.what()));
-    }
-    if (vm.count("help")) {
-        std::cout << desc << "\n";
-        return kExitOk;
-    }
+    if (!parse_file_command(args, desc, vm, "fit")) return kExitOk;
     if (files.empty()) throw InputError("fit: no measured-run file given");
     if (gpu_name.empty()) throw InputError("fit: --gpu is required");
     if (jobs < 1) throw InputError(fmt::format("--jobs = {} must be at least 1", jobs));

@@ -90,19 +90,8 @@ int validate_command(const std::vector<std::string>& args) {
         "calibration", po::value(&calibration_file),
         "GPU model constants measured or fitted (format trainsim-calibration/1), applied over the catalog")(
         "files", po::value(&files)->composing(), "measured-run files");
-    po::positional_options_description pos;
-    pos.add("files", -1);
     po::variables_map vm;
-    try {
-        po::store(po::command_line_parser(args).options(desc).positional(pos).run(), vm);
-        po::notify(vm);
-    } catch (const po::error& e) {
-        throw InputError(fmt::format("validate: {}", e.what()));
-    }
-    if (vm.count("help")) {
-        std::cout << desc << "\n";
-        return kExitOk;
-    }
+    if (!parse_file_command(args, desc, vm, "validate")) return kExitOk;
     if (files.empty()) throw InputError("validate: no measured-run file given");
     if (!(tolerance >= 0)) throw InputError(fmt::format("--tolerance = {} must be >= 0", tolerance));
     std::set<std::string> only_ids;

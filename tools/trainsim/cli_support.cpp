@@ -1,5 +1,7 @@
+// Shared helpers of the CLI commands: command-line parsing of file commands and atomic file writing.
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 
 #include <fmt/format.h>
 
@@ -7,6 +9,25 @@
 #include "trainsim/errors.hpp"
 
 namespace trainsim::cli {
+
+bool parse_file_command(const std::vector<std::string>& args,
+                        const boost::program_options::options_description& desc,
+                        boost::program_options::variables_map& vm, const char* command) {
+    namespace po = boost::program_options;
+    po::positional_options_description pos;
+    pos.add("files", -1);
+    try {
+        po::store(po::command_line_parser(args).options(desc).positional(pos).run(), vm);
+        po::notify(vm);
+    } catch (const po::error& e) {
+        throw InputError(fmt::format("{}: {}", command, e.what()));
+    }
+    if (vm.count("help")) {
+        std::cout << desc << "\n";
+        return false;
+    }
+    return true;
+}
 
 void write_file_atomically(const std::string& path, const std::string& text) {
     const std::string tmp = path + ".tmp";
