@@ -106,6 +106,14 @@ class Collectives {
     std::map<std::vector<int>, Communicator> communicators_;
 };
 
+/// Each link's capacity in bytes/s, indexed by link id: what a FlowNetwork over `cluster` is built with.
+std::vector<double> link_capacities(const Cluster& cluster);
+
+/// Time, in seconds, of one collective over `ranks` on an otherwise idle `cluster` (as nccl-tests measures
+/// it).
+double isolated_collective_seconds(const Cluster& cluster, CollectiveKind kind, const std::vector<int>& ranks,
+                                   double bytes);
+
 /// Bus bandwidth factor of nccl-tests: busbw = algbw * factor(n).
 double busbw_factor(CollectiveKind kind, int n);
 

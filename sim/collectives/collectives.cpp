@@ -185,6 +185,25 @@ void Collectives::send(int src, int dst, double bytes, std::function<void()> don
     });
 }
 
+std::vector<double> link_capacities(const Cluster& cluster) {
+    std::vector<double> caps;
+    caps.reserve(cluster.links().size());
+    for (const auto& l : cluster.links())
+        caps.push_back(l.bandwidth.bytes_per_s);
+    return caps;
+}
+
+double isolated_collective_seconds(const Cluster& cluster, CollectiveKind kind, const std::vector<int>& ranks,
+                                   double bytes) {
+    Simulator sim;
+    FlowNetwork net(sim, link_capacities(cluster));
+    Collectives coll(sim, net, cluster);
+    Time done;
+    coll.run(kind, ranks, bytes, [&] { done = sim.now(); });
+    sim.run();
+    return done.to_seconds();
+}
+
 double busbw_factor(CollectiveKind kind, int n) {
     if (n <= 1) return 0.0;
     return kind == CollectiveKind::all_reduce ? 2.0 * (n - 1) / n : static_cast<double>(n - 1) / n;

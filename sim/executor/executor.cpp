@@ -129,14 +129,6 @@ class Executor {
     }
 
   private:
-    static std::vector<double> link_capacities(const Cluster& c) {
-        std::vector<double> caps;
-        caps.reserve(c.links().size());
-        for (const auto& l : c.links())
-            caps.push_back(l.bandwidth.bytes_per_s);
-        return caps;
-    }
-
     bool traced(const Unit& u) const {
         if (traced_.empty()) return false;
         for (int m : u.members)

@@ -12,17 +12,7 @@ using trainsim::test::small_topology;
 namespace {
 
 double time_of(const TopologySpec& t, CollectiveKind kind, const std::vector<int>& ranks, double bytes) {
-    const Cluster c(t);
-    Simulator sim;
-    std::vector<double> caps;
-    for (const auto& l : c.links())
-        caps.push_back(l.bandwidth.bytes_per_s);
-    FlowNetwork net(sim, caps);
-    Collectives coll(sim, net, c);
-    Time done;
-    coll.run(kind, ranks, bytes, [&] { done = sim.now(); });
-    sim.run();
-    return done.to_seconds();
+    return isolated_collective_seconds(Cluster(t), kind, ranks, bytes);
 }
 
 TopologySpec h100_node() {

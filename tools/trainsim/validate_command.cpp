@@ -41,22 +41,12 @@ struct MetricStats {
     }
 };
 
-/// Simulated time of one collective on an otherwise idle cluster, seconds.
+/// Simulated time of one collective row on an otherwise idle cluster, seconds.
 double simulate_collective(const CollectiveRow& row) {
-    const Cluster cluster(row.topology);
-    Simulator sim;
-    std::vector<double> caps;
-    for (const auto& l : cluster.links())
-        caps.push_back(l.bandwidth.bytes_per_s);
-    FlowNetwork net(sim, caps);
-    Collectives coll(sim, net, cluster);
     std::vector<int> ranks;
     for (int i = 0; i < row.gpus; ++i)
         ranks.push_back(i);
-    Time done;
-    coll.run(row.op, ranks, row.bytes, [&] { done = sim.now(); });
-    sim.run();
-    return done.to_seconds();
+    return isolated_collective_seconds(Cluster(row.topology), row.op, ranks, row.bytes);
 }
 
 const char* op_name(CollectiveKind k) {
