@@ -41,6 +41,9 @@ struct TopologySpec {
     Time switch_latency;       ///< per switch traversal
     int nodes_per_leaf = 32;
     double oversubscription = 1.0;  ///< leaf down:up bandwidth ratio (1 = non-blocking)
+    // host side of a node (optional; needed to offload the optimizer): DRAM and NVMe bandwidth per node
+    Bandwidth host_memory_bandwidth;  ///< zero: not described
+    Bandwidth nvme_bandwidth;         ///< zero: not described
 
     /// Calibrated constants for this cluster's GPU (a catalog entry with measured or fitted model constants,
     /// from a calibration file); unset: the catalog's entry for `gpu`.

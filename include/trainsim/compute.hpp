@@ -11,6 +11,10 @@
 //                   + kernel_overhead
 //  memory-bound (element-wise, norms, softmax, optimizer): t = bytes / (HBM · hbm_efficiency) +
 //  kernel_overhead
+//  offloaded optimizer work (ZeRO-Offload / ZeRO-Infinity), no kernel overhead:
+//        host_copy     t = bytes / (PCIe per direction · kPcieCopyEfficiency)
+//        host_compute  t = bytes / (host DRAM bandwidth per GPU · kHostStreamEfficiency)
+//        nvme_io       t = bytes / NVMe bandwidth per GPU
 // Constants come from the GpuSpec (one value per GPU type); tile shapes and their relative efficiencies are
 // the same for all GPUs (kTileShapes in sim/compute/compute_model.cpp).
 #pragma once
@@ -21,7 +25,23 @@
 
 namespace trainsim {
 
-enum class KernelKind { gemm, flash_attention, memory_bound };
+enum class KernelKind { gemm, flash_attention, memory_bound, host_copy, host_compute, nvme_io };
+
+/// Fraction of the PCIe per-direction rate a pinned-memory cudaMemcpy reaches (CUDA samples' bandwidthTest
+/// on x16 links: about 25 of 32 GB/s on Gen4, 50 of 64 GB/s on Gen5).
+inline constexpr double kPcieCopyEfficiency = 0.8;
+/// Fraction of the host's DRAM bandwidth a vectorized CPU optimizer loop streams at (DeepSpeed CPU-Adam is an
+/// AVX loop over fp32 master weights, moments and gradients: memory-bound; STREAM triad reaches 70-80 % of
+/// the DRAM peak on two-socket servers, and the loop also converts to fp16 and shares the sockets with the
+/// data loader; 0.5 is an assumption, not a measurement: calibrate it when offload matters).
+inline constexpr double kHostStreamEfficiency = 0.5;
+
+/// The host side of one GPU, for offloaded optimizer work. Zero: not described (offload is then refused).
+struct HostLinks {
+    double pcie_bytes_per_s = 0;         ///< GPU <-> host, per direction
+    double host_memory_bytes_per_s = 0;  ///< host DRAM bandwidth per GPU (the node's / GPUs per node)
+    double nvme_bytes_per_s = 0;         ///< NVMe bandwidth per GPU (the node's / GPUs per node)
+};
 
 /// One GPU kernel's work. Shapes are per GPU (after TP division).
 struct Kernel {
@@ -36,12 +56,15 @@ struct Kernel {
                        double elem_bytes = 2);
     static Kernel flash(const char* name, double flops, double bytes);
     static Kernel memory(const char* name, double bytes);
+    /// Offloaded work of kind host_copy, host_compute or nvme_io moving `bytes`.
+    static Kernel host(KernelKind kind, const char* name, double bytes);
 };
 
 class ComputeModel {
   public:
-    ComputeModel(const GpuSpec& gpu, Precision precision);
-    /// Duration in seconds of `k` on this GPU.
+    ComputeModel(const GpuSpec& gpu, Precision precision, HostLinks host = {});
+    /// Duration in seconds of `k` on this GPU. Throws InputError for offloaded work when the host side is
+    /// not described (HostLinks zero).
     double seconds(const Kernel& k) const;
     /// The shape factor shape(M, N, batch) above, in (0, 1].
     double gemm_shape_efficiency(double m, double n, double batch) const;
@@ -49,8 +72,10 @@ class ComputeModel {
     double peak_flops() const { return peak_; }
 
   private:
+    static double require(double bytes_per_s, const char* field);
     const GpuSpec& gpu_;
     double peak_;
+    HostLinks host_;
 };
 
 }  // namespace trainsim

@@ -18,6 +18,34 @@ namespace trainsim {
 enum class Schedule { one_f_one_b, gpipe };
 enum class Recompute { none, selective, full };
 enum class AttentionKernel { flash, unfused };
+/// Optimizer and the state it keeps per trainable parameter, besides the 16-bit weight (docs/memory.md):
+///   adam          fp32 master weight + fp32 m + fp32 v = 12 B (Megatron-LM theoretical_memory_usage.py)
+///   adam_8bit     fp32 master + 8-bit m + 8-bit v = 6 B, plus one fp32 absmax per 2,048-element block for
+///                 each moment (Dettmers et al. 2022, arXiv:2110.02861, block-wise quantization)
+///   sgd_momentum  fp32 master + fp32 momentum = 8 B
+///   sgd           fp32 master = 4 B
+enum class Optimizer { adam, adam_8bit, sgd_momentum, sgd };
+/// Where the optimizer state and fp32 master weights live: on the GPU; in host memory, the step computed by
+/// the CPU (ZeRO-Offload, Ren et al. 2021, arXiv:2101.06840); or on NVMe, streamed through host memory
+/// (ZeRO-Infinity, Rajbhandari et al. 2021, arXiv:2104.07857).
+enum class Offload { none, cpu, nvme };
+/// Parameter-efficient fine-tuning: LoRA (Hu et al. 2021, arXiv:2106.09685: frozen base, trainable rank-r
+/// A·B on the chosen projections) or QLoRA (Dettmers et al. 2023, arXiv:2305.14314: the frozen base stored in
+/// 4-bit NF4 with double quantization, adapters in 16 bits, paged optimizer).
+enum class Adapter { none, lora, qlora };
+/// How a checkpoint is saved: every rank writes its own shard (Megatron torch_dist, FSDP SHARDED_STATE_DICT),
+/// or rank 0 gathers the full state (FSDP FULL_STATE_DICT, Megatron's legacy DP-zero optimizer state).
+enum class CheckpointSave { sharded, rank0 };
+
+/// Bytes per base weight of QLoRA's 4-bit NormalFloat storage with double quantization: 4 bits, plus the
+/// block constants, 8-bit per 64 weights and fp32 per 256 blocks: 4 + 8/64 + 32/(64·256) = 4.127 bits
+/// (Dettmers et al. 2023, arXiv:2305.14314, Sec. 3 "Double Quantization").
+inline constexpr double kQloraBaseBytesPerParam = (4.0 + 8.0 / 64.0 + 32.0 / (64.0 * 256.0)) / 8.0;
+
+/// The linear layers of a transformer block that LoRA adapters may target.
+struct LoraTargets {
+    bool qkv = true, proj = true, fc1 = true, fc2 = true;  ///< QLoRA's "all linear layers" by default
+};
 
 struct Layout {
     int tp = 1;
@@ -50,6 +78,12 @@ struct Layout {
     AttentionKernel attention = AttentionKernel::flash;
     /// Transformer layers per pipeline stage, when they are not divided evenly; empty = even split.
     std::vector<std::int64_t> layers_per_stage;
+    Optimizer optimizer = Optimizer::adam;
+    Offload offload_optimizer = Offload::none;
+    Adapter adapter = Adapter::none;
+    std::int64_t lora_rank = 16;  ///< r of LoRA / QLoRA adapters
+    LoraTargets lora_targets;
+    CheckpointSave checkpoint_save = CheckpointSave::sharded;
 
     int gpus() const { return tp * pp * dp * cp; }
     std::int64_t micro_batches() const { return global_batch / (micro_batch * dp); }
@@ -62,7 +96,17 @@ struct Layout {
     /// Bytes per element of activations and weights used by GEMMs (fp8 runs keep bf16 activations between
     /// kernels; the GEMM inputs are cast in the kernel).
     double activation_bytes() const { return 2.0; }
+    /// Bytes of optimizer state per trainable parameter on the device that holds it, fp32 master weight
+    /// included (see Optimizer).
+    double optimizer_bytes_per_param() const;
+    /// True when the base weights are frozen (LoRA, QLoRA): no weight gradients for them.
+    bool frozen_base() const { return adapter != Adapter::none; }
 };
+
+/// Trainable adapter parameters of one transformer layer (all TP shards): r·(in + out) per targeted linear
+/// layer (LoRA's A is in x r, B is r x out; Hu et al. 2021, Sec. 4.1), one adapter per projection as
+/// Hugging Face PEFT places them: q, k, v (3), o, and SwiGLU's gate and up (2) with down. 0 without adapters.
+double adapter_params_per_layer(const ModelSpec& m, const Layout& l);
 
 /// Layers on pipeline stage `stage` (0-based), from layers_per_stage or the even split.
 std::int64_t layers_on_stage(const ModelSpec& m, const Layout& l, int stage);
@@ -75,5 +119,9 @@ void check_layout(const ModelSpec& m, const Layout& l, int cluster_gpus);
 std::string to_string(Schedule s);
 std::string to_string(Recompute r);
 std::string to_string(AttentionKernel a);
+std::string to_string(Optimizer o);
+std::string to_string(Offload o);
+std::string to_string(Adapter a);
+std::string to_string(CheckpointSave c);
 
 }  // namespace trainsim

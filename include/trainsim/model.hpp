@@ -24,11 +24,18 @@ struct ModelSpec {
     std::int64_t seq_len = 0;
     MlpKind mlp = MlpKind::gelu;
     bool tied_embeddings = true;
+    /// Dropout after attention softmax and after the attention and MLP blocks (Megatron-LM's default
+    /// --attention-dropout 0.1 --hidden-dropout 0.1, as GPT-3 trained); its 1-byte masks are activations.
+    /// Llama-style recipes train without dropout.
+    bool dropout = true;
 
     std::int64_t head_dim() const { return hidden / heads; }
 
     /// Parameters of one transformer layer (attention + MLP + norms, biases for gelu models).
     double layer_params() const;
+    /// Weights of the four linear layers of one transformer layer (QKV, projection, MLP matrices), no
+    /// biases: what QLoRA quantizes to 4 bits.
+    double linear_params() const;
     /// Parameters of the input embedding (vocab x hidden).
     double embedding_params() const;
     /// Parameters of the output layer (0 when tied to the input embedding) plus the final norm.

@@ -64,14 +64,41 @@ struct Op {
     CommGroup group = CommGroup::tp;  ///< tp_launch: TP group, or CP group (ring attention K/V exchange)
 };
 
+/// What a point of a stage's op list does to memory. The builder marks the points; the memory model
+/// (include/trainsim/memory.hpp) turns them into bytes by pile and walks them in the executed order.
+enum class MemoryEvent {
+    layer_forward,       ///< a transformer layer's forward is done: its activations are stored
+    layer_recomputed,    ///< a layer was recomputed before its backward: the recomputed set is alive
+    layer_backward,      ///< a layer's backward is done: its activations and recomputed set are freed
+    embedding_forward,   ///< the embedding's stored tensors (token ids, dropout mask)
+    embedding_backward,  ///< ... freed
+    head_forward,        ///< final norm, LM head and cross-entropy: logits in fp32 stored
+    head_backward,       ///< ... freed
+    params_gathered,     ///< ZeRO-3 / FSDP: `elements` parameters per rank all-gathered into a buffer
+    params_released,     ///< ... that buffer freed (after the group's compute)
+    grads_unsharded,     ///< ZeRO-3 / FSDP: a group's full gradients, alive until reduce-scattered
+    grads_reduced,       ///< ... freed
+};
+
+/// A memory event at the point just before op `op` of the stage (op == ops.size(): after the last op).
+struct MemoryMark {
+    std::size_t op = 0;
+    MemoryEvent event = MemoryEvent::layer_forward;
+    double elements = 0;  ///< parameters per rank, for the ZeRO-3 events
+};
+
 struct StageProgram {
     std::vector<Op> ops;
+    std::vector<MemoryMark> memory_marks;  ///< in op order
     /// Most micro-batches whose activations are held at once on this stage (forward done, backward not yet),
     /// counted in units of a full stage's layers, from the executed schedule order.
     double peak_in_flight_microbatches = 0;
     double hardware_flops = 0;    ///< per rank, including recomputation
     double params = 0;            ///< parameters held by this stage (all TP shards together)
     double embedding_params = 0;  ///< of which embedding / output layer
+    double trainable_params = 0;  ///< trainable parameters of the stage (all TP shards): all, or the adapters
+    std::int64_t layers = 0;      ///< transformer layers on this stage (all its chunks)
+    bool has_embedding = false, has_head = false;
 };
 
 struct Program {

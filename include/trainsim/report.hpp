@@ -22,23 +22,11 @@
 #include "trainsim/cluster.hpp"
 #include "trainsim/executor.hpp"
 #include "trainsim/layout.hpp"
+#include "trainsim/memory.hpp"
 #include "trainsim/model.hpp"
 #include "trainsim/program.hpp"
 
 namespace trainsim {
-
-/// First memory model, per pipeline stage, bytes per GPU (docs/memory.md). A later model tracks it per phase.
-struct StageMemory {
-    int stage = 0;
-    double parameters_bytes = 0;
-    double gradients_bytes = 0;
-    double optimizer_bytes = 0;
-    double activations_bytes = 0;
-    double in_flight_microbatches = 0;
-    double total_bytes() const {
-        return parameters_bytes + gradients_bytes + optimizer_bytes + activations_bytes;
-    }
-};
 
 struct StageTimes {
     int stage = 0;
@@ -61,19 +49,16 @@ struct Report {
     double bubble_s = 0, bubble_ratio = 0, bubble_closed_form = 0;
     double compute_s = 0, tp_exposed_s = 0, pp_exposed_s = 0, dp_exposed_s = 0, idle_s = 0;
     std::vector<StageTimes> stages;
-    std::vector<StageMemory> memory;
+    MemoryReport memory;  ///< per stage and phase; memory.fits() false: the layout runs out of memory
     double gpu_memory_bytes = 0;
     std::uint64_t events = 0, flows = 0;
 };
 
-/// Per-stage memory of the first model (parameters, gradients, optimizer state, activations with the
-/// schedule's in-flight micro-batches). Activation terms: Korthikanti et al. 2022 Table 2 (see
-/// docs/memory.md).
-std::vector<StageMemory> estimate_memory(const ModelSpec& m, const Layout& l, const Program& p);
-
+/// Builds the report of one simulated iteration, memory included (simulate_memory, with the simulated times
+/// of the traced stage leaders when `r` has them; `memory_timeline` keeps every memory sample).
 Report make_report(const Cluster& cluster, const ModelSpec& m, const Layout& l, const Program& p,
                    const ExecutionResult& r, const std::string& topology_name,
-                   const std::string& workload_name);
+                   const std::string& workload_name, bool memory_timeline = false);
 
 /// Measured figures printed beside the prediction (the embedded default's published run).
 struct Measured {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "trainsim/cluster.hpp"
+#include "trainsim/compute.hpp"
 #include "trainsim/executor.hpp"
 #include "trainsim/layout.hpp"
 #include "trainsim/model.hpp"
@@ -15,12 +16,18 @@
 
 namespace trainsim {
 
-enum class TraceRanks { none, first_replica, all };
+/// Which ranks' timelines are kept: none; the GPUs of DP replica 0; one GPU per pipeline stage (tp = cp = dp
+/// = 0: what the memory timeline needs); or all.
+enum class TraceRanks { none, first_replica, stage_leaders, all };
 
 struct SimulationResult {
     Report report;
     ExecutionResult execution;
 };
+
+/// The host side of one GPU of this topology (PCIe to the GPU, the node's DRAM and NVMe bandwidth shared by
+/// its GPUs), for offloaded optimizer work.
+HostLinks host_links(const TopologySpec& t);
 
 /// Checks the layout (InputError naming the field), builds the cluster and the program, simulates one
 /// iteration. `trace` selects the ranks whose timeline slices are kept: none, the ranks of DP replica 0, or

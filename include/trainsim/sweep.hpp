@@ -21,8 +21,8 @@
 // not listed are not enumerated).
 //
 // Evaluation of one point, in this order: reject_reason() (the layout checks, a short category per failed
-// check, then check_layout and build_program for anything else); the memory estimate (estimate_memory, the
-// busiest stage against the GPU's HBM capacity: "out of memory: <the largest pile of that stage>"); then one
+// check, then check_layout and build_program for anything else); the memory walk (simulate_memory, the
+// busiest stage against the GPU's HBM capacity: "out of memory: <the pile to blame>"); then one
 // simulated iteration. Results are stored by enumeration index and then sorted, so the outcome does not
 // depend on the number of threads.
 #pragma once

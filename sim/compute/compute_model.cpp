@@ -4,6 +4,10 @@
 
 #include "trainsim/compute.hpp"
 
+#include <fmt/format.h>
+
+#include "trainsim/errors.hpp"
+
 namespace trainsim {
 
 namespace {
@@ -53,8 +57,16 @@ Kernel Kernel::memory(const char* name, double bytes) {
     return g;
 }
 
-ComputeModel::ComputeModel(const GpuSpec& gpu, Precision precision)
-    : gpu_(gpu), peak_(gpu.peak_flops(precision)) {}
+Kernel Kernel::host(KernelKind kind, const char* name, double bytes) {
+    Kernel g;
+    g.kind = kind;
+    g.name = name;
+    g.bytes = bytes;
+    return g;
+}
+
+ComputeModel::ComputeModel(const GpuSpec& gpu, Precision precision, HostLinks host)
+    : gpu_(gpu), peak_(gpu.peak_flops(precision)), host_(host) {}
 
 double ComputeModel::gemm_shape_efficiency(double m, double n, double batch) const {
     double best = 0;
@@ -67,6 +79,15 @@ double ComputeModel::gemm_shape_efficiency(double m, double n, double batch) con
         best = std::max(best, t.efficiency * edge * waves);
     }
     return best;
+}
+
+double ComputeModel::require(double bytes_per_s, const char* field) {
+    if (bytes_per_s <= 0)
+        throw InputError(
+            fmt::format("topology.{} is not given: offloading the optimizer needs the host "
+                        "side of the node described",
+                        field));
+    return bytes_per_s;
 }
 
 double ComputeModel::seconds(const Kernel& k) const {
@@ -83,6 +104,13 @@ double ComputeModel::seconds(const Kernel& k) const {
                    gpu_.kernel_overhead_s;
         case KernelKind::memory_bound:
             return mem_t + gpu_.kernel_overhead_s;
+        case KernelKind::host_copy:
+            return k.bytes / (require(host_.pcie_bytes_per_s, "pcie_bandwidth") * kPcieCopyEfficiency);
+        case KernelKind::host_compute:
+            return k.bytes /
+                   (require(host_.host_memory_bytes_per_s, "host.memory_bandwidth") * kHostStreamEfficiency);
+        case KernelKind::nvme_io:
+            return k.bytes / require(host_.nvme_bytes_per_s, "host.nvme_bandwidth");
     }
     return 0;
 }

@@ -58,6 +58,12 @@ TopologySpec parse_topology(const json& j, const std::string& file) {
             so.fail(so.field("oversubscription"), fmt::format("= {} must be >= 1", t.oversubscription));
         so.finish();
     }
+    if (o.has("host")) {
+        auto ho = o.object("host");
+        t.host_memory_bandwidth = Bandwidth{ho.quantity("memory_bandwidth", Dimension::bandwidth)};
+        t.nvme_bandwidth = Bandwidth{ho.quantity("nvme_bandwidth", Dimension::bandwidth)};
+        ho.finish();
+    }
     o.finish();
     return t;
 }
@@ -75,6 +81,7 @@ ModelSpec parse_model(const json& j, const std::string& file, const std::string&
     m.seq_len = o.positive("seq_len");
     m.mlp = o.choice("mlp", {"gelu", "swiglu"}) == "swiglu" ? MlpKind::swiglu : MlpKind::gelu;
     m.tied_embeddings = o.boolean_or("tied_embeddings", m.mlp == MlpKind::gelu);
+    m.dropout = o.boolean_or("dropout", true);
     o.finish();
     return m;
 }
@@ -124,6 +131,45 @@ Layout parse_layout(const json& j, const std::string& file) {
             l.layers_per_stage.push_back(x.get<std::int64_t>());
         }
     }
+    if (o.has("optimizer")) {
+        const auto v = o.choice("optimizer", {"adam", "adam_8bit", "sgd_momentum", "sgd"});
+        l.optimizer = v == "adam_8bit"      ? Optimizer::adam_8bit
+                      : v == "sgd_momentum" ? Optimizer::sgd_momentum
+                      : v == "sgd"          ? Optimizer::sgd
+                                            : Optimizer::adam;
+    }
+    if (o.has("offload_optimizer")) {
+        const auto v = o.choice("offload_optimizer", {"none", "cpu", "nvme"});
+        l.offload_optimizer = v == "cpu" ? Offload::cpu : v == "nvme" ? Offload::nvme : Offload::none;
+    }
+    if (o.has("adapter")) {
+        const auto v = o.choice("adapter", {"none", "lora", "qlora"});
+        l.adapter = v == "lora" ? Adapter::lora : v == "qlora" ? Adapter::qlora : Adapter::none;
+    }
+    l.lora_rank = o.integer_or("lora_rank", l.lora_rank);
+    if (o.has("lora_targets")) {
+        const auto& v = o.raw("lora_targets");
+        if (!v.is_array()) o.fail(o.field("lora_targets"), fmt::format("= {} must be an array", v.dump()));
+        l.lora_targets = LoraTargets{false, false, false, false};
+        for (const auto& x : v) {
+            const std::string name = x.is_string() ? x.get<std::string>() : x.dump();
+            if (name == "qkv")
+                l.lora_targets.qkv = true;
+            else if (name == "proj")
+                l.lora_targets.proj = true;
+            else if (name == "fc1")
+                l.lora_targets.fc1 = true;
+            else if (name == "fc2")
+                l.lora_targets.fc2 = true;
+            else
+                o.fail(o.field("lora_targets"),
+                       fmt::format("holds {}; expected qkv, proj, fc1 or fc2", x.dump()));
+        }
+    }
+    if (o.has("checkpoint_save"))
+        l.checkpoint_save = o.choice("checkpoint_save", {"sharded", "rank0"}) == "rank0"
+                                ? CheckpointSave::rank0
+                                : CheckpointSave::sharded;
     o.finish();
     return l;
 }

@@ -105,6 +105,19 @@ void check_layout(const ModelSpec& m, const Layout& l, int cluster_gpus) {
                         l.vpp, l.micro_batches(), l.pp));
     if (l.zero_stage < 0 || l.zero_stage > 3)
         throw InputError(fmt::format("layout.zero_stage = {} must be 0, 1, 2 or 3", l.zero_stage));
+    if (l.adapter != Adapter::none) {
+        require_positive("layout.lora_rank", l.lora_rank);
+        if (l.lora_rank > m.hidden)
+            throw InputError(
+                fmt::format("layout.lora_rank = {} exceeds model.hidden = {}", l.lora_rank, m.hidden));
+        const auto& t = l.lora_targets;
+        if (!t.qkv && !t.proj && !t.fc1 && !t.fc2)
+            throw InputError("layout.lora_targets is empty: name at least one of qkv, proj, fc1, fc2");
+    }
+    if (l.offload_optimizer == Offload::nvme && l.zero_stage != 3)
+        throw InputError(fmt::format(
+            "layout.offload_optimizer = \"nvme\" needs layout.zero_stage = 3 (ZeRO-Infinity), not {}",
+            l.zero_stage));
     if (l.dp_bucket_bytes <= 0)
         throw InputError(fmt::format("layout.dp_bucket_size = {} B must be positive", l.dp_bucket_bytes));
 }
@@ -127,6 +140,62 @@ std::string to_string(Recompute r) {
 
 std::string to_string(AttentionKernel a) {
     return a == AttentionKernel::flash ? "flash" : "unfused";
+}
+
+double adapter_params_per_layer(const ModelSpec& m, const Layout& l) {
+    if (l.adapter == Adapter::none) return 0.0;
+    const double r = static_cast<double>(l.lora_rank);
+    const double h = static_cast<double>(m.hidden);
+    const double q = static_cast<double>(m.heads * m.head_dim());
+    const double kv = static_cast<double>(m.kv_heads * m.head_dim());
+    const double f = static_cast<double>(m.ffn_hidden);
+    const bool swiglu = m.mlp == MlpKind::swiglu;
+    double p = 0;
+    if (l.lora_targets.qkv) p += r * (3 * h + q + 2 * kv);  // q, k, v projections, one adapter each
+    if (l.lora_targets.proj) p += r * (q + h);
+    if (l.lora_targets.fc1) p += (swiglu ? 2.0 : 1.0) * r * (h + f);
+    if (l.lora_targets.fc2) p += r * (f + h);
+    return p;
+}
+
+double Layout::optimizer_bytes_per_param() const {
+    switch (optimizer) {
+        case Optimizer::adam:
+            return 12.0;
+        case Optimizer::adam_8bit:
+            return 4.0 + 2.0 * (1.0 + 4.0 / 2048.0);
+        case Optimizer::sgd_momentum:
+            return 8.0;
+        case Optimizer::sgd:
+            return 4.0;
+    }
+    return 12.0;
+}
+
+std::string to_string(Optimizer o) {
+    switch (o) {
+        case Optimizer::adam:
+            return "adam";
+        case Optimizer::adam_8bit:
+            return "adam_8bit";
+        case Optimizer::sgd_momentum:
+            return "sgd_momentum";
+        case Optimizer::sgd:
+            return "sgd";
+    }
+    return "?";
+}
+
+std::string to_string(Offload o) {
+    return o == Offload::none ? "none" : o == Offload::cpu ? "cpu" : "nvme";
+}
+
+std::string to_string(Adapter a) {
+    return a == Adapter::none ? "none" : a == Adapter::lora ? "lora" : "qlora";
+}
+
+std::string to_string(CheckpointSave c) {
+    return c == CheckpointSave::sharded ? "sharded" : "rank0";
 }
 
 }  // namespace trainsim

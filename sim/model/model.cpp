@@ -17,6 +17,15 @@ double ModelSpec::layer_params() const {
     return qkv + proj + mlp_w + biases + norms;
 }
 
+double ModelSpec::linear_params() const {
+    const double h = static_cast<double>(hidden);
+    const double d = static_cast<double>(head_dim());
+    const double a = static_cast<double>(heads);
+    const double g = static_cast<double>(kv_heads);
+    const double f = static_cast<double>(ffn_hidden);
+    return h * (a + 2 * g) * d + a * d * h + (mlp == MlpKind::gelu ? 2.0 : 3.0) * h * f;
+}
+
 double ModelSpec::embedding_params() const {
     return static_cast<double>(vocab) * static_cast<double>(hidden);
 }

@@ -116,14 +116,22 @@ OpTemplate BlockBuilder::layer_forward() {
     };
 
     kernel(t, Kernel::memory("input_norm", 2 * E_ * h_ * Tsp_));
+    dequantize(t, h_ * (a_ + 2 * g_) * d_ / t_);
     column(Kernel::gemm("qkv_gemm", T_, (a_ + 2 * g_) * d_ / t_, h_, 1, gemm_elem_));
+    adapter_forward(t, l_.lora_targets.qkv, h_, (a_ + 2 * g_) * d_ / t_);
     attention_core_forward(t);
+    dequantize(t, a_ * d_ / t_ * h_);
+    adapter_forward(t, l_.lora_targets.proj, a_ * d_ / t_, h_);
     row(Kernel::gemm("attn_proj_gemm", T_, h_, a_ * d_ / t_, 1, gemm_elem_));
     kernel(t, Kernel::memory("bias_dropout_add", (3 * E_ + 1) * h_ * Tsp_));
     kernel(t, Kernel::memory("pre_mlp_norm", 2 * E_ * h_ * Tsp_));
+    dequantize(t, h_ * f_eff);
     column(Kernel::gemm("fc1_gemm", T_, f_eff, h_, 1, gemm_elem_));
+    adapter_forward(t, l_.lora_targets.fc1, h_, f_eff);
     kernel(t, Kernel::memory(m_.mlp == MlpKind::swiglu ? "swiglu" : "gelu",
                              (m_.mlp == MlpKind::swiglu ? 3 : 2) * E_ * T_ * f_ / t_));
+    dequantize(t, f_ / t_ * h_);
+    adapter_forward(t, l_.lora_targets.fc2, f_ / t_, h_);
     row(Kernel::gemm("fc2_gemm", T_, h_, f_ / t_, 1, gemm_elem_));
     kernel(t, Kernel::memory("bias_dropout_add", (3 * E_ + 1) * h_ * Tsp_));
     flush(t);
@@ -187,6 +195,7 @@ OpTemplate BlockBuilder::layer_backward() {
 
     // Row-parallel backward: with SP, the output gradient is all-gathered first (backward of the
     // reduce-scatter).
+    const bool frozen = l_.frozen_base();  // LoRA / QLoRA: no weight gradients for the base
     auto row_bwd = [&](const Kernel& dgrad, const Kernel& wgrad) {
         if (sp) {
             tp(t, CollectiveKind::all_gather, act, !ov);
@@ -195,7 +204,7 @@ OpTemplate BlockBuilder::layer_backward() {
         } else {
             kernel(t, dgrad);
         }
-        kernel(t, wgrad);
+        if (!frozen) kernel(t, wgrad);
     };
     // Column-parallel backward (Megatron LinearWithGradAccumulationAndAsyncCommunication): with SP the input
     // is all-gathered again, overlapped with the data-gradient GEMM; the input gradient's all-reduce
@@ -205,27 +214,59 @@ OpTemplate BlockBuilder::layer_backward() {
         kernel(t, dgrad);
         if (sp) tp_wait(t);
         tp(t, grad_kind, act, false);
-        kernel(t, wgrad);
+        if (!frozen) kernel(t, wgrad);
         tp_wait(t);
     };
 
     kernel(t, Kernel::memory("bias_dropout_add_bwd", (3 * E_ + 1) * h_ * Tsp_));
+    dequantize(t, f_ / t_ * h_);
+    adapter_backward(t, l_.lora_targets.fc2, f_ / t_, h_);
     row_bwd(Kernel::gemm("fc2_dgrad", T_, f_ / t_, h_, 1, gemm_elem_),
             Kernel::gemm("fc2_wgrad", h_, f_ / t_, T_, 1, gemm_elem_));
     kernel(t, Kernel::memory(m_.mlp == MlpKind::swiglu ? "swiglu_bwd" : "gelu_bwd",
                              (m_.mlp == MlpKind::swiglu ? 5 : 3) * E_ * T_ * f_ / t_));
+    dequantize(t, h_ * f_eff);
+    adapter_backward(t, l_.lora_targets.fc1, h_, f_eff);
     column_bwd(Kernel::gemm("fc1_dgrad", T_, h_, f_eff, 1, gemm_elem_),
                Kernel::gemm("fc1_wgrad", f_eff, h_, T_, 1, gemm_elem_));
     kernel(t, Kernel::memory("pre_mlp_norm_bwd", 4 * E_ * h_ * Tsp_));
     kernel(t, Kernel::memory("bias_dropout_add_bwd", (3 * E_ + 1) * h_ * Tsp_));
+    dequantize(t, a_ * d_ / t_ * h_);
+    adapter_backward(t, l_.lora_targets.proj, a_ * d_ / t_, h_);
     row_bwd(Kernel::gemm("attn_proj_dgrad", T_, a_ * d_ / t_, h_, 1, gemm_elem_),
             Kernel::gemm("attn_proj_wgrad", h_, a_ * d_ / t_, T_, 1, gemm_elem_));
     attention_core_backward(t);
+    dequantize(t, h_ * (a_ + 2 * g_) * d_ / t_);
+    adapter_backward(t, l_.lora_targets.qkv, h_, (a_ + 2 * g_) * d_ / t_);
     column_bwd(Kernel::gemm("qkv_dgrad", T_, h_, (a_ + 2 * g_) * d_ / t_, 1, gemm_elem_),
                Kernel::gemm("qkv_wgrad", (a_ + 2 * g_) * d_ / t_, h_, T_, 1, gemm_elem_));
     kernel(t, Kernel::memory("input_norm_bwd", 4 * E_ * h_ * Tsp_));
     flush(t);
     return t;
+}
+
+void BlockBuilder::adapter_forward(OpTemplate& t, bool targeted, double in, double out) {
+    if (l_.adapter == Adapter::none || !targeted) return;
+    // LoRA: y += (x·A)·B with A [in x r], B [r x out] (Hu et al. 2021).
+    const double r = static_cast<double>(l_.lora_rank);
+    kernel(t, Kernel::gemm("lora_a", T_, r, in));
+    kernel(t, Kernel::gemm("lora_b", T_, out, r));
+}
+
+void BlockBuilder::adapter_backward(OpTemplate& t, bool targeted, double in, double out) {
+    if (l_.adapter == Adapter::none || !targeted) return;
+    const double r = static_cast<double>(l_.lora_rank);
+    kernel(t, Kernel::gemm("lora_b_dgrad", T_, r, out));
+    kernel(t, Kernel::gemm("lora_b_wgrad", r, out, T_));
+    kernel(t, Kernel::gemm("lora_a_dgrad", T_, in, r));
+    kernel(t, Kernel::gemm("lora_a_wgrad", in, r, T_));
+}
+
+void BlockBuilder::dequantize(OpTemplate& t, double weights) {
+    // QLoRA: the NF4 weight (4.127 bits per weight with double quantization) is dequantized to 16 bits
+    // before each use (bitsandbytes dequantize_4bit, then a 16-bit GEMM): read 0.516 B, write 2 B per weight.
+    if (l_.adapter != Adapter::qlora) return;
+    kernel(t, Kernel::memory("nf4_dequantize", (kQloraBaseBytesPerParam + 2.0) * weights));
 }
 
 OpTemplate BlockBuilder::layer_recompute() {
@@ -306,11 +347,38 @@ OpTemplate BlockBuilder::optimizer(double params_per_rank) {
     // parameter: with 16-bit gradients (fp16 runs) the gradients are first copied to fp32 main gradients
     // (read 2 B, write 4 B); the gradient-norm / inf check reads the fp32 gradients (4 B); Adam reads
     // gradient, master weight, m and v (16 B) and writes master, m, v (12 B) and the 16-bit weight copy (2
-    // B).
+    // B): 30 B. 8-bit Adam (bitsandbytes) reads and writes 1-byte moments: 18 B; SGD with momentum 22 B
+    // (gradient, master, momentum read; master, momentum, 16-bit weight written); plain SGD 14 B.
     const double g = l_.grad_reduce_bytes_per_element();
-    if (g < 4) kernel(t, Kernel::memory("copy_grads_to_fp32", (g + 4) * params_per_rank));
-    kernel(t, Kernel::memory("grad_norm_and_inf_check", 4 * params_per_rank));
-    kernel(t, Kernel::memory("adam_step", 30 * params_per_rank));
+    const double step_bytes = l_.optimizer == Optimizer::adam_8bit      ? 18.0
+                              : l_.optimizer == Optimizer::sgd_momentum ? 22.0
+                              : l_.optimizer == Optimizer::sgd          ? 14.0
+                                                                        : 30.0;
+    const char* step_name = l_.optimizer == Optimizer::adam_8bit      ? "adam_8bit_step"
+                            : l_.optimizer == Optimizer::sgd_momentum ? "sgd_momentum_step"
+                            : l_.optimizer == Optimizer::sgd          ? "sgd_step"
+                                                                      : "adam_step";
+    if (l_.offload_optimizer == Offload::none) {
+        if (g < 4) kernel(t, Kernel::memory("copy_grads_to_fp32", (g + 4) * params_per_rank));
+        kernel(t, Kernel::memory("grad_norm_and_inf_check", 4 * params_per_rank));
+        kernel(t, Kernel::memory(step_name, step_bytes * params_per_rank));
+    } else {
+        // ZeRO-Offload (Ren et al. 2021, Sec. 4): gradients go to host memory over PCIe, the CPU runs the
+        // step over the fp32 master weights and moments, the updated 16-bit weights come back. ZeRO-Infinity
+        // (nvme) also reads the optimizer state from NVMe and writes it back. DeepSpeed overlaps the gradient
+        // copy with the backward pass in part; here the three steps follow the backward pass (an upper
+        // bound).
+        kernel(t, Kernel::memory("grad_norm_and_inf_check", g * params_per_rank));
+        kernel(t, Kernel::host(KernelKind::host_copy, "grads_to_host", g * params_per_rank));
+        if (l_.offload_optimizer == Offload::nvme)
+            kernel(t, Kernel::host(KernelKind::nvme_io, "optimizer_state_from_nvme",
+                                   l_.optimizer_bytes_per_param() * params_per_rank));
+        kernel(t, Kernel::host(KernelKind::host_compute, "cpu_optimizer_step", step_bytes * params_per_rank));
+        if (l_.offload_optimizer == Offload::nvme)
+            kernel(t, Kernel::host(KernelKind::nvme_io, "optimizer_state_to_nvme",
+                                   l_.optimizer_bytes_per_param() * params_per_rank));
+        kernel(t, Kernel::host(KernelKind::host_copy, "params_to_gpu", 2 * params_per_rank));
+    }
     flush(t);
     return t;
 }

@@ -37,6 +37,9 @@ class BlockBuilder {
     void flush(OpTemplate& t);
     void attention_core_forward(OpTemplate& t);
     void attention_core_backward(OpTemplate& t);
+    void adapter_forward(OpTemplate& t, bool targeted, double in, double out);
+    void adapter_backward(OpTemplate& t, bool targeted, double in, double out);
+    void dequantize(OpTemplate& t, double weights);
 
     const ModelSpec& m_;
     const Layout& l_;

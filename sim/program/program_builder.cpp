@@ -74,6 +74,13 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
     const double head_params_rank =
         model.output_params() / t +
         (model.tied_embeddings && last_vs > 0 ? model.embedding_params() / t : 0.0);
+    // Trainable parameters per group: everything, or only the LoRA / QLoRA adapters (base frozen: no
+    // gradients, no optimizer state, nothing reduced over DP for it).
+    const bool frozen = layout.frozen_base();
+    const double layer_trainable_rank =
+        frozen ? adapter_params_per_layer(model, layout) / t : layer_params_rank;
+    const double emb_trainable_rank = frozen ? 0.0 : emb_params_rank;
+    const double head_trainable_rank = frozen ? 0.0 : head_params_rank;
 
     for (int r = 0; r < pp; ++r) {
         StageProgram sp;
@@ -81,24 +88,44 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
         const int chunk_layers = static_cast<int>(stage_layers / vpp);
         // Parameter groups and buckets per chunk, in backward order.
         std::vector<std::vector<Bucket>> buckets(static_cast<std::size_t>(vpp));
-        std::vector<std::vector<double>> group_elements(static_cast<std::size_t>(vpp));  ///< backward order
+        // Parameters (all-gathered by ZeRO-3) and trainable parameters (gradients) per group, backward order.
+        std::vector<std::vector<double>> group_elements(static_cast<std::size_t>(vpp));
+        std::vector<std::vector<double>> group_trainable(static_cast<std::size_t>(vpp));
         std::vector<int> backward_count(static_cast<std::size_t>(vpp), 0);
-        double stage_params_rank = 0;
+        double stage_params_rank = 0, stage_trainable_rank = 0;
         for (int c = 0; c < vpp; ++c) {
             const int vs = c * pp + r;
-            std::vector<double> groups;
-            if (vs == last_vs) groups.push_back(head_params_rank);
-            for (int i = 0; i < chunk_layers; ++i)
+            std::vector<double> groups, trainable;
+            if (vs == last_vs) {
+                groups.push_back(head_params_rank);
+                trainable.push_back(head_trainable_rank);
+            }
+            for (int i = 0; i < chunk_layers; ++i) {
                 groups.push_back(layer_params_rank);
-            if (vs == 0) groups.push_back(emb_params_rank);
+                trainable.push_back(layer_trainable_rank);
+            }
+            if (vs == 0) {
+                groups.push_back(emb_params_rank);
+                trainable.push_back(emb_trainable_rank);
+            }
             for (double g : groups)
                 stage_params_rank += g;
-            buckets[static_cast<std::size_t>(c)] = make_buckets(groups, bucket_elements);
+            for (double g : trainable)
+                stage_trainable_rank += g;
+            buckets[static_cast<std::size_t>(c)] = make_buckets(trainable, bucket_elements);
             group_elements[static_cast<std::size_t>(c)] = groups;
+            group_trainable[static_cast<std::size_t>(c)] = trainable;
             if (vs == 0) sp.embedding_params += emb_params_rank * t;
             if (vs == last_vs) sp.embedding_params += head_params_rank * t;
+            sp.has_embedding = sp.has_embedding || vs == 0;
+            sp.has_head = sp.has_head || vs == last_vs;
         }
         sp.params = stage_params_rank * t;
+        sp.trainable_params = stage_trainable_rank * t;
+        sp.layers = stage_layers;
+        auto mark = [&](MemoryEvent e, double elements = 0) {
+            sp.memory_marks.push_back(MemoryMark{sp.ops.size(), e, elements});
+        };
         const bool sharded = layout.sharded_optimizer() && layout.dp > 1;
         const bool zero2 = layout.zero_stage == 2 && layout.dp > 1;
         const bool zero3 = layout.zero_stage >= 3 && layout.dp > 1;
@@ -211,31 +238,45 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
                 // ZeRO-3 / FSDP: each parameter group is all-gathered just in time, the next one prefetched
                 // while this one computes (PyTorch FSDP forward prefetch, DeepSpeed stage-3 prefetch).
                 int gathered = -1;
+                auto gather = [&](int k) {  // all-gather of forward-order group k
+                    const double e = elems[static_cast<std::size_t>(groups - 1 - k)];
+                    const int id = param_gather(e);
+                    mark(MemoryEvent::params_gathered, e);
+                    return id;
+                };
                 auto zero3_gather = [&](int k) {  // k: forward-order index of the group about to run
                     if (!zero3) return;
-                    if (gathered < 0)
-                        gathered = param_gather(elems[static_cast<std::size_t>(groups - 1 - k)]);
-                    const int next =
-                        k + 1 < groups ? param_gather(elems[static_cast<std::size_t>(groups - 2 - k)]) : -1;
+                    if (gathered < 0) gathered = gather(k);
+                    const int next = k + 1 < groups ? gather(k + 1) : -1;
                     dp_wait(gathered + 1, Phase::forward);
                     gathered = next;
+                };
+                auto zero3_release = [&](int k) {  // after the compute of forward-order group k
+                    if (zero3)
+                        mark(MemoryEvent::params_released, elems[static_cast<std::size_t>(groups - 1 - k)]);
                 };
                 if (vs > 0) recv(+1, vs, mb, Phase::forward);
                 int k = 0;
                 if (vs == 0) {
                     if (first) wait_for_group(c, groups - 1);
-                    zero3_gather(k++);
+                    zero3_gather(k);
                     append(sp.ops, emb_fwd, Phase::forward, mb);
+                    mark(MemoryEvent::embedding_forward);
+                    zero3_release(k++);
                 }
                 for (int i = 0; i < chunk_layers; ++i) {
                     if (first) wait_for_group(c, (vs == last_vs ? 1 : 0) + chunk_layers - 1 - i);
-                    zero3_gather(k++);
+                    zero3_gather(k);
                     append(sp.ops, layer_fwd, Phase::forward, mb);
+                    mark(MemoryEvent::layer_forward);
+                    zero3_release(k++);
                 }
                 if (vs == last_vs) {
                     if (first) wait_for_group(c, 0);
-                    zero3_gather(k++);
+                    zero3_gather(k);
                     append(sp.ops, head_fwd, Phase::forward, mb);
+                    mark(MemoryEvent::head_forward);
+                    zero3_release(k++);
                 } else {
                     send(+1, vs + 1, mb, Phase::forward);
                 }
@@ -249,47 +290,68 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
                 const bool overlap = (layout.overlap_grad_reduce && last_backward) || zero2;
                 const auto& bs = buckets[static_cast<std::size_t>(c)];
                 const auto& elems = group_elements[static_cast<std::size_t>(c)];
+                const auto& grads = group_trainable[static_cast<std::size_t>(c)];
                 const int groups = static_cast<int>(elems.size());
                 std::size_t next_bucket = 0;
                 int group = 0;  // index of the param group whose gradients are complete, in backward order
                 int gathered = -1;
                 // ZeRO-3 / FSDP backward: gather the group's parameters again (prefetching the next), and
                 // reduce-scatter its gradients as soon as they are computed.
+                auto gather = [&](int g) {
+                    const double e = elems[static_cast<std::size_t>(g)];
+                    const int id = param_gather(e);
+                    mark(MemoryEvent::params_gathered, e);
+                    return id;
+                };
                 auto group_start = [&]() {
                     if (!zero3) return;
-                    if (gathered < 0) gathered = param_gather(elems[static_cast<std::size_t>(group)]);
-                    const int next =
-                        group + 1 < groups ? param_gather(elems[static_cast<std::size_t>(group + 1)]) : -1;
+                    if (gathered < 0) gathered = gather(group);
+                    const int next = group + 1 < groups ? gather(group + 1) : -1;
                     dp_wait(gathered + 1, Phase::backward);
                     gathered = next;
                 };
+                double unsharded = 0;  // ZeRO-3: the previous group's gradients, until its reduce-scatter
                 auto group_done = [&]() {
-                    if (zero3)
-                        dp_launch(CollectiveKind::reduce_scatter,
-                                  elems[static_cast<std::size_t>(group)] * grad_bytes);
-                    else if (overlap && next_bucket < bs.size() && bs[next_bucket].closes_after == group)
+                    const double g = grads[static_cast<std::size_t>(group)];
+                    if (zero3) {
+                        mark(MemoryEvent::params_released, elems[static_cast<std::size_t>(group)]);
+                        if (unsharded > 0) mark(MemoryEvent::grads_reduced, unsharded);
+                        unsharded = 0;
+                        if (g > 0) {
+                            mark(MemoryEvent::grads_unsharded, g);
+                            dp_launch(CollectiveKind::reduce_scatter, g * grad_bytes);
+                            unsharded = g;
+                        }
+                    } else if (overlap && next_bucket < bs.size() && bs[next_bucket].closes_after == group) {
                         launch_grad_bucket(bs[next_bucket++]);
+                    }
                     ++group;
                 };
                 if (vs < last_vs) recv(-1, vs, mb, Phase::backward);
                 if (vs == last_vs) {
                     group_start();
                     append(sp.ops, head_bwd, Phase::backward, mb);
+                    mark(MemoryEvent::head_backward);
                     group_done();
                 }
                 for (int i = 0; i < chunk_layers; ++i) {
                     group_start();
                     append(sp.ops, layer_rec, Phase::recompute, mb);
+                    if (layout.recompute != Recompute::none) mark(MemoryEvent::layer_recomputed);
                     append(sp.ops, layer_bwd, Phase::backward, mb);
+                    mark(MemoryEvent::layer_backward);
                     group_done();
                 }
                 if (vs == 0) {
                     group_start();
                     append(sp.ops, emb_bwd, Phase::backward, mb);
+                    mark(MemoryEvent::embedding_backward);
                     group_done();
                 } else {
                     send(-1, vs - 1, mb, Phase::backward);
                 }
+                // The last group's reduce-scatter is in flight; its buffer is counted until the pass ends.
+                if (unsharded > 0) mark(MemoryEvent::grads_reduced, unsharded);
                 in_flight -= 1.0 / vpp;
             }
         }
@@ -315,7 +377,7 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
             w.phase = Phase::backward;
             sp.ops.push_back(w);
         }
-        append(sp.ops, blocks.optimizer(sharded ? stage_params_rank / layout.dp : stage_params_rank),
+        append(sp.ops, blocks.optimizer(sharded ? stage_trainable_rank / layout.dp : stage_trainable_rank),
                Phase::optimizer, -1);
         if (sharded && !early_gather && !zero3) {
             for (int c = 0; c < vpp; ++c)

@@ -8,7 +8,7 @@ namespace trainsim {
 
 Report make_report(const Cluster& cluster, const ModelSpec& m, const Layout& l, const Program& p,
                    const ExecutionResult& r, const std::string& topology_name,
-                   const std::string& workload_name) {
+                   const std::string& workload_name, bool memory_timeline) {
     Report rep;
     rep.topology_name = topology_name;
     rep.workload_name = workload_name;
@@ -53,7 +53,8 @@ Report make_report(const Cluster& cluster, const ModelSpec& m, const Layout& l, 
     }
     rep.bubble_ratio = rep.step_time_s > rep.bubble_s ? rep.bubble_s / (rep.step_time_s - rep.bubble_s) : 0.0;
     rep.bubble_closed_form = static_cast<double>(l.pp - 1) / static_cast<double>(l.micro_batches() * l.vpp);
-    rep.memory = estimate_memory(m, l, p);
+    const auto times = compute_end_times(r, l);
+    rep.memory = simulate_memory(m, l, p, cluster.gpu(), &times, memory_timeline);
     rep.gpu_memory_bytes = cluster.gpu().hbm_bytes;
     rep.events = r.events;
     rep.flows = r.flows;
@@ -73,6 +74,9 @@ std::string format_text(const Report& r, const Measured* measured) {
     std::string o;
     const auto& l = r.layout;
     const auto& m = r.model;
+    if (!r.memory.fits())
+        o += fmt::format("OUT OF MEMORY: {}\n(the timing below is infeasible as laid out)\n\n",
+                         r.memory.oom_message());
     o += fmt::format("trainsim: one training iteration, simulated event by event\n\n");
     o += fmt::format("cluster   {} ({} x {})\n", r.topology_name, r.gpus, r.gpu_name);
     o += fmt::format(
@@ -124,31 +128,31 @@ std::string format_text(const Report& r, const Measured* measured) {
     part("idle (waiting for slower ranks)", r.idle_s);
     o += fmt::format("  bubble ratio bubble/(step - bubble) {:.3f}; closed form (p-1)/(m*v) = {:.3f}\n",
                      r.bubble_ratio, r.bubble_closed_form);
-    o += fmt::format("\nper pipeline stage (per GPU)\n");
-    o +=
-        fmt::format("  {:>5} {:>10} {:>10} {:>10} {:>10} {:>10} | {:>10} {:>10} {:>10} {:>11} {:>10} {:>8}\n",
-                    "stage", "compute", "bubble", "TP exp.", "PP exp.", "DP exp.", "params", "grads",
-                    "optim.", "activations", "total", "in-fl.");
+    o += fmt::format("\nper pipeline stage (per GPU; memory at the stage's peak)\n");
+    o += fmt::format(
+        "  {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>6}\n",
+        "stage", "compute", "bubble", "TP exp.", "PP exp.", "DP exp.", "params", "grads", "optim.", "activ.",
+        "buffers", "framew.", "peak", "in", "in-fl.");
     for (std::size_t i = 0; i < r.stages.size(); ++i) {
         const auto& s = r.stages[i];
-        const auto& mm = r.memory[i];
+        const auto& mm = r.memory.stages[i];
+        const auto& pk = mm.peak().piles;
+        auto sec = [](double v) { return fmt::format("{:.2f} s", v); };
+        auto g = [](double v) { return fmt::format("{:.1f}", v / kGiB); };
         o += fmt::format(
-            "  {:>5} {:>10} {:>10} {:>10} {:>10} {:>10} | {:>10} {:>10} {:>10} {:>11} {:>10} {:>8.1f}\n",
-            s.stage, fmt::format("{:.2f} s", s.compute_s), fmt::format("{:.2f} s", s.bubble_s),
-            fmt::format("{:.2f} s", s.tp_exposed_s), fmt::format("{:.2f} s", s.pp_exposed_s),
-            fmt::format("{:.2f} s", s.dp_exposed_s), gib(mm.parameters_bytes), gib(mm.gradients_bytes),
-            gib(mm.optimizer_bytes), gib(mm.activations_bytes), gib(mm.total_bytes()),
-            mm.in_flight_microbatches);
+            "  {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} "
+            "{:>6.1f}\n",
+            s.stage, sec(s.compute_s), sec(s.bubble_s), sec(s.tp_exposed_s), sec(s.pp_exposed_s),
+            sec(s.dp_exposed_s), g(pk[0]), g(pk[1]), g(pk[2]), g(pk[3]), g(pk[4]), g(pk[5]), g(mm.peak_bytes),
+            to_string(mm.peak_phase), mm.peak_in_flight_microbatches);
     }
-    double peak = 0;
-    int peak_stage = 0;
-    for (const auto& mm : r.memory)
-        if (mm.total_bytes() > peak) {
-            peak = mm.total_bytes();
-            peak_stage = mm.stage;
-        }
-    o += fmt::format("  busiest stage {}: {} of {} HBM{}\n", peak_stage, gib(peak), gib(r.gpu_memory_bytes),
-                     peak > r.gpu_memory_bytes ? " -- DOES NOT FIT" : "");
+    o += "  (memory in GiB; `trainsim memory` prints every phase)\n";
+    const auto& pk = r.memory.peak();
+    o += fmt::format("  busiest stage {}: {} of {} HBM, peak in {}{}\n", pk.stage, gib(pk.peak_bytes),
+                     gib(r.gpu_memory_bytes), to_string(pk.peak_phase),
+                     r.memory.fits() ? "" : " -- DOES NOT FIT");
+    for (const auto& n : r.memory.notes)
+        o += fmt::format("  note: {}\n", n);
     o += fmt::format("\nsimulation: {} events, {} network flows\n", r.events, r.flows);
     return o;
 }
@@ -192,23 +196,16 @@ nlohmann::json to_json(const Report& r, const Measured* measured) {
     json stages = json::array();
     for (std::size_t i = 0; i < r.stages.size(); ++i) {
         const auto& s = r.stages[i];
-        const auto& m = r.memory[i];
         stages.push_back({{"stage", s.stage},
                           {"compute_s", s.compute_s},
                           {"bubble_s", s.bubble_s},
                           {"tp_exposed_s", s.tp_exposed_s},
                           {"pp_exposed_s", s.pp_exposed_s},
                           {"dp_exposed_s", s.dp_exposed_s},
-                          {"idle_s", s.idle_s},
-                          {"memory_bytes",
-                           {{"parameters", m.parameters_bytes},
-                            {"gradients", m.gradients_bytes},
-                            {"optimizer", m.optimizer_bytes},
-                            {"activations", m.activations_bytes},
-                            {"total", m.total_bytes()}}},
-                          {"in_flight_microbatches", m.in_flight_microbatches}});
+                          {"idle_s", s.idle_s}});
     }
     j["stages"] = stages;
+    j["memory"] = memory_json(r.memory, false);
     j["gpu_memory_bytes"] = r.gpu_memory_bytes;
     j["simulation"] = {{"events", r.events}, {"flows", r.flows}};
     if (measured)

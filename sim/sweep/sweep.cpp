@@ -175,22 +175,12 @@ void check_point(SweepEntry& e, double& cost, const Cluster& cluster, const Mode
     }
     try {
         const Program program = build_program(model, l);
-        const auto memory = estimate_memory(model, l, program);
-        const StageMemory* busiest = nullptr;
-        for (const auto& s : memory)
-            if (!busiest || s.total_bytes() > busiest->total_bytes()) busiest = &s;
-        e.peak_memory_bytes = busiest ? busiest->total_bytes() : 0.0;
-        e.peak_stage = busiest ? busiest->stage : 0;
-        if (busiest && e.peak_memory_bytes > cluster.gpu().hbm_bytes) {
-            const std::pair<double, const char*> piles[] = {{busiest->parameters_bytes, "parameters"},
-                                                            {busiest->gradients_bytes, "gradients"},
-                                                            {busiest->optimizer_bytes, "optimizer state"},
-                                                            {busiest->activations_bytes, "activations"}};
-            const auto* largest = &piles[0];
-            for (const auto& p : piles)
-                if (p.first > largest->first) largest = &p;
+        const MemoryReport memory = simulate_memory(model, l, program, cluster.gpu());
+        e.peak_memory_bytes = memory.peak().peak_bytes;
+        e.peak_stage = memory.peak_stage;
+        if (!memory.fits()) {
             e.status = SweepStatus::out_of_memory;
-            e.reason = fmt::format("out of memory: {} largest", largest->second);
+            e.reason = fmt::format("out of memory: {} largest", to_string(memory.blamed_pile()));
             return;
         }
         cost = 0;

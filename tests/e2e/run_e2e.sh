@@ -261,10 +261,10 @@ else
 fi
 check_has "2 breakdown rows" "$D" "pipeline bubble" "exposed TP communication" "exposed PP communication" \
     "exposed DP communication" "bubble ratio"
-check_has "2 per-stage memory table header" "$D" "per pipeline stage" "params" "grads" "optim." "activations" \
-    "total" "busiest stage"
-n=$(grep -cE '^ +[0-9]+ +[0-9]+\.[0-9]{2} s .* \| +[0-9]+\.[0-9] GiB +[0-9]+\.[0-9] GiB +[0-9]+\.[0-9] GiB +[0-9]+\.[0-9] GiB +[0-9]+\.[0-9] GiB' "$D")
-if [ "$n" -eq 16 ]; then pass "2 per-stage table has 16 rows with GiB columns"; else fail "2 per-stage table has $n rows, expected 16"; fi
+check_has "2 per-stage memory table header" "$D" "per pipeline stage" "params" "grads" "optim." "activ." \
+    "buffers" "framew." "peak" "busiest stage"
+n=$(grep -cE '^ +[0-9]+ +[0-9]+\.[0-9]{2} s .* \|( +[0-9]+\.[0-9]){7} +(load|forward|backward|optimizer|checkpoint) +[0-9]+\.[0-9]$' "$D")
+if [ "$n" -eq 16 ]; then pass "2 per-stage table has 16 rows with GiB columns and the peak phase"; else fail "2 per-stage table has $n rows, expected 16"; fi
 if [ -s "$TMP/default.err" ]; then fail "2 default run wrote to stderr" "$(head -c 400 "$TMP/default.err")"; else pass "2 default run: stderr empty"; fi
 
 J=$TMP/default1.out
@@ -276,9 +276,9 @@ else
     fail "3 two default --json runs differ" "$(cmp "$J" "$TMP/default2.out" 2>&1 | head -n 1)"
 fi
 check_has "3 JSON has the report keys" "$J" '"step_time_s":' '"mfu":' '"hfu":' '"bubble_fraction":' '"stages": [' \
-    '"memory_bytes": {' '"activations":' '"tokens_per_s":' '"measured": {'
-n=$(grep -c '"memory_bytes": {' "$J")
-if [ "$n" -eq 16 ]; then pass "3 JSON has 16 stages with memory_bytes"; else fail "3 JSON has $n memory_bytes, expected 16"; fi
+    '"memory": {' '"phases": {' '"activations":' '"tokens_per_s":' '"measured": {' '"fits": true'
+n=$(grep -c '"ranks": 64' "$J")
+if [ "$n" -eq 16 ]; then pass "3 JSON has the memory of 16 stages"; else fail "3 JSON has $n memory stages, expected 16"; fi
 if [ "$(head -c 1 "$J")" = "{" ] && [ "$(tail -n 1 "$J")" = "}" ]; then pass "3 JSON is one object"; else fail "3 JSON does not start with { and end with }"; fi
 # The text and the JSON report agree: the JSON step time printed with 3 decimals is the text's predicted step time.
 json_step=$(grep -E '^  "step_time_s":' "$J" | sed -E 's/.*: *([-0-9.eE+]+),?$/\1/')

@@ -16,6 +16,8 @@ commands:
   run        simulate one training iteration and report step time, tokens/s, TFLOP/s per GPU, MFU/HFU,
              the pipeline bubble, exposed communication and memory per stage
              (no options: the embedded default, GPT-3 175B on 1024 A100-80GB, TP 8 x PP 16 x DP 8)
+  memory     memory per GPU of every pipeline stage and phase, by pile, with the peak named; --what-if
+             simulates the standard remedies, --svg draws the chart
   validate   simulate measured runs (format trainsim-measured-runs/1) and compare with the measurements
   fit        fit one GPU type's model constants to measured runs; writes a calibration file (--calibration)
   sweep      simulate every layout of a model on N GPUs (tp, pp, dp, micro-batch, vpp, recompute, ...) and
@@ -24,7 +26,8 @@ commands:
   trainsim <command> --help   lists the command's options with their units
 
 exit codes: 0 success, 1 internal error (a bug in trainsim), 2 bad input (message names the file and field),
-            3 sweep: no layout fits in memory, 4 validate: a run outside the tolerance
+            3 out of memory (run, memory: a stage does not fit; sweep: no layout fits),
+            4 validate: a run outside the tolerance
 )";
 }
 
@@ -41,6 +44,7 @@ int main(int argc, char** argv) {
         if (cmd == "validate") return trainsim::cli::validate_command(args);
         if (cmd == "fit") return trainsim::cli::fit_command(args);
         if (cmd == "sweep") return trainsim::cli::sweep_command(args);
+        if (cmd == "memory") return trainsim::cli::memory_command(args);
         std::cerr << "trainsim: unknown command \"" << cmd << "\"; see trainsim --help\n";
         return trainsim::kExitBadInput;
     } catch (const trainsim::InputError& e) {
