@@ -217,8 +217,8 @@ MemoryReport simulate_memory(const ModelSpec& m, const Layout& l, const Program&
                     w[Pile::activations] -= embedding_stored;
                     break;
                 case MemoryEvent::head_forward:
-                    w.sample(ph, at, logits_transient + head_stored);
                     w[Pile::activations] += head_stored;
+                    w.sample(ph, at, logits_transient);
                     break;
                 case MemoryEvent::head_backward:
                     w.sample(ph, at, logits_transient);

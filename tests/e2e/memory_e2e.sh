@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# End-to-end checks of `trainsim memory` and of the out-of-memory exit of `trainsim run`: the per-stage, per-phase
+# table with the peak named, --what-if with bytes saved and time cost, --json, --svg, exit 3 with the stage, phase
+# and pile on a layout that cannot fit, and bad input (exit 2, one line).
+# usage: memory_e2e.sh TRAINSIM_BINARY SOURCE_DIR
+set -u
+bin="$1"
+src="$2"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+check() {  # check NAME CONDITION...
+    local name="$1"
+    shift
+    if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
+}
+
+a100="$src/topologies/dgx-a100.json"
+h100="$src/topologies/dgx-h100.json"
+small=(--topology "$a100" --workload "$src/tests/e2e/data/small.json" --set topology.nodes=2)
+
+# 1. The small configuration: 2 stages x 5 phases, the peak named, --what-if, --svg, --json.
+"$bin" memory "${small[@]}" --what-if --svg "$tmp/m.svg" >"$tmp/small.txt" 2>"$tmp/small.err"
+check "memory exits 0 on a layout that fits" test $? -eq 0
+check "stderr is empty" test ! -s "$tmp/small.err"
+check "table header names the piles" grep -q 'params  *grads  *optim\.  *activ\.  *buffers  *framew\.  *total' "$tmp/small.txt"
+check "5 phases per stage, 2 stages" test "$(grep -cE '^ +[0-9]* +(load|forward|backward|optimizer|checkpoint) +[0-9]' "$tmp/small.txt")" -eq 10
+check "each stage's peak is marked" test "$(grep -c '<- stage peak' "$tmp/small.txt")" -eq 2
+check "the peak is named" grep -Eq '^peak: stage [01] in (forward|backward|optimizer): [0-9.]+ GiB of 80\.0 GiB' "$tmp/small.txt"
+check "what-if lists remedies with peak, saved and cost" grep -q '^  remedy  *peak GiB  *saved GiB  *step s  *cost s' "$tmp/small.txt"
+check "what-if simulates recompute full" grep -Eq '^  recompute full +[0-9.]+ +-?[0-9.]+ +[0-9.]+ +[-+][0-9.]+  fits' "$tmp/small.txt"
+check "what-if simulates ZeRO-3" grep -Eq '^  ZeRO-3 / FSDP +[0-9.]+ +-?[0-9.]+ ' "$tmp/small.txt"
+check "what-if names what does not apply" grep -q 'micro-batch halved  *not applicable: micro-batch is 1' "$tmp/small.txt"
+check "--svg writes an SVG" grep -q '^<svg xmlns="http://www.w3.org/2000/svg"' "$tmp/m.svg"
+check "the SVG is complete" test "$(tail -n 1 "$tmp/m.svg")" = "</svg>"
+
+"$bin" memory "${small[@]}" --json --timeline >"$tmp/m.json" 2>/dev/null
+check "--json exits 0" test $? -eq 0
+check "--json: stages, phases, piles and the timeline" \
+    python3 -c 'import json,sys
+d = json.load(open(sys.argv[1]))["memory"]
+assert d["fits"] and len(d["stages"]) == 2
+for s in d["stages"]:
+    assert set(s["phases"]) == {"load", "forward", "backward", "optimizer", "checkpoint"}
+    assert s["phases"][s["peak_phase"]]["bytes"]["total"] == s["peak_bytes"]
+    assert len(s["timeline"]["samples"]) > 10
+    times = [x[0] for x in s["timeline"]["samples"]]
+    assert times == sorted(times) and times[-1] > 0
+' "$tmp/m.json"
+"$bin" memory "${small[@]}" --json >"$tmp/m2.json" 2>/dev/null
+"$bin" memory "${small[@]}" --json >"$tmp/m3.json" 2>/dev/null
+check "--json twice is byte-identical" cmp -s "$tmp/m2.json" "$tmp/m3.json"
+
+# 2. Llama-3 70B with tp = pp = 1, dp = 8 and no sharding on 80 GB GPUs: out of memory, exit 3.
+oom=(--topology "$h100" --workload "$src/workloads/llama3-70b.json" --set topology.nodes=1 --set layout.tp=1
+     --set layout.pp=1 --set layout.dp=8 --set layout.global_batch=64 --set layout.sequence_parallel=false
+     --set layout.distributed_optimizer=false --set layout.overlap_param_gather=false)
+"$bin" memory "${oom[@]}" >"$tmp/oom.txt" 2>"$tmp/oom.err"
+check "memory exits 3 when a stage does not fit" test $? -eq 3
+check "memory: stderr is one line naming stage, phase and pile" \
+    grep -Eq '^trainsim: stage 0 runs out of memory in (forward|backward): [0-9.]+ GiB of 80\.0 GiB; optimizer state [0-9.]+ GiB$' "$tmp/oom.err"
+check "memory: stderr is exactly one line" test "$(wc -l <"$tmp/oom.err")" -eq 1
+check "memory: the table still prints, OOM first" grep -q '^OUT OF MEMORY: stage 0 runs out of memory' "$tmp/oom.txt"
+"$bin" run "${oom[@]}" >"$tmp/run_oom.txt" 2>"$tmp/run_oom.err"
+check "run exits 3 when a stage does not fit" test $? -eq 3
+check "run: the report says so first" test "$(head -n 1 "$tmp/run_oom.txt" | cut -c1-14)" = "OUT OF MEMORY:"
+check "run: the timing is still printed, marked infeasible" grep -q 'the timing below is infeasible' "$tmp/run_oom.txt"
+check "run: the step time is printed" grep -q '^step time ' "$tmp/run_oom.txt"
+
+# 3. Bad input: exit 2, one line naming the field.
+"$bin" memory "${small[@]}" --set layout.optimizer=adamw9 >"$tmp/bad1.out" 2>"$tmp/bad1.err"
+check "unknown optimizer exits 2" test $? -eq 2
+check "unknown optimizer: one line naming the field" grep -q 'layout.optimizer' "$tmp/bad1.err"
+"$bin" memory "${small[@]}" --set layout.offload_optimizer=nvme >"$tmp/bad2.out" 2>"$tmp/bad2.err"
+check "nvme offload without ZeRO-3 exits 2" test $? -eq 2
+check "nvme offload without ZeRO-3: the reason" grep -q 'needs layout.zero_stage = 3' "$tmp/bad2.err"
+"$bin" memory "${small[@]}" --svg "$tmp/no-such-dir/m.svg" >"$tmp/bad3.out" 2>"$tmp/bad3.err"
+check "--svg into a missing folder exits 2" test $? -eq 2
+"$bin" memory "${small[@]}" --set layout.lora_targets='["qkv","mlp"]' --set layout.adapter=lora >"$tmp/bad4.out" 2>"$tmp/bad4.err"
+check "unknown LoRA target exits 2 naming it" grep -q 'lora_targets.*"mlp"' "$tmp/bad4.err"
+"$bin" memory stray >"$tmp/bad5.out" 2>"$tmp/bad5.err"
+check "a stray argument exits 2" test $? -eq 2
+
+exit $fail
