@@ -132,7 +132,7 @@ std::string format_text(const Report& r, const Measured* measured) {
     o += fmt::format(
         "  {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>6}\n",
         "stage", "compute", "bubble", "TP exp.", "PP exp.", "DP exp.", "params", "grads", "optim.", "activ.",
-        "buffers", "framew.", "peak", "in", "in-fl.");
+        "buffers", "framew.", "peak", "phase", "in-fl.");
     for (std::size_t i = 0; i < r.stages.size(); ++i) {
         const auto& s = r.stages[i];
         const auto& mm = r.memory.stages[i];
