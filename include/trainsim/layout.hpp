@@ -36,6 +36,15 @@ enum class Adapter { none, lora, qlora };
 /// How a checkpoint is saved: every rank writes its own shard (Megatron torch_dist, FSDP SHARDED_STATE_DICT),
 /// or rank 0 gathers the full state (FSDP FULL_STATE_DICT, Megatron's legacy DP-zero optimizer state).
 enum class CheckpointSave { sharded, rank0 };
+/// The training framework, where its behaviour differs for the same layout:
+///   megatron   Megatron-LM / Megatron-Core: pipeline P2P sends 1/t of the activation per TP rank
+///              (scatter-gather, Narayanan et al. 2021 Sec. 4.1); the distributed optimizer reduce-scatters.
+///   deepspeed  DeepSpeed's PipelineEngine (Megatron-DeepSpeed): every TP rank sends the whole activation
+///              (deepspeed/runtime/pipe/engine.py, _exec_send_activations); with bf16 and ZeRO stage 1 the
+///              BF16_Optimizer all-reduces the fp32 gradients (engine.allreduce_gradients ->
+///              buffered_allreduce_fallback on get_grads_for_reduction()), steps its 1/DP partition and
+///              all-gathers the bf16 weights (bf16_optimizer.py, update_lp_params).
+enum class Framework { megatron, deepspeed };
 
 /// Bytes per base weight of QLoRA's 4-bit NormalFloat storage with double quantization: 4 bits, plus the
 /// block constants, 8-bit per 64 weights and fp32 per 256 blocks: 4 + 8/64 + 32/(64·256) = 4.127 bits
@@ -84,6 +93,7 @@ struct Layout {
     std::int64_t lora_rank = 16;  ///< r of LoRA / QLoRA adapters
     LoraTargets lora_targets;
     CheckpointSave checkpoint_save = CheckpointSave::sharded;
+    Framework framework = Framework::megatron;
 
     int gpus() const { return tp * pp * dp * cp; }
     std::int64_t micro_batches() const { return global_batch / (micro_batch * dp); }
@@ -123,5 +133,6 @@ std::string to_string(Optimizer o);
 std::string to_string(Offload o);
 std::string to_string(Adapter a);
 std::string to_string(CheckpointSave c);
+std::string to_string(Framework f);
 
 }  // namespace trainsim

@@ -166,6 +166,9 @@ Layout parse_layout(const json& j, const std::string& file) {
                        fmt::format("holds {}; expected qkv, proj, fc1 or fc2", x.dump()));
         }
     }
+    if (o.has("framework"))
+        l.framework = o.choice("framework", {"megatron", "deepspeed"}) == "deepspeed" ? Framework::deepspeed
+                                                                                      : Framework::megatron;
     if (o.has("checkpoint_save"))
         l.checkpoint_save = o.choice("checkpoint_save", {"sharded", "rank0"}) == "rank0"
                                 ? CheckpointSave::rank0

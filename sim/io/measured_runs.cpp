@@ -89,6 +89,11 @@ Layout parse_training(StrictObject o, const ModelSpec& m, const std::string& gpu
     if (o.has("attention"))
         l.attention = o.choice("attention", {"flash", "unfused"}) == "flash" ? AttentionKernel::flash
                                                                              : AttentionKernel::unfused;
+    // Megatron-LM has no ZeRO stages (it has the distributed optimizer): zero_stage >= 1 is a DeepSpeed run.
+    l.framework = l.zero_stage >= 1 ? Framework::deepspeed : Framework::megatron;
+    if (o.has("framework"))
+        l.framework = o.choice("framework", {"megatron", "deepspeed"}) == "deepspeed" ? Framework::deepspeed
+                                                                                      : Framework::megatron;
     l.overlap_grad_reduce = o.boolean_or("overlap_grad_reduce", l.distributed_optimizer);
     l.overlap_param_gather = o.boolean_or("overlap_param_gather", l.distributed_optimizer);
     l.tp_comm_overlap = o.boolean_or("tp_comm_overlap", !is_ampere(gpu) && l.sequence_parallel && l.tp > 1);

@@ -194,6 +194,10 @@ std::string to_string(Adapter a) {
     return a == Adapter::none ? "none" : a == Adapter::lora ? "lora" : "qlora";
 }
 
+std::string to_string(Framework f) {
+    return f == Framework::megatron ? "megatron" : "deepspeed";
+}
+
 std::string to_string(CheckpointSave c) {
     return c == CheckpointSave::sharded ? "sharded" : "rank0";
 }

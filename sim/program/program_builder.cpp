@@ -65,8 +65,10 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
     // P2P message per rank: with TP, each rank sends its 1/t share (sequence parallelism shards the
     // activation; without it, Megatron's scatter-gather optimization, Narayanan et al. 2021 Sec. 4.1, splits
     // it and the receiver all-gathers over NVLink).
-    const double p2p_bytes = act_bytes / t;
-    const bool gather_after_recv = layout.tp > 1 && !layout.sequence_parallel;
+    // DeepSpeed's pipeline engine sends the whole activation from every TP rank.
+    const bool deepspeed = layout.framework == Framework::deepspeed;
+    const double p2p_bytes = deepspeed && !layout.sequence_parallel ? act_bytes : act_bytes / t;
+    const bool gather_after_recv = layout.tp > 1 && !layout.sequence_parallel && !deepspeed;
     const double grad_bytes = layout.grad_reduce_bytes_per_element();
     const double bucket_elements = layout.dp_bucket_bytes / 4.0;
     const double layer_params_rank = model.layer_params() / t;
@@ -153,9 +155,14 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
             dp_launch(CollectiveKind::all_gather, elements * 2.0);
             return dp_launched - 1;
         };
+        // DeepSpeed's BF16_Optimizer (bf16 + ZeRO-1) all-reduces the fp32 gradients, then all-gathers the
+        // weights after its partitioned step.
+        const bool reduce_in_full =
+            deepspeed && layout.zero_stage == 1 && layout.precision == Precision::bf16;
         auto launch_grad_bucket = [&](const Bucket& b) {
-            dp_launch(sharded ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce,
-                      b.elements * grad_bytes);
+            dp_launch(
+                sharded && !reduce_in_full ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce,
+                b.elements * grad_bytes);
         };
         auto launch_param_gather = [&](int c) {
             // Parameters are all-gathered in 16-bit, in forward order.

@@ -99,3 +99,35 @@ TEST_CASE("ZeRO: sharding shrinks the piles by DP and the simulation runs") {
     };
     CHECK(dp_bytes(3) / dp_bytes(1) == doctest::Approx(16.0 / 6.0));
 }
+
+TEST_CASE("DeepSpeed: BF16 ZeRO-1 all-reduces the fp32 gradients, the pipeline sends whole activations") {
+    const ModelSpec m = small_gpt(4);
+    const int groups = 1 + 4 + 1;  // final norm (head), layers, embedding
+    Layout l = dp_layout(1, 2);
+    l.framework = Framework::deepspeed;
+    auto c = count_dp(build_program(m, l).stages[0]);
+    CHECK(c.all_reduce == groups);  // one bucket per group (dp_bucket_bytes = 1)
+    CHECK(c.reduce_scatter == 0);
+    CHECK(c.all_gather == groups);  // weights gathered after the partitioned step
+    l.precision = Precision::fp16;  // DeepSpeed's fp16 ZeRO-1 optimizer reduce-scatters
+    c = count_dp(build_program(m, l).stages[0]);
+    CHECK(c.reduce_scatter == groups);
+    CHECK(c.all_reduce == 0);
+
+    // P2P message per TP rank: 1/t of the activation with Megatron's scatter-gather, all of it with
+    // DeepSpeed.
+    Layout p;
+    p.tp = 4;
+    p.pp = 2;
+    p.global_batch = 2;
+    auto send_bytes = [&](const Layout& x) {
+        const Program prog = build_program(m, x);
+        for (const auto& op : prog.stages[0].ops)
+            if (op.kind == OpKind::send) return op.bytes;
+        return 0.0;
+    };
+    const double megatron = send_bytes(p);
+    p.framework = Framework::deepspeed;
+    CHECK(send_bytes(p) == doctest::Approx(4 * megatron));
+    CHECK(megatron == doctest::Approx(512.0 * 1024 * 2 / 4));  // s·b·h·2 B / t
+}
