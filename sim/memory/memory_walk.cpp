@@ -140,6 +140,57 @@ MemoryPhase phase_of(Phase p) {
     return MemoryPhase::forward;
 }
 
+/// What the layout changes, in words, for the report.
+std::vector<std::string> memory_notes(const ModelSpec& m, const Layout& l, const Program& p) {
+    std::vector<std::string> notes;
+    double params = 0, trainable = 0;
+    for (const auto& st : p.stages) {
+        params += st.params;
+        trainable += st.trainable_params;
+    }
+    if (l.adapter != Adapter::none) {
+        std::string targets;
+        for (const auto& [on, name] :
+             {std::pair{l.lora_targets.qkv, "qkv"}, std::pair{l.lora_targets.proj, "proj"},
+              std::pair{l.lora_targets.fc1, "fc1"}, std::pair{l.lora_targets.fc2, "fc2"}})
+            if (on) targets += targets.empty() ? name : fmt::format(", {}", name);
+        notes.push_back(fmt::format(
+            "{} rank {} on {}: {:.1f} M trainable parameters ({:.3f}% of {:.2f} B); the base is frozen: no "
+            "gradients, optimizer state or weight-gradient GEMMs for it",
+            l.adapter == Adapter::lora ? "LoRA" : "QLoRA", l.lora_rank, targets, trainable / 1e6,
+            100.0 * trainable / params, params / 1e9));
+        if (l.adapter == Adapter::qlora)
+            notes.push_back(
+                fmt::format("QLoRA: the linear weights are stored in NF4 with double quantization ({:.3f} "
+                            "bits each: {:.2f} GB "
+                            "instead of {:.2f} GB in 16 bits over all GPUs of one replica) and dequantized "
+                            "before each GEMM; the "
+                            "paged optimizer's state is counted on the GPU",
+                            kQloraBaseBytesPerParam * 8,
+                            static_cast<double>(m.layers) * m.linear_params() * kQloraBaseBytesPerParam / 1e9,
+                            static_cast<double>(m.layers) * m.linear_params() * 2 / 1e9));
+    }
+    if (l.offload_optimizer != Offload::none)
+        notes.push_back(fmt::format(
+            "optimizer state and fp32 master weights offloaded to {}: the step includes the gradients' copy "
+            "to "
+            "the host, the CPU step{} and the weights' copy back",
+            l.offload_optimizer == Offload::cpu ? "host memory (ZeRO-Offload)" : "NVMe (ZeRO-Infinity)",
+            l.offload_optimizer == Offload::nvme ? ", the state's NVMe read and write" : ""));
+    if (l.optimizer != Optimizer::adam)
+        notes.push_back(fmt::format("optimizer {}: {:.3f} B of state per trainable parameter (Adam: 12)",
+                                    to_string(l.optimizer), l.optimizer_bytes_per_param()));
+    if (l.precision == Precision::fp8)
+        notes.push_back(
+            "fp8 GEMMs: an fp8 copy and transpose of each linear weight (2 B), GEMM inputs stored in fp8, "
+            "amax history and scales per GEMM");
+    if (l.zero_stage >= 3 && l.dp * l.cp > 1)
+        notes.push_back(
+            "ZeRO-3 / FSDP: parameter groups all-gathered just in time with one prefetched (two groups "
+            "alive), gradients of a group held until its reduce-scatter");
+    return notes;
+}
+
 }  // namespace
 
 double total_bytes(const PileBytes& p) {
@@ -262,6 +313,7 @@ MemoryReport simulate_memory(const ModelSpec& m, const Layout& l, const Program&
         }
         rep.stages.push_back(std::move(mem));
     }
+    rep.notes = memory_notes(m, l, p);
     for (std::size_t i = 0; i < rep.stages.size(); ++i)
         if (rep.stages[i].peak_bytes > rep.stages[static_cast<std::size_t>(rep.peak_stage)].peak_bytes)
             rep.peak_stage = static_cast<int>(i);

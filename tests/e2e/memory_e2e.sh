@@ -6,14 +6,8 @@
 set -u
 bin="$1"
 src="$2"
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() {  # check NAME CONDITION...
-    local name="$1"
-    shift
-    if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
-}
+# shellcheck source=check_lib.sh
+source "$(dirname "$0")/check_lib.sh"
 
 a100="$src/topologies/dgx-a100.json"
 h100="$src/topologies/dgx-h100.json"

@@ -5,14 +5,8 @@
 set -u
 bin="$1"
 src="$2"
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() {  # check NAME CONDITION...
-    local name="$1"
-    shift
-    if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
-}
+# shellcheck source=check_lib.sh
+source "$(dirname "$0")/check_lib.sh"
 
 topo="$src/topologies/dgx-a100.json"
 work="$src/tests/e2e/data/small.json"

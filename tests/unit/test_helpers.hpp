@@ -49,6 +49,26 @@ inline ModelSpec small_gpt(std::int64_t layers = 8, std::int64_t hidden = 1024, 
     return m;
 }
 
+/// A Llama-style model (GQA, SwiGLU, RMSNorm, untied embeddings, no dropout); defaults: Llama 3 70B
+/// (Llama Team 2024, arXiv:2407.21783, Table 3).
+inline ModelSpec llama_style(std::int64_t layers = 80, std::int64_t hidden = 8192, std::int64_t heads = 64,
+                             std::int64_t kv_heads = 8, std::int64_t ffn = 28672, std::int64_t vocab = 128256,
+                             std::int64_t seq = 8192) {
+    ModelSpec m;
+    m.name = "llama-style";
+    m.layers = layers;
+    m.hidden = hidden;
+    m.heads = heads;
+    m.kv_heads = kv_heads;
+    m.ffn_hidden = ffn;
+    m.vocab = vocab;
+    m.seq_len = seq;
+    m.mlp = MlpKind::swiglu;
+    m.tied_embeddings = false;
+    m.dropout = false;
+    return m;
+}
+
 /// GPT-3 175B (Brown et al. 2020, Table 2.1).
 inline ModelSpec gpt3_175b() {
     ModelSpec m = small_gpt(96, 12288, 96, 2048, 51200);

@@ -146,16 +146,7 @@ TEST_CASE("memory: Korthikanti et al. 2022 Table 2, per layer and micro-batch") 
 }
 
 TEST_CASE("memory: GQA, SwiGLU and no dropout change the terms (Llama-3 70B layer, flash, TP 8 + SP)") {
-    ModelSpec m;
-    m.layers = 80;
-    m.hidden = 8192;
-    m.heads = 64;
-    m.kv_heads = 8;
-    m.ffn_hidden = 28672;
-    m.vocab = 128256;
-    m.seq_len = 8192;
-    m.mlp = MlpKind::swiglu;
-    m.dropout = false;
+    const ModelSpec m = llama_style();
     Layout l;
     l.tp = 8;
     l.sequence_parallel = true;
@@ -206,17 +197,7 @@ TEST_CASE("memory: micro-batches in flight come from the simulated schedule") {
 }
 
 TEST_CASE("memory: a layout that cannot fit names the stage, the phase and the pile") {
-    ModelSpec m;  // Llama-3 70B on 8 GPUs, tp = pp = 1, no sharding
-    m.layers = 80;
-    m.hidden = 8192;
-    m.heads = 64;
-    m.kv_heads = 8;
-    m.ffn_hidden = 28672;
-    m.vocab = 128256;
-    m.seq_len = 8192;
-    m.mlp = MlpKind::swiglu;
-    m.tied_embeddings = false;
-    m.dropout = false;
+    const ModelSpec m = llama_style();  // Llama-3 70B on 8 GPUs, tp = pp = 1, no sharding
     Layout l;
     l.dp = 8;
     l.global_batch = 64;

@@ -62,16 +62,7 @@ TEST_CASE("model: model_flops of a GPT layer equals 72·B·s·l·h²·(1 + s/(6h
 }
 
 TEST_CASE("model: model_flops of a Llama-style layer (GQA, SwiGLU) follows Megatron's general form") {
-    ModelSpec m;
-    m.layers = 32;
-    m.hidden = 4096;
-    m.heads = 32;
-    m.kv_heads = 8;
-    m.ffn_hidden = 14336;
-    m.vocab = 128256;
-    m.seq_len = 8192;
-    m.mlp = MlpKind::swiglu;
-    m.tied_embeddings = false;
+    const ModelSpec m = test::llama_style(32, 4096, 32, 8, 14336);  // Llama 3 8B
     // Per token and layer, forward: QKV 2·h·(h + 2·h·g/a), attention scores and values 4·s·h, projection
     // 2·h², SwiGLU MLP 3 matrices 2·3·h·f; logits 2·h·V per token; fwd + bwd = 3x forward.
     const double B = 2, s = 8192, h = 4096, g = 8, a = 32, f = 14336, V = 128256, L = 32;

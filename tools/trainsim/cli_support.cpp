@@ -10,14 +10,26 @@
 
 namespace trainsim::cli {
 
-bool parse_file_command(const std::vector<std::string>& args,
-                        const boost::program_options::options_description& desc,
-                        boost::program_options::variables_map& vm, const char* command) {
+namespace {
+/// Parses `args`; `files`: positional words are the option "files", else they are refused.
+bool parse_command(const std::vector<std::string>& args,
+                   const boost::program_options::options_description& desc,
+                   boost::program_options::variables_map& vm, const char* command, bool files) {
     namespace po = boost::program_options;
     po::positional_options_description pos;
-    pos.add("files", -1);
+    if (files) pos.add("files", -1);
     try {
-        po::store(po::command_line_parser(args).options(desc).positional(pos).run(), vm);
+        po::command_line_parser parser(args);
+        parser.options(desc);
+        if (files) parser.positional(pos);
+        const auto parsed = parser.run();
+        for (const auto& o : parsed.options)
+            if (!files && o.position_key >= 0 && !o.original_tokens.empty())
+                throw InputError(
+                    fmt::format("{}: unexpected argument \"{}\" (files are given with --topology "
+                                "FILE and --workload FILE)",
+                                command, o.original_tokens.front()));
+        po::store(parsed, vm);
         po::notify(vm);
     } catch (const po::error& e) {
         throw InputError(fmt::format("{}: {}", command, e.what()));
@@ -27,6 +39,19 @@ bool parse_file_command(const std::vector<std::string>& args,
         return false;
     }
     return true;
+}
+}  // namespace
+
+bool parse_file_command(const std::vector<std::string>& args,
+                        const boost::program_options::options_description& desc,
+                        boost::program_options::variables_map& vm, const char* command) {
+    return parse_command(args, desc, vm, command, true);
+}
+
+bool parse_input_command(const std::vector<std::string>& args,
+                         const boost::program_options::options_description& desc,
+                         boost::program_options::variables_map& vm, const char* command) {
+    return parse_command(args, desc, vm, command, false);
 }
 
 void write_file_atomically(const std::string& path, const std::string& text) {

@@ -21,6 +21,12 @@ bool parse_file_command(const std::vector<std::string>& args,
                         const boost::program_options::options_description& desc,
                         boost::program_options::variables_map& vm, const char* command);
 
+/// Parses `args` of `command` whose options are all named (a word that is not an option is refused, as boost
+/// would drop it silently); prints the help and returns false for --help. Throws InputError (one line).
+bool parse_input_command(const std::vector<std::string>& args,
+                         const boost::program_options::options_description& desc,
+                         boost::program_options::variables_map& vm, const char* command);
+
 /// Writes `text` to `path` atomically (temporary file in the same folder, then rename). Throws InputError.
 void write_file_atomically(const std::string& path, const std::string& text);
 

@@ -25,15 +25,6 @@ void add_input_options(po::options_description& desc, InputOptions& o) {
         "GPU model constants measured or fitted (format trainsim-calibration/1), applied over the catalog");
 }
 
-void refuse_positional(const po::parsed_options& parsed, const char* command) {
-    for (const auto& o : parsed.options)
-        if (o.position_key >= 0 && !o.original_tokens.empty())
-            throw InputError(
-                fmt::format("{}: unexpected argument \"{}\" (files are given with --topology FILE "
-                            "and --workload FILE)",
-                            command, o.original_tokens.front()));
-}
-
 Inputs resolve_inputs(const InputOptions& o) {
     std::optional<Calibration> calibration;
     if (!o.calibration_file.empty())

@@ -36,7 +36,4 @@ void add_input_options(boost::program_options::options_description& desc, InputO
 /// Reads the files and applies overrides and calibration. Throws InputError naming the file and field.
 Inputs resolve_inputs(const InputOptions& o);
 
-/// Refuses words that are not options (boost would drop them silently): InputError naming `command`.
-void refuse_positional(const boost::program_options::parsed_options& parsed, const char* command);
-
 }  // namespace trainsim::cli

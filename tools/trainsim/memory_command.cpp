@@ -80,18 +80,7 @@ int memory_command(const std::vector<std::string>& args) {
         "write a chart of the per-phase peak by pile to FILE (self-contained SVG)");
     add_input_options(desc, in_opts);
     po::variables_map vm;
-    try {
-        const auto parsed = po::command_line_parser(args).options(desc).run();
-        refuse_positional(parsed, "memory");
-        po::store(parsed, vm);
-        po::notify(vm);
-    } catch (const po::error& e) {
-        throw InputError(fmt::format("memory: {}", e.what()));
-    }
-    if (vm.count("help")) {
-        std::cout << desc << "\n";
-        return kExitOk;
-    }
+    if (!parse_input_command(args, desc, vm, "memory")) return kExitOk;
     const Inputs in = resolve_inputs(in_opts);
     SimulationResult res;
     WhatIf what_if;

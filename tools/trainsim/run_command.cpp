@@ -32,18 +32,7 @@ int run_command(const std::vector<std::string>& args) {
         "which GPUs the trace holds: first-replica (DP rank 0: every TP and PP rank; default) or all");
     add_input_options(desc, in_opts);
     po::variables_map vm;
-    try {
-        const auto parsed = po::command_line_parser(args).options(desc).run();
-        refuse_positional(parsed, "run");
-        po::store(parsed, vm);
-        po::notify(vm);
-    } catch (const po::error& e) {
-        throw InputError(fmt::format("run: {}", e.what()));
-    }
-    if (vm.count("help")) {
-        std::cout << desc << "\n";
-        return kExitOk;
-    }
+    if (!parse_input_command(args, desc, vm, "run")) return kExitOk;
     if (trace_ranks != "first-replica" && trace_ranks != "all")
         throw InputError(fmt::format("--trace-ranks = \"{}\" is not one of first-replica, all", trace_ranks));
 
