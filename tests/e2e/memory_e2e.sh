@@ -61,7 +61,20 @@ check "run: the report says so first" test "$(head -n 1 "$tmp/run_oom.txt" | cut
 check "run: the timing is still printed, marked infeasible" grep -q 'the timing below is infeasible' "$tmp/run_oom.txt"
 check "run: the step time is printed" grep -q '^step time ' "$tmp/run_oom.txt"
 
-# 3. Bad input: exit 2, one line naming the field.
+# 3. validate compares a run's measured peak memory with the predicted peak (a constructed run, not a measurement).
+"$bin" validate "$src/tests/e2e/data/runs-with-memory.json" --tolerance 1000 --json >"$tmp/v.json" 2>/dev/null
+check "validate with peak_memory_GiB exits 0" test $? -eq 0
+check "validate reports the peak_memory_GiB metric and its summary" \
+    python3 -c 'import json,sys
+d = json.load(open(sys.argv[1]))
+m = {x["name"]: x for x in d["runs"][0]["metrics"]}
+assert m["peak_memory_GiB"]["measured"] == 2.0 and 0.5 < m["peak_memory_GiB"]["predicted"] < 80
+assert d["summary"]["peak_memory_GiB"]["within_tolerance"] == 1
+' "$tmp/v.json"
+"$bin" memory --from-runs "$src/tests/e2e/data/runs-with-memory.json" --id small_with_memory >"$tmp/fr.txt" 2>&1
+check "memory --from-runs runs one entry" grep -q '^peak: stage 0 in ' "$tmp/fr.txt"
+
+# 4. Bad input: exit 2, one line naming the field.
 "$bin" memory "${small[@]}" --set layout.optimizer=adamw9 >"$tmp/bad1.out" 2>"$tmp/bad1.err"
 check "unknown optimizer exits 2" test $? -eq 2
 check "unknown optimizer: one line naming the field" grep -q 'layout.optimizer' "$tmp/bad1.err"
