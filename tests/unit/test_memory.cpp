@@ -74,7 +74,7 @@ double stored_activation_peak(const MemoryReport& r, int st) {
     return best;
 }
 
-const PileBytes& load(const MemoryReport& r, int st = 0) {
+PileBytes load(const MemoryReport& r, int st = 0) {
     return r.stages.at(static_cast<std::size_t>(st)).phase_peaks[0].piles;
 }
 
