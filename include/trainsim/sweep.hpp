@@ -122,7 +122,9 @@ struct SweepProgress {
     std::size_t layouts = 0;      ///< grid points
     std::size_t checked = 0;      ///< points checked so far
     bool checks_done = false;     ///< every point checked; to_simulate is known
-    std::size_t to_simulate = 0;  ///< points that passed the checks (set with checks_done)
+    std::size_t to_simulate = 0;  ///< distinct simulations among the points that passed the checks (points
+                                  ///< with identical programs on the same rank grid share one; set with
+                                  ///< checks_done)
     std::size_t simulated = 0;    ///< of which simulated so far
 };
 

@@ -166,7 +166,50 @@ const char* status_name(SweepStatus s) {
 /// Phase 1 of a grid point: the checks and the memory estimate. Leaves `e.status` simulated when the point is
 /// to be simulated, with `cost` its estimated simulation cost (main-stream ops over all TP groups, which the
 /// executor runs one by one). InputError of this layout rejects it.
-void check_point(SweepEntry& e, double& cost, const Cluster& cluster, const ModelSpec& model) {
+/// Everything of a program that the simulation reads: every segment's kernels and every stage's ops, as
+/// bytes. Two layouts with the same signature and the same rank grid simulate identically.
+std::string program_signature(const Program& p) {
+    std::string sig;
+    auto put = [&sig](const auto& v) { sig.append(reinterpret_cast<const char*>(&v), sizeof v); };
+    for (const auto& seg : p.segments) {
+        put(seg.kernels.size());
+        for (const auto& k : seg.kernels) {
+            put(k.kind);
+            put(k.flops);
+            put(k.bytes);
+            put(k.m);
+            put(k.n);
+            put(k.k);
+            put(k.batch);
+        }
+    }
+    for (const auto& st : p.stages) {
+        put(st.ops.size());
+        put(st.hardware_flops);
+        for (const auto& op : st.ops) {
+            put(op.kind);
+            put(op.phase);
+            put(op.segment);
+            put(op.collective);
+            put(op.bytes);
+            put(op.direction);
+            put(op.virtual_stage);
+            put(op.micro_batch);
+            put(op.dp_target);
+            put(op.group);
+        }
+    }
+    return sig;
+}
+
+/// The rank grid and batch of a layout: with the program signature, what decides its simulation.
+std::string execution_key(const Layout& l, std::size_t program_hash) {
+    return fmt::format("{} {} {} {} {} {} {} {} {}", l.tp, l.pp, l.dp, l.cp, l.vpp, l.micro_batch,
+                       l.global_batch, static_cast<int>(l.precision), program_hash);
+}
+
+void check_point(SweepEntry& e, double& cost, std::size_t& program_hash, const Cluster& cluster,
+                 const ModelSpec& model) {
     const Layout& l = e.layout;
     e.reason = classify(model, l, cluster.gpus(), &e.detail);
     if (!e.reason.empty()) {
@@ -183,6 +226,7 @@ void check_point(SweepEntry& e, double& cost, const Cluster& cluster, const Mode
             e.reason = fmt::format("out of memory: {} largest", to_string(memory.blamed_pile()));
             return;
         }
+        program_hash = std::hash<std::string>{}(program_signature(program));
         cost = 0;
         for (const auto& st : program.stages)
             cost += static_cast<double>(st.ops.size()) * l.dp;
@@ -384,6 +428,7 @@ SweepResult run_sweep(const TopologySpec& topology, const ModelSpec& model, cons
     const std::size_t n = layouts.size();
     std::vector<SweepEntry> entries(n);
     std::vector<double> cost(n, 0.0);
+    std::vector<std::size_t> program_hash(n, 0);
     std::vector<std::exception_ptr> errors(n);
     std::mutex progress_mutex;
     SweepProgress progress;
@@ -398,16 +443,35 @@ SweepResult run_sweep(const TopologySpec& topology, const ModelSpec& model, cons
     parallel_for(n, options.jobs, errors, [&](std::size_t i) {
         entries[i].index = i;
         entries[i].layout = layouts[i];
-        check_point(entries[i], cost[i], cluster, model);
+        check_point(entries[i], cost[i], program_hash[i], cluster, model);
         report_progress(false);
     });
     for (const auto& err : errors)
         if (err) std::rethrow_exception(err);
     // Phase 2: simulate the survivors, the costliest first (the threads then finish together); results stay
     // at their index, so the outcome does not depend on the order or the number of threads.
-    std::vector<std::size_t> todo;
-    for (std::size_t i = 0; i < n; ++i)
-        if (entries[i].status == SweepStatus::simulated) todo.push_back(i);
+    // Points whose programs are identical on the same rank grid (e.g. selective recomputation with flash
+    // attention, which recomputes nothing, beside no recomputation; the distributed optimizer at DP = 1) are
+    // simulated once: the simulation is deterministic, so the copies are exact. A hash match is confirmed by
+    // comparing the two programs in full.
+    std::vector<std::size_t> todo, copy_of(n, n);
+    {
+        std::map<std::string, std::vector<std::size_t>> first;  // execution key -> representatives
+        for (std::size_t i = 0; i < n; ++i) {
+            if (entries[i].status != SweepStatus::simulated) continue;
+            auto& reps = first[execution_key(entries[i].layout, program_hash[i])];
+            const std::string sig = program_signature(build_program(model, entries[i].layout));
+            for (std::size_t r : reps)
+                if (program_signature(build_program(model, entries[r].layout)) == sig) {
+                    copy_of[i] = r;
+                    break;
+                }
+            if (copy_of[i] == n) {
+                reps.push_back(i);
+                todo.push_back(i);
+            }
+        }
+    }
     std::stable_sort(todo.begin(), todo.end(),
                      [&](std::size_t a, std::size_t b) { return cost[a] > cost[b]; });
     if (options.progress) {
@@ -423,6 +487,18 @@ SweepResult run_sweep(const TopologySpec& topology, const ModelSpec& model, cons
     });
     for (std::size_t k = 0; k < todo.size(); ++k)
         errors[todo[k]] = sim_errors[k];
+    for (std::size_t i = 0; i < n; ++i) {
+        if (copy_of[i] == n) continue;
+        const SweepEntry& from = entries[copy_of[i]];
+        SweepEntry& e = entries[i];
+        e.status = from.status;
+        e.reason = from.reason;
+        e.detail = from.detail;
+        e.limit = from.limit;
+        e.report = from.report;
+        e.report.layout = e.layout;  // its own layout, and its own memory (phase 1 walked it)
+        e.report.memory = simulate_memory(model, e.layout, build_program(model, e.layout), cluster.gpu());
+    }
     for (const auto& err : errors)  // the first in enumeration order
         if (err) std::rethrow_exception(err);
 

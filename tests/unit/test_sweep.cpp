@@ -7,6 +7,7 @@
 
 #include "test_helpers.hpp"
 #include "trainsim/errors.hpp"
+#include "trainsim/simulate.hpp"
 #include "trainsim/sweep.hpp"
 
 using namespace trainsim;
@@ -198,9 +199,10 @@ TEST_CASE("sweep: the ranking and the CSV do not depend on the number of threads
     one.jobs = 1;
     SweepOptions two;
     two.jobs = 2;
-    std::size_t calls = 0, last_done = 0;
+    std::size_t calls = 0, last_done = 0, to_simulate = 0;
     two.progress = [&](const SweepProgress& p) {
         ++calls;
+        to_simulate = p.to_simulate;
         const std::size_t done = p.checked + p.simulated;
         CHECK(p.simulated <= p.to_simulate);
         if (p.checks_done && p.simulated == 0) {  // the call that announces the simulations
@@ -213,7 +215,9 @@ TEST_CASE("sweep: the ranking and the CSV do not depend on the number of threads
     };
     const auto a = run_sweep(topo, m, base_layout(32), g, "tiny", one);
     const auto b = run_sweep(topo, m, base_layout(32), g, "tiny", two);
-    CHECK(calls == b.entries.size() + 1 + b.simulated);
+    // Points with identical programs are simulated once (to_simulate counts the distinct ones).
+    CHECK(calls == b.entries.size() + 1 + to_simulate);
+    CHECK(to_simulate <= b.simulated);
     REQUIRE(a.simulated > 10);
     CHECK(sweep_csv(a) == sweep_csv(b));
     CHECK(sweep_json(a).dump() == sweep_json(b).dump());
@@ -249,4 +253,31 @@ TEST_CASE("sweep: what limits a layout, from its breakdown") {
     r.tp_exposed_s = 0.3;
     r.compute_s = 9.1;
     CHECK(explain_limit(r, topo) == "compute-bound (91%)");
+}
+
+TEST_CASE(
+    "sweep: layouts with identical programs are simulated once, and the copies equal a full simulation") {
+    // With flash attention, selective recomputation recomputes nothing: its program is the same as with no
+    // recomputation, so the sweep simulates one of the two and copies the result. The copy must be what a
+    // simulation of that layout gives, and its memory is its own.
+    const TopologySpec topo = trainsim::test::small_topology(1);
+    const ModelSpec m = trainsim::test::small_gpt(4, 256, 16, 128, 1024);
+    Layout base = base_layout(16);
+    base.attention = AttentionKernel::flash;
+    SweepOptions opt;
+    opt.jobs = 2;
+    const auto r = run_sweep(topo, m, base,
+                             grid_of({"tp=2", "pp=2", "micro_batch=1", "recompute=none,selective",
+                                      "sequence_parallel=false", "distributed_optimizer=false"}),
+                             "dedupe", opt);
+    const SweepEntry* none = find_entry(r, "tp2 pp2 dp2 cp1 mb1 vpp1 rc=none sp0 do0");
+    const SweepEntry* sel = find_entry(r, "tp2 pp2 dp2 cp1 mb1 vpp1 rc=selective sp0 do0");
+    REQUIRE(none != nullptr);
+    REQUIRE(sel != nullptr);
+    REQUIRE(sel->status == SweepStatus::simulated);
+    CHECK(sel->report.layout.recompute == Recompute::selective);
+    const auto direct = simulate(topo, m, sel->layout, "dedupe");
+    CHECK(sel->report.step_time_s == direct.report.step_time_s);
+    CHECK(none->report.step_time_s == direct.report.step_time_s);
+    CHECK(sel->report.memory.peak().peak_bytes == direct.report.memory.peak().peak_bytes);
 }
