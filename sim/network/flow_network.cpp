@@ -20,9 +20,10 @@ FlowNetwork::FlowNetwork(Simulator& sim, std::vector<double> link_bandwidth)
     link_seen_.assign(n, 0);
     cap_left_.assign(n, 0.0);
     unfrozen_on_link_.assign(n, 0);
+    link_pos_.assign(n, 0);
 }
 
-void FlowNetwork::start_flow(const Route& route, double bytes, std::function<void()> on_done) {
+void FlowNetwork::start_flow(const Route& route, double bytes, Simulator::Callback on_done) {
     ++flows_started_;
     if (!(bytes > 0) || route.links.empty()) {
         sim_.schedule_in(route.latency, Priority::kFlowCompletion, std::move(on_done));
@@ -46,12 +47,37 @@ void FlowNetwork::start_flow(const Route& route, double bytes, std::function<voi
     f.on_done = std::move(on_done);
     f.active = true;
     ++active_count_;
+    bool alone = true;
     for (int l : f.links) {
-        flows_on_link_[static_cast<std::size_t>(l)].push_back(id);
+        auto& on_link = flows_on_link_[static_cast<std::size_t>(l)];
+        if (!on_link.empty() && on_link.back() != id) alone = false;
+        on_link.push_back(id);
         link_bytes_[static_cast<std::size_t>(l)] += bytes;
-        mark_dirty(l);
     }
+    if (alone) {
+        // No other flow on its links: its component is itself, and progressive filling gives it the smallest
+        // capacity / (times the route uses the link). Computed now, as update_rates would at the end of the
+        // instant (the same arithmetic); a flow that joins one of its links later marks the link dirty and
+        // the batched update recomputes both.
+        double rate = std::numeric_limits<double>::infinity();
+        for (int l : f.links)
+            rate = std::min(rate, capacity_[static_cast<std::size_t>(l)] /
+                                      static_cast<int>(flows_on_link_[static_cast<std::size_t>(l)].size()));
+        f.rate = rate;
+        schedule_completion(id);
+        return;
+    }
+    for (int l : f.links)
+        mark_dirty(l);
     request_update();
+}
+
+void FlowNetwork::schedule_completion(int fid) {
+    Flow& f = flows_[static_cast<std::size_t>(fid)];
+    const double secs = f.rate > 0 ? f.remaining / f.rate : 0.0;
+    const Time at = sim_.now() + Time::ps(static_cast<std::int64_t>(std::ceil(secs * 1e12)));
+    const std::uint64_t v = f.version;
+    sim_.schedule(at, Priority::kFlowCompletion, [this, fid, v] { finish(fid, v); });
 }
 
 void FlowNetwork::mark_dirty(int link) {
@@ -70,9 +96,12 @@ void FlowNetwork::request_update() {
 void FlowNetwork::update_rates() {
     update_pending_ = false;
     // 1. The component: flows reachable from the dirty links through shared links.
-    std::vector<int> comp_links;
-    std::vector<int> comp_flows;
-    std::vector<int> stack;
+    std::vector<int>& comp_links = comp_links_;
+    std::vector<int>& comp_flows = comp_flows_;
+    std::vector<int>& stack = stack_;
+    comp_links.clear();
+    comp_flows.clear();
+    stack.clear();
     for (int l : dirty_links_) {
         link_dirty_[static_cast<std::size_t>(l)] = 0;
         if (!link_seen_[static_cast<std::size_t>(l)]) {
@@ -107,28 +136,44 @@ void FlowNetwork::update_rates() {
         f.last_update = now;
         f.frozen = false;
     }
-    for (int l : comp_links) {
-        link_seen_[static_cast<std::size_t>(l)] = 0;
-        cap_left_[static_cast<std::size_t>(l)] = capacity_[static_cast<std::size_t>(l)];
-        unfrozen_on_link_[static_cast<std::size_t>(l)] =
-            static_cast<int>(flows_on_link_[static_cast<std::size_t>(l)].size());
+    // 2. Progressive filling: repeatedly saturate the link with the smallest fair share (the first in
+    // discovery order among equal shares). The links wait in a min-heap on (share, position); an entry whose
+    // share is no longer the link's current one is stale and skipped, so the pick is the same as scanning
+    // every link each round, in O(log links) instead of O(links).
+    using Cand = std::pair<double, int>;  // (share, position in comp_links)
+    std::vector<Cand>& heap = cand_heap_;
+    heap.clear();
+    const auto heap_after = [](const Cand& a, const Cand& b) { return a > b; };
+    auto share_of = [&](int l) {
+        return cap_left_[static_cast<std::size_t>(l)] / unfrozen_on_link_[static_cast<std::size_t>(l)];
+    };
+    for (std::size_t i = 0; i < comp_links.size(); ++i) {
+        const auto l = static_cast<std::size_t>(comp_links[i]);
+        link_seen_[l] = 0;
+        cap_left_[l] = capacity_[l];
+        unfrozen_on_link_[l] = static_cast<int>(flows_on_link_[l].size());
+        link_pos_[l] = static_cast<int>(i);
+        if (unfrozen_on_link_[l] > 0) heap.emplace_back(share_of(static_cast<int>(l)), static_cast<int>(i));
     }
-    // 2. Progressive filling: repeatedly saturate the link with the smallest fair share.
+    std::make_heap(heap.begin(), heap.end(), heap_after);
+    std::vector<int>& touched = touched_;
     std::size_t left = comp_flows.size();
     while (left > 0) {
-        double best = std::numeric_limits<double>::infinity();
         int best_link = -1;
-        for (int l : comp_links) {
-            const int n = unfrozen_on_link_[static_cast<std::size_t>(l)];
-            if (n == 0) continue;
-            const double share = cap_left_[static_cast<std::size_t>(l)] / n;
-            if (share < best) {
-                best = share;
-                best_link = l;
-            }
+        double best = 0;
+        while (!heap.empty()) {
+            std::pop_heap(heap.begin(), heap.end(), heap_after);
+            const Cand c = heap.back();
+            heap.pop_back();
+            const int l = comp_links[static_cast<std::size_t>(c.second)];
+            if (unfrozen_on_link_[static_cast<std::size_t>(l)] == 0 || share_of(l) != c.first) continue;
+            best_link = l;
+            best = c.first;
+            break;
         }
         if (best_link < 0) throw InternalError("max-min fairness: flows left without a link");
         if (best < 0) best = 0;
+        touched.clear();
         for (int fid : flows_on_link_[static_cast<std::size_t>(best_link)]) {
             Flow& f = flows_[static_cast<std::size_t>(fid)];
             if (f.frozen) continue;
@@ -138,6 +183,17 @@ void FlowNetwork::update_rates() {
             for (int l2 : f.links) {
                 cap_left_[static_cast<std::size_t>(l2)] -= best;
                 --unfrozen_on_link_[static_cast<std::size_t>(l2)];
+                if (!link_seen_[static_cast<std::size_t>(l2)]) {
+                    link_seen_[static_cast<std::size_t>(l2)] = 1;
+                    touched.push_back(l2);
+                }
+            }
+        }
+        for (int l2 : touched) {
+            link_seen_[static_cast<std::size_t>(l2)] = 0;
+            if (unfrozen_on_link_[static_cast<std::size_t>(l2)] > 0) {
+                heap.emplace_back(share_of(l2), link_pos_[static_cast<std::size_t>(l2)]);
+                std::push_heap(heap.begin(), heap.end(), heap_after);
             }
         }
     }
@@ -146,10 +202,7 @@ void FlowNetwork::update_rates() {
         Flow& f = flows_[static_cast<std::size_t>(fid)];
         f.frozen = false;
         ++f.version;
-        const double secs = f.rate > 0 ? f.remaining / f.rate : 0.0;
-        const Time at = now + Time::ps(static_cast<std::int64_t>(std::ceil(secs * 1e12)));
-        const std::uint64_t v = f.version;
-        sim_.schedule(at, Priority::kFlowCompletion, [this, fid, v] { finish(fid, v); });
+        schedule_completion(fid);
     }
 }
 
@@ -158,19 +211,22 @@ void FlowNetwork::finish(int fid, std::uint64_t version) {
     if (!f.active || f.version != version) return;  // superseded by a rate change
     f.active = false;
     --active_count_;
+    bool changed = false;
     for (int l : f.links) {
         auto& v = flows_on_link_[static_cast<std::size_t>(l)];
         auto it = std::find(v.begin(), v.end(), fid);
         if (it == v.end()) throw InternalError("flow missing from its link");
         *it = v.back();
         v.pop_back();
-        mark_dirty(l);
+        // A link left without flows changes no rate: only links still carrying flows need a recomputation.
+        if (!v.empty()) {
+            mark_dirty(l);
+            changed = true;
+        }
     }
-    request_update();
-    auto cb = std::move(f.on_done);
-    f.on_done = nullptr;
+    if (changed) request_update();
     free_ids_.push_back(fid);
-    sim_.schedule_in(f.latency, Priority::kFlowCompletion, std::move(cb));
+    sim_.schedule_in(f.latency, Priority::kFlowCompletion, std::move(f.on_done));
 }
 
 }  // namespace trainsim
