@@ -28,6 +28,9 @@ class FlowNetwork {
     /// coupled flow such as a ring collective's channel): it then takes that many times the flow's rate on
     /// that link.
     void start_flow(const Route& route, double bytes, Simulator::Callback on_done);
+    /// The same as scheduling start_flow(route, bytes, on_done) after `delay` (an event of Priority::kDefault
+    /// scheduled now), without nesting the callback in another: the route is copied now.
+    void start_flow_after(Time delay, const Route& route, double bytes, Simulator::Callback on_done);
 
     /// Bytes that have crossed each link so far (for utilization reports).
     const std::vector<double>& link_bytes() const { return link_bytes_; }
@@ -47,6 +50,8 @@ class FlowNetwork {
         bool frozen = false;  ///< scratch for progressive filling
     };
 
+    int new_flow(const Route& route, double bytes, Simulator::Callback on_done);
+    void activate(int flow_id);
     void mark_dirty(int link);
     void request_update();
     void update_rates();

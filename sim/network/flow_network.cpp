@@ -29,6 +29,28 @@ void FlowNetwork::start_flow(const Route& route, double bytes, Simulator::Callba
         sim_.schedule_in(route.latency, Priority::kFlowCompletion, std::move(on_done));
         return;
     }
+    const int id = new_flow(route, bytes, std::move(on_done));
+    activate(id);
+}
+
+void FlowNetwork::start_flow_after(Time delay, const Route& route, double bytes,
+                                   Simulator::Callback on_done) {
+    if (!(bytes > 0) || route.links.empty()) {
+        sim_.schedule_in(delay, Priority::kDefault,
+                         [this, latency = route.latency, cb = std::move(on_done)]() mutable {
+                             ++flows_started_;
+                             sim_.schedule_in(latency, Priority::kFlowCompletion, std::move(cb));
+                         });
+        return;
+    }
+    const int id = new_flow(route, bytes, std::move(on_done));
+    sim_.schedule_in(delay, Priority::kDefault, [this, id] {
+        ++flows_started_;
+        activate(id);
+    });
+}
+
+int FlowNetwork::new_flow(const Route& route, double bytes, Simulator::Callback on_done) {
     int id;
     if (!free_ids_.empty()) {
         id = free_ids_.back();
@@ -41,10 +63,16 @@ void FlowNetwork::start_flow(const Route& route, double bytes, Simulator::Callba
     f.links = route.links;
     f.remaining = bytes;
     f.rate = 0;
-    f.last_update = sim_.now();
     f.latency = route.latency;
-    ++f.version;
     f.on_done = std::move(on_done);
+    return id;
+}
+
+void FlowNetwork::activate(int id) {
+    Flow& f = flows_[static_cast<std::size_t>(id)];
+    const double bytes = f.remaining;
+    f.last_update = sim_.now();
+    ++f.version;
     f.active = true;
     ++active_count_;
     bool alone = true;
