@@ -47,14 +47,7 @@ class EventCallback {
     template <class F>
     requires(!std::is_same_v<std::decay_t<F>, EventCallback> && std::is_invocable_v<std::decay_t<F>&>)
         EventCallback(F&& f) {  // NOLINT: implicit, as std::function
-        using T = std::decay_t<F>;
-        if constexpr (fits_inline<T>()) {
-            ::new (static_cast<void*>(buf_)) T(std::forward<F>(f));
-            ops_ = &kInlineOps<T>;
-        } else {
-            ::new (static_cast<void*>(buf_)) T*(new T(std::forward<F>(f)));
-            ops_ = &kHeapOps<T>;
-        }
+        emplace(std::forward<F>(f));
     }
     EventCallback(EventCallback&& o) noexcept : ops_(o.ops_) {
         if (ops_) {
@@ -81,8 +74,22 @@ class EventCallback {
     void operator()() { ops_->invoke(buf_); }
     void reset() noexcept {
         if (ops_) {
-            ops_->destroy(buf_);
+            if (ops_->destroy) ops_->destroy(buf_);
             ops_ = nullptr;
+        }
+    }
+    /// Stores `f` (this must be empty).
+    template <class F>
+    void emplace(F&& f) {
+        using T = std::decay_t<F>;
+        if constexpr (std::is_same_v<T, EventCallback>) {
+            *this = std::move(f);
+        } else if constexpr (fits_inline<T>()) {
+            ::new (static_cast<void*>(buf_)) T(std::forward<F>(f));
+            ops_ = &kInlineOps<T>;
+        } else {
+            ::new (static_cast<void*>(buf_)) T*(new T(std::forward<F>(f)));
+            ops_ = &kHeapOps<T>;
         }
     }
 
@@ -103,7 +110,7 @@ class EventCallback {
             ::new (dst) T(std::move(*static_cast<T*>(src)));
             static_cast<T*>(src)->~T();
         },
-        [](void* p) noexcept { static_cast<T*>(p)->~T(); },
+        std::is_trivially_destructible_v<T> ? nullptr : +[](void* p) noexcept { static_cast<T*>(p)->~T(); },
     };
     template <class T>
     static constexpr Ops kHeapOps = {
@@ -133,7 +140,7 @@ class Simulator {
     void schedule(Time at, Priority priority, F&& cb) {
         const std::uint64_t key = checked_key(at, priority);
         const std::uint32_t slot = take_slot();
-        callback(slot) = EventCallback(std::forward<F>(cb));
+        callback(slot).emplace(std::forward<F>(cb));
         push(Entry{(static_cast<unsigned __int128>(at.picoseconds()) << 64) | key, slot});
     }
     /// Schedules `cb` at now() + delay.
