@@ -66,12 +66,10 @@ class FlowNetwork {
     std::vector<int> free_ids_;
     std::vector<int> dirty_links_;
     std::vector<char> link_dirty_;
-    std::vector<char> link_seen_;                                 ///< scratch
-    std::vector<double> cap_left_;                                ///< scratch
-    std::vector<int> unfrozen_on_link_;                           ///< scratch
-    std::vector<int> link_pos_;                                   ///< scratch: position in comp_links_
-    std::vector<int> comp_links_, comp_flows_, stack_, touched_;  ///< scratch
-    std::vector<std::pair<double, int>> cand_heap_;               ///< scratch
+    std::vector<char> link_seen_;                                    ///< scratch
+    std::vector<double> cap_left_;                                   ///< scratch
+    std::vector<int> unfrozen_on_link_;                              ///< scratch
+    std::vector<int> comp_links_, comp_flows_, stack_, live_links_;  ///< scratch
     bool update_pending_ = false;
     std::uint64_t flows_started_ = 0;
     std::size_t active_count_ = 0;

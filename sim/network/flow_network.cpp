@@ -20,7 +20,6 @@ FlowNetwork::FlowNetwork(Simulator& sim, std::vector<double> link_bandwidth)
     link_seen_.assign(n, 0);
     cap_left_.assign(n, 0.0);
     unfrozen_on_link_.assign(n, 0);
-    link_pos_.assign(n, 0);
 }
 
 void FlowNetwork::start_flow(const Route& route, double bytes, Simulator::Callback on_done) {
@@ -165,43 +164,35 @@ void FlowNetwork::update_rates() {
         f.frozen = false;
     }
     // 2. Progressive filling: repeatedly saturate the link with the smallest fair share (the first in
-    // discovery order among equal shares). The links wait in a min-heap on (share, position); an entry whose
-    // share is no longer the link's current one is stale and skipped, so the pick is the same as scanning
-    // every link each round, in O(log links) instead of O(links).
-    using Cand = std::pair<double, int>;  // (share, position in comp_links)
-    std::vector<Cand>& heap = cand_heap_;
-    heap.clear();
-    const auto heap_after = [](const Cand& a, const Cand& b) { return a > b; };
-    auto share_of = [&](int l) {
-        return cap_left_[static_cast<std::size_t>(l)] / unfrozen_on_link_[static_cast<std::size_t>(l)];
-    };
-    for (std::size_t i = 0; i < comp_links.size(); ++i) {
-        const auto l = static_cast<std::size_t>(comp_links[i]);
-        link_seen_[l] = 0;
-        cap_left_[l] = capacity_[l];
-        unfrozen_on_link_[l] = static_cast<int>(flows_on_link_[l].size());
-        link_pos_[l] = static_cast<int>(i);
-        if (unfrozen_on_link_[l] > 0) heap.emplace_back(share_of(static_cast<int>(l)), static_cast<int>(i));
+    // discovery order among equal shares). The scan covers only the links that still carry unfrozen flows,
+    // kept in discovery order (a link leaves the list once its flows are all frozen).
+    std::vector<int>& live = live_links_;
+    live.clear();
+    for (int l : comp_links) {
+        const auto lu = static_cast<std::size_t>(l);
+        link_seen_[lu] = 0;
+        cap_left_[lu] = capacity_[lu];
+        unfrozen_on_link_[lu] = static_cast<int>(flows_on_link_[lu].size());
+        if (unfrozen_on_link_[lu] > 0) live.push_back(l);
     }
-    std::make_heap(heap.begin(), heap.end(), heap_after);
-    std::vector<int>& touched = touched_;
     std::size_t left = comp_flows.size();
     while (left > 0) {
+        double best = std::numeric_limits<double>::infinity();
         int best_link = -1;
-        double best = 0;
-        while (!heap.empty()) {
-            std::pop_heap(heap.begin(), heap.end(), heap_after);
-            const Cand c = heap.back();
-            heap.pop_back();
-            const int l = comp_links[static_cast<std::size_t>(c.second)];
-            if (unfrozen_on_link_[static_cast<std::size_t>(l)] == 0 || share_of(l) != c.first) continue;
-            best_link = l;
-            best = c.first;
-            break;
+        std::size_t kept = 0;
+        for (int l : live) {
+            const int n = unfrozen_on_link_[static_cast<std::size_t>(l)];
+            if (n == 0) continue;
+            live[kept++] = l;
+            const double share = cap_left_[static_cast<std::size_t>(l)] / n;
+            if (share < best) {
+                best = share;
+                best_link = l;
+            }
         }
+        live.resize(kept);
         if (best_link < 0) throw InternalError("max-min fairness: flows left without a link");
         if (best < 0) best = 0;
-        touched.clear();
         for (int fid : flows_on_link_[static_cast<std::size_t>(best_link)]) {
             Flow& f = flows_[static_cast<std::size_t>(fid)];
             if (f.frozen) continue;
@@ -211,17 +202,6 @@ void FlowNetwork::update_rates() {
             for (int l2 : f.links) {
                 cap_left_[static_cast<std::size_t>(l2)] -= best;
                 --unfrozen_on_link_[static_cast<std::size_t>(l2)];
-                if (!link_seen_[static_cast<std::size_t>(l2)]) {
-                    link_seen_[static_cast<std::size_t>(l2)] = 1;
-                    touched.push_back(l2);
-                }
-            }
-        }
-        for (int l2 : touched) {
-            link_seen_[static_cast<std::size_t>(l2)] = 0;
-            if (unfrozen_on_link_[static_cast<std::size_t>(l2)] > 0) {
-                heap.emplace_back(share_of(l2), link_pos_[static_cast<std::size_t>(l2)]);
-                std::push_heap(heap.begin(), heap.end(), heap_after);
             }
         }
     }
