@@ -9,7 +9,9 @@
 // Every physical link is two directed links (full duplex), each with its own bandwidth.
 // Routing: inside a node GPU -> NVSwitch -> GPU. Across nodes GPU -> NIC -> leaf -> (shortest path over
 // switches, equal-cost next hops chosen by a deterministic hash of the endpoints: ECMP) -> leaf -> NIC ->
-// GPU.
+// GPU. The switch layer being a complete bipartite graph, the shortest path between two leaves is closed-form
+// (leaf -> spine picked by the hash -> leaf), so no distance table is kept (memory O(links), not O(leaves x
+// vertices)).
 #pragma once
 
 #include <cstdint>

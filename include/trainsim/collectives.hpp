@@ -72,12 +72,28 @@ class Collectives {
   public:
     Collectives(Simulator& sim, FlowNetwork& net, const Cluster& cluster);
 
+    /// What a group's rings need, computed once per group (as NCCL sets up a communicator once). Stays valid
+    /// (same address) as long as the Collectives object.
+    struct Communicator {
+        std::vector<Route> channel_routes;  ///< one coupled route per channel
+        Route nvls_route;                   ///< every member's NVLink up and down (empty: no NVLS)
+        double nvls_bandwidth = 0;          ///< slowest NVLink of the group, bytes/s
+        Time wire;                          ///< slowest ring edge's wire latency
+        double ring_bandwidth = 0;          ///< idle bandwidth of one channel, bytes/s
+        int channels = 1;
+        int size = 0;  ///< ranks in the group
+    };
+    /// The communicator of `ranks` (in ring order), set up on first use.
+    const Communicator& communicator(const std::vector<int>& ranks);
+
     /// Runs a ring collective over `ranks` (GPU ids, in ring order, size >= 1). `bytes` as in the formulas
     /// above. `done` runs when every rank has its result. A group of one rank completes at once.
-    void run(CollectiveKind kind, const std::vector<int>& ranks, double bytes, std::function<void()> done);
+    void run(CollectiveKind kind, const std::vector<int>& ranks, double bytes, Simulator::Callback done);
+    /// The same on a communicator already looked up (the executor keeps one per group).
+    void run(CollectiveKind kind, const Communicator& comm, double bytes, Simulator::Callback done);
 
     /// Point-to-point transfer of `bytes` from GPU `src` to GPU `dst` (src != dst).
-    void send(int src, int dst, double bytes, std::function<void()> done);
+    void send(int src, int dst, double bytes, Simulator::Callback done);
 
     /// The ring edges (src, dst) of channel `c` of `channels` for `ranks`; exposed for tests.
     static std::vector<std::pair<int, int>> ring_edges(const std::vector<int>& ranks, int gpus_per_node,
@@ -87,17 +103,6 @@ class Collectives {
 
   private:
     const Route& route(int src, int dst);
-
-    /// What a group's rings need, computed once per group (as NCCL sets up a communicator once).
-    struct Communicator {
-        std::vector<Route> channel_routes;  ///< one coupled route per channel
-        Route nvls_route;                   ///< every member's NVLink up and down (empty: no NVLS)
-        double nvls_bandwidth = 0;          ///< slowest NVLink of the group, bytes/s
-        Time wire;                          ///< slowest ring edge's wire latency
-        double ring_bandwidth = 0;          ///< idle bandwidth of one channel, bytes/s
-        int channels = 1;
-    };
-    const Communicator& communicator(const std::vector<int>& ranks);
 
     Simulator& sim_;
     FlowNetwork& net_;

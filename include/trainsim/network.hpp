@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "trainsim/cluster.hpp"
@@ -26,7 +27,10 @@ class FlowNetwork {
     /// A flow of 0 bytes completes after the route latency. A link may appear several times in a route (a
     /// coupled flow such as a ring collective's channel): it then takes that many times the flow's rate on
     /// that link.
-    void start_flow(const Route& route, double bytes, std::function<void()> on_done);
+    void start_flow(const Route& route, double bytes, Simulator::Callback on_done);
+    /// The same as scheduling start_flow(route, bytes, on_done) after `delay` (an event of Priority::kDefault
+    /// scheduled now), without nesting the callback in another: the route is copied now.
+    void start_flow_after(Time delay, const Route& route, double bytes, Simulator::Callback on_done);
 
     /// Bytes that have crossed each link so far (for utilization reports).
     const std::vector<double>& link_bytes() const { return link_bytes_; }
@@ -41,15 +45,18 @@ class FlowNetwork {
         Time last_update;
         Time latency;
         std::uint64_t version = 0;  ///< bumps when the completion event is rescheduled
-        std::function<void()> on_done;
+        Simulator::Callback on_done;
         bool active = false;
         bool frozen = false;  ///< scratch for progressive filling
     };
 
+    int new_flow(const Route& route, double bytes, Simulator::Callback on_done);
+    void activate(int flow_id);
     void mark_dirty(int link);
     void request_update();
     void update_rates();
     void finish(int flow_id, std::uint64_t version);
+    void schedule_completion(int flow_id);
 
     Simulator& sim_;
     std::vector<double> capacity_;
@@ -59,9 +66,10 @@ class FlowNetwork {
     std::vector<int> free_ids_;
     std::vector<int> dirty_links_;
     std::vector<char> link_dirty_;
-    std::vector<char> link_seen_;        ///< scratch
-    std::vector<double> cap_left_;       ///< scratch
-    std::vector<int> unfrozen_on_link_;  ///< scratch
+    std::vector<char> link_seen_;                                    ///< scratch
+    std::vector<double> cap_left_;                                   ///< scratch
+    std::vector<int> unfrozen_on_link_;                              ///< scratch
+    std::vector<int> comp_links_, comp_flows_, stack_, live_links_;  ///< scratch
     bool update_pending_ = false;
     std::uint64_t flows_started_ = 0;
     std::size_t active_count_ = 0;

@@ -7,9 +7,6 @@
 
 #include <fmt/format.h>
 #include <boost/graph/adjacency_list.hpp>
-#include <boost/graph/breadth_first_search.hpp>
-#include <boost/graph/filtered_graph.hpp>
-#include <boost/graph/visitors.hpp>
 
 #include "trainsim/errors.hpp"
 
@@ -34,13 +31,6 @@ std::uint64_t mix(std::uint64_t x) {
     return x ^ (x >> 31);
 }
 
-struct IsSwitch {
-    const Graph* g = nullptr;
-    bool operator()(VertexId v) const {
-        const auto k = (*g)[v].kind;
-        return k == VertexKind::leaf || k == VertexKind::spine;
-    }
-};
 }  // namespace
 
 struct Cluster::Impl {
@@ -49,8 +39,11 @@ struct Cluster::Impl {
     std::vector<VertexId> nic_vertex;   ///< [node * nics + k]
     std::vector<VertexId> leaf_vertex;  ///< [group * nics + rail]
     std::vector<int> nic_of_gpu_local;  ///< local GPU -> local NIC
-    std::vector<std::vector<int>>
-        dist_to_leaf;  ///< [leaf index][vertex] hops over switches (-1: unreachable)
+    /// The switch layer is a complete bipartite graph (every leaf to every spine), so the shortest paths
+    /// between leaves are closed-form: leaf -> any spine -> leaf, two hops. These hold its links.
+    std::vector<int> link_leaf_to_spine;  ///< [leaf index * spines + spine]
+    std::vector<int> link_spine_to_leaf;  ///< [leaf index * spines + spine]
+    int spines = 0;
     std::vector<int> link_gpu_to_nvs, link_nvs_to_gpu, link_gpu_to_nic, link_nic_to_gpu, link_nic_to_leaf,
         link_leaf_to_nic;
 };
@@ -134,29 +127,13 @@ Cluster::Cluster(const TopologySpec& spec)
             impl_->link_leaf_to_nic.push_back(add_link(leaf, nv, LinkKind::nic_to_leaf, nic, Time{}));
         }
     }
+    impl_->spines = uplinks;
     for (VertexId leaf : impl_->leaf_vertex)
         for (VertexId sp : spines) {
-            add_link(leaf, sp, LinkKind::leaf_to_spine, nic, spec.switch_latency);
-            add_link(sp, leaf, LinkKind::leaf_to_spine, nic, Time{});
+            impl_->link_leaf_to_spine.push_back(
+                add_link(leaf, sp, LinkKind::leaf_to_spine, nic, spec.switch_latency));
+            impl_->link_spine_to_leaf.push_back(add_link(sp, leaf, LinkKind::leaf_to_spine, nic, Time{}));
         }
-
-    // Hop distances from every switch to every leaf, over the switch layer only (Boost.Graph BFS on the
-    // filtered graph; links are symmetric, so distance from the leaf equals distance to it).
-    IsSwitch pred{&g};
-    boost::filtered_graph<Graph, boost::keep_all, IsSwitch> sw(g, boost::keep_all{}, pred);
-    const auto nv = boost::num_vertices(g);
-    for (VertexId leaf : impl_->leaf_vertex) {
-        std::vector<int> dist(nv, -1);
-        std::vector<boost::default_color_type> color(nv);
-        dist[leaf] = 0;
-        auto vis = boost::make_bfs_visitor(boost::record_distances(
-            boost::make_iterator_property_map(dist.begin(), boost::get(boost::vertex_index, g)),
-            boost::on_tree_edge()));
-        boost::breadth_first_search(sw, leaf,
-                                    boost::visitor(vis).color_map(boost::make_iterator_property_map(
-                                        color.begin(), boost::get(boost::vertex_index, g))));
-        impl_->dist_to_leaf.push_back(std::move(dist));
-    }
 }
 
 int Cluster::num_vertices() const {
@@ -182,34 +159,25 @@ Route Cluster::route(int src, int dst) const {
         push(impl_->link_nvs_to_gpu[d]);
         return r;
     }
-    const Graph& g = impl_->graph;
     push(impl_->link_gpu_to_nic[s]);
-    const int src_nic_link = impl_->link_nic_to_leaf[static_cast<std::size_t>(
-        node_of(src) * spec_.nics_per_node +
-        impl_->nic_of_gpu_local[s % static_cast<std::size_t>(spec_.gpus_per_node)])];
-    push(src_nic_link);
-    VertexId at = static_cast<VertexId>(links_[static_cast<std::size_t>(src_nic_link)].to);
+    const int src_local_nic = impl_->nic_of_gpu_local[s % static_cast<std::size_t>(spec_.gpus_per_node)];
+    push(
+        impl_
+            ->link_nic_to_leaf[static_cast<std::size_t>(node_of(src) * spec_.nics_per_node + src_local_nic)]);
+    const int src_leaf_index = (node_of(src) / spec_.nodes_per_leaf) * spec_.nics_per_node + src_local_nic;
     const int dst_local_nic = impl_->nic_of_gpu_local[d % static_cast<std::size_t>(spec_.gpus_per_node)];
     const int dst_nic_index = node_of(dst) * spec_.nics_per_node + dst_local_nic;
-    const int dst_group = node_of(dst) / spec_.nodes_per_leaf;
-    const std::size_t dst_leaf_index =
-        static_cast<std::size_t>(dst_group * spec_.nics_per_node + dst_local_nic);
-    const VertexId dst_leaf = impl_->leaf_vertex[dst_leaf_index];
-    const auto& dist = impl_->dist_to_leaf[dst_leaf_index];
-    std::uint64_t h =
-        mix(static_cast<std::uint64_t>(src) * 0x100000001b3ULL + static_cast<std::uint64_t>(dst));
-    while (at != dst_leaf) {
-        // Equal-cost next hops toward dst_leaf (ECMP), in edge order; pick one by hash.
-        std::vector<std::pair<VertexId, int>> next;
-        for (auto [e, end] = boost::out_edges(at, g); e != end; ++e) {
-            const VertexId v = boost::target(*e, g);
-            if (dist[v] >= 0 && dist[v] == dist[at] - 1) next.emplace_back(v, g[*e].link);
-        }
-        if (next.empty()) throw InternalError(fmt::format("no route from GPU {} to GPU {}", src, dst));
-        const auto& pick = next[h % next.size()];
-        h = mix(h);
-        push(pick.second);
-        at = pick.first;
+    const int dst_leaf_index = (node_of(dst) / spec_.nodes_per_leaf) * spec_.nics_per_node + dst_local_nic;
+    if (src_leaf_index != dst_leaf_index) {
+        // Equal-cost paths: one per spine, in spine order (the leaf's uplinks); ECMP picks one by a
+        // deterministic hash of the endpoints, then the spine's one link down to the destination leaf.
+        const int spines = impl_->spines;
+        if (spines <= 0) throw InternalError(fmt::format("no route from GPU {} to GPU {}", src, dst));
+        const std::uint64_t h =
+            mix(static_cast<std::uint64_t>(src) * 0x100000001b3ULL + static_cast<std::uint64_t>(dst));
+        const int spine = static_cast<int>(h % static_cast<std::uint64_t>(spines));
+        push(impl_->link_leaf_to_spine[static_cast<std::size_t>(src_leaf_index * spines + spine)]);
+        push(impl_->link_spine_to_leaf[static_cast<std::size_t>(dst_leaf_index * spines + spine)]);
     }
     push(impl_->link_leaf_to_nic[static_cast<std::size_t>(dst_nic_index)]);
     push(impl_->link_nic_to_gpu[d]);

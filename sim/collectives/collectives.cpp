@@ -72,6 +72,7 @@ const Collectives::Communicator& Collectives::communicator(const std::vector<int
     if (it != communicators_.end()) return it->second;
     Communicator comm;
     const int n = static_cast<int>(ranks.size());
+    comm.size = n;
     const int gpn = cluster_.spec().gpus_per_node;
     const auto& links = cluster_.links();
     comm.channels = channels_for(ranks, gpn);
@@ -120,8 +121,18 @@ const Collectives::Communicator& Collectives::communicator(const std::vector<int
 }
 
 void Collectives::run(CollectiveKind kind, const std::vector<int>& ranks, double bytes,
-                      std::function<void()> done) {
+                      Simulator::Callback done) {
     const int n = static_cast<int>(ranks.size());
+    if (n == 0) throw InternalError("collective over an empty group");
+    if (n == 1 || bytes <= 0) {
+        sim_.schedule_in(Time{}, Priority::kDefault, std::move(done));
+        return;
+    }
+    run(kind, communicator(ranks), bytes, std::move(done));
+}
+
+void Collectives::run(CollectiveKind kind, const Communicator& comm, double bytes, Simulator::Callback done) {
+    const int n = comm.size;
     if (n == 0) throw InternalError("collective over an empty group");
     if (n == 1 || bytes <= 0) {
         sim_.schedule_in(Time{}, Priority::kDefault, std::move(done));
@@ -129,7 +140,6 @@ void Collectives::run(CollectiveKind kind, const std::vector<int>& ranks, double
     }
     const int steps = kind == CollectiveKind::all_reduce ? 2 * (n - 1) : n - 1;
     const double per_edge = (kind == CollectiveKind::all_reduce ? 2.0 : 1.0) * (n - 1) / n * bytes;
-    const Communicator& comm = communicator(ranks);
     const int channels = comm.channels;
     const Time wire = comm.wire;
     const double ring_bw = comm.ring_bandwidth;
@@ -145,19 +155,14 @@ void Collectives::run(CollectiveKind kind, const std::vector<int>& ranks, double
             best = &p;
         }
     }
-    auto remaining = std::make_shared<int>(channels);
-    auto finish = std::make_shared<std::function<void()>>(std::move(done));
 
     // NVLS all-reduce: one node, NVLink SHARP switches. Every member's NVLink up and down carry S.
     if (kind == CollectiveKind::all_reduce && !comm.nvls_route.links.empty()) {
         const double t_nvls = kNvlsLatencyS + comm.nvls_route.latency.to_seconds() +
                               bytes / (comm.nvls_bandwidth * kNvlsEfficiency);
         if (t_nvls < best_t) {
-            *remaining = 1;
-            const Route* r = &comm.nvls_route;
-            sim_.schedule_in(Time::seconds(kNvlsLatencyS), Priority::kDefault, [this, r, bytes, finish] {
-                net_.start_flow(*r, bytes / kNvlsEfficiency, [finish] { (*finish)(); });
-            });
+            net_.start_flow_after(Time::seconds(kNvlsLatencyS), comm.nvls_route, bytes / kNvlsEfficiency,
+                                  std::move(done));
             return;
         }
     }
@@ -168,21 +173,25 @@ void Collectives::run(CollectiveKind kind, const std::vector<int>& ranks, double
     const Time fill = Time::seconds(best->launch_s) +
                       Time::ps(step.picoseconds() * (steps - 1) + Time::seconds(best->step_s).picoseconds());
     const double flow_bytes = per_edge / channels / best->bandwidth_factor;
-    const std::vector<Route>* routes = &comm.channel_routes;
-    sim_.schedule_in(fill, Priority::kDefault, [this, routes, flow_bytes, remaining, finish] {
-        for (const auto& r : *routes)
-            net_.start_flow(r, flow_bytes, [remaining, finish] {
-                if (--*remaining == 0) (*finish)();
-            });
-    });
+    if (comm.channel_routes.size() == 1) {
+        net_.start_flow_after(fill, comm.channel_routes.front(), flow_bytes, std::move(done));
+        return;
+    }
+    // Several channels: `done` runs when the last one has finished.
+    struct Join {
+        int remaining;
+        Simulator::Callback done;
+    };
+    auto join = std::make_shared<Join>(Join{static_cast<int>(comm.channel_routes.size()), std::move(done)});
+    for (const auto& r : comm.channel_routes)
+        net_.start_flow_after(fill, r, flow_bytes, [join] {
+            if (--join->remaining == 0) join->done();
+        });
 }
 
-void Collectives::send(int src, int dst, double bytes, std::function<void()> done) {
+void Collectives::send(int src, int dst, double bytes, Simulator::Callback done) {
     if (src == dst) throw InternalError(fmt::format("send from GPU {} to itself", src));
-    const Time setup = Time::seconds(kNcclLaunchLatencyS);
-    sim_.schedule_in(setup, Priority::kDefault, [this, src, dst, bytes, done = std::move(done)]() mutable {
-        net_.start_flow(route(src, dst), bytes, std::move(done));
-    });
+    net_.start_flow_after(Time::seconds(kNcclLaunchLatencyS), route(src, dst), bytes, std::move(done));
 }
 
 std::vector<double> link_capacities(const Cluster& cluster) {

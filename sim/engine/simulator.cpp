@@ -1,5 +1,3 @@
-#include <algorithm>
-
 #include <fmt/format.h>
 
 #include "trainsim/engine.hpp"
@@ -7,36 +5,78 @@
 
 namespace trainsim {
 
-void Simulator::schedule(Time at, Priority priority, Callback cb) {
+std::uint64_t Simulator::checked_key(Time at, Priority priority) {
     if (at < now_)
         throw InternalError(fmt::format("event scheduled at {} ps, before now = {} ps", at.picoseconds(),
                                         now_.picoseconds()));
-    std::uint32_t slot;
-    if (!free_slots_.empty()) {
-        slot = free_slots_.back();
-        free_slots_.pop_back();
-        slots_[slot] = std::move(cb);
-    } else {
-        slot = static_cast<std::uint32_t>(slots_.size());
-        slots_.push_back(std::move(cb));
+    const auto p = static_cast<std::int32_t>(priority);
+    if (p < 0 || p > 255) throw InternalError(fmt::format("event priority {} outside 0 .. 255", p));
+    return (static_cast<std::uint64_t>(p) << 56) | next_seq_++;
+}
+
+void Simulator::push(const Entry& e) {
+    // Sift up with a hole.
+    std::size_t i = heap_.size();
+    heap_.push_back(e);
+    Entry* h = heap_.data();
+    while (i > 0) {
+        const std::size_t parent = (i - 1) / 4;
+        if (!before(e, h[parent])) break;
+        h[i] = h[parent];
+        i = parent;
     }
-    heap_.push_back(Entry{at.picoseconds(), static_cast<std::int32_t>(priority), slot, next_seq_++});
-    std::push_heap(heap_.begin(), heap_.end(), later);
+    h[i] = e;
+}
+
+void Simulator::pop_top() {
+    // Floyd's bottom-up deletion: move the hole at the root down to a leaf along the smallest children
+    // (branch-free selection: the comparisons of random keys are unpredictable), then sift the last entry up
+    // from there (it came from the bottom, so it rarely climbs).
+    const Entry last = heap_.back();
+    heap_.pop_back();
+    const std::size_t n = heap_.size();
+    if (n == 0) return;
+    Entry* h = heap_.data();
+    std::size_t i = 0;
+    while (4 * i + 4 < n) {
+        const std::size_t f = 4 * i + 1;
+        const std::size_t a = f + static_cast<std::size_t>(before(h[f + 1], h[f]));
+        const std::size_t b = f + 2 + static_cast<std::size_t>(before(h[f + 3], h[f + 2]));
+        const std::size_t take_b = static_cast<std::size_t>(0) - static_cast<std::size_t>(before(h[b], h[a]));
+        const std::size_t best = a ^ ((a ^ b) & take_b);
+        h[i] = h[best];
+        i = best;
+    }
+    if (4 * i + 1 < n) {  // a last, incomplete group of children
+        std::size_t best = 4 * i + 1;
+        for (std::size_t c = best + 1; c < n; ++c)
+            if (before(h[c], h[best])) best = c;
+        h[i] = h[best];
+        i = best;
+    }
+    while (i > 0) {
+        const std::size_t parent = (i - 1) / 4;
+        if (!before(last, h[parent])) break;
+        h[i] = h[parent];
+        i = parent;
+    }
+    h[i] = last;
 }
 
 std::uint64_t Simulator::run() {
     std::uint64_t count = 0;
     while (!heap_.empty()) {
-        std::pop_heap(heap_.begin(), heap_.end(), later);
-        const Entry e = heap_.back();
-        heap_.pop_back();
-        now_ = Time::ps(e.time_ps);
-        Callback cb = std::move(slots_[e.slot]);
-        slots_[e.slot] = nullptr;
-        free_slots_.push_back(e.slot);
+        const Entry e = heap_.front();
+        pop_top();
+        now_ = Time::ps(static_cast<std::int64_t>(e.order >> 64));
         ++count;
         ++executed_;
+        // Pages never move, and the slot is released only after the call: the callback runs in place even
+        // if it schedules more events.
+        EventCallback& cb = callback(e.slot);
         cb();
+        cb.reset();
+        free_slots_.push_back(e.slot);
     }
     return count;
 }

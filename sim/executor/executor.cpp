@@ -44,6 +44,13 @@ struct Message {
     double bytes = 0;
     const Op* op = nullptr;
     Time started_at;
+    int flows_left = 0;  ///< flows of the transfer (one per member GPU of the sender) not yet arrived
+};
+
+/// A group's communicator and the units that wait for its collectives, looked up once.
+struct GroupCache {
+    const Collectives::Communicator* comm = nullptr;
+    std::vector<struct Unit*> units;
 };
 
 struct Unit {
@@ -88,6 +95,8 @@ class Executor {
             s.coord = coord_of(layout, s.members.front());
             s.program = &program.stages[static_cast<std::size_t>(s.coord.pp)];
         }
+        tp_groups_.resize(static_cast<std::size_t>(layout.cp * layout.dp * layout.pp));
+        dp_groups_.resize(static_cast<std::size_t>(layout.tp * layout.pp));
         vs_count_ = static_cast<std::uint64_t>(layout.pp * layout.vpp);
         mb_count_ = static_cast<std::uint64_t>(std::max<std::int64_t>(1, layout.micro_batches()));
     }
@@ -343,17 +352,21 @@ class Executor {
         const int dst_unit =
             unit_of(rank_of(layout_, at(src.coord.tp, src.coord.cp, src.coord.dp, peer_pp))).id;
         const Time start = sim_.now();
-        const std::string name =
-            fmt::format("{} mb{}", op.direction > 0 ? "send_act" : "send_grad", op.micro_batch);
-        auto remaining = std::make_shared<int>(static_cast<int>(src.members.size()));
+        msg.flows_left = static_cast<int>(src.members.size());
         Unit* sp = &src;
+        const Op* opp = &op;
         for (int m : src.members) {
             RankCoord c = coord_of(layout_, m);
             c.pp = peer_pp;
-            coll_.send(m, rank_of(layout_, c), op.bytes, [this, key, dst_unit, sp, start, name, remaining] {
-                if (--*remaining > 0) return;
-                add_slice(*sp, 3, name, start, sim_.now());
-                messages_[key].arrived = true;
+            coll_.send(m, rank_of(layout_, c), op.bytes, [this, key, dst_unit, sp, start, opp] {
+                Message& arrived = messages_[key];
+                if (--arrived.flows_left > 0) return;
+                if (traced(*sp))
+                    add_slice(*sp, 3,
+                              fmt::format("{} mb{}", opp->direction > 0 ? "send_act" : "send_grad",
+                                          opp->micro_batch),
+                              start, sim_.now());
+                arrived.arrived = true;
                 --sp->outstanding_sends;
                 maybe_wake(*sp);
                 maybe_wake(units_[static_cast<std::size_t>(dst_unit)]);
@@ -373,14 +386,18 @@ class Executor {
             if (++arrivals_tp_[key] < layout_.tp / fold_) return;
             arrivals_tp_.erase(key);
         }
-        const auto members = tp_group(s.coord);
-        std::vector<Unit*> units;
-        for (int m = 0; m < layout_.tp; m += fold_)
-            units.push_back(&unit_of(members[static_cast<std::size_t>(m)]));
+        GroupCache& g = tp_groups_[static_cast<std::size_t>(group)];
+        if (!g.comm) {
+            const auto members = tp_group(s.coord);
+            g.comm = &coll_.communicator(members);
+            for (int m = 0; m < layout_.tp; m += fold_)
+                g.units.push_back(&unit_of(members[static_cast<std::size_t>(m)]));
+        }
         const Time start = sim_.now();
         const char* name = collective_name(op.collective, "tp");
-        coll_.run(op.collective, members, op.bytes,
-                  [this, units, start, name] { finish_tp_stream(units, name, start); });
+        const GroupCache* gp = &g;
+        coll_.run(op.collective, *g.comm, op.bytes,
+                  [this, gp, start, name] { finish_tp_stream(gp->units, name, start); });
     }
 
     /// `pipeline`: the collective couples the first and the last stage (tied embeddings): waiting for the
@@ -458,29 +475,35 @@ class Executor {
         const std::uint64_t key = (group << 32) | s.dp_seq++;
         if (++arrivals_dp_[key] < layout_.dp * layout_.cp) return;
         arrivals_dp_.erase(key);
-        std::vector<Unit*> units;
-        for (int r : dp_group(s.coord.tp, s.coord.pp))
-            units.push_back(&unit_of(r));
+        GroupCache& g = dp_group_cache(s.coord.tp, s.coord.pp);
+        if (g.units.empty())
+            for (int r : dp_group(s.coord.tp, s.coord.pp))
+                g.units.push_back(&unit_of(r));
+        const std::vector<Unit*>* units = &g.units;
         const Time start = sim_.now();
         const char* name = collective_name(op.collective, "dp");
         auto remaining = std::make_shared<int>(fold_);
         for (int i = 0; i < fold_; ++i) {
-            coll_.run(
-                op.collective, dp_group(s.coord.tp + i, s.coord.pp), op.bytes,
-                [this, units, start, name, remaining] {
-                    if (--*remaining > 0) return;
-                    for (Unit* r : units) {
-                        add_slice(*r, 2, name, start, sim_.now());
-                        r->dp_queue.pop_front();
-                        ++r->dp_completed;
-                        if (!r->dp_queue.empty()) arrive_dp(*r);
-                        if (r->block == Block::dp && r->dp_completed >= r->program->ops[r->pc].dp_target) {
-                            ++r->pc;
-                            unblock(*r, r->times.dp_exposed_s);
-                        }
+            GroupCache& gi = dp_group_cache(s.coord.tp + i, s.coord.pp);
+            if (!gi.comm) gi.comm = &coll_.communicator(dp_group(s.coord.tp + i, s.coord.pp));
+            coll_.run(op.collective, *gi.comm, op.bytes, [this, units, start, name, remaining] {
+                if (--*remaining > 0) return;
+                for (Unit* r : *units) {
+                    add_slice(*r, 2, name, start, sim_.now());
+                    r->dp_queue.pop_front();
+                    ++r->dp_completed;
+                    if (!r->dp_queue.empty()) arrive_dp(*r);
+                    if (r->block == Block::dp && r->dp_completed >= r->program->ops[r->pc].dp_target) {
+                        ++r->pc;
+                        unblock(*r, r->times.dp_exposed_s);
                     }
-                });
+                }
+            });
         }
+    }
+
+    GroupCache& dp_group_cache(int tp, int pp) {
+        return dp_groups_[static_cast<std::size_t>(tp + layout_.tp * pp)];
     }
 
     static const char* collective_name(CollectiveKind k, const std::string& group) {
@@ -502,6 +525,8 @@ class Executor {
     std::unordered_map<std::uint64_t, Message> messages_;
     std::unordered_map<std::uint64_t, int> arrivals_tp_;
     std::unordered_map<std::uint64_t, int> arrivals_dp_;
+    std::vector<GroupCache> tp_groups_;  ///< [cp + CP * (dp + DP * pp)]
+    std::vector<GroupCache> dp_groups_;  ///< [tp + TP * pp]
     std::vector<TraceSlice> trace_;
     std::uint64_t vs_count_ = 1;
     std::uint64_t mb_count_ = 1;

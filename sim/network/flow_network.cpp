@@ -22,12 +22,34 @@ FlowNetwork::FlowNetwork(Simulator& sim, std::vector<double> link_bandwidth)
     unfrozen_on_link_.assign(n, 0);
 }
 
-void FlowNetwork::start_flow(const Route& route, double bytes, std::function<void()> on_done) {
+void FlowNetwork::start_flow(const Route& route, double bytes, Simulator::Callback on_done) {
     ++flows_started_;
     if (!(bytes > 0) || route.links.empty()) {
         sim_.schedule_in(route.latency, Priority::kFlowCompletion, std::move(on_done));
         return;
     }
+    const int id = new_flow(route, bytes, std::move(on_done));
+    activate(id);
+}
+
+void FlowNetwork::start_flow_after(Time delay, const Route& route, double bytes,
+                                   Simulator::Callback on_done) {
+    if (!(bytes > 0) || route.links.empty()) {
+        sim_.schedule_in(delay, Priority::kDefault,
+                         [this, latency = route.latency, cb = std::move(on_done)]() mutable {
+                             ++flows_started_;
+                             sim_.schedule_in(latency, Priority::kFlowCompletion, std::move(cb));
+                         });
+        return;
+    }
+    const int id = new_flow(route, bytes, std::move(on_done));
+    sim_.schedule_in(delay, Priority::kDefault, [this, id] {
+        ++flows_started_;
+        activate(id);
+    });
+}
+
+int FlowNetwork::new_flow(const Route& route, double bytes, Simulator::Callback on_done) {
     int id;
     if (!free_ids_.empty()) {
         id = free_ids_.back();
@@ -40,18 +62,49 @@ void FlowNetwork::start_flow(const Route& route, double bytes, std::function<voi
     f.links = route.links;
     f.remaining = bytes;
     f.rate = 0;
-    f.last_update = sim_.now();
     f.latency = route.latency;
-    ++f.version;
     f.on_done = std::move(on_done);
+    return id;
+}
+
+void FlowNetwork::activate(int id) {
+    Flow& f = flows_[static_cast<std::size_t>(id)];
+    const double bytes = f.remaining;
+    f.last_update = sim_.now();
+    ++f.version;
     f.active = true;
     ++active_count_;
+    bool alone = true;
     for (int l : f.links) {
-        flows_on_link_[static_cast<std::size_t>(l)].push_back(id);
+        auto& on_link = flows_on_link_[static_cast<std::size_t>(l)];
+        if (!on_link.empty() && on_link.back() != id) alone = false;
+        on_link.push_back(id);
         link_bytes_[static_cast<std::size_t>(l)] += bytes;
-        mark_dirty(l);
     }
+    if (alone) {
+        // No other flow on its links: its component is itself, and progressive filling gives it the smallest
+        // capacity / (times the route uses the link). Computed now, as update_rates would at the end of the
+        // instant (the same arithmetic); a flow that joins one of its links later marks the link dirty and
+        // the batched update recomputes both.
+        double rate = std::numeric_limits<double>::infinity();
+        for (int l : f.links)
+            rate = std::min(rate, capacity_[static_cast<std::size_t>(l)] /
+                                      static_cast<int>(flows_on_link_[static_cast<std::size_t>(l)].size()));
+        f.rate = rate;
+        schedule_completion(id);
+        return;
+    }
+    for (int l : f.links)
+        mark_dirty(l);
     request_update();
+}
+
+void FlowNetwork::schedule_completion(int fid) {
+    Flow& f = flows_[static_cast<std::size_t>(fid)];
+    const double secs = f.rate > 0 ? f.remaining / f.rate : 0.0;
+    const Time at = sim_.now() + Time::ps(static_cast<std::int64_t>(std::ceil(secs * 1e12)));
+    const std::uint64_t v = f.version;
+    sim_.schedule(at, Priority::kFlowCompletion, [this, fid, v] { finish(fid, v); });
 }
 
 void FlowNetwork::mark_dirty(int link) {
@@ -70,9 +123,12 @@ void FlowNetwork::request_update() {
 void FlowNetwork::update_rates() {
     update_pending_ = false;
     // 1. The component: flows reachable from the dirty links through shared links.
-    std::vector<int> comp_links;
-    std::vector<int> comp_flows;
-    std::vector<int> stack;
+    std::vector<int>& comp_links = comp_links_;
+    std::vector<int>& comp_flows = comp_flows_;
+    std::vector<int>& stack = stack_;
+    comp_links.clear();
+    comp_flows.clear();
+    stack.clear();
     for (int l : dirty_links_) {
         link_dirty_[static_cast<std::size_t>(l)] = 0;
         if (!link_seen_[static_cast<std::size_t>(l)]) {
@@ -107,26 +163,34 @@ void FlowNetwork::update_rates() {
         f.last_update = now;
         f.frozen = false;
     }
+    // 2. Progressive filling: repeatedly saturate the link with the smallest fair share (the first in
+    // discovery order among equal shares). The scan covers only the links that still carry unfrozen flows,
+    // kept in discovery order (a link leaves the list once its flows are all frozen).
+    std::vector<int>& live = live_links_;
+    live.clear();
     for (int l : comp_links) {
-        link_seen_[static_cast<std::size_t>(l)] = 0;
-        cap_left_[static_cast<std::size_t>(l)] = capacity_[static_cast<std::size_t>(l)];
-        unfrozen_on_link_[static_cast<std::size_t>(l)] =
-            static_cast<int>(flows_on_link_[static_cast<std::size_t>(l)].size());
+        const auto lu = static_cast<std::size_t>(l);
+        link_seen_[lu] = 0;
+        cap_left_[lu] = capacity_[lu];
+        unfrozen_on_link_[lu] = static_cast<int>(flows_on_link_[lu].size());
+        if (unfrozen_on_link_[lu] > 0) live.push_back(l);
     }
-    // 2. Progressive filling: repeatedly saturate the link with the smallest fair share.
     std::size_t left = comp_flows.size();
     while (left > 0) {
         double best = std::numeric_limits<double>::infinity();
         int best_link = -1;
-        for (int l : comp_links) {
+        std::size_t kept = 0;
+        for (int l : live) {
             const int n = unfrozen_on_link_[static_cast<std::size_t>(l)];
             if (n == 0) continue;
+            live[kept++] = l;
             const double share = cap_left_[static_cast<std::size_t>(l)] / n;
             if (share < best) {
                 best = share;
                 best_link = l;
             }
         }
+        live.resize(kept);
         if (best_link < 0) throw InternalError("max-min fairness: flows left without a link");
         if (best < 0) best = 0;
         for (int fid : flows_on_link_[static_cast<std::size_t>(best_link)]) {
@@ -146,10 +210,7 @@ void FlowNetwork::update_rates() {
         Flow& f = flows_[static_cast<std::size_t>(fid)];
         f.frozen = false;
         ++f.version;
-        const double secs = f.rate > 0 ? f.remaining / f.rate : 0.0;
-        const Time at = now + Time::ps(static_cast<std::int64_t>(std::ceil(secs * 1e12)));
-        const std::uint64_t v = f.version;
-        sim_.schedule(at, Priority::kFlowCompletion, [this, fid, v] { finish(fid, v); });
+        schedule_completion(fid);
     }
 }
 
@@ -158,19 +219,22 @@ void FlowNetwork::finish(int fid, std::uint64_t version) {
     if (!f.active || f.version != version) return;  // superseded by a rate change
     f.active = false;
     --active_count_;
+    bool changed = false;
     for (int l : f.links) {
         auto& v = flows_on_link_[static_cast<std::size_t>(l)];
         auto it = std::find(v.begin(), v.end(), fid);
         if (it == v.end()) throw InternalError("flow missing from its link");
         *it = v.back();
         v.pop_back();
-        mark_dirty(l);
+        // A link left without flows changes no rate: only links still carrying flows need a recomputation.
+        if (!v.empty()) {
+            mark_dirty(l);
+            changed = true;
+        }
     }
-    request_update();
-    auto cb = std::move(f.on_done);
-    f.on_done = nullptr;
+    if (changed) request_update();
     free_ids_.push_back(fid);
-    sim_.schedule_in(f.latency, Priority::kFlowCompletion, std::move(cb));
+    sim_.schedule_in(f.latency, Priority::kFlowCompletion, std::move(f.on_done));
 }
 
 }  // namespace trainsim

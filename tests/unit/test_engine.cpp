@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <tuple>
@@ -168,4 +169,33 @@ TEST_CASE("engine: events scheduled from a callback at now() run, before later-p
     CHECK(sim.run() == 5);
     CHECK(order == std::vector<std::string>{"default", "child_at_now", "rate_update",
                                             "child_after_rate_update", "child_later"});
+}
+
+TEST_CASE("engine: large and move-only callbacks run once and are destroyed") {
+    Simulator sim;
+    auto alive = std::make_shared<int>(0);
+    std::vector<int> order;
+    struct Big {
+        double pad[12];  // 96 bytes: stored out of line
+    };
+    Big big{};
+    big.pad[11] = 3;
+    sim.schedule(Time::ps(2), Priority::kDefault,
+                 [&order, big, alive] { order.push_back(int(big.pad[11])); });
+    auto owned = std::make_unique<int>(1);
+    sim.schedule(Time::ps(1), Priority::kDefault,
+                 [&order, p = std::move(owned), alive] { order.push_back(*p); });
+    std::function<void()> f = [&order, alive] { order.push_back(2); };
+    sim.schedule(Time::ps(1), Priority::kDefault, f);
+    CHECK(alive.use_count() == 5);  // `alive`, the two lambdas, `f` and the copy of `f` scheduled
+    sim.run();
+    CHECK(order == std::vector<int>{1, 2, 3});
+    CHECK(alive.use_count() == 2);  // `alive` and the copy held by `f`
+}
+
+TEST_CASE("engine: a priority outside 0 .. 255 is an internal error") {
+    Simulator sim;
+    CHECK_THROWS_AS(sim.schedule(Time::ps(1), static_cast<Priority>(256), [] {}), InternalError);
+    CHECK_THROWS_AS(sim.schedule(Time::ps(1), static_cast<Priority>(-1), [] {}), InternalError);
+    CHECK(sim.pending() == 0);
 }
