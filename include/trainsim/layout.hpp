@@ -37,13 +37,12 @@ enum class Adapter { none, lora, qlora };
 /// or rank 0 gathers the full state (FSDP FULL_STATE_DICT, Megatron's legacy DP-zero optimizer state).
 enum class CheckpointSave { sharded, rank0 };
 /// The training framework, where its behaviour differs for the same layout:
-///   megatron   Megatron-LM / Megatron-Core: pipeline P2P sends 1/t of the activation per TP rank
-///              (scatter-gather, Narayanan et al. 2021 Sec. 4.1); the distributed optimizer reduce-scatters.
-///   deepspeed  DeepSpeed's PipelineEngine (Megatron-DeepSpeed): every TP rank sends the whole activation
-///              (deepspeed/runtime/pipe/engine.py, _exec_send_activations); with bf16 and ZeRO stage 1 the
-///              BF16_Optimizer all-reduces the fp32 gradients (engine.allreduce_gradients ->
-///              buffered_allreduce_fallback on get_grads_for_reduction()), steps its 1/DP partition and
-///              all-gathers the bf16 weights (bf16_optimizer.py, update_lp_params).
+///   megatron   Megatron-LM / Megatron-Core: the distributed optimizer reduce-scatters the gradients.
+///   deepspeed  DeepSpeed (Megatron-DeepSpeed): with bf16 and ZeRO stage 1 the BF16_Optimizer all-reduces
+///              the fp32 gradients (engine.allreduce_gradients -> buffered_allreduce_fallback on
+///              get_grads_for_reduction()), steps its 1/DP partition and all-gathers the bf16 weights
+///              (bf16_optimizer.py, update_lp_params). Its pipeline engine partitions P2P activations and
+///              gradients over the TP ranks as Megatron does (pipe/engine.py, is_pipe_partitioned).
 enum class Framework { megatron, deepspeed };
 
 /// Bytes per base weight of QLoRA's 4-bit NormalFloat storage with double quantization: 4 bits, plus the

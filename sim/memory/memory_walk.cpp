@@ -67,8 +67,7 @@ StaticPiles static_piles(const ModelSpec& m, const Layout& l, const StageProgram
     // each way), DeepSpeed ZeRO-2's reduction bucket, and fp8 scaling state (amax history of 1,024 steps plus
     // scale and inverse scale, fp32, for the input, weight and output-gradient of each of 4 GEMMs per layer).
     const double act_message = static_cast<double>(l.micro_batch) * static_cast<double>(m.seq_len) *
-                               static_cast<double>(m.hidden) * l.activation_bytes() / l.cp /
-                               (l.framework == Framework::deepspeed && !l.sequence_parallel ? 1.0 : t);
+                               static_cast<double>(m.hidden) * l.activation_bytes() / l.cp / t;
     double buffers = l.pp > 1 ? 2.0 * act_message : 0.0;
     if (l.zero_stage == 2 && dpc > 1)
         buffers += std::min(l.dp_bucket_bytes / 4.0, trainable) * l.grad_reduce_bytes_per_element();

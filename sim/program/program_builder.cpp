@@ -65,10 +65,11 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
     // P2P message per rank: with TP, each rank sends its 1/t share (sequence parallelism shards the
     // activation; without it, Megatron's scatter-gather optimization, Narayanan et al. 2021 Sec. 4.1, splits
     // it and the receiver all-gathers over NVLink).
-    // DeepSpeed's pipeline engine sends the whole activation from every TP rank.
+    // (DeepSpeed's pipeline engine does the same: is_pipe_partitioned / is_grad_partitioned when model
+    // parallel, PartitionedTensor rebuilt with an all-gather by the receiver.)
     const bool deepspeed = layout.framework == Framework::deepspeed;
-    const double p2p_bytes = deepspeed && !layout.sequence_parallel ? act_bytes : act_bytes / t;
-    const bool gather_after_recv = layout.tp > 1 && !layout.sequence_parallel && !deepspeed;
+    const double p2p_bytes = act_bytes / t;
+    const bool gather_after_recv = layout.tp > 1 && !layout.sequence_parallel;
     const double grad_bytes = layout.grad_reduce_bytes_per_element();
     const double bucket_elements = layout.dp_bucket_bytes / 4.0;
     const double layer_params_rank = model.layer_params() / t;
