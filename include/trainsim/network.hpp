@@ -47,7 +47,9 @@ class FlowNetwork {
         std::uint64_t version = 0;  ///< bumps when the completion event is rescheduled
         Simulator::Callback on_done;
         bool active = false;
-        bool frozen = false;  ///< scratch for progressive filling
+        bool frozen = false;    ///< scratch for progressive filling
+        double solo_share = 0;  ///< scratch: smallest share among the links it has to itself
+        int solo_pos = -1;      ///< scratch: position of that link in the component (-1: none)
     };
 
     int new_flow(const Route& route, double bytes, Simulator::Callback on_done);
@@ -66,10 +68,10 @@ class FlowNetwork {
     std::vector<int> free_ids_;
     std::vector<int> dirty_links_;
     std::vector<char> link_dirty_;
-    std::vector<char> link_seen_;                                    ///< scratch
-    std::vector<double> cap_left_;                                   ///< scratch
-    std::vector<int> unfrozen_on_link_;                              ///< scratch
-    std::vector<int> comp_links_, comp_flows_, stack_, live_links_;  ///< scratch
+    std::vector<char> link_seen_;                                                 ///< scratch
+    std::vector<double> cap_left_;                                                ///< scratch
+    std::vector<int> unfrozen_on_link_;                                           ///< scratch
+    std::vector<int> comp_links_, comp_flows_, stack_, live_links_, solo_flows_;  ///< scratch
     bool update_pending_ = false;
     std::uint64_t flows_started_ = 0;
     std::size_t active_count_ = 0;
