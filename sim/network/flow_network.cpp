@@ -18,6 +18,8 @@ FlowNetwork::FlowNetwork(Simulator& sim, std::vector<double> link_bandwidth)
     link_bytes_.assign(n, 0.0);
     link_dirty_.assign(n, 0);
     link_seen_.assign(n, 0);
+    link_owner_.assign(n, -1);
+    use_count_.assign(n, 0);
     cap_left_.assign(n, 0.0);
     unfrozen_on_link_.assign(n, 0);
 }
@@ -76,27 +78,51 @@ void FlowNetwork::activate(int id) {
     ++active_count_;
     bool alone = true;
     for (int l : f.links) {
-        auto& on_link = flows_on_link_[static_cast<std::size_t>(l)];
-        if (!on_link.empty() && on_link.back() != id) alone = false;
-        on_link.push_back(id);
-        link_bytes_[static_cast<std::size_t>(l)] += bytes;
+        const auto lu = static_cast<std::size_t>(l);
+        link_bytes_[lu] += bytes;
+        if (!flows_on_link_[lu].empty() || link_owner_[lu] >= 0) alone = false;
     }
     if (alone) {
         // No other flow on its links: its component is itself, and progressive filling gives it the smallest
         // capacity / (times the route uses the link). Computed now, as update_rates would at the end of the
-        // instant (the same arithmetic); a flow that joins one of its links later marks the link dirty and
-        // the batched update recomputes both.
+        // instant (the same arithmetic). The flow is not entered in the per-link lists but recorded as the
+        // links' owner; a flow that joins one of its links later enters it in the lists first (as if it had
+        // been entered now: it was the first on each of its links), then marks the links dirty, and the
+        // batched update recomputes both.
+        for (int l : f.links)
+            ++use_count_[static_cast<std::size_t>(l)];
         double rate = std::numeric_limits<double>::infinity();
         for (int l : f.links)
-            rate = std::min(rate, capacity_[static_cast<std::size_t>(l)] /
-                                      static_cast<int>(flows_on_link_[static_cast<std::size_t>(l)].size()));
+            rate = std::min(rate,
+                            capacity_[static_cast<std::size_t>(l)] / use_count_[static_cast<std::size_t>(l)]);
+        for (int l : f.links) {
+            use_count_[static_cast<std::size_t>(l)] = 0;
+            link_owner_[static_cast<std::size_t>(l)] = id;
+        }
+        f.listed = false;
         f.rate = rate;
         schedule_completion(id);
         return;
     }
+    for (int l : f.links) {
+        const int owner = link_owner_[static_cast<std::size_t>(l)];
+        if (owner >= 0) enter_in_lists(owner);
+    }
+    for (int l : f.links)
+        flows_on_link_[static_cast<std::size_t>(l)].push_back(id);
+    f.listed = true;
     for (int l : f.links)
         mark_dirty(l);
     request_update();
+}
+
+void FlowNetwork::enter_in_lists(int fid) {
+    Flow& f = flows_[static_cast<std::size_t>(fid)];
+    for (int l : f.links) {
+        flows_on_link_[static_cast<std::size_t>(l)].push_back(fid);
+        link_owner_[static_cast<std::size_t>(l)] = -1;
+    }
+    f.listed = true;
 }
 
 void FlowNetwork::schedule_completion(int fid) {
@@ -257,16 +283,23 @@ void FlowNetwork::finish(int fid, std::uint64_t version) {
     f.active = false;
     --active_count_;
     bool changed = false;
-    for (int l : f.links) {
-        auto& v = flows_on_link_[static_cast<std::size_t>(l)];
-        auto it = std::find(v.begin(), v.end(), fid);
-        if (it == v.end()) throw InternalError("flow missing from its link");
-        *it = v.back();
-        v.pop_back();
-        // A link left without flows changes no rate: only links still carrying flows need a recomputation.
-        if (!v.empty()) {
-            mark_dirty(l);
-            changed = true;
+    if (!f.listed) {
+        // Alone on its links until the end: no list to leave, nothing to recompute.
+        for (int l : f.links)
+            link_owner_[static_cast<std::size_t>(l)] = -1;
+    } else {
+        for (int l : f.links) {
+            auto& v = flows_on_link_[static_cast<std::size_t>(l)];
+            auto it = std::find(v.begin(), v.end(), fid);
+            if (it == v.end()) throw InternalError("flow missing from its link");
+            *it = v.back();
+            v.pop_back();
+            // A link left without flows changes no rate: only links still carrying flows need a
+            // recomputation.
+            if (!v.empty()) {
+                mark_dirty(l);
+                changed = true;
+            }
         }
     }
     if (changed) request_update();
