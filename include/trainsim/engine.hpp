@@ -10,8 +10,8 @@
 //  - A callback may schedule further events, including at now().
 //
 // Implementation (for speed: the engine runs tens of millions of events per simulation): the queue is a
-// 4-ary min-heap of 32-byte entries (time, priority and sequence packed into one 128-bit key compared
-// without branches, and the slot of the callback);
+// 4-ary min-heap of 16-byte entries (time, priority, sequence and the slot of the callback packed into one
+// 128-bit key, compared without branches);
 // callbacks are stored once, in pages that never move, in a move-only function object with 48 bytes of
 // inline storage (every callback of the simulator fits; larger ones fall back to the free store), and run in
 // place.
@@ -138,10 +138,10 @@ class Simulator {
     /// is outside 0 .. 255.
     template <class F>
     void schedule(Time at, Priority priority, F&& cb) {
-        const std::uint64_t key = checked_key(at, priority);
+        const std::uint64_t key = checked_key(at, priority);  // priority and sequence, slot bits clear
         const std::uint32_t slot = take_slot();
         callback(slot).emplace(std::forward<F>(cb));
-        push(Entry{(static_cast<unsigned __int128>(at.picoseconds()) << 64) | key, slot});
+        push(Entry{(static_cast<unsigned __int128>(at.picoseconds()) << 64) | key | slot});
     }
     /// Schedules `cb` at now() + delay.
     template <class F>
@@ -157,12 +157,23 @@ class Simulator {
     /// Events scheduled and not yet executed.
     std::size_t pending() const { return heap_.size(); }
 
+    /// For tests: renumber the pending events' sequence numbers every `limit` schedule() calls (>= 1)
+    /// instead of every 2^30.
+    void set_sequence_limit_for_testing(std::uint64_t limit) { seq_limit_ = limit; }
+
   private:
+    /// One queued event, 16 bytes: time (ps, >= 0) << 64 | priority << 56 | sequence << 26 | slot. The
+    /// sequence has 30 bits: when it runs out, the pending events are renumbered in their order (which keeps
+    /// the order of every pair, pending or future); the slot has 26 bits (64 M events pending at most).
     struct Entry {
-        unsigned __int128 order;  ///< time (ps, >= 0) << 64 | priority << 56 | sequence: one compare
-        std::uint32_t slot;
+        unsigned __int128 order;
     };
+    static constexpr int kSlotBits = 26;
+    static constexpr int kSeqBits = 30;
     static bool before(const Entry& a, const Entry& b) { return a.order < b.order; }
+    static std::uint32_t slot_of(const Entry& e) {
+        return static_cast<std::uint32_t>(e.order) & ((1u << kSlotBits) - 1);
+    }
     static constexpr std::uint32_t kPageBits = 10;
     static constexpr std::uint32_t kPageSize = 1u << kPageBits;
 
@@ -173,18 +184,22 @@ class Simulator {
             free_slots_.pop_back();
             return s;
         }
+        if (slot_count_ == (1u << kSlotBits)) throw_too_many_pending();
         if (slot_count_ == pages_.size() * kPageSize)
             pages_.push_back(std::make_unique<EventCallback[]>(kPageSize));
         return slot_count_++;
     }
     EventCallback& callback(std::uint32_t slot) { return pages_[slot >> kPageBits][slot & (kPageSize - 1)]; }
     void push(const Entry& e);
+    [[noreturn]] static void throw_too_many_pending();
+    void renumber();
     void pop_top();
 
     Time now_{};
     std::uint64_t next_seq_ = 0;
     std::uint64_t executed_ = 0;
-    std::vector<Entry> heap_;  ///< 4-ary min-heap on (time, key)
+    std::vector<Entry> heap_;  ///< 4-ary min-heap on `order`
+    std::uint64_t seq_limit_ = std::uint64_t{1} << kSeqBits;
     std::vector<std::unique_ptr<EventCallback[]>> pages_;
     std::uint32_t slot_count_ = 0;
     std::vector<std::uint32_t> free_slots_;

@@ -62,6 +62,9 @@ struct ExecutionOptions {
     /// on the network. Exact when the group's GPUs see the same bandwidths (symmetric node); a test checks
     /// folded == unfolded.
     bool fold_tp_groups = true;
+    // DP replicas are not folded: on the fat-tree presets they are not identical in the full simulation (the
+    // ECMP hash puts some replicas' P2P transfers on a shared spine uplink and not others), so simulating one
+    // replica would change the result (docs/performance.md, "Folding identical DP replicas").
 };
 
 /// Simulates one iteration. `traced[r]` selects the ranks whose slices are recorded (may be empty: none).

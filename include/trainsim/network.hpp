@@ -47,11 +47,15 @@ class FlowNetwork {
         std::uint64_t version = 0;  ///< bumps when the completion event is rescheduled
         Simulator::Callback on_done;
         bool active = false;
-        bool frozen = false;  ///< scratch for progressive filling
+        bool frozen = false;    ///< scratch for progressive filling
+        bool listed = false;    ///< entered in flows_on_link_ (else alone on its links: their owner)
+        double solo_share = 0;  ///< scratch: smallest share among the links it has to itself
+        int solo_pos = -1;      ///< scratch: position of that link in the component (-1: none)
     };
 
     int new_flow(const Route& route, double bytes, Simulator::Callback on_done);
     void activate(int flow_id);
+    void enter_in_lists(int flow_id);
     void mark_dirty(int link);
     void request_update();
     void update_rates();
@@ -61,15 +65,17 @@ class FlowNetwork {
     Simulator& sim_;
     std::vector<double> capacity_;
     std::vector<std::vector<int>> flows_on_link_;
+    std::vector<int> link_owner_;  ///< the flow alone on the link and not in its list, or -1
+    std::vector<int> use_count_;   ///< scratch
     std::vector<double> link_bytes_;
     std::vector<Flow> flows_;
     std::vector<int> free_ids_;
     std::vector<int> dirty_links_;
     std::vector<char> link_dirty_;
-    std::vector<char> link_seen_;                                    ///< scratch
-    std::vector<double> cap_left_;                                   ///< scratch
-    std::vector<int> unfrozen_on_link_;                              ///< scratch
-    std::vector<int> comp_links_, comp_flows_, stack_, live_links_;  ///< scratch
+    std::vector<char> link_seen_;                                                 ///< scratch
+    std::vector<double> cap_left_;                                                ///< scratch
+    std::vector<int> unfrozen_on_link_;                                           ///< scratch
+    std::vector<int> comp_links_, comp_flows_, stack_, live_links_, solo_flows_;  ///< scratch
     bool update_pending_ = false;
     std::uint64_t flows_started_ = 0;
     std::size_t active_count_ = 0;

@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "trainsim/engine.hpp"
@@ -11,7 +13,24 @@ std::uint64_t Simulator::checked_key(Time at, Priority priority) {
                                         now_.picoseconds()));
     const auto p = static_cast<std::int32_t>(priority);
     if (p < 0 || p > 255) throw InternalError(fmt::format("event priority {} outside 0 .. 255", p));
-    return (static_cast<std::uint64_t>(p) << 56) | next_seq_++;
+    if (next_seq_ >= seq_limit_) renumber();
+    return (static_cast<std::uint64_t>(p) << 56) | (next_seq_++ << kSlotBits);
+}
+
+void Simulator::throw_too_many_pending() {
+    throw InternalError(fmt::format("more than {} events pending", 1u << kSlotBits));
+}
+
+void Simulator::renumber() {
+    // Sorted, the pending entries are a valid min-heap; their new sequence numbers 0 .. n-1 keep their order,
+    // and every later event gets a larger one, as it would have without renumbering.
+    std::sort(heap_.begin(), heap_.end(), before);
+    using U128 = unsigned __int128;
+    const U128 seq_mask = ((U128{1} << kSeqBits) - 1) << kSlotBits;
+    std::uint64_t seq = 0;
+    for (Entry& e : heap_)
+        e.order = (e.order & ~seq_mask) | (static_cast<U128>(seq++) << kSlotBits);
+    next_seq_ = seq;
 }
 
 void Simulator::push(const Entry& e) {
@@ -73,10 +92,10 @@ std::uint64_t Simulator::run() {
         ++executed_;
         // Pages never move, and the slot is released only after the call: the callback runs in place even
         // if it schedules more events.
-        EventCallback& cb = callback(e.slot);
+        EventCallback& cb = callback(slot_of(e));
         cb();
         cb.reset();
-        free_slots_.push_back(e.slot);
+        free_slots_.push_back(slot_of(e));
     }
     return count;
 }

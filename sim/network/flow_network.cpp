@@ -18,6 +18,8 @@ FlowNetwork::FlowNetwork(Simulator& sim, std::vector<double> link_bandwidth)
     link_bytes_.assign(n, 0.0);
     link_dirty_.assign(n, 0);
     link_seen_.assign(n, 0);
+    link_owner_.assign(n, -1);
+    use_count_.assign(n, 0);
     cap_left_.assign(n, 0.0);
     unfrozen_on_link_.assign(n, 0);
 }
@@ -76,27 +78,51 @@ void FlowNetwork::activate(int id) {
     ++active_count_;
     bool alone = true;
     for (int l : f.links) {
-        auto& on_link = flows_on_link_[static_cast<std::size_t>(l)];
-        if (!on_link.empty() && on_link.back() != id) alone = false;
-        on_link.push_back(id);
-        link_bytes_[static_cast<std::size_t>(l)] += bytes;
+        const auto lu = static_cast<std::size_t>(l);
+        link_bytes_[lu] += bytes;
+        if (!flows_on_link_[lu].empty() || link_owner_[lu] >= 0) alone = false;
     }
     if (alone) {
         // No other flow on its links: its component is itself, and progressive filling gives it the smallest
         // capacity / (times the route uses the link). Computed now, as update_rates would at the end of the
-        // instant (the same arithmetic); a flow that joins one of its links later marks the link dirty and
-        // the batched update recomputes both.
+        // instant (the same arithmetic). The flow is not entered in the per-link lists but recorded as the
+        // links' owner; a flow that joins one of its links later enters it in the lists first (as if it had
+        // been entered now: it was the first on each of its links), then marks the links dirty, and the
+        // batched update recomputes both.
+        for (int l : f.links)
+            ++use_count_[static_cast<std::size_t>(l)];
         double rate = std::numeric_limits<double>::infinity();
         for (int l : f.links)
-            rate = std::min(rate, capacity_[static_cast<std::size_t>(l)] /
-                                      static_cast<int>(flows_on_link_[static_cast<std::size_t>(l)].size()));
+            rate = std::min(rate,
+                            capacity_[static_cast<std::size_t>(l)] / use_count_[static_cast<std::size_t>(l)]);
+        for (int l : f.links) {
+            use_count_[static_cast<std::size_t>(l)] = 0;
+            link_owner_[static_cast<std::size_t>(l)] = id;
+        }
+        f.listed = false;
         f.rate = rate;
         schedule_completion(id);
         return;
     }
+    for (int l : f.links) {
+        const int owner = link_owner_[static_cast<std::size_t>(l)];
+        if (owner >= 0) enter_in_lists(owner);
+    }
+    for (int l : f.links)
+        flows_on_link_[static_cast<std::size_t>(l)].push_back(id);
+    f.listed = true;
     for (int l : f.links)
         mark_dirty(l);
     request_update();
+}
+
+void FlowNetwork::enter_in_lists(int fid) {
+    Flow& f = flows_[static_cast<std::size_t>(fid)];
+    for (int l : f.links) {
+        flows_on_link_[static_cast<std::size_t>(l)].push_back(fid);
+        link_owner_[static_cast<std::size_t>(l)] = -1;
+    }
+    f.listed = true;
 }
 
 void FlowNetwork::schedule_completion(int fid) {
@@ -164,36 +190,73 @@ void FlowNetwork::update_rates() {
         f.frozen = false;
     }
     // 2. Progressive filling: repeatedly saturate the link with the smallest fair share (the first in
-    // discovery order among equal shares). The scan covers only the links that still carry unfrozen flows,
-    // kept in discovery order (a link leaves the list once its flows are all frozen).
-    std::vector<int>& live = live_links_;
+    // discovery order among equal shares). A link that carries a single flow (a ring's coupled flow crosses
+    // hundreds of links no other flow uses) keeps the share capacity / uses until that flow is frozen, so
+    // each flow's smallest such share (and the first such link's position) is taken once; the scan of every
+    // round covers the shared links still carrying unfrozen flows, in discovery order, and those flows'
+    // bounds. The picks, and so the arithmetic, are the same as scanning every link every round.
+    std::vector<int>& live = live_links_;  // positions in comp_links
+    std::vector<int>& solo = solo_flows_;  // flows with a link of their own
     live.clear();
-    for (int l : comp_links) {
-        const auto lu = static_cast<std::size_t>(l);
+    solo.clear();
+    for (int fid : comp_flows) {
+        Flow& f = flows_[static_cast<std::size_t>(fid)];
+        f.solo_share = std::numeric_limits<double>::infinity();
+        f.solo_pos = -1;
+    }
+    for (std::size_t i = 0; i < comp_links.size(); ++i) {
+        const auto lu = static_cast<std::size_t>(comp_links[i]);
         link_seen_[lu] = 0;
         cap_left_[lu] = capacity_[lu];
-        unfrozen_on_link_[lu] = static_cast<int>(flows_on_link_[lu].size());
-        if (unfrozen_on_link_[lu] > 0) live.push_back(l);
+        const auto& on_link = flows_on_link_[lu];
+        unfrozen_on_link_[lu] = static_cast<int>(on_link.size());
+        if (on_link.empty()) continue;
+        const bool one_flow =
+            std::all_of(on_link.begin() + 1, on_link.end(), [&](int fid) { return fid == on_link.front(); });
+        if (!one_flow) {
+            live.push_back(static_cast<int>(i));
+            continue;
+        }
+        Flow& f = flows_[static_cast<std::size_t>(on_link.front())];
+        const double share = cap_left_[lu] / unfrozen_on_link_[lu];
+        if (f.solo_pos < 0) solo.push_back(on_link.front());
+        if (f.solo_pos < 0 || share < f.solo_share) {
+            f.solo_share = share;
+            f.solo_pos = static_cast<int>(i);
+        }
     }
     std::size_t left = comp_flows.size();
     while (left > 0) {
         double best = std::numeric_limits<double>::infinity();
-        int best_link = -1;
+        int best_pos = -1;
         std::size_t kept = 0;
-        for (int l : live) {
-            const int n = unfrozen_on_link_[static_cast<std::size_t>(l)];
+        for (int pos : live) {
+            const auto lu = static_cast<std::size_t>(comp_links[static_cast<std::size_t>(pos)]);
+            const int n = unfrozen_on_link_[lu];
             if (n == 0) continue;
-            live[kept++] = l;
-            const double share = cap_left_[static_cast<std::size_t>(l)] / n;
+            live[kept++] = pos;
+            const double share = cap_left_[lu] / n;
             if (share < best) {
                 best = share;
-                best_link = l;
+                best_pos = pos;
             }
         }
         live.resize(kept);
-        if (best_link < 0) throw InternalError("max-min fairness: flows left without a link");
+        kept = 0;
+        for (int fid : solo) {
+            const Flow& f = flows_[static_cast<std::size_t>(fid)];
+            if (f.frozen) continue;
+            solo[kept++] = fid;
+            if (f.solo_share < best || (f.solo_share == best && f.solo_pos < best_pos)) {
+                best = f.solo_share;
+                best_pos = f.solo_pos;
+            }
+        }
+        solo.resize(kept);
+        if (best_pos < 0) throw InternalError("max-min fairness: flows left without a link");
         if (best < 0) best = 0;
-        for (int fid : flows_on_link_[static_cast<std::size_t>(best_link)]) {
+        for (int fid :
+             flows_on_link_[static_cast<std::size_t>(comp_links[static_cast<std::size_t>(best_pos)])]) {
             Flow& f = flows_[static_cast<std::size_t>(fid)];
             if (f.frozen) continue;
             f.frozen = true;
@@ -220,16 +283,23 @@ void FlowNetwork::finish(int fid, std::uint64_t version) {
     f.active = false;
     --active_count_;
     bool changed = false;
-    for (int l : f.links) {
-        auto& v = flows_on_link_[static_cast<std::size_t>(l)];
-        auto it = std::find(v.begin(), v.end(), fid);
-        if (it == v.end()) throw InternalError("flow missing from its link");
-        *it = v.back();
-        v.pop_back();
-        // A link left without flows changes no rate: only links still carrying flows need a recomputation.
-        if (!v.empty()) {
-            mark_dirty(l);
-            changed = true;
+    if (!f.listed) {
+        // Alone on its links until the end: no list to leave, nothing to recompute.
+        for (int l : f.links)
+            link_owner_[static_cast<std::size_t>(l)] = -1;
+    } else {
+        for (int l : f.links) {
+            auto& v = flows_on_link_[static_cast<std::size_t>(l)];
+            auto it = std::find(v.begin(), v.end(), fid);
+            if (it == v.end()) throw InternalError("flow missing from its link");
+            *it = v.back();
+            v.pop_back();
+            // A link left without flows changes no rate: only links still carrying flows need a
+            // recomputation.
+            if (!v.empty()) {
+                mark_dirty(l);
+                changed = true;
+            }
         }
     }
     if (changed) request_update();

@@ -199,3 +199,38 @@ TEST_CASE("engine: a priority outside 0 .. 255 is an internal error") {
     CHECK_THROWS_AS(sim.schedule(Time::ps(1), static_cast<Priority>(-1), [] {}), InternalError);
     CHECK(sim.pending() == 0);
 }
+
+namespace {
+// Events that schedule more events (ties in time and priority included); returns the execution order.
+std::vector<int> renumber_workload(std::uint64_t sequence_limit) {
+    Simulator sim;
+    if (sequence_limit > 0) sim.set_sequence_limit_for_testing(sequence_limit);
+    std::mt19937_64 rng(7);
+    std::vector<int> order;
+    int next = 0;
+    std::function<void(int)> add = [&](int depth) {
+        const int id = next++;
+        const auto at = Time::ps(sim.now().picoseconds() + static_cast<std::int64_t>(rng() % 4));
+        const auto prio = static_cast<Priority>((rng() % 2) ? 0 : 10);
+        sim.schedule(at, prio, [&, id, depth] {
+            order.push_back(id);
+            if (depth > 0)
+                for (int c = 0; c < 2; ++c)
+                    add(depth - 1);
+        });
+    };
+    for (int i = 0; i < 30; ++i)
+        add(4);
+    sim.run();
+    return order;
+}
+}  // namespace
+
+TEST_CASE("engine: renumbering the sequence of pending events keeps the (time, priority, sequence) order") {
+    // With a limit of 5 the pending events are renumbered at almost every schedule() call (from outside and
+    // from callbacks); the execution order must be the one of the unbounded insertion counter.
+    const auto reference = renumber_workload(0);
+    CHECK(reference.size() == 30u * 31u);
+    CHECK(renumber_workload(5) == reference);
+    CHECK(renumber_workload(64) == reference);
+}
