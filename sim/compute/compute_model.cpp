@@ -105,7 +105,8 @@ double ComputeModel::seconds(const Kernel& k) const {
         case KernelKind::memory_bound:
             return mem_t + gpu_.kernel_overhead_s;
         case KernelKind::host_copy:
-            return k.bytes / (require(host_.pcie_bytes_per_s, "pcie_bandwidth") * kPcieCopyEfficiency);
+            return k.bytes /
+                   (require(host_.pcie_bytes_per_s, "scale_out.pcie_bandwidth") * kPcieCopyEfficiency);
         case KernelKind::host_compute:
             return k.bytes /
                    (require(host_.host_memory_bytes_per_s, "host.memory_bandwidth") * kHostStreamEfficiency);

@@ -88,4 +88,11 @@ check "unknown LoRA target exits 2 naming it" grep -q 'lora_targets.*"mlp"' "$tm
 "$bin" memory stray >"$tmp/bad5.out" 2>"$tmp/bad5.err"
 check "a stray argument exits 2" test $? -eq 2
 
+python3 -c 'import json,sys; t=json.load(open(sys.argv[1])); del t["host"]; json.dump(t, open(sys.argv[2], "w"))' \
+    "$a100" "$tmp/no-host.json"
+"$bin" memory --topology "$tmp/no-host.json" --workload "$src/tests/e2e/data/small.json" --set topology.nodes=2 \
+    --set 'layout.offload_optimizer="cpu"' >"$tmp/bad6.out" 2>"$tmp/bad6.err"
+check "offload on a topology without its host side exits 2" test $? -eq 2
+check "offload without a host side: the field is named" grep -q 'topology.host.memory_bandwidth is not given' "$tmp/bad6.err"
+
 exit $fail

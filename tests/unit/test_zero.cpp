@@ -100,7 +100,8 @@ TEST_CASE("ZeRO: sharding shrinks the piles by DP and the simulation runs") {
     CHECK(dp_bytes(3) / dp_bytes(1) == doctest::Approx(16.0 / 6.0));
 }
 
-TEST_CASE("DeepSpeed: BF16 ZeRO-1 all-reduces the fp32 gradients; pipeline messages are partitioned over TP") {
+TEST_CASE(
+    "DeepSpeed: BF16 ZeRO-1 all-reduces the fp32 gradients; pipeline messages are partitioned over TP") {
     const ModelSpec m = small_gpt(4);
     const int groups = 1 + 4 + 1;  // final norm (head), layers, embedding
     Layout l = dp_layout(1, 2);
