@@ -7,14 +7,19 @@
 //     "scale_up":  { "kind": "nvswitch", "bandwidth_per_gpu": "300GBps", "latency": "1us" },
 //     "scale_out": { "kind": "infiniband"|"roce", "nics_per_node", "nic_rate": "200Gbps",
 //                    "pcie_bandwidth": "32GBps", "nic_latency": "2us", "switch_latency": "0.5us",
-//                    "topology": "rail-optimized-fat-tree", "nodes_per_leaf", "oversubscription" } }
+//                    "topology": "rail-optimized-fat-tree", "nodes_per_leaf", "oversubscription" },
+//     "host"?: { "memory_bandwidth": "614.4GBps", "nvme_bandwidth": "25GBps" } }   (per node; for offload)
 // Workload file:
 //   { "name", "description"?, "model": { layers, hidden, heads, kv_heads, ffn_hidden, vocab, seq_len,
-//     mlp: "gelu"|"swiglu", tied_embeddings }, "layout": { tp, pp, dp, cp?, vpp?, micro_batch, global_batch,
-//     schedule?: "1f1b"|"gpipe", sequence_parallel?, recompute?: "none"|"selective"|"full", precision?:
-//     "bf16"|"fp16"|"fp8", distributed_optimizer?, zero_stage?, dp_bucket_size?: "160MB",
+//     mlp: "gelu"|"swiglu", tied_embeddings, dropout? }, "layout": { tp, pp, dp, cp?, vpp?, micro_batch,
+//     global_batch, schedule?: "1f1b"|"gpipe", sequence_parallel?, recompute?: "none"|"selective"|"full",
+//     precision?: "bf16"|"fp16"|"fp8", distributed_optimizer?, zero_stage?, dp_bucket_size?: "160MB",
 //     overlap_grad_reduce?, overlap_param_gather?, tp_comm_overlap?, attention?: "flash"|"unfused",
-//     layers_per_stage?: [..] }, "measured"?: { source, step_time_s, tflops_per_gpu, tflops_convention } }
+//     layers_per_stage?: [..], optimizer?: "adam"|"adam_8bit"|"sgd_momentum"|"sgd",
+//     offload_optimizer?: "none"|"cpu"|"nvme", adapter?: "none"|"lora"|"qlora", lora_rank?,
+//     lora_targets?: ["qkv","proj","fc1","fc2"], checkpoint_save?: "sharded"|"rank0",
+//     framework?: "megatron"|"deepspeed" }, "measured"?: { source, step_time_s, tflops_per_gpu,
+//     tflops_convention } }
 #pragma once
 
 #include <optional>
