@@ -89,8 +89,11 @@ class Collectives {
     /// Runs a ring collective over `ranks` (GPU ids, in ring order, size >= 1). `bytes` as in the formulas
     /// above. `done` runs when every rank has its result. A group of one rank completes at once.
     void run(CollectiveKind kind, const std::vector<int>& ranks, double bytes, Simulator::Callback done);
-    /// The same on a communicator already looked up (the executor keeps one per group).
-    void run(CollectiveKind kind, const Communicator& comm, double bytes, Simulator::Callback done);
+    /// The same on a communicator already looked up (the executor keeps one per group). `private_links`: the
+    /// caller guarantees that no other flow uses the group's links while it runs (FlowNetwork::
+    /// start_private_flow_after: the same times, fewer events).
+    void run(CollectiveKind kind, const Communicator& comm, double bytes, Simulator::Callback done,
+             bool private_links = false);
 
     /// Point-to-point transfer of `bytes` from GPU `src` to GPU `dst` (src != dst).
     void send(int src, int dst, double bytes, Simulator::Callback done);

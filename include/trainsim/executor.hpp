@@ -62,6 +62,12 @@ struct ExecutionOptions {
     /// on the network. Exact when the group's GPUs see the same bandwidths (symmetric node); a test checks
     /// folded == unfolded.
     bool fold_tp_groups = true;
+    /// When a TP group fills its node (tp == GPUs per node), its NVLink links carry nothing but its own TP
+    /// collectives, one at a time (the TP stream is in order; every other group has at most one GPU per node
+    /// and goes through the NICs): each TP collective is then timed in closed form as a flow alone on its
+    /// links (FlowNetwork::start_private_flow_after), one event instead of three. Same times; a test checks
+    /// on == off.
+    bool private_tp_links = true;
     // DP replicas are not folded: on the fat-tree presets they are not identical in the full simulation (the
     // ECMP hash puts some replicas' P2P transfers on a shared spine uplink and not others), so simulating one
     // replica would change the result (docs/performance.md, "Folding identical DP replicas").

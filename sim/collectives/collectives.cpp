@@ -131,7 +131,8 @@ void Collectives::run(CollectiveKind kind, const std::vector<int>& ranks, double
     run(kind, communicator(ranks), bytes, std::move(done));
 }
 
-void Collectives::run(CollectiveKind kind, const Communicator& comm, double bytes, Simulator::Callback done) {
+void Collectives::run(CollectiveKind kind, const Communicator& comm, double bytes, Simulator::Callback done,
+                      bool private_links) {
     const int n = comm.size;
     if (n == 0) throw InternalError("collective over an empty group");
     if (n == 1 || bytes <= 0) {
@@ -161,8 +162,12 @@ void Collectives::run(CollectiveKind kind, const Communicator& comm, double byte
         const double t_nvls = kNvlsLatencyS + comm.nvls_route.latency.to_seconds() +
                               bytes / (comm.nvls_bandwidth * kNvlsEfficiency);
         if (t_nvls < best_t) {
-            net_.start_flow_after(Time::seconds(kNvlsLatencyS), comm.nvls_route, bytes / kNvlsEfficiency,
-                                  std::move(done));
+            if (private_links)
+                net_.start_private_flow_after(Time::seconds(kNvlsLatencyS), comm.nvls_route,
+                                              bytes / kNvlsEfficiency, std::move(done));
+            else
+                net_.start_flow_after(Time::seconds(kNvlsLatencyS), comm.nvls_route, bytes / kNvlsEfficiency,
+                                      std::move(done));
             return;
         }
     }
@@ -174,7 +179,10 @@ void Collectives::run(CollectiveKind kind, const Communicator& comm, double byte
                       Time::ps(step.picoseconds() * (steps - 1) + Time::seconds(best->step_s).picoseconds());
     const double flow_bytes = per_edge / channels / best->bandwidth_factor;
     if (comm.channel_routes.size() == 1) {
-        net_.start_flow_after(fill, comm.channel_routes.front(), flow_bytes, std::move(done));
+        if (private_links)
+            net_.start_private_flow_after(fill, comm.channel_routes.front(), flow_bytes, std::move(done));
+        else
+            net_.start_flow_after(fill, comm.channel_routes.front(), flow_bytes, std::move(done));
         return;
     }
     // Several channels: `done` runs when the last one has finished.

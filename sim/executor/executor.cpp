@@ -85,6 +85,7 @@ class Executor {
           net_(sim_, link_capacities(cluster)),
           coll_(sim_, net_, cluster) {
         fold_ = options.fold_tp_groups ? layout.tp : 1;
+        tp_private_ = options.private_tp_links && layout.tp > 1 && layout.tp == cluster.spec().gpus_per_node;
         const int n = layout.gpus() / fold_;
         units_.resize(static_cast<std::size_t>(n));
         for (int u = 0; u < n; ++u) {
@@ -396,8 +397,9 @@ class Executor {
         const Time start = sim_.now();
         const char* name = collective_name(op.collective, "tp");
         const GroupCache* gp = &g;
-        coll_.run(op.collective, *g.comm, op.bytes,
-                  [this, gp, start, name] { finish_tp_stream(gp->units, name, start); });
+        coll_.run(
+            op.collective, *g.comm, op.bytes,
+            [this, gp, start, name] { finish_tp_stream(gp->units, name, start); }, tp_private_);
     }
 
     /// `pipeline`: the collective couples the first and the last stage (tied embeddings): waiting for the
@@ -521,6 +523,7 @@ class Executor {
     FlowNetwork net_;
     Collectives coll_;
     int fold_ = 1;
+    bool tp_private_ = false;  ///< ExecutionOptions::private_tp_links applies to this layout
     std::vector<Unit> units_;
     std::unordered_map<std::uint64_t, Message> messages_;
     std::unordered_map<std::uint64_t, int> arrivals_tp_;

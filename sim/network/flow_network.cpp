@@ -51,6 +51,28 @@ void FlowNetwork::start_flow_after(Time delay, const Route& route, double bytes,
     });
 }
 
+void FlowNetwork::start_private_flow_after(Time delay, const Route& route, double bytes,
+                                           Simulator::Callback on_done) {
+    ++flows_started_;
+    if (!(bytes > 0) || route.links.empty()) {
+        sim_.schedule_in(delay + route.latency, Priority::kFlowCompletion, std::move(on_done));
+        return;
+    }
+    for (int l : route.links) {
+        link_bytes_[static_cast<std::size_t>(l)] += bytes;
+        ++use_count_[static_cast<std::size_t>(l)];
+    }
+    double rate = std::numeric_limits<double>::infinity();
+    for (int l : route.links)
+        rate =
+            std::min(rate, capacity_[static_cast<std::size_t>(l)] / use_count_[static_cast<std::size_t>(l)]);
+    for (int l : route.links)
+        use_count_[static_cast<std::size_t>(l)] = 0;
+    const double secs = bytes / rate;
+    const Time drained = sim_.now() + delay + Time::ps(static_cast<std::int64_t>(std::ceil(secs * 1e12)));
+    sim_.schedule(drained + route.latency, Priority::kFlowCompletion, std::move(on_done));
+}
+
 int FlowNetwork::new_flow(const Route& route, double bytes, Simulator::Callback on_done) {
     int id;
     if (!free_ids_.empty()) {

@@ -17,12 +17,14 @@ using trainsim::test::small_gpt;
 using trainsim::test::small_topology;
 
 namespace {
-ExecutionResult run(const TopologySpec& t, const ModelSpec& m, const Layout& l, bool fold) {
+ExecutionResult run(const TopologySpec& t, const ModelSpec& m, const Layout& l, bool fold,
+                    bool private_tp = true) {
     const Cluster c(t);
     Program p = build_program(m, l);
     assign_durations(p, ComputeModel(c.gpu(), l.precision));
     ExecutionOptions o;
     o.fold_tp_groups = fold;
+    o.private_tp_links = private_tp;
     return execute(c, l, p, {}, o);
 }
 }  // namespace
@@ -56,6 +58,40 @@ TEST_CASE("executor: folding TP groups gives the same step time as simulating ev
         CHECK(folded.step_time_s == full.step_time_s);
         CHECK(folded.events < full.events);
     }
+}
+
+TEST_CASE("executor: TP collectives timed in closed form on a node's private NVLink give the same result") {
+    // tp == GPUs per node: the TP group owns its node's NVLink; the shortcut must not change any time, on
+    // A100 (ring) and H100 (NVLS all-reduce for large messages), with pipeline, DP, SP and interleaving
+    // around it.
+    for (const char* gpu : {"A100-SXM4-80GB", "H100-SXM5-80GB"})
+        for (bool sp : {false, true}) {
+            CAPTURE(gpu);
+            CAPTURE(sp);
+            Layout l;
+            l.tp = 8;
+            l.pp = 2;
+            l.dp = 2;
+            l.vpp = 2;
+            l.global_batch = 8;
+            l.sequence_parallel = sp;
+            l.distributed_optimizer = true;
+            l.overlap_grad_reduce = true;
+            auto topo = small_topology(4, 8, 8);
+            topo.gpu = gpu;
+            const ModelSpec m = small_gpt(8, 4096, 32, 8192, 32000);  // TP all-reduces of 64 MB: NVLS on H100
+            const auto fast = run(topo, m, l, true, true);
+            const auto flows = run(topo, m, l, true, false);
+            CHECK(fast.step_time_s == flows.step_time_s);
+            REQUIRE(fast.ranks.size() == flows.ranks.size());
+            for (std::size_t r = 0; r < fast.ranks.size(); ++r) {
+                CHECK(fast.ranks[r].tp_exposed_s == flows.ranks[r].tp_exposed_s);
+                CHECK(fast.ranks[r].bubble_s == flows.ranks[r].bubble_s);
+                CHECK(fast.ranks[r].dp_exposed_s == flows.ranks[r].dp_exposed_s);
+            }
+            CHECK(fast.flows == flows.flows);
+            CHECK(fast.events < flows.events);
+        }
 }
 
 TEST_CASE("calibration: constants override the catalog for their GPU only, and bad files are refused") {
