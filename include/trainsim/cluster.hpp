@@ -7,11 +7,19 @@
 //   NIC k of every node in a group of `nodes_per_leaf` nodes <-> leaf switch (group, rail k)
 //   every leaf <-> every spine; uplinks per leaf = ceil(nodes_per_leaf / oversubscription), one per spine.
 // Every physical link is two directed links (full duplex), each with its own bandwidth.
-// Routing: inside a node GPU -> NVSwitch -> GPU. Across nodes GPU -> NIC -> leaf -> (shortest path over
-// switches, equal-cost next hops chosen by a deterministic hash of the endpoints: ECMP) -> leaf -> NIC ->
-// GPU. The switch layer being a complete bipartite graph, the shortest path between two leaves is closed-form
-// (leaf -> spine picked by the hash -> leaf), so no distance table is kept (memory O(links), not O(leaves x
-// vertices)).
+// Routing: inside a node GPU -> NVSwitch -> GPU. Across nodes GPU -> NIC -> leaf -> spine layer -> leaf ->
+// NIC -> GPU. How a flow crosses the spine layer depends on `ScaleOutRouting`:
+//   adaptive  (InfiniBand's default here) the switches spread every flow's packets over all of a leaf's
+//             uplinks (NVIDIA Quantum adaptive routing, enabled on DGX SuperPOD compute fabrics; NCCL's IB
+//             transport uses it for messages above NCCL_IB_AR_THRESHOLD, 8 KiB by default). Modelled as one
+//             logical spine: each leaf has one uplink and one downlink bundle of (uplinks x NIC rate), so
+//             the fabric is non-blocking up to its oversubscription and flows never collide on one spine.
+//   ecmp      (RoCE's default here) each flow is pinned to one spine by a deterministic hash of its
+//             endpoints (static ECMP), so two large flows can share one uplink while others idle (Meta,
+//             "The Llama 3 Herd of Models", arXiv:2407.21783, Sec. 3.3.1: ECMP collisions of few, large
+//             flows on RoCE; mitigated by enhanced ECMP).
+// The switch layer being a complete bipartite graph, the shortest path between two leaves is closed-form
+// (leaf -> spine -> leaf), so no distance table is kept (memory O(links), not O(leaves x vertices)).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +32,9 @@
 #include "trainsim/units.hpp"
 
 namespace trainsim {
+
+/// How flows cross the spine layer of the fat-tree (see the header comment).
+enum class ScaleOutRouting { adaptive, ecmp };
 
 struct TopologySpec {
     std::string name;
@@ -43,6 +54,8 @@ struct TopologySpec {
     Time switch_latency;       ///< per switch traversal
     int nodes_per_leaf = 32;
     double oversubscription = 1.0;  ///< leaf down:up bandwidth ratio (1 = non-blocking)
+    /// Spine-layer routing; topology files default it by kind (infiniband: adaptive, roce: ecmp).
+    ScaleOutRouting routing = ScaleOutRouting::adaptive;
     // host side of a node (optional; needed to offload the optimizer): DRAM and NVMe bandwidth per node
     Bandwidth host_memory_bandwidth;  ///< zero: not described
     Bandwidth nvme_bandwidth;         ///< zero: not described

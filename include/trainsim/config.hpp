@@ -7,7 +7,8 @@
 //     "scale_up":  { "kind": "nvswitch", "bandwidth_per_gpu": "300GBps", "latency": "1us" },
 //     "scale_out": { "kind": "infiniband"|"roce", "nics_per_node", "nic_rate": "200Gbps",
 //                    "pcie_bandwidth": "32GBps", "nic_latency": "2us", "switch_latency": "0.5us",
-//                    "topology": "rail-optimized-fat-tree", "nodes_per_leaf", "oversubscription" },
+//                    "topology": "rail-optimized-fat-tree", "nodes_per_leaf", "oversubscription",
+//                    "routing"?: "adaptive"|"ecmp" (default: adaptive for infiniband, ecmp for roce) },
 //     "host"?: { "memory_bandwidth": "614.4GBps", "nvme_bandwidth": "25GBps" } }   (per node; for offload)
 // Workload file:
 //   { "name", "description"?, "model": { layers, hidden, heads, kv_heads, ffn_hidden, vocab, seq_len,

@@ -110,6 +110,12 @@ struct Layout {
     double optimizer_bytes_per_param() const;
     /// True when the base weights are frozen (LoRA, QLoRA): no weight gradients for them.
     bool frozen_base() const { return adapter != Adapter::none; }
+    /// True when DeepSpeed wraps the optimizer in its BF16_Optimizer (bf16 with ZeRO stage 0 or 1;
+    /// deepspeed/runtime/engine.py picks it for bf16 with fp32 gradient accumulation): the gradients of every
+    /// micro-batch are added into fp32 copies by a separate pass (bf16_optimizer.py, update_hp_grads).
+    bool deepspeed_bf16_optimizer() const {
+        return framework == Framework::deepspeed && precision == Precision::bf16 && zero_stage <= 1;
+    }
 };
 
 /// Trainable adapter parameters of one transformer layer (all TP shards): r·(in + out) per targeted linear

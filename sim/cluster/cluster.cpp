@@ -95,8 +95,11 @@ Cluster::Cluster(const TopologySpec& spec)
     for (int grp = 0; grp < groups; ++grp)
         for (int r = 0; r < nics; ++r)
             impl_->leaf_vertex.push_back(add_vertex(VertexKind::leaf, grp * nics + r));
+    // Adaptive routing: one logical spine, each leaf joined to it by a bundle of all its uplinks.
+    const bool adaptive = spec.routing == ScaleOutRouting::adaptive;
+    const int spine_vertices = adaptive ? 1 : uplinks;
     std::vector<VertexId> spines;
-    for (int s = 0; s < uplinks; ++s)
+    for (int s = 0; s < spine_vertices; ++s)
         spines.push_back(add_vertex(VertexKind::spine, s));
 
     for (int l = 0; l < gpn; ++l)
@@ -127,12 +130,13 @@ Cluster::Cluster(const TopologySpec& spec)
             impl_->link_leaf_to_nic.push_back(add_link(leaf, nv, LinkKind::nic_to_leaf, nic, Time{}));
         }
     }
-    impl_->spines = uplinks;
+    impl_->spines = spine_vertices;
+    const Bandwidth uplink{adaptive ? nic.bytes_per_s * uplinks : nic.bytes_per_s};
     for (VertexId leaf : impl_->leaf_vertex)
         for (VertexId sp : spines) {
             impl_->link_leaf_to_spine.push_back(
-                add_link(leaf, sp, LinkKind::leaf_to_spine, nic, spec.switch_latency));
-            impl_->link_spine_to_leaf.push_back(add_link(sp, leaf, LinkKind::leaf_to_spine, nic, Time{}));
+                add_link(leaf, sp, LinkKind::leaf_to_spine, uplink, spec.switch_latency));
+            impl_->link_spine_to_leaf.push_back(add_link(sp, leaf, LinkKind::leaf_to_spine, uplink, Time{}));
         }
 }
 
@@ -171,6 +175,7 @@ Route Cluster::route(int src, int dst) const {
     if (src_leaf_index != dst_leaf_index) {
         // Equal-cost paths: one per spine, in spine order (the leaf's uplinks); ECMP picks one by a
         // deterministic hash of the endpoints, then the spine's one link down to the destination leaf.
+        // With adaptive routing there is one logical spine (the hash picks it).
         const int spines = impl_->spines;
         if (spines <= 0) throw InternalError(fmt::format("no route from GPU {} to GPU {}", src, dst));
         const std::uint64_t h =

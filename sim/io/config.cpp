@@ -56,6 +56,10 @@ TopologySpec parse_topology(const json& j, const std::string& file) {
         t.oversubscription = so.number("oversubscription");
         if (!(t.oversubscription >= 1.0))
             so.fail(so.field("oversubscription"), fmt::format("= {} must be >= 1", t.oversubscription));
+        // Spine-layer routing: InfiniBand fabrics route adaptively, RoCE hashes flows (ECMP) unless told.
+        const bool ecmp = so.has("routing") ? so.choice("routing", {"adaptive", "ecmp"}) == "ecmp"
+                                            : t.scale_out_kind == "roce";
+        t.routing = ecmp ? ScaleOutRouting::ecmp : ScaleOutRouting::adaptive;
         so.finish();
     }
     if (o.has("host")) {

@@ -33,6 +33,8 @@ TopologySpec dgx_topology(const std::string& gpu, int gpus, int gpus_per_node, d
     t.switch_latency = Time::seconds(0.5e-6);
     t.nodes_per_leaf = 32;
     t.oversubscription = 1.0;
+    // InfiniBand fabrics route adaptively, RoCE hashes flows over the spines (TopologySpec::routing).
+    t.routing = scale_out_kind == "roce" ? ScaleOutRouting::ecmp : ScaleOutRouting::adaptive;
     return t;
 }
 

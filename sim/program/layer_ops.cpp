@@ -341,6 +341,27 @@ OpTemplate BlockBuilder::head_backward() {
     return t;
 }
 
+OpTemplate BlockBuilder::bf16_hp_grad_accumulate(double params_per_rank) {
+    // DeepSpeed bf16_optimizer.py, update_hp_grads (called by the engine's and the pipeline engine's backward
+    // for every micro-batch): hp_grad.add_(lp.grad.to(float32)). The cast reads the bf16 gradient (2 B) and
+    // writes an fp32 temporary (4 B); the add reads both fp32 tensors (8 B) and writes the sum (4 B): 18 B.
+    OpTemplate t;
+    kernel(t, Kernel::memory("bf16_optimizer_update_hp_grads", 18.0 * params_per_rank));
+    flush(t);
+    return t;
+}
+
+OpTemplate BlockBuilder::bf16_step_gradient_passes(double params_per_rank) {
+    // DeepSpeed bf16_optimizer.py, step(): get_global_norm_of_tensors over every fp32 gradient (read 4 B),
+    // clip_tensors_by_global_norm (in-place scale: read and write 4 B each), then clear_hp_grads (zero_:
+    // write 4 B): 16 B per parameter of the stage, before and after the partitioned Adam step.
+    OpTemplate t;
+    kernel(t, Kernel::memory("bf16_optimizer_grad_norm_clip", 12.0 * params_per_rank));
+    kernel(t, Kernel::memory("bf16_optimizer_clear_hp_grads", 4.0 * params_per_rank));
+    flush(t);
+    return t;
+}
+
 OpTemplate BlockBuilder::optimizer(double params_per_rank) {
     OpTemplate t;
     // Megatron-LM mixed-precision Adam (megatron/core/optimizer/optimizer.py, fused multi-tensor apply), per
@@ -360,7 +381,9 @@ OpTemplate BlockBuilder::optimizer(double params_per_rank) {
                                                                       : "adam_step";
     if (l_.offload_optimizer == Offload::none) {
         if (g < 4) kernel(t, Kernel::memory("copy_grads_to_fp32", (g + 4) * params_per_rank));
-        kernel(t, Kernel::memory("grad_norm_and_inf_check", 4 * params_per_rank));
+        // DeepSpeed's BF16_Optimizer takes the norm over the whole stage (bf16_step_gradient_passes).
+        if (!l_.deepspeed_bf16_optimizer())
+            kernel(t, Kernel::memory("grad_norm_and_inf_check", 4 * params_per_rank));
         kernel(t, Kernel::memory(step_name, step_bytes * params_per_rank));
     } else {
         // ZeRO-Offload (Ren et al. 2021, Sec. 4): gradients go to host memory over PCIe, the CPU runs the

@@ -28,6 +28,12 @@ class BlockBuilder {
     OpTemplate head_backward();
     /// Optimizer step over `params_per_rank` parameters (Adam, mixed precision).
     OpTemplate optimizer(double params_per_rank);
+    /// DeepSpeed BF16_Optimizer: after each micro-batch's backward, the bf16 gradients of `params_per_rank`
+    /// parameters are added into their fp32 copies (Layout::deepspeed_bf16_optimizer).
+    OpTemplate bf16_hp_grad_accumulate(double params_per_rank);
+    /// DeepSpeed BF16_Optimizer.step() passes over all `params_per_rank` fp32 gradients of the stage (not
+    /// only the rank's partition): global norm, clipping, zeroing.
+    OpTemplate bf16_step_gradient_passes(double params_per_rank);
 
   private:
     void kernel(OpTemplate& t, const Kernel& k);

@@ -2,6 +2,7 @@
 // layers (with recomputation), embedding and LM head on the first and last virtual stage, P2P transfers
 // between stages, the DP gradient reduction in buckets, and the optimizer step.
 #include <algorithm>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -54,6 +55,14 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
     const auto emb_bwd = blocks.embedding_backward();
     const auto head_fwd = blocks.head_forward();
     const auto head_bwd = blocks.head_backward();
+    // DeepSpeed BF16_Optimizer's per-micro-batch gradient accumulation, one template per parameter count.
+    std::map<double, detail::OpTemplate> hp_accumulate;
+    auto hp_accumulate_for = [&](double params) -> const detail::OpTemplate& {
+        auto it = hp_accumulate.find(params);
+        if (it == hp_accumulate.end())
+            it = hp_accumulate.emplace(params, blocks.bf16_hp_grad_accumulate(params)).first;
+        return it->second;
+    };
 
     const int pp = layout.pp;
     const int vpp = layout.vpp;
@@ -355,9 +364,16 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
                     append(sp.ops, emb_bwd, Phase::backward, mb);
                     mark(MemoryEvent::embedding_backward);
                     group_done();
-                } else {
-                    send(-1, vs - 1, mb, Phase::backward);
                 }
+                // DeepSpeed BF16_Optimizer: the micro-batch's gradients go into the fp32 copies before the
+                // pipeline engine sends the input gradient on (its BackwardPass instruction ends with it).
+                if (layout.deepspeed_bf16_optimizer()) {
+                    double chunk_trainable = 0;
+                    for (double g : group_trainable[static_cast<std::size_t>(c)])
+                        chunk_trainable += g;
+                    append(sp.ops, hp_accumulate_for(chunk_trainable), Phase::backward, mb);
+                }
+                if (vs > 0) send(-1, vs - 1, mb, Phase::backward);
                 // The last group's reduce-scatter is in flight; its buffer is counted until the pass ends.
                 if (unsharded > 0) mark(MemoryEvent::grads_reduced, unsharded);
                 in_flight -= 1.0 / vpp;
@@ -385,6 +401,8 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
             w.phase = Phase::backward;
             sp.ops.push_back(w);
         }
+        if (layout.deepspeed_bf16_optimizer())
+            append(sp.ops, blocks.bf16_step_gradient_passes(stage_trainable_rank), Phase::optimizer, -1);
         append(sp.ops, blocks.optimizer(sharded ? stage_trainable_rank / layout.dp : stage_trainable_rank),
                Phase::optimizer, -1);
         if (sharded && !early_gather && !zero3) {

@@ -51,7 +51,9 @@ Time sum_latency(const Cluster& c, const Route& r) {
 }  // namespace
 
 TEST_CASE("cluster: 4 nodes x 8 GPUs, 2 leaf groups: vertex and link counts") {
-    const Cluster c(small_topology(4, 8, 8, /*nodes_per_leaf=*/2));
+    auto spec = small_topology(4, 8, 8, /*nodes_per_leaf=*/2);
+    spec.routing = ScaleOutRouting::ecmp;  // one spine per uplink
+    const Cluster c(spec);
     CHECK(c.gpus() == 32);
     CHECK(c.gpu().name == "A100-SXM4-80GB");
     auto n = count_kinds(c);
@@ -89,6 +91,32 @@ TEST_CASE("cluster: 4 nodes x 8 GPUs, 2 leaf groups: vertex and link counts") {
                 CHECK(l.bandwidth.bytes_per_s == doctest::Approx(25e9 * kScaleOutEfficiency));
                 break;
         }
+    }
+}
+
+TEST_CASE("cluster: adaptive routing joins each leaf to one logical spine by a bundle of all its uplinks") {
+    for (double oversubscription : {1.0, 2.0}) {
+        auto spec = small_topology(4, 8, 8, /*nodes_per_leaf=*/2);
+        spec.routing = ScaleOutRouting::adaptive;
+        spec.oversubscription = oversubscription;
+        const Cluster c(spec);
+        auto n = count_kinds(c);
+        CHECK(n[VertexKind::spine] == 1);
+        const int uplinks = oversubscription == 1.0 ? 2 : 1;  // ceil(nodes_per_leaf / oversubscription)
+        int bundles = 0;
+        for (const auto& l : c.links())
+            if (l.kind == LinkKind::leaf_to_spine) {
+                ++bundles;
+                CHECK(l.bandwidth.bytes_per_s == doctest::Approx(uplinks * 25e9 * kScaleOutEfficiency));
+            }
+        CHECK(bundles == 2 * 16);  // up and down for each of the 16 leaves
+        // Every flow between two given leaves takes the same bundles, whatever its endpoints.
+        const Route a = c.route(2, 16 + 2);
+        const Route b = c.route(10, 24 + 2);
+        REQUIRE(a.links.size() == 6);
+        REQUIRE(b.links.size() == 6);
+        CHECK(a.links[2] == b.links[2]);
+        CHECK(a.links[3] == b.links[3]);
     }
 }
 

@@ -52,6 +52,22 @@ TEST_CASE("config: the preset topologies parse") {
     CHECK(a100.nodes_per_leaf == 32);
     CHECK(a100.oversubscription == 1.0);
     CHECK(a100.scale_out_kind == "infiniband");
+    CHECK(a100.routing == ScaleOutRouting::adaptive);
+}
+
+TEST_CASE("config: spine routing defaults by fabric kind and can be named") {
+    json t = read_json_file(kTopoFile);
+    t["scale_out"].erase("routing");
+    CHECK(parse_topology(t, "t.json").routing == ScaleOutRouting::adaptive);  // InfiniBand
+    t["scale_out"]["kind"] = "roce";
+    CHECK(parse_topology(t, "t.json").routing == ScaleOutRouting::ecmp);
+    t["scale_out"]["routing"] = "adaptive";
+    CHECK(parse_topology(t, "t.json").routing == ScaleOutRouting::adaptive);
+    t["scale_out"]["kind"] = "infiniband";
+    t["scale_out"]["routing"] = "ecmp";
+    CHECK(parse_topology(t, "t.json").routing == ScaleOutRouting::ecmp);
+    t["scale_out"]["routing"] = "random";
+    CHECK(contains(topology_error(t), "topology.scale_out.routing"));
 }
 
 TEST_CASE("config: the preset workloads parse") {

@@ -1,5 +1,8 @@
 #include <doctest/doctest.h>
 
+#include <string>
+#include <utility>
+
 #include "test_helpers.hpp"
 #include "trainsim/program.hpp"
 #include "trainsim/report.hpp"
@@ -131,4 +134,65 @@ TEST_CASE(
     p.framework = Framework::deepspeed;
     CHECK(send_bytes(p) == doctest::Approx(megatron));
     CHECK(megatron == doctest::Approx(512.0 * 1024 * 2 / 4));  // s·b·h·2 B / t
+}
+
+TEST_CASE("DeepSpeed BF16_Optimizer: every micro-batch's gradients are added into fp32 copies (18 B/param)") {
+    const ModelSpec m = small_gpt(4);
+    Layout l = dp_layout(1, 3);  // ZeRO-1, 3 micro-batches
+    l.pp = 2;
+    l.dp = 4;
+    l.global_batch = 4 * 3;
+    l.framework = Framework::deepspeed;
+    // Bytes of the named kernel over a stage's program, and how many times it runs.
+    auto kernel_total = [](const Program& prog, int stage, const std::string& name) {
+        std::pair<int, double> n{0, 0.0};
+        for (const auto& op : prog.stages[static_cast<std::size_t>(stage)].ops)
+            if (op.kind == OpKind::compute)
+                for (const auto& k : prog.segments[static_cast<std::size_t>(op.segment)].kernels)
+                    if (name == std::string(k.name)) {
+                        ++n.first;
+                        n.second += k.bytes;
+                    }
+        return n;
+    };
+    const Program ds = build_program(m, l);
+    for (int r = 0; r < 2; ++r) {
+        CAPTURE(r);
+        const double params = ds.stages[static_cast<std::size_t>(r)].trainable_params;  // TP 1: per rank
+        const auto acc = kernel_total(ds, r, "bf16_optimizer_update_hp_grads");
+        CHECK(acc.first == 3);
+        CHECK(acc.second == doctest::Approx(3 * 18.0 * params));
+        // In the step: norm + clip (12 B) and zeroing (4 B) over all the stage's gradients, not its
+        // partition.
+        CHECK(kernel_total(ds, r, "bf16_optimizer_grad_norm_clip").second == doctest::Approx(12.0 * params));
+        CHECK(kernel_total(ds, r, "bf16_optimizer_clear_hp_grads").second == doctest::Approx(4.0 * params));
+        CHECK(kernel_total(ds, r, "grad_norm_and_inf_check").first == 0);
+        // The pass ends the backward of each micro-batch: on stage 1 it comes before the gradient is sent.
+        if (r == 1) {
+            const auto& ops = ds.stages[1].ops;
+            bool pending = false;
+            int sends_after_accumulate = 0;
+            for (const auto& op : ops) {
+                if (op.kind == OpKind::compute)
+                    for (const auto& k : ds.segments[static_cast<std::size_t>(op.segment)].kernels)
+                        if (std::string(k.name) == "bf16_optimizer_update_hp_grads") pending = true;
+                if (op.kind == OpKind::send && op.direction == -1) {
+                    CHECK(pending);
+                    sends_after_accumulate += pending ? 1 : 0;
+                    pending = false;
+                }
+            }
+            CHECK(sends_after_accumulate == 3);
+        }
+    }
+    // Megatron accumulates in the fp32 main_grad inside the wgrad GEMM (gradient_accumulation_fusion): no
+    // pass.
+    l.framework = Framework::megatron;
+    const Program mg = build_program(m, l);
+    CHECK(kernel_total(mg, 0, "bf16_optimizer_update_hp_grads").first == 0);
+    CHECK(kernel_total(mg, 0, "grad_norm_and_inf_check").first == 1);
+    // fp16 DeepSpeed runs use the ZeRO optimizer, not the BF16_Optimizer.
+    l.framework = Framework::deepspeed;
+    l.precision = Precision::fp16;
+    CHECK(kernel_total(build_program(m, l), 0, "bf16_optimizer_update_hp_grads").first == 0);
 }
