@@ -233,6 +233,8 @@ check_bad "5k --set number out of range" bignum "topology.scale_up.bandwidth_per
 check_bad "5l unknown --trace-ranks" badranks "--trace-ranks" '"bogus"' -- run --trace-ranks bogus
 check_bad "5l --from-runs without --id" fromruns "--from-runs" "--id" -- run --from-runs "$DATA/small.json"
 check_bad "5m unknown GPU" badgpu "topology.gpu" '"Z100"' -- run "${SMALL[@]}" --set topology.gpu=Z100
+check_bad "5n unknown spine routing" badrouting "topology.scale_out.routing" '"random"' \
+    -- run "${SMALL[@]}" --set topology.scale_out.routing=random
 
 # ---- 2./3. the embedded default (1024 GPUs) ----
 "$BIN" run --json >"$TMP/default2.out" 2>"$TMP/default2.err" &
