@@ -37,6 +37,14 @@ class FlowNetwork {
     /// links (rate = the smallest capacity / uses of a link on the route; done after the drain, rounded up to
     /// the picosecond, plus the route latency), computed at once and scheduled as one event instead of three.
     void start_private_flow_after(Time delay, const Route& route, double bytes, Simulator::Callback on_done);
+    /// The parts of start_private_flow_after, for a caller that times private flows itself (the executor
+    /// runs a GPU's compute and private TP collectives ahead without events): private_flow_time is the time
+    /// from the flow's start to its completion (the drain, rounded up to the picosecond, plus the route
+    /// latency; the latency alone for an empty flow); count_private_flow records the flow's bytes on its
+    /// links and counts it among the flows started. start_private_flow_after(delay, ...) at now is count,
+    /// then one event at now + delay + private_flow_time.
+    Time private_flow_time(const Route& route, double bytes);
+    void count_private_flow(const Route& route, double bytes);
 
     /// Bytes that have crossed each link so far (for utilization reports).
     const std::vector<double>& link_bytes() const { return link_bytes_; }

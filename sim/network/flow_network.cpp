@@ -53,15 +53,24 @@ void FlowNetwork::start_flow_after(Time delay, const Route& route, double bytes,
 
 void FlowNetwork::start_private_flow_after(Time delay, const Route& route, double bytes,
                                            Simulator::Callback on_done) {
+    count_private_flow(route, bytes);
+    sim_.schedule(sim_.now() + delay + private_flow_time(route, bytes), Priority::kFlowCompletion,
+                  std::move(on_done));
+}
+
+void FlowNetwork::count_private_flow(const Route& route, double bytes) {
     ++flows_started_;
-    if (!(bytes > 0) || route.links.empty()) {
-        sim_.schedule_in(delay + route.latency, Priority::kFlowCompletion, std::move(on_done));
-        return;
-    }
-    for (int l : route.links) {
+    if (!(bytes > 0) || route.links.empty()) return;
+    for (int l : route.links)
         link_bytes_[static_cast<std::size_t>(l)] += bytes;
+}
+
+Time FlowNetwork::private_flow_time(const Route& route, double bytes) {
+    if (!(bytes > 0) || route.links.empty()) return route.latency;
+    // Rate = the smallest capacity / uses of a link on the route (a flow alone on its links gets it from
+    // progressive filling, the same arithmetic).
+    for (int l : route.links)
         ++use_count_[static_cast<std::size_t>(l)];
-    }
     double rate = std::numeric_limits<double>::infinity();
     for (int l : route.links)
         rate =
@@ -69,8 +78,7 @@ void FlowNetwork::start_private_flow_after(Time delay, const Route& route, doubl
     for (int l : route.links)
         use_count_[static_cast<std::size_t>(l)] = 0;
     const double secs = bytes / rate;
-    const Time drained = sim_.now() + delay + Time::ps(static_cast<std::int64_t>(std::ceil(secs * 1e12)));
-    sim_.schedule(drained + route.latency, Priority::kFlowCompletion, std::move(on_done));
+    return Time::ps(static_cast<std::int64_t>(std::ceil(secs * 1e12))) + route.latency;
 }
 
 int FlowNetwork::new_flow(const Route& route, double bytes, Simulator::Callback on_done) {
