@@ -55,6 +55,7 @@ struct PrivateTiming {
     const Route* route = nullptr;
     double flow_bytes = 0;
     Time duration;
+    bool pooled = false;  ///< its route crosses each link of the group's pool once (GroupCache::pool_links)
 };
 
 /// A group's communicator and the units that wait for its collectives, looked up once.
@@ -63,6 +64,14 @@ struct GroupCache {
     std::vector<struct Unit*> units;
     std::vector<PrivateTiming>
         private_timings;  ///< TP groups run ahead (ExecutionOptions::run_local_ops_ahead)
+    // The bytes of the private TP collectives run ahead. Their routes (NVLS, or the ring of the node) cross
+    // the same links once each, so every one of those links gets the same additions: they are summed once
+    // here, from the links' common count, and written to the links when the simulation ends (or before a
+    // route that does not fit, after which the links are counted one by one).
+    std::vector<int> pool_links;  ///< sorted; empty: no pool (yet)
+    double pool_bytes = 0;
+    std::uint64_t pool_flows = 0;
+    bool pool_off = false;
 };
 
 struct Unit {
@@ -71,6 +80,7 @@ struct Unit {
     RankCoord coord;           ///< of the first member
     const StageProgram* program = nullptr;
     const std::vector<char>* ahead_ok = nullptr;  ///< [pc]: the local ops from pc may run ahead
+    struct GroupCache* tp_group = nullptr;        ///< its TP group's, once looked up
     std::size_t pc = 0;
     Block block = Block::none;
     Time block_start;
@@ -132,6 +142,8 @@ class Executor {
             sim_.schedule(Time{}, Priority::kDefault, [this, sp] { advance(*sp); });
         }
         sim_.run();
+        for (GroupCache& g : tp_groups_)
+            flush_pool(g);
         ExecutionResult res;
         double step = 0;
         for (auto& s : units_) {
@@ -214,8 +226,7 @@ class Executor {
         }
         return ok;
     }
-    const PrivateTiming& private_timing(Unit& s, const Op& op) {
-        GroupCache& g = tp_cache(s);
+    const PrivateTiming& private_timing(GroupCache& g, const Op& op) {
         for (const PrivateTiming& p : g.private_timings)
             if (p.kind == op.collective && p.bytes == op.bytes) return p;
         PrivateTiming p;
@@ -226,6 +237,21 @@ class Executor {
         p.route = plan.route;
         p.flow_bytes = plan.flow_bytes;
         p.duration = plan.delay + net_.private_flow_time(*plan.route, plan.flow_bytes);
+        if (!g.pool_off) {
+            std::vector<int> links = plan.route->links;
+            std::sort(links.begin(), links.end());
+            const bool distinct = std::adjacent_find(links.begin(), links.end()) == links.end();
+            if (distinct && g.pool_links.empty() && !links.empty()) {
+                const auto& bytes = net_.link_bytes();
+                const double common = bytes[static_cast<std::size_t>(links.front())];
+                if (std::all_of(links.begin(), links.end(),
+                                [&](int l) { return bytes[static_cast<std::size_t>(l)] == common; })) {
+                    g.pool_links = links;
+                    g.pool_bytes = common;
+                }
+            }
+            p.pooled = distinct && !links.empty() && links == g.pool_links;
+        }
         g.private_timings.push_back(p);
         return g.private_timings.back();
     }
@@ -237,6 +263,7 @@ class Executor {
         Time tp_free = t;  // the TP stream is idle when the run starts
         Priority priority = Priority::kDefault;
         bool event = false;
+        GroupCache& g = tp_cache(s);
         for (; s.pc < ops.size() && local_op(ops[s.pc]); ++s.pc) {
             const Op& op = ops[s.pc];
             if (op.kind == OpKind::compute) {
@@ -248,8 +275,15 @@ class Executor {
                 priority = Priority::kDefault;
                 event = true;
             } else if (op.kind == OpKind::tp_launch) {
-                const PrivateTiming& p = private_timing(s, op);
-                net_.count_private_flow(*p.route, p.flow_bytes);
+                const PrivateTiming& p = private_timing(g, op);
+                if (p.pooled && !g.pool_off) {
+                    g.pool_bytes += p.flow_bytes;
+                    ++g.pool_flows;
+                } else {
+                    flush_pool(g);
+                    g.pool_off = true;
+                    net_.count_private_flow(*p.route, p.flow_bytes);
+                }
                 tp_free = std::max(t, tp_free) + p.duration;
                 ++s.tp_seq;
             } else if (tp_free > t) {  // a wait that finds the TP stream busy
@@ -506,6 +540,9 @@ class Executor {
             arrivals_tp_.erase(key);
         }
         GroupCache& g = tp_cache(s);
+        // Counted one by one from now on (the collective's flow adds its bytes to the group's links).
+        flush_pool(g);
+        g.pool_off = true;
         const Time start = sim_.now();
         const char* name = collective_name(op.collective, "tp");
         const GroupCache* gp = &g;
@@ -514,7 +551,14 @@ class Executor {
             [this, gp, start, name] { finish_tp_stream(gp->units, name, start); }, tp_private_);
     }
 
-    GroupCache& tp_cache(const Unit& s) {
+    void flush_pool(GroupCache& g) {
+        if (g.pool_links.empty() || g.pool_off) return;
+        net_.set_private_link_bytes(g.pool_links, g.pool_bytes, g.pool_flows);
+        g.pool_flows = 0;
+    }
+
+    GroupCache& tp_cache(Unit& s) {
+        if (s.tp_group) return *s.tp_group;
         const auto group =
             static_cast<std::size_t>(s.coord.cp + layout_.cp * (s.coord.dp + layout_.dp * s.coord.pp));
         GroupCache& g = tp_groups_[group];
@@ -524,6 +568,7 @@ class Executor {
             for (int m = 0; m < layout_.tp; m += fold_)
                 g.units.push_back(&unit_of(members[static_cast<std::size_t>(m)]));
         }
+        s.tp_group = &g;
         return g;
     }
 
