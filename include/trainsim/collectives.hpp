@@ -95,6 +95,16 @@ class Collectives {
     void run(CollectiveKind kind, const Communicator& comm, double bytes, Simulator::Callback done,
              bool private_links = false);
 
+    /// How run(kind, comm, bytes, ...) moves a collective (for a group of at least 2 ranks and bytes > 0):
+    /// after `delay` (launch and pipeline fill), one flow of `flow_bytes` on `route` (NVLS, or a ring of
+    /// one channel), or, when `route` is null, one such flow on each of comm.channel_routes.
+    struct FlowPlan {
+        Time delay;
+        double flow_bytes = 0;
+        const Route* route = nullptr;
+    };
+    static FlowPlan plan(CollectiveKind kind, const Communicator& comm, double bytes);
+
     /// Point-to-point transfer of `bytes` from GPU `src` to GPU `dst` (src != dst).
     void send(int src, int dst, double bytes, Simulator::Callback done);
 

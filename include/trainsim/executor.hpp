@@ -68,6 +68,12 @@ struct ExecutionOptions {
     /// links (FlowNetwork::start_private_flow_after), one event instead of three. Same times; a test checks
     /// on == off.
     bool private_tp_links = true;
+    /// With TP folding and private TP links, a unit's compute and TP collectives between two ops that involve
+    /// other units (P2P, DP, CP, tied embeddings) depend on nothing else: run them ahead in one go (the same
+    /// time arithmetic, in the same order) and schedule one event where the unit meets the others, instead of
+    /// one per compute run and per TP collective. Not for traced ranks (their slices are recorded as before).
+    /// Same times; a test checks on == off.
+    bool run_local_ops_ahead = true;
     // DP replicas are not folded: on the fat-tree presets they are not identical in the full simulation (the
     // ECMP hash puts some replicas' P2P transfers on a shared spine uplink and not others), so simulating one
     // replica would change the result (docs/performance.md, "Folding identical DP replicas").

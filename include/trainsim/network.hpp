@@ -37,6 +37,18 @@ class FlowNetwork {
     /// links (rate = the smallest capacity / uses of a link on the route; done after the drain, rounded up to
     /// the picosecond, plus the route latency), computed at once and scheduled as one event instead of three.
     void start_private_flow_after(Time delay, const Route& route, double bytes, Simulator::Callback on_done);
+    /// The parts of start_private_flow_after, for a caller that times private flows itself (the executor
+    /// runs a GPU's compute and private TP collectives ahead without events): private_flow_time is the time
+    /// from the flow's start to its completion (the drain, rounded up to the picosecond, plus the route
+    /// latency; the latency alone for an empty flow); count_private_flow records the flow's bytes on its
+    /// links and counts it among the flows started. start_private_flow_after(delay, ...) at now is count,
+    /// then one event at now + delay + private_flow_time.
+    Time private_flow_time(const Route& route, double bytes);
+    void count_private_flow(const Route& route, double bytes);
+    /// For a caller that sums the bytes of private flows whose routes all cross the same links once each
+    /// (each of those links then gets the same additions, from the same count): sets each of `links`' byte
+    /// count to `bytes`, the sum, and counts `flows` more flows started.
+    void set_private_link_bytes(const std::vector<int>& links, double bytes, std::uint64_t flows);
 
     /// Bytes that have crossed each link so far (for utilization reports).
     const std::vector<double>& link_bytes() const { return link_bytes_; }
@@ -57,11 +69,36 @@ class FlowNetwork {
         bool listed = false;    ///< entered in flows_on_link_ (else alone on its links: their owner)
         double solo_share = 0;  ///< scratch: smallest share among the links it has to itself
         int solo_pos = -1;      ///< scratch: position of that link in the component (-1: none)
+        // Set when the flow enters the per-link lists (prepare_lists): its distinct links in order of first
+        // use, how many times the route uses each, and capacity / uses; occ[k] = the distinct index of
+        // links[k]. shared: the distinct indices (ascending) of the links another flow also uses, kept up to
+        // date as flows join and leave (is_shared[j] the same as a flag).
+        std::vector<int> occ, dlinks, dmult, shared;
+        std::vector<double> dshare;
+        std::vector<char> is_shared;
+    };
+    /// An entry of a link's flow list: the flow and the link's distinct index in that flow's route.
+    struct LinkEntry {
+        int flow;
+        int index;
+    };
+    /// update_rates' depth-first search: a link (hi < 0: `a` is the link), or a run of links that flow `a`
+    /// has to itself (its distinct links lo .. hi-1, visited from hi-1 down to lo); pos: the position of
+    /// the (first) link in the component's visiting order.
+    struct SearchItem {
+        int a;
+        int lo;
+        int hi;
+        int pos;
     };
 
     int new_flow(const Route& route, double bytes, Simulator::Callback on_done);
     void activate(int flow_id);
     void enter_in_lists(int flow_id);
+    void prepare_lists(Flow& f);
+    void push_on_link(int link, int flow_id, int index);
+    void set_shared(int flow_id, int index, bool shared);
+    void visit(int flow_id);
     void mark_dirty(int link);
     void request_update();
     void update_rates();
@@ -70,7 +107,7 @@ class FlowNetwork {
 
     Simulator& sim_;
     std::vector<double> capacity_;
-    std::vector<std::vector<int>> flows_on_link_;
+    std::vector<std::vector<LinkEntry>> flows_on_link_;
     std::vector<int> link_owner_;  ///< the flow alone on the link and not in its list, or -1
     std::vector<int> use_count_;   ///< scratch
     std::vector<double> link_bytes_;
@@ -78,10 +115,15 @@ class FlowNetwork {
     std::vector<int> free_ids_;
     std::vector<int> dirty_links_;
     std::vector<char> link_dirty_;
-    std::vector<char> link_seen_;                                                 ///< scratch
-    std::vector<double> cap_left_;                                                ///< scratch
-    std::vector<int> unfrozen_on_link_;                                           ///< scratch
-    std::vector<int> comp_links_, comp_flows_, stack_, live_links_, solo_flows_;  ///< scratch
+    std::vector<char> link_seen_;   ///< scratch
+    std::vector<double> cap_left_;  ///< scratch
+    std::vector<int> unfrozen_on_link_;
+    std::vector<double> share_;  ///< scratch: cap_left_ / unfrozen_on_link_ of a shared link ///< scratch
+    std::vector<int> distinct_index_;                    ///< scratch, -1
+    std::vector<int> comp_flows_, solo_flows_, splits_;  ///< scratch
+    std::vector<SearchItem> stack_, items_;              ///< scratch
+    std::vector<std::pair<int, int>> live_links_;        ///< scratch: (position, link)
+    std::vector<std::pair<int, int>> pre_seen_;  ///< scratch: (flow, distinct index) of dirty solo links
     bool update_pending_ = false;
     std::uint64_t flows_started_ = 0;
     std::size_t active_count_ = 0;

@@ -131,14 +131,8 @@ void Collectives::run(CollectiveKind kind, const std::vector<int>& ranks, double
     run(kind, communicator(ranks), bytes, std::move(done));
 }
 
-void Collectives::run(CollectiveKind kind, const Communicator& comm, double bytes, Simulator::Callback done,
-                      bool private_links) {
+Collectives::FlowPlan Collectives::plan(CollectiveKind kind, const Communicator& comm, double bytes) {
     const int n = comm.size;
-    if (n == 0) throw InternalError("collective over an empty group");
-    if (n == 1 || bytes <= 0) {
-        sim_.schedule_in(Time{}, Priority::kDefault, std::move(done));
-        return;
-    }
     const int steps = kind == CollectiveKind::all_reduce ? 2 * (n - 1) : n - 1;
     const double per_edge = (kind == CollectiveKind::all_reduce ? 2.0 : 1.0) * (n - 1) / n * bytes;
     const int channels = comm.channels;
@@ -161,15 +155,8 @@ void Collectives::run(CollectiveKind kind, const Communicator& comm, double byte
     if (kind == CollectiveKind::all_reduce && !comm.nvls_route.links.empty()) {
         const double t_nvls = kNvlsLatencyS + comm.nvls_route.latency.to_seconds() +
                               bytes / (comm.nvls_bandwidth * kNvlsEfficiency);
-        if (t_nvls < best_t) {
-            if (private_links)
-                net_.start_private_flow_after(Time::seconds(kNvlsLatencyS), comm.nvls_route,
-                                              bytes / kNvlsEfficiency, std::move(done));
-            else
-                net_.start_flow_after(Time::seconds(kNvlsLatencyS), comm.nvls_route, bytes / kNvlsEfficiency,
-                                      std::move(done));
-            return;
-        }
+        if (t_nvls < best_t)
+            return FlowPlan{Time::seconds(kNvlsLatencyS), bytes / kNvlsEfficiency, &comm.nvls_route};
     }
 
     // The flows add their own route latency once; the pipeline fill adds the other (steps - 1) step
@@ -178,11 +165,24 @@ void Collectives::run(CollectiveKind kind, const Communicator& comm, double byte
     const Time fill = Time::seconds(best->launch_s) +
                       Time::ps(step.picoseconds() * (steps - 1) + Time::seconds(best->step_s).picoseconds());
     const double flow_bytes = per_edge / channels / best->bandwidth_factor;
-    if (comm.channel_routes.size() == 1) {
+    return FlowPlan{fill, flow_bytes,
+                    comm.channel_routes.size() == 1 ? &comm.channel_routes.front() : nullptr};
+}
+
+void Collectives::run(CollectiveKind kind, const Communicator& comm, double bytes, Simulator::Callback done,
+                      bool private_links) {
+    const int n = comm.size;
+    if (n == 0) throw InternalError("collective over an empty group");
+    if (n == 1 || bytes <= 0) {
+        sim_.schedule_in(Time{}, Priority::kDefault, std::move(done));
+        return;
+    }
+    const FlowPlan p = plan(kind, comm, bytes);
+    if (p.route) {
         if (private_links)
-            net_.start_private_flow_after(fill, comm.channel_routes.front(), flow_bytes, std::move(done));
+            net_.start_private_flow_after(p.delay, *p.route, p.flow_bytes, std::move(done));
         else
-            net_.start_flow_after(fill, comm.channel_routes.front(), flow_bytes, std::move(done));
+            net_.start_flow_after(p.delay, *p.route, p.flow_bytes, std::move(done));
         return;
     }
     // Several channels: `done` runs when the last one has finished.
@@ -192,7 +192,7 @@ void Collectives::run(CollectiveKind kind, const Communicator& comm, double byte
     };
     auto join = std::make_shared<Join>(Join{static_cast<int>(comm.channel_routes.size()), std::move(done)});
     for (const auto& r : comm.channel_routes)
-        net_.start_flow_after(fill, r, flow_bytes, [join] {
+        net_.start_flow_after(p.delay, r, p.flow_bytes, [join] {
             if (--join->remaining == 0) join->done();
         });
 }

@@ -47,10 +47,31 @@ struct Message {
     int flows_left = 0;  ///< flows of the transfer (one per member GPU of the sender) not yet arrived
 };
 
+/// A private TP collective's time from its start to its completion (Collectives::plan's delay plus
+/// FlowNetwork::private_flow_time), per (kind, bytes) of a group.
+struct PrivateTiming {
+    CollectiveKind kind = CollectiveKind::all_reduce;
+    double bytes = 0;
+    const Route* route = nullptr;
+    double flow_bytes = 0;
+    Time duration;
+    bool pooled = false;  ///< its route crosses each link of the group's pool once (GroupCache::pool_links)
+};
+
 /// A group's communicator and the units that wait for its collectives, looked up once.
 struct GroupCache {
     const Collectives::Communicator* comm = nullptr;
     std::vector<struct Unit*> units;
+    std::vector<PrivateTiming>
+        private_timings;  ///< TP groups run ahead (ExecutionOptions::run_local_ops_ahead)
+    // The bytes of the private TP collectives run ahead. Their routes (NVLS, or the ring of the node) cross
+    // the same links once each, so every one of those links gets the same additions: they are summed once
+    // here, from the links' common count, and written to the links when the simulation ends (or before a
+    // route that does not fit, after which the links are counted one by one).
+    std::vector<int> pool_links;  ///< sorted; empty: no pool (yet)
+    double pool_bytes = 0;
+    std::uint64_t pool_flows = 0;
+    bool pool_off = false;
 };
 
 struct Unit {
@@ -58,6 +79,8 @@ struct Unit {
     std::vector<int> members;  ///< GPU ids, ascending tp index
     RankCoord coord;           ///< of the first member
     const StageProgram* program = nullptr;
+    const std::vector<char>* ahead_ok = nullptr;  ///< [pc]: the local ops from pc may run ahead
+    struct GroupCache* tp_group = nullptr;        ///< its TP group's, once looked up
     std::size_t pc = 0;
     Block block = Block::none;
     Time block_start;
@@ -100,6 +123,17 @@ class Executor {
         dp_groups_.resize(static_cast<std::size_t>(layout.tp * layout.pp));
         vs_count_ = static_cast<std::uint64_t>(layout.pp * layout.vpp);
         mb_count_ = static_cast<std::uint64_t>(std::max<std::int64_t>(1, layout.micro_batches()));
+        for (const Segment& seg : program.segments) {
+            seg_time_.push_back(Time::seconds(seg.seconds));
+            seg_secs_.push_back(seg_time_.back().to_seconds());
+        }
+        ahead_ = options.run_local_ops_ahead && tp_private_ && fold_ == layout.tp;
+        if (ahead_) {
+            for (const StageProgram& st : program.stages)
+                ahead_ok_.push_back(ahead_ok(st.ops));
+            for (auto& s : units_)
+                s.ahead_ok = &ahead_ok_[static_cast<std::size_t>(s.coord.pp)];
+        }
     }
 
     ExecutionResult run() {
@@ -108,6 +142,8 @@ class Executor {
             sim_.schedule(Time{}, Priority::kDefault, [this, sp] { advance(*sp); });
         }
         sim_.run();
+        for (GroupCache& g : tp_groups_)
+            flush_pool(g);
         ExecutionResult res;
         double step = 0;
         for (auto& s : units_) {
@@ -154,6 +190,118 @@ class Executor {
     }
 
     Unit& unit_of(int gpu) { return units_[static_cast<std::size_t>(gpu / fold_)]; }
+
+    // ---- Running local ops ahead (ExecutionOptions::run_local_ops_ahead) ----
+    // With TP folding and private TP links, compute, TP collectives and TP waits involve nothing but the unit
+    // itself: the unit's state that other units read (block == p2p or dp, posted receives, DP arrivals) does
+    // not change while it runs them. So a run of such ops is timed at once, with the arithmetic of the event
+    // by event path (compute: t + the segment's time; a TP collective starts when the TP stream is free,
+    // max(launch, previous completion), and completes after its private time; a wait that finds the stream
+    // busy adds (completion - t) to tp_exposed and resumes at the completion), and one event is scheduled
+    // where the event by event path would have its last one: at the same time, with the same priority
+    // (kDefault after a compute, kFlowCompletion after a wait released by a TP completion).
+    static bool local_op(const Op& op) {
+        return op.kind == OpKind::compute || op.kind == OpKind::tp_wait ||
+               (op.kind == OpKind::tp_launch && op.group == CommGroup::tp && op.bytes > 0);
+    }
+    /// [pc]: true when every TP collective launched in the run of local ops from pc is waited for within
+    /// the run, so that the TP stream is idle where the run ends (the next op may use it, e.g. a CP
+    /// collective).
+    static std::vector<char> ahead_ok(const std::vector<Op>& ops) {
+        std::vector<char> ok(ops.size(), 0);
+        bool wait_after = false, launch_seen = false, run_ok = true;
+        for (std::size_t i = ops.size(); i-- > 0;) {
+            const Op& op = ops[i];
+            if (!local_op(op)) {
+                wait_after = launch_seen = false;
+                run_ok = true;
+                continue;
+            }
+            if (op.kind == OpKind::tp_wait) wait_after = true;
+            if (op.kind == OpKind::tp_launch && !launch_seen) {
+                launch_seen = true;  // the run's last launch
+                run_ok = wait_after;
+            }
+            ok[i] = run_ok ? 1 : 0;
+        }
+        return ok;
+    }
+    const PrivateTiming& private_timing(GroupCache& g, const Op& op) {
+        for (const PrivateTiming& p : g.private_timings)
+            if (p.kind == op.collective && p.bytes == op.bytes) return p;
+        PrivateTiming p;
+        p.kind = op.collective;
+        p.bytes = op.bytes;
+        const Collectives::FlowPlan plan = Collectives::plan(op.collective, *g.comm, op.bytes);
+        if (!plan.route) throw InternalError("a private TP collective with several channels");
+        p.route = plan.route;
+        p.flow_bytes = plan.flow_bytes;
+        p.duration = plan.delay + net_.private_flow_time(*plan.route, plan.flow_bytes);
+        if (!g.pool_off) {
+            std::vector<int> links = plan.route->links;
+            std::sort(links.begin(), links.end());
+            const bool distinct = std::adjacent_find(links.begin(), links.end()) == links.end();
+            if (distinct && g.pool_links.empty() && !links.empty()) {
+                const auto& bytes = net_.link_bytes();
+                const double common = bytes[static_cast<std::size_t>(links.front())];
+                if (std::all_of(links.begin(), links.end(),
+                                [&](int l) { return bytes[static_cast<std::size_t>(l)] == common; })) {
+                    g.pool_links = links;
+                    g.pool_bytes = common;
+                }
+            }
+            p.pooled = distinct && !links.empty() && links == g.pool_links;
+        }
+        g.private_timings.push_back(p);
+        return g.private_timings.back();
+    }
+    /// Runs the local ops from s.pc. Returns true if it scheduled the event that resumes the unit (the run
+    /// takes time), false if the unit goes on at once.
+    bool run_ahead(Unit& s) {
+        const auto& ops = s.program->ops;
+        Time t = sim_.now();
+        Time tp_free = t;  // the TP stream is idle when the run starts
+        Priority priority = Priority::kDefault;
+        bool event = false;
+        GroupCache& g = tp_cache(s);
+        for (; s.pc < ops.size() && local_op(ops[s.pc]); ++s.pc) {
+            const Op& op = ops[s.pc];
+            if (op.kind == OpKind::compute) {
+                const auto seg = static_cast<std::size_t>(op.segment);
+                const double secs = seg_secs_[seg];
+                s.times.compute_s += secs;
+                s.times.compute_by_phase_s[static_cast<std::size_t>(op.phase)] += secs;
+                t += seg_time_[seg];
+                priority = Priority::kDefault;
+                event = true;
+            } else if (op.kind == OpKind::tp_launch) {
+                const PrivateTiming& p = private_timing(g, op);
+                if (p.pooled && !g.pool_off) {
+                    g.pool_bytes += p.flow_bytes;
+                    ++g.pool_flows;
+                } else {
+                    flush_pool(g);
+                    g.pool_off = true;
+                    net_.count_private_flow(*p.route, p.flow_bytes);
+                }
+                tp_free = std::max(t, tp_free) + p.duration;
+                ++s.tp_seq;
+            } else if (tp_free > t) {  // a wait that finds the TP stream busy
+                s.times.tp_exposed_s += (tp_free - t).to_seconds();
+                t = tp_free;
+                priority = Priority::kFlowCompletion;
+                event = true;
+            }
+        }
+        if (!event) return false;
+        s.block = Block::compute;
+        Unit* sp = &s;
+        sim_.schedule(t, priority, [this, sp] {
+            sp->block = Block::none;
+            advance(*sp);
+        });
+        return true;
+    }
 
     static RankCoord at(int tp, int cp, int dp, int pp) {
         RankCoord c;
@@ -220,6 +368,10 @@ class Executor {
                 s.waiting_recv = false;
                 return;
             }
+            if (ahead_ && s.tp_queue.empty() && (*s.ahead_ok)[s.pc] && !traced(s)) {
+                if (run_ahead(s)) return;
+                continue;
+            }
             switch (op.kind) {
                 case OpKind::compute: {
                     // Consecutive compute ops run back to back: one event for the run.
@@ -227,12 +379,12 @@ class Executor {
                     const bool tr = traced(s);
                     while (s.pc < ops.size() && ops[s.pc].kind == OpKind::compute) {
                         const Op& c = ops[s.pc];
-                        const Segment& seg = program_.segments[static_cast<std::size_t>(c.segment)];
-                        const Time end = t + Time::seconds(seg.seconds);
-                        const double secs = (end - t).to_seconds();
+                        const auto seg = static_cast<std::size_t>(c.segment);
+                        const Time end = t + seg_time_[seg];
+                        const double secs = seg_secs_[seg];  // (end - t).to_seconds()
                         s.times.compute_s += secs;
                         s.times.compute_by_phase_s[static_cast<std::size_t>(c.phase)] += secs;
-                        if (tr) add_slice(s, 0, seg.name, t, end);
+                        if (tr) add_slice(s, 0, program_.segments[seg].name, t, end);
                         t = end;
                         ++s.pc;
                     }
@@ -387,19 +539,37 @@ class Executor {
             if (++arrivals_tp_[key] < layout_.tp / fold_) return;
             arrivals_tp_.erase(key);
         }
-        GroupCache& g = tp_groups_[static_cast<std::size_t>(group)];
-        if (!g.comm) {
-            const auto members = tp_group(s.coord);
-            g.comm = &coll_.communicator(members);
-            for (int m = 0; m < layout_.tp; m += fold_)
-                g.units.push_back(&unit_of(members[static_cast<std::size_t>(m)]));
-        }
+        GroupCache& g = tp_cache(s);
+        // Counted one by one from now on (the collective's flow adds its bytes to the group's links).
+        flush_pool(g);
+        g.pool_off = true;
         const Time start = sim_.now();
         const char* name = collective_name(op.collective, "tp");
         const GroupCache* gp = &g;
         coll_.run(
             op.collective, *g.comm, op.bytes,
             [this, gp, start, name] { finish_tp_stream(gp->units, name, start); }, tp_private_);
+    }
+
+    void flush_pool(GroupCache& g) {
+        if (g.pool_links.empty() || g.pool_off) return;
+        net_.set_private_link_bytes(g.pool_links, g.pool_bytes, g.pool_flows);
+        g.pool_flows = 0;
+    }
+
+    GroupCache& tp_cache(Unit& s) {
+        if (s.tp_group) return *s.tp_group;
+        const auto group =
+            static_cast<std::size_t>(s.coord.cp + layout_.cp * (s.coord.dp + layout_.dp * s.coord.pp));
+        GroupCache& g = tp_groups_[group];
+        if (!g.comm) {
+            const auto members = tp_group(s.coord);
+            g.comm = &coll_.communicator(members);
+            for (int m = 0; m < layout_.tp; m += fold_)
+                g.units.push_back(&unit_of(members[static_cast<std::size_t>(m)]));
+        }
+        s.tp_group = &g;
+        return g;
     }
 
     /// `pipeline`: the collective couples the first and the last stage (tied embeddings): waiting for the
@@ -524,6 +694,10 @@ class Executor {
     Collectives coll_;
     int fold_ = 1;
     bool tp_private_ = false;  ///< ExecutionOptions::private_tp_links applies to this layout
+    bool ahead_ = false;       ///< ExecutionOptions::run_local_ops_ahead applies to this layout
+    std::vector<std::vector<char>> ahead_ok_;  ///< [stage][pc], see ahead_ok()
+    std::vector<Time> seg_time_;               ///< [segment] Time::seconds(seconds)
+    std::vector<double> seg_secs_;             ///< [segment] seg_time_ in seconds
     std::vector<Unit> units_;
     std::unordered_map<std::uint64_t, Message> messages_;
     std::unordered_map<std::uint64_t, int> arrivals_tp_;
