@@ -14,6 +14,8 @@
 //             transport uses it for messages above NCCL_IB_AR_THRESHOLD, 8 KiB by default). Modelled as one
 //             logical spine: each leaf has one uplink and one downlink bundle of (uplinks x NIC rate), so
 //             the fabric is non-blocking up to its oversubscription and flows never collide on one spine.
+//             Without oversubscription a bundle can never be the tightest link of a flow (it carries at most
+//             what the leaf's NICs carry), so routes then list only the NIC links, with the bundles' latency.
 //   ecmp      (RoCE's default here) each flow is pinned to one spine by a deterministic hash of its
 //             endpoints (static ECMP), so two large flows can share one uplink while others idle (Meta,
 //             "The Llama 3 Herd of Models", arXiv:2407.21783, Sec. 3.3.1: ECMP collisions of few, large
@@ -79,8 +81,9 @@ struct Link {
 };
 
 struct Route {
-    std::vector<int> links;  ///< link ids in order
-    Time latency;            ///< sum of the links' latencies
+    std::vector<int>
+        links;     ///< link ids in order (without links that can never bind, see the header comment)
+    Time latency;  ///< sum of the latencies of every link traversed
 };
 
 /// A scale-out efficiency: fraction of the NIC line rate that NCCL's transport reaches over InfiniBand/RoCE

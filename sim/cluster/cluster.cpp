@@ -44,6 +44,9 @@ struct Cluster::Impl {
     std::vector<int> link_leaf_to_spine;  ///< [leaf index * spines + spine]
     std::vector<int> link_spine_to_leaf;  ///< [leaf index * spines + spine]
     int spines = 0;
+    /// Adaptive routing on a non-blocking fabric: the bundles can never limit a flow (below), so routes leave
+    /// them out of their links and keep only their latency.
+    bool bundles_never_bind = false;
     std::vector<int> link_gpu_to_nvs, link_nvs_to_gpu, link_gpu_to_nic, link_nic_to_gpu, link_nic_to_leaf,
         link_leaf_to_nic;
 };
@@ -131,6 +134,12 @@ Cluster::Cluster(const TopologySpec& spec)
         }
     }
     impl_->spines = spine_vertices;
+    // A leaf's up bundle carries only flows that entered the leaf from its own NICs, each crossing of the
+    // bundle matching one crossing of a NIC-to-leaf link, so its load is at most the leaf's NIC capacity;
+    // with one uplink per node (no oversubscription) that is the bundle's capacity, and likewise for the down
+    // bundle. Such a link never binds under max-min sharing, and leaving it out of the routes gives the same
+    // rates while keeping the flow components small (the bundle would couple every flow crossing the spines).
+    impl_->bundles_never_bind = adaptive && uplinks >= spec.nodes_per_leaf;
     const Bandwidth uplink{adaptive ? nic.bytes_per_s * uplinks : nic.bytes_per_s};
     for (VertexId leaf : impl_->leaf_vertex)
         for (VertexId sp : spines) {
@@ -181,8 +190,15 @@ Route Cluster::route(int src, int dst) const {
         const std::uint64_t h =
             mix(static_cast<std::uint64_t>(src) * 0x100000001b3ULL + static_cast<std::uint64_t>(dst));
         const int spine = static_cast<int>(h % static_cast<std::uint64_t>(spines));
-        push(impl_->link_leaf_to_spine[static_cast<std::size_t>(src_leaf_index * spines + spine)]);
-        push(impl_->link_spine_to_leaf[static_cast<std::size_t>(dst_leaf_index * spines + spine)]);
+        const int up = impl_->link_leaf_to_spine[static_cast<std::size_t>(src_leaf_index * spines + spine)];
+        const int down = impl_->link_spine_to_leaf[static_cast<std::size_t>(dst_leaf_index * spines + spine)];
+        if (impl_->bundles_never_bind) {
+            r.latency +=
+                links_[static_cast<std::size_t>(up)].latency + links_[static_cast<std::size_t>(down)].latency;
+        } else {
+            push(up);
+            push(down);
+        }
     }
     push(impl_->link_leaf_to_nic[static_cast<std::size_t>(dst_nic_index)]);
     push(impl_->link_nic_to_gpu[d]);
