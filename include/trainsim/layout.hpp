@@ -43,7 +43,16 @@ enum class CheckpointSave { sharded, rank0 };
 ///              get_grads_for_reduction()), steps its 1/DP partition and all-gathers the bf16 weights
 ///              (bf16_optimizer.py, update_lp_params). Its pipeline engine partitions P2P activations and
 ///              gradients over the TP ranks as Megatron does (pipe/engine.py, is_pipe_partitioned).
-enum class Framework { megatron, deepspeed };
+///   torchtitan PyTorch torchtitan: FSDP2 (fully_shard per TransformerBlock), DTensor TP (vanilla or async
+///              TP under torch.compile), per-op or per-layer activation checkpointing, torchao Float8,
+///              PyTorch context parallel (ring attention).
+///   composer   MosaicML Composer / llm-foundry: PyTorch FSDP (FSDP1) with its sharding strategies and
+///              per-block activation checkpointing.
+///   pytorch    plain eager PyTorch DDP / FSDP, no fused kernels beyond what PyTorch ships.
+/// The behaviour each selects (attention backend, overlaps, checkpointing, reshard policy, FP8 recipe) is
+/// documented in docs/compute-model.md with the framework file it comes from
+/// (../shared/design/frameworks.md is the survey).
+enum class Framework { megatron, deepspeed, torchtitan, composer, pytorch };
 
 /// Bytes per base weight of QLoRA's 4-bit NormalFloat storage with double quantization: 4 bits, plus the
 /// block constants, 8-bit per 64 weights and fp32 per 256 blocks: 4 + 8/64 + 32/(64·256) = 4.127 bits
@@ -139,5 +148,10 @@ std::string to_string(Offload o);
 std::string to_string(Adapter a);
 std::string to_string(CheckpointSave c);
 std::string to_string(Framework f);
+/// The Framework named `name` ("megatron", "deepspeed", "torchtitan", "composer", "pytorch"); nullopt when
+/// unknown.
+std::optional<Framework> framework_from_string(const std::string& name);
+/// Every framework name, in enum order (for error messages and choices).
+const std::vector<std::string>& framework_names();
 
 }  // namespace trainsim

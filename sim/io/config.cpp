@@ -171,8 +171,7 @@ Layout parse_layout(const json& j, const std::string& file) {
         }
     }
     if (o.has("framework"))
-        l.framework = o.choice("framework", {"megatron", "deepspeed"}) == "deepspeed" ? Framework::deepspeed
-                                                                                      : Framework::megatron;
+        l.framework = *framework_from_string(o.choice("framework", framework_names()));
     if (o.has("checkpoint_save"))
         l.checkpoint_save = o.choice("checkpoint_save", {"sharded", "rank0"}) == "rank0"
                                 ? CheckpointSave::rank0

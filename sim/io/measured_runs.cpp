@@ -94,8 +94,7 @@ Layout parse_training(StrictObject o, const ModelSpec& m, const std::string& gpu
     // Megatron-LM has no ZeRO stages (it has the distributed optimizer): zero_stage >= 1 is a DeepSpeed run.
     l.framework = l.zero_stage >= 1 ? Framework::deepspeed : Framework::megatron;
     if (o.has("framework"))
-        l.framework = o.choice("framework", {"megatron", "deepspeed"}) == "deepspeed" ? Framework::deepspeed
-                                                                                      : Framework::megatron;
+        l.framework = *framework_from_string(o.choice("framework", framework_names()));
     l.overlap_grad_reduce = o.boolean_or("overlap_grad_reduce", l.distributed_optimizer);
     l.overlap_param_gather = o.boolean_or("overlap_param_gather", l.distributed_optimizer);
     l.tp_comm_overlap = o.boolean_or("tp_comm_overlap", !is_ampere(gpu) && l.sequence_parallel && l.tp > 1);

@@ -5,6 +5,7 @@
 #include <limits>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -81,6 +82,15 @@ class StrictObject {
         for (const char* a : allowed) {
             if (v == a) return v;
             list += (list.empty() ? "\"" : ", \"") + std::string(a) + "\"";
+        }
+        fail(field(key), fmt::format("= \"{}\" is not one of {}", v, list));
+    }
+    std::string choice(const std::string& key, const std::vector<std::string>& allowed) {
+        const std::string v = string(key);
+        std::string list;
+        for (const auto& a : allowed) {
+            if (v == a) return v;
+            list += (list.empty() ? "\"" : ", \"") + a + "\"";
         }
         fail(field(key), fmt::format("= \"{}\" is not one of {}", v, list));
     }

@@ -194,8 +194,21 @@ std::string to_string(Adapter a) {
     return a == Adapter::none ? "none" : a == Adapter::lora ? "lora" : "qlora";
 }
 
+const std::vector<std::string>& framework_names() {
+    static const std::vector<std::string> names = {"megatron", "deepspeed", "torchtitan", "composer",
+                                                   "pytorch"};
+    return names;
+}
+
+std::optional<Framework> framework_from_string(const std::string& name) {
+    const auto& n = framework_names();
+    for (std::size_t i = 0; i < n.size(); ++i)
+        if (n[i] == name) return static_cast<Framework>(i);
+    return std::nullopt;
+}
+
 std::string to_string(Framework f) {
-    return f == Framework::megatron ? "megatron" : "deepspeed";
+    return framework_names().at(static_cast<std::size_t>(f));
 }
 
 std::string to_string(CheckpointSave c) {
