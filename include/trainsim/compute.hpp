@@ -22,6 +22,7 @@
 #include <string>
 
 #include "trainsim/gpu_catalog.hpp"
+#include "trainsim/layout.hpp"
 
 namespace trainsim {
 
@@ -51,10 +52,18 @@ struct Kernel {
     double bytes = 0;  ///< bytes read + written in HBM
     // GEMM shape (kind == gemm)
     double m = 0, n = 0, k = 0, batch = 1;
+    /// GEMM operands in FP8 (e4m3/e5m2, kind == gemm): timed against the FP8 peak. Every other kernel runs
+    /// at the 16-bit peak of the layout's precision (bf16 for fp8 layouts: TransformerEngine and torchao
+    /// Float8 keep attention, norms and the LM head in bf16).
+    bool fp8 = false;
+    /// Fused attention backend (kind == flash_attention): flash (FlashAttention-2) or cudnn.
+    AttentionKernel attention = AttentionKernel::flash;
 
+    /// `elem_bytes` 1 marks an FP8 GEMM (fp8 = true), 2 a 16-bit one.
     static Kernel gemm(const char* name, double m, double n, double k, double batch = 1,
                        double elem_bytes = 2);
-    static Kernel flash(const char* name, double flops, double bytes);
+    static Kernel flash(const char* name, double flops, double bytes,
+                        AttentionKernel backend = AttentionKernel::flash);
     static Kernel memory(const char* name, double bytes);
     /// Offloaded work of kind host_copy, host_compute or nvme_io moving `bytes`.
     static Kernel host(KernelKind kind, const char* name, double bytes);
@@ -69,12 +78,14 @@ class ComputeModel {
     /// The shape factor shape(M, N, batch) above, in (0, 1].
     double gemm_shape_efficiency(double m, double n, double batch) const;
     const GpuSpec& gpu() const { return gpu_; }
+    /// Peak FLOP/s of the layout's 16-bit precision (bf16 for fp8 layouts).
     double peak_flops() const { return peak_; }
 
   private:
     static double require(double bytes_per_s, const char* field);
     const GpuSpec& gpu_;
-    double peak_;
+    double peak_;       ///< 16-bit peak (fp16 or bf16)
+    double peak_fp8_;   ///< FP8 peak, 0 when the GPU has none
     HostLinks host_;
 };
 

@@ -32,6 +32,9 @@ struct GpuSpec {
     /// Fraction of the peak that fused (flash) attention reaches, forward; backward reaches the same
     /// fraction.
     double flash_attention_efficiency = 0;
+    /// Fraction of the 16-bit peak that cuDNN fused attention reaches (TransformerEngine's FusedAttention,
+    /// chosen over flash-attn on sm90+), forward and backward.
+    double cudnn_attention_efficiency = 0;
     /// Fraction of HBM bandwidth reached by streaming element-wise, norm and softmax kernels.
     double hbm_efficiency = 0;
     /// Fixed cost per kernel on the GPU stream: launch latency, ramp-up and tail of one kernel, seconds.

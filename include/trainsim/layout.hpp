@@ -16,8 +16,31 @@
 namespace trainsim {
 
 enum class Schedule { one_f_one_b, gpipe };
-enum class Recompute { none, selective, full };
-enum class AttentionKernel { flash, unfused };
+/// Activation recomputation (checkpointing):
+///   none       every activation kept;
+///   selective  Megatron's selective recompute: the attention core (scores, softmax, dropout) recomputed,
+///              everything else kept (Korthikanti et al. 2022, arXiv:2205.05198, Sec. 5); free with flash
+///              attention, which never stores the scores;
+///   selective_op  torchtitan's per-op selective activation checkpointing (AC mode "selective", option
+///              "op"): the outputs of matmuls, SDPA and reduce-scatters are saved, except every second
+///              matmul of a block, and everything else (norms, activations, RoPE, casts) is recomputed
+///              (torchtitan parallelize_llama.py, _op_sac_save_list and the mm counter of
+///              _get_custom_policy);
+///   full       every layer's input kept, the layer recomputed in backward.
+enum class Recompute { none, selective, selective_op, full };
+/// The attention kernel: `flash` FlashAttention-2 (Dao 2023; PyTorch SDPA's flash backend, flash-attn),
+/// `cudnn` cuDNN fused attention (TransformerEngine's FusedAttention, preferred on sm90+; PyTorch SDPA's
+/// cuDNN backend), both fused (scores never stored); `unfused` materialises the s x s scores (Megatron's
+/// fused scale-mask-softmax path).
+enum class AttentionKernel { flash, cudnn, unfused };
+/// FP8 scaling recipe of the linear layers (precision fp8):
+///   delayed     per-tensor scales from an amax history (TransformerEngine DelayedScaling, Megatron's
+///               default `--fp8-recipe delayed`);
+///   tensorwise  per-tensor current scaling: an amax reduction over each tensor before its cast
+///               (TE Float8CurrentScaling; torchao Float8 "tensorwise", torchtitan's default);
+///   rowwise     per-row current scaling (torchao Float8 "rowwise"): an amax per row, communications in bf16;
+///   mxfp8       32-element blocks with E8M0 scales (Blackwell).
+enum class Fp8Recipe { delayed, tensorwise, rowwise, mxfp8 };
 /// Optimizer and the state it keeps per trainable parameter, besides the 16-bit weight (docs/memory.md):
 ///   adam          fp32 master weight + fp32 m + fp32 v = 12 B (Megatron-LM theoretical_memory_usage.py)
 ///   adam_8bit     fp32 master + 8-bit m + 8-bit v = 6 B, plus one fp32 absmax per 2,048-element block for
@@ -93,6 +116,14 @@ struct Layout {
         false;                     ///< distributed optimizer's parameter all-gather overlapped with forward
     bool tp_comm_overlap = false;  ///< TP collectives overlapped with the adjacent GEMMs (TE userbuffers)
     AttentionKernel attention = AttentionKernel::flash;
+    /// True when the attention kernel is fused (flash or cuDNN): the s x s scores are never stored.
+    bool fused_attention() const { return attention != AttentionKernel::unfused; }
+    Fp8Recipe fp8_recipe = Fp8Recipe::delayed;
+    /// ZeRO-3 / FSDP: parameters are freed after each module's forward and all-gathered again for its
+    /// backward (FSDP2 reshard_after_forward=True, FSDP1 FULL_SHARD, DeepSpeed stage 3). False keeps the
+    /// gathered parameters from forward to backward (torchtitan under PP: reshard_after_forward = not
+    /// pp_enabled; FSDP SHARD_GRAD_OP, i.e. ZeRO-2-like).
+    bool reshard_after_forward = true;
     /// Transformer layers per pipeline stage, when they are not divided evenly; empty = even split.
     std::vector<std::int64_t> layers_per_stage;
     Optimizer optimizer = Optimizer::adam;
@@ -143,6 +174,7 @@ void check_layout(const ModelSpec& m, const Layout& l, int cluster_gpus);
 std::string to_string(Schedule s);
 std::string to_string(Recompute r);
 std::string to_string(AttentionKernel a);
+std::string to_string(Fp8Recipe r);
 std::string to_string(Optimizer o);
 std::string to_string(Offload o);
 std::string to_string(Adapter a);

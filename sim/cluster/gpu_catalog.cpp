@@ -49,6 +49,7 @@ GpuSpec ampere(std::string name) {
     g.gemm_max_efficiency = 0.687;  // fitted, see above
     g.gemm_k_half = 32;
     g.flash_attention_efficiency = 0.65;
+    g.cudnn_attention_efficiency = 0.65;  // FusedAttention is only TE's fallback on sm80 (no measurement)
     g.hbm_efficiency = 0.726;  // fitted, see above
     g.kernel_overhead_s = 4e-6;
     g.nvlink_efficiency = 0.78;
@@ -62,6 +63,7 @@ GpuSpec hopper(std::string name) {
     g.gemm_max_efficiency = 0.79 * 0.9;
     g.gemm_k_half = 48;
     g.flash_attention_efficiency = 0.55;
+    g.cudnn_attention_efficiency = 0.55;
     g.hbm_efficiency = 0.75;
     g.kernel_overhead_s = 4e-6;
     g.nvlink_efficiency = 0.80;

@@ -37,11 +37,13 @@ Kernel Kernel::gemm(const char* name, double m, double n, double k, double batch
     g.batch = batch;
     g.flops = 2.0 * m * n * k * batch;
     g.bytes = elem_bytes * (m * k + k * n + m * n) * batch;
+    g.fp8 = elem_bytes == 1;
     return g;
 }
 
-Kernel Kernel::flash(const char* name, double flops, double bytes) {
+Kernel Kernel::flash(const char* name, double flops, double bytes, AttentionKernel backend) {
     Kernel g;
+    g.attention = backend;
     g.kind = KernelKind::flash_attention;
     g.name = name;
     g.flops = flops;
@@ -66,7 +68,10 @@ Kernel Kernel::host(KernelKind kind, const char* name, double bytes) {
 }
 
 ComputeModel::ComputeModel(const GpuSpec& gpu, Precision precision, HostLinks host)
-    : gpu_(gpu), peak_(gpu.peak_flops(precision)), host_(host) {}
+    : gpu_(gpu),
+      peak_(gpu.peak_flops(precision == Precision::fp16 ? Precision::fp16 : Precision::bf16)),
+      peak_fp8_(precision == Precision::fp8 ? gpu.peak_flops(Precision::fp8) : gpu.peak_fp8_flops),
+      host_(host) {}
 
 double ComputeModel::gemm_shape_efficiency(double m, double n, double batch) const {
     double best = 0;
@@ -97,11 +102,16 @@ double ComputeModel::seconds(const Kernel& k) const {
         case KernelKind::gemm: {
             const double e = gpu_.gemm_max_efficiency * gemm_shape_efficiency(k.m, k.n, k.batch) * k.k /
                              (k.k + gpu_.gemm_k_half);
-            return std::max(k.flops / (peak_ * e), mem_t) + gpu_.kernel_overhead_s;
+            const double peak = k.fp8 ? peak_fp8_ : peak_;
+            if (!(peak > 0)) throw InputError(fmt::format("precision fp8 is not supported by GPU {}", gpu_.name));
+            return std::max(k.flops / (peak * e), mem_t) + gpu_.kernel_overhead_s;
         }
         case KernelKind::flash_attention:
-            return std::max(k.flops / (peak_ * gpu_.flash_attention_efficiency), mem_t) +
-                   gpu_.kernel_overhead_s;
+        {
+            const double eff = k.attention == AttentionKernel::cudnn ? gpu_.cudnn_attention_efficiency
+                                                                     : gpu_.flash_attention_efficiency;
+            return std::max(k.flops / (peak_ * eff), mem_t) + gpu_.kernel_overhead_s;
+        }
         case KernelKind::memory_bound:
             return mem_t + gpu_.kernel_overhead_s;
         case KernelKind::host_copy:

@@ -107,10 +107,11 @@ Layout parse_layout(const json& j, const std::string& file) {
             o.choice("schedule", {"1f1b", "gpipe"}) == "gpipe" ? Schedule::gpipe : Schedule::one_f_one_b;
     if (o.has("sequence_parallel")) l.sequence_parallel = o.boolean("sequence_parallel");
     if (o.has("recompute")) {
-        const auto r = o.choice("recompute", {"none", "selective", "full"});
-        l.recompute = r == "full"        ? Recompute::full
-                      : r == "selective" ? Recompute::selective
-                                         : Recompute::none;
+        const auto r = o.choice("recompute", {"none", "selective", "selective_op", "full"});
+        l.recompute = r == "full"           ? Recompute::full
+                      : r == "selective"    ? Recompute::selective
+                      : r == "selective_op" ? Recompute::selective_op
+                                            : Recompute::none;
     }
     if (o.has("precision")) {
         const auto p = o.choice("precision", {"bf16", "fp16", "fp8"});
@@ -123,8 +124,12 @@ Layout parse_layout(const json& j, const std::string& file) {
     l.overlap_param_gather = o.boolean_or("overlap_param_gather", false);
     l.tp_comm_overlap = o.boolean_or("tp_comm_overlap", false);
     if (o.has("attention"))
-        l.attention = o.choice("attention", {"flash", "unfused"}) == "unfused" ? AttentionKernel::unfused
-                                                                               : AttentionKernel::flash;
+    {
+        const auto a = o.choice("attention", {"flash", "cudnn", "unfused"});
+        l.attention = a == "unfused" ? AttentionKernel::unfused
+                      : a == "cudnn" ? AttentionKernel::cudnn
+                                     : AttentionKernel::flash;
+    }
     if (o.has("layers_per_stage")) {
         const auto& v = o.raw("layers_per_stage");
         if (!v.is_array())

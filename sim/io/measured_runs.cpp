@@ -89,8 +89,12 @@ Layout parse_training(StrictObject o, const ModelSpec& m, const std::string& gpu
     // Documented defaults for what the format does not carry (see the header), overridable per run.
     l.attention = is_ampere(gpu) ? AttentionKernel::unfused : AttentionKernel::flash;
     if (o.has("attention"))
-        l.attention = o.choice("attention", {"flash", "unfused"}) == "flash" ? AttentionKernel::flash
-                                                                             : AttentionKernel::unfused;
+    {
+        const auto a = o.choice("attention", {"flash", "cudnn", "unfused"});
+        l.attention = a == "unfused" ? AttentionKernel::unfused
+                      : a == "cudnn" ? AttentionKernel::cudnn
+                                     : AttentionKernel::flash;
+    }
     // Megatron-LM has no ZeRO stages (it has the distributed optimizer): zero_stage >= 1 is a DeepSpeed run.
     l.framework = l.zero_stage >= 1 ? Framework::deepspeed : Framework::megatron;
     if (o.has("framework"))

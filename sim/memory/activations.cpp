@@ -32,7 +32,7 @@ LayerActivations layer_activations(const ModelSpec& m, const Layout& l) {
     const double E = l.activation_bytes();
     const double G = l.precision == Precision::fp8 ? 1.0 : E;
     const double rep = l.sequence_parallel ? t : 1.0;
-    const bool flash = l.attention == AttentionKernel::flash;
+    const bool flash = l.fused_attention();
     const bool swiglu = m.mlp == MlpKind::swiglu;
     const double drop = m.dropout ? 1.0 : 0.0;
 
@@ -68,6 +68,7 @@ LayerActivations layer_activations(const ModelSpec& m, const Layout& l) {
             out.stored = with_scores;
             break;
         case Recompute::selective:
+        case Recompute::selective_op:  // placeholder until torchtitan's per-op SAC is modelled
             // The attention core is recomputed in the backward: its scores exist only then (unfused).
             out.stored = base;
             out.forward_transient = T * scores / t;

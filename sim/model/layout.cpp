@@ -45,7 +45,7 @@ void check_layout(const ModelSpec& m, const Layout& l, int cluster_gpus) {
             fmt::format("layout.cp = {}: 2 * cp does not divide model.seq_len = {} (each CP rank holds two "
                         "chunks of the sequence)",
                         l.cp, m.seq_len));
-    if (l.cp > 1 && l.attention != AttentionKernel::flash)
+    if (l.cp > 1 && !l.fused_attention())
         throw InputError(
             fmt::format("layout.cp = {} needs layout.attention = \"flash\" (ring attention is a fused "
                         "attention kernel)",
@@ -132,6 +132,8 @@ std::string to_string(Recompute r) {
             return "none";
         case Recompute::selective:
             return "selective";
+        case Recompute::selective_op:
+            return "selective_op";
         case Recompute::full:
             return "full";
     }
@@ -139,7 +141,29 @@ std::string to_string(Recompute r) {
 }
 
 std::string to_string(AttentionKernel a) {
-    return a == AttentionKernel::flash ? "flash" : "unfused";
+    switch (a) {
+        case AttentionKernel::flash:
+            return "flash";
+        case AttentionKernel::cudnn:
+            return "cudnn";
+        case AttentionKernel::unfused:
+            return "unfused";
+    }
+    return "?";
+}
+
+std::string to_string(Fp8Recipe r) {
+    switch (r) {
+        case Fp8Recipe::delayed:
+            return "delayed";
+        case Fp8Recipe::tensorwise:
+            return "tensorwise";
+        case Fp8Recipe::rowwise:
+            return "rowwise";
+        case Fp8Recipe::mxfp8:
+            return "mxfp8";
+    }
+    return "?";
 }
 
 double adapter_params_per_layer(const ModelSpec& m, const Layout& l) {

@@ -140,7 +140,7 @@ OpTemplate BlockBuilder::layer_forward() {
 
 void BlockBuilder::attention_core_forward(OpTemplate& t) {
     const double heads = b_ * a_ / t_;  // attention heads of this micro-batch on this GPU
-    if (l_.attention == AttentionKernel::flash) {
+    if (l_.fused_attention()) {
         // Causal flash attention skips the masked upper triangle: half of the 4·s²·d FLOPs per head. With
         // context parallelism each rank's s/cp queries (two load-balanced chunks) meet all s keys: 1/cp of
         // the work, and the K/V blocks of the other ranks arrive around the CP ring while it computes
@@ -150,7 +150,7 @@ void BlockBuilder::attention_core_forward(OpTemplate& t) {
         if (l_.cp > 1) cp_collective(t, CollectiveKind::all_gather, kv_full);
         const double flops = 0.5 * 4.0 * heads * s_ * s_ * d_ / cp_;
         const double bytes = E_ * T_ * (2 * a_) * d_ / t_ + kv_full;
-        kernel(t, Kernel::flash("flash_attention_fwd", flops, bytes));
+        kernel(t, Kernel::flash("flash_attention_fwd", flops, bytes, l_.attention));
         if (l_.cp > 1) tp_wait(t);
     } else {
         kernel(t, Kernel::gemm("attn_scores_bmm", s_, s_, d_, heads));
@@ -162,7 +162,7 @@ void BlockBuilder::attention_core_forward(OpTemplate& t) {
 
 void BlockBuilder::attention_core_backward(OpTemplate& t) {
     const double heads = b_ * a_ / t_;
-    if (l_.attention == AttentionKernel::flash) {
+    if (l_.fused_attention()) {
         // FlashAttention backward: 5 matmuls of the forward's 2 (recomputed scores, dV, dP, dQ, dK) = 2.5x.
         // With context parallelism the K/V blocks go around the ring again and their gradients come back
         // (an all-gather and a reduce-scatter of the full-sequence K/V), overlapped with the blocks.
@@ -173,7 +173,7 @@ void BlockBuilder::attention_core_backward(OpTemplate& t) {
         }
         const double flops = 2.5 * 0.5 * 4.0 * heads * s_ * s_ * d_ / cp_;
         const double bytes = 2 * (E_ * T_ * (2 * a_) * d_ / t_ + kv_full);
-        kernel(t, Kernel::flash("flash_attention_bwd", flops, bytes));
+        kernel(t, Kernel::flash("flash_attention_bwd", flops, bytes, l_.attention));
         if (l_.cp > 1) tp_wait(t);
     } else {
         kernel(t, Kernel::gemm("attn_values_bmm_dgrad", s_, s_, d_, heads));
@@ -275,7 +275,8 @@ OpTemplate BlockBuilder::layer_recompute() {
             return {};
         case Recompute::full:
             return layer_forward();
-        case Recompute::selective: {
+        case Recompute::selective:
+        case Recompute::selective_op: {  // placeholder until torchtitan's per-op SAC is modelled
             // Korthikanti et al. 2022: recompute only the attention core (scores, softmax, dropout, values);
             // flash attention already recomputes it inside its backward kernel, so nothing is added.
             OpTemplate t;

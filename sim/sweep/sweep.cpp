@@ -99,7 +99,7 @@ std::string numbers_to_n(const std::string& msg) {
 std::string known_category(const ModelSpec& m, const Layout& l) {
     if (l.dp <= 0) return "tp*pp*cp does not divide the GPUs";
     if (l.cp > 1 && m.seq_len % (2 * l.cp) != 0) return "2*cp does not divide seq_len";
-    if (l.cp > 1 && l.attention != AttentionKernel::flash) return "cp > 1 needs flash attention";
+    if (l.cp > 1 && !l.fused_attention()) return "cp > 1 needs flash attention";
     if (m.heads % l.tp != 0) return "tp does not divide heads";
     if (m.kv_heads % l.tp != 0) return "tp does not divide kv_heads";
     if (m.ffn_hidden % l.tp != 0) return "tp does not divide ffn_hidden";
