@@ -90,7 +90,8 @@ struct CollectiveRow {
     std::optional<double> algbw_GBps;  ///< nullopt: not reported
     std::optional<double> busbw_GBps;  ///< nullopt: not reported
     std::optional<double> time_us;     ///< nullopt: not reported
-    /// From the row's optional `cluster` block, else the DGX-style preset of the GPU named in `hardware`.
+    /// From the row's optional `cluster` block, else the DGX-style preset of the row's optional `gpu` (a
+    /// catalog name), else of the GPU its `hardware` text names.
     TopologySpec topology;
     std::optional<std::string> error;  ///< set when the row is malformed (one line, as MeasuredRun::error)
 
@@ -111,8 +112,8 @@ struct MeasuredRunsFile {
 MeasuredRunsFile parse_measured_runs(const nlohmann::json& j, const std::string& file);
 
 /// The DGX-style topology (per-GPU NVLink rate, NICs per node and their rate) of the system a collective row
-/// names in `hardware`, e.g. "DGX H100, 8x H100 80GB HBM3": the first catalog GPU named in it. Throws
-/// InputError naming `where` when it names none.
+/// names in `hardware`, e.g. "DGX H100, 8x H100 80GB HBM3" (the first catalog GPU named in it), or of the
+/// catalog GPU `hardware` is. Throws InputError naming `where` when it names none.
 TopologySpec dgx_preset_topology(const std::string& hardware, int gpus, int gpus_per_node,
                                  const std::string& where);
 

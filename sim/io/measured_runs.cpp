@@ -473,6 +473,16 @@ void parse_collective(const json& row, const std::string& file, CollectiveRow& o
         r.fail(r.field("gpus"), fmt::format("= {} is not a multiple of nodes = {}", out.gpus, out.nodes));
     std::string hardware;
     if (r.has("hardware")) hardware = r.string("hardware");
+    if (r.has("gpu")) {  // a catalog name: its DGX-style system, as if `hardware` named it
+        const std::string gpu = r.string("gpu");
+        try {
+            find_gpu(gpu, r.field("gpu"));
+        } catch (const InputError& e) {
+            throw InputError(fmt::format("{}: {}", file, e.what()));
+        }
+        if (r.has("cluster")) r.fail(r.field("gpu"), "and cluster cannot both be given");
+        hardware = gpu;
+    }
     if (r.has("cluster")) {
         std::vector<std::string> notes;
         out.topology = parse_cluster(r.object("cluster"), DomainInfo{}, notes);
@@ -498,7 +508,7 @@ const std::set<std::string>& top_level_keys() {
 TopologySpec dgx_preset_topology(const std::string& hardware, int gpus, int gpus_per_node,
                                  const std::string& where) {
     for (const auto& p : kDgxPresets)
-        if (contains(hardware, p.token))
+        if (hardware == p.gpu || contains(hardware, p.token))
             return dgx_topology(p.gpu, gpus, gpus_per_node, p.nvlink_GBps, gpus_per_node, p.nic_Gbps,
                                 "infiniband");
     std::string known;

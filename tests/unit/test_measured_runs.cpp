@@ -303,8 +303,14 @@ TEST_CASE("measured runs: collective rows, null bandwidths, presets beyond A100/
     none["busbw_GBps"] = nullptr;
     d["collectives"].push_back(none);
     d["collectives"].push_back(coll("unknown", "a TPU pod"));
+    json by_gpu = coll("gb300", "rack-scale system");
+    by_gpu["gpu"] = "GB300";
+    d["collectives"].push_back(by_gpu);
     const auto f = parse_measured_runs(d, "f.json");
-    REQUIRE(f.collectives.size() == 6);
+    REQUIRE(f.collectives.size() == 7);
+    CHECK_FALSE(f.collectives[6].error);
+    CHECK(f.collectives[6].topology.gpu == "GB300");
+    CHECK(f.collectives[6].topology.nic_bandwidth.bytes_per_s == doctest::Approx(100e9));
     CHECK(f.collectives[0].topology.gpu == "H100-SXM5-80GB");
     CHECK(f.collectives[1].topology.gpu == "B200");
     CHECK(f.collectives[1].topology.nvlink_bandwidth.bytes_per_s == doctest::Approx(900e9));
