@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -11,6 +12,7 @@
 #include "plan.hpp"
 #include "profile_writer.hpp"
 #include "progress.hpp"
+#include "reference.hpp"
 #include "test_helpers.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/units.hpp"
@@ -307,4 +309,65 @@ TEST_CASE("calibrate: progress lines in a log file") {
     CHECK_FALSE(test::contains(s, "[gemm 3/20]"));
     CHECK(test::contains(s, "trainsim-calibrate: skipped one\n"));
     CHECK(s.find('\r') == std::string::npos);
+}
+
+TEST_CASE("calibrate: CPU references of --self-check") {
+    namespace ref = trainsim::calibrate::reference;
+    CHECK(ref::bf16_to_float(0x3F80) == 1.0f);
+    CHECK(ref::bf16_to_float(0xC040) == -3.0f);
+    CHECK(ref::fp16_to_float(0x3C00) == 1.0f);
+    CHECK(ref::fp16_to_float(0xC000) == -2.0f);
+    CHECK(ref::fp16_to_float(0x0001) == std::ldexp(1.0f, -24));
+    CHECK(ref::fp16_to_float(0x7BFF) == 65504.0f);
+    CHECK(ref::e4m3_to_float(0x38) == 1.0f);
+    CHECK(ref::e4m3_to_float(0x7E) == 448.0f);  // the largest E4M3 value
+    CHECK(ref::e4m3_to_float(0xB0) == -0.5f);
+    CHECK(ref::e4m3_to_float(0x01) == std::ldexp(1.0f, -9));
+    CHECK(std::isnan(ref::e4m3_to_float(0x7F)));
+
+    // y = x . W^T, two batches.
+    const std::vector<float> x{1, 2, 3, 4, 5, 6, 1, 0, 0, 0, 1, 0};  // [2][2, 3]
+    const std::vector<float> w{1, 0, 0, 0, 1, 1, 2, 2, 2, 0, 0, 1};  // [2][2, 3]
+    CHECK(ref::gemm_xwt(x, w, 2, 2, 3, 2) == std::vector<float>{1, 5, 4, 11, 2, 0, 2, 0});
+
+    // Attention: the first query sees only the first key; the backward is the gradient of sum(O * dO).
+    const std::int64_t bh = 2, seq = 3, d = 2;
+    const std::vector<float> q{0.1f, -0.4f, 0.7f, 0.2f, -0.3f, 0.5f, 0.9f, -0.1f, 0.0f, 0.3f, -0.6f, 0.8f};
+    const std::vector<float> k{0.5f, 0.1f, -0.2f, 0.4f, 0.3f, -0.7f, 0.2f, 0.6f, -0.5f, 0.1f, 0.4f, 0.4f};
+    const std::vector<float> v{1.0f, -1.0f, 0.5f, 0.2f, -0.3f, 0.8f, 0.6f, 0.1f, -0.2f, 0.9f, 0.3f, -0.4f};
+    const std::vector<float> dout{0.2f, 0.1f, -0.3f, 0.4f, 0.5f, -0.2f, 0.1f, 0.7f, -0.6f, 0.3f, 0.2f, 0.2f};
+    const float alpha = 0.7f;
+    const auto fwd = ref::attention_forward(q, k, v, bh, seq, d, alpha);
+    CHECK(fwd.p[0] == doctest::Approx(1.0));
+    CHECK(fwd.p[1] == 0.0f);
+    CHECK(fwd.o[0] == doctest::Approx(v[0]));
+    CHECK(fwd.p[3] + fwd.p[4] == doctest::Approx(1.0));
+    const auto bwd = ref::attention_backward(q, k, v, fwd.p, dout, bh, seq, d, alpha);
+    auto loss = [&](const std::vector<float>& qq, const std::vector<float>& kk, const std::vector<float>& vv) {
+        const auto f = ref::attention_forward(qq, kk, vv, bh, seq, d, alpha);
+        double l = 0;
+        for (std::size_t i = 0; i < f.o.size(); ++i)
+            l += static_cast<double>(f.o[i]) * dout[i];
+        return l;
+    };
+    const double eps = 1e-2;
+    for (std::size_t i = 0; i < q.size(); ++i) {
+        auto qp = q, qm = q, kp = k, km = k, vp = v, vm = v;
+        qp[i] += eps, qm[i] -= eps, kp[i] += eps, km[i] -= eps, vp[i] += eps, vm[i] -= eps;
+        CHECK(bwd.dq[i] == doctest::Approx((loss(qp, k, v) - loss(qm, k, v)) / (2 * eps)).epsilon(1e-2).scale(0.1));
+        CHECK(bwd.dk[i] == doctest::Approx((loss(q, kp, v) - loss(q, km, v)) / (2 * eps)).epsilon(1e-2).scale(0.1));
+        CHECK(bwd.dv[i] == doctest::Approx((loss(q, k, vp) - loss(q, k, vm)) / (2 * eps)).epsilon(1e-2).scale(0.1));
+    }
+
+    const auto ln = ref::layernorm({1, 2, 3, 4}, {1, 1, 1, 1}, {0, 0, 0, 0}, 1, 4);
+    CHECK(ln[0] == doctest::Approx(-1.5 / std::sqrt(1.25 + 1e-5)));
+    CHECK(ln[3] == doctest::Approx(1.5 / std::sqrt(1.25 + 1e-5)));
+    const auto g = ref::gelu({0.0f, 1.0f, -1.0f});
+    CHECK(g[0] == 0.0f);
+    CHECK(g[1] == doctest::Approx(0.8411920).epsilon(1e-6));
+    CHECK(g[2] == doctest::Approx(-0.1588080).epsilon(1e-6));
+
+    CHECK(ref::worst_error({1.0f, 2.0f}, {1.0f, 2.0f}, 0.01, 0) == 0.0);
+    CHECK(ref::worst_error({1.0f, 2.04f}, {1.0f, 2.0f}, 0.01, 0) == doctest::Approx(2.0));  // 0.04 / (0.01 * 2)
+    CHECK(std::isinf(ref::worst_error({1.0f}, {1.0f, 2.0f}, 0.01, 0)));
 }

@@ -11,7 +11,9 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
+#include "kernels.hpp"
 #include "measure.hpp"
+#include "reference.hpp"
 
 namespace trainsim::calibrate {
 
@@ -105,6 +107,26 @@ inline std::size_t free_device_memory() {
     std::size_t free_b = 0, total_b = 0;
     check_cuda(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
     return free_b;
+}
+
+/// Copies `n` elements of type `e` from the device (synchronously: synchronize their stream first) and
+/// decodes them to float.
+inline std::vector<float> download(const void* p, std::int64_t n, kernels::Elem e) {
+    std::vector<float> out(static_cast<std::size_t>(n));
+    if (e == kernels::Elem::e4m3) {
+        std::vector<std::uint8_t> raw(out.size());
+        check_cuda(cudaMemcpy(raw.data(), p, raw.size(), cudaMemcpyDeviceToHost), "cudaMemcpy");
+        for (std::size_t i = 0; i < raw.size(); ++i)
+            out[i] = reference::e4m3_to_float(raw[i]);
+    } else if (e == kernels::Elem::fp32) {
+        check_cuda(cudaMemcpy(out.data(), p, out.size() * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    } else {
+        std::vector<std::uint16_t> raw(out.size());
+        check_cuda(cudaMemcpy(raw.data(), p, raw.size() * 2, cudaMemcpyDeviceToHost), "cudaMemcpy");
+        for (std::size_t i = 0; i < raw.size(); ++i)
+            out[i] = e == kernels::Elem::bf16 ? reference::bf16_to_float(raw[i]) : reference::fp16_to_float(raw[i]);
+    }
+    return out;
 }
 
 }  // namespace trainsim::calibrate

@@ -3,103 +3,69 @@
 #include <cmath>
 #include <memory>
 
-#include <cublasLt.h>
-#include <cublas_v2.h>
-
-#include "cuda_util.hpp"
-#include "kernels.hpp"
+#include "blas_ops.hpp"
 
 namespace trainsim::calibrate {
 
-namespace {
-
-constexpr std::size_t kWorkspaceBytes = 32u << 20;  // cuBLAS recommends 32 MiB on Hopper
-
-/// A cuBLAS status that means "this configuration is not available" (no algorithm, unsupported): the row
-/// is skipped with a note; any other failure is a DeviceError.
-class Unsupported : public std::runtime_error {
-  public:
-    using std::runtime_error::runtime_error;
-};
-
-void check_blas(cublasStatus_t s, const char* call) {
-    if (s == CUBLAS_STATUS_SUCCESS) return;
-    const std::string msg = fmt::format("{}: {}", call, cublasLtGetStatusString(s));
-    if (s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_ARCH_MISMATCH) throw Unsupported(msg);
-    throw DeviceError(msg);
-}
-
-cudaDataType input_type(GemmDtype d) {
-    switch (d) {
-        case GemmDtype::bf16:
-            return CUDA_R_16BF;
-        case GemmDtype::fp16:
-            return CUDA_R_16F;
-        case GemmDtype::fp8:
-            return CUDA_R_8F_E4M3;
+LtMatmul::LtMatmul(cublasLtHandle_t lt, const GemmJob& j, const float* scales) : lt_(lt) {
+    check_blas(cublasLtMatmulDescCreate(&desc_.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    check_blas(cublasLtMatmulDescSetAttribute(desc_.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta),
+               "cublasLtMatmulDescSetAttribute(TRANSA)");
+    check_blas(cublasLtMatmulDescSetAttribute(desc_.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb),
+               "cublasLtMatmulDescSetAttribute(TRANSB)");
+    if (j.dtype == GemmDtype::fp8) {
+        const float* sa = scales;
+        const float* sb = scales + 1;
+        check_blas(cublasLtMatmulDescSetAttribute(desc_.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa),
+                   "cublasLtMatmulDescSetAttribute(A_SCALE_POINTER)");
+        check_blas(cublasLtMatmulDescSetAttribute(desc_.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb),
+                   "cublasLtMatmulDescSetAttribute(B_SCALE_POINTER)");
     }
-    return CUDA_R_16BF;
-}
-/// fp8 GEMMs write bf16 (as torch._scaled_mm with out_dtype bf16 and TransformerEngine's fp8 GEMMs do).
-cudaDataType output_type(GemmDtype d) {
-    return d == GemmDtype::fp16 ? CUDA_R_16F : CUDA_R_16BF;
-}
-std::size_t input_bytes(GemmDtype d) {
-    return d == GemmDtype::fp8 ? 1 : 2;
-}
-kernels::Elem input_elem(GemmDtype d) {
-    return d == GemmDtype::fp8 ? kernels::Elem::e4m3 : d == GemmDtype::fp16 ? kernels::Elem::fp16 : kernels::Elem::bf16;
-}
-
-struct LtDescriptors {
-    cublasLtMatmulDesc_t op = nullptr;
-    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-    cublasLtMatmulPreference_t pref = nullptr;
-    ~LtDescriptors() {
-        if (pref) cublasLtMatmulPreferenceDestroy(pref);
-        if (c) cublasLtMatrixLayoutDestroy(c);
-        if (b) cublasLtMatrixLayoutDestroy(b);
-        if (a) cublasLtMatrixLayoutDestroy(a);
-        if (op) cublasLtMatmulDescDestroy(op);
+    // Column-major: A = W^T stored [k, n] (ld k), used transposed; B = x^T stored [k, m] (ld k); C = D = y^T
+    // [n, m] (ld n).
+    check_blas(cublasLtMatrixLayoutCreate(&desc_.a, input_type(j.dtype), j.k, j.n, j.k), "cublasLtMatrixLayoutCreate");
+    check_blas(cublasLtMatrixLayoutCreate(&desc_.b, input_type(j.dtype), j.k, j.m, j.k), "cublasLtMatrixLayoutCreate");
+    check_blas(cublasLtMatrixLayoutCreate(&desc_.c, output_type(j.dtype), j.n, j.m, j.n), "cublasLtMatrixLayoutCreate");
+    if (j.batch > 1) {
+        set_batch(desc_.a, j.batch, j.n * j.k);
+        set_batch(desc_.b, j.batch, j.m * j.k);
+        set_batch(desc_.c, j.batch, j.m * j.n);
     }
-};
-
-void set_batch(cublasLtMatrixLayout_t l, std::int64_t batch, std::int64_t stride) {
-    const std::int32_t count = static_cast<std::int32_t>(batch);
-    check_blas(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count),
-               "cublasLtMatrixLayoutSetAttribute(BATCH_COUNT)");
+    check_blas(cublasLtMatmulPreferenceCreate(&desc_.pref), "cublasLtMatmulPreferenceCreate");
+    const std::uint64_t ws = kWorkspaceBytes;
     check_blas(
-        cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride),
-        "cublasLtMatrixLayoutSetAttribute(STRIDED_BATCH_OFFSET)");
+        cublasLtMatmulPreferenceSetAttribute(desc_.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
+        "cublasLtMatmulPreferenceSetAttribute");
+    int found = 0;
+    check_blas(cublasLtMatmulAlgoGetHeuristic(lt_, desc_.op, desc_.a, desc_.b, desc_.c, desc_.c, desc_.pref, 1,
+                                              &heuristic_, &found),
+               "cublasLtMatmulAlgoGetHeuristic");
+    if (found == 0) throw Unsupported("cublasLtMatmulAlgoGetHeuristic found no algorithm");
 }
 
-struct Stream {
-    cudaStream_t s = nullptr;
-    Stream() { check_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"); }
-    ~Stream() { cudaStreamDestroy(s); }
-};
-
-std::string shape_text(const GemmJob& j) {
-    return fmt::format("{} {}x{}x{}{}", to_string(j.dtype), j.m, j.n, j.k,
-                       j.batch > 1 ? fmt::format(" batch {}", j.batch) : "");
+void LtMatmul::run(const void* w, const void* x, void* y, void* workspace, cudaStream_t stream) const {
+    const float alpha = 1, beta = 0;
+    check_blas(cublasLtMatmul(lt_, desc_.op, &alpha, w, desc_.a, x, desc_.b, &beta, y, desc_.c, y, desc_.c,
+                              &heuristic_.algo, workspace, kWorkspaceBytes, stream),
+               "cublasLtMatmul");
 }
 
-/// Row-major C[M, N] = alpha * op(A) . op(B), bf16, fp32 accumulation, `batch` products with strides M*K,
-/// K*N, M*N; A is stored [M, K] ([K, M] when `ta`), B [K, N] ([N, K] when `tb`). cuBLAS is column-major, so
-/// it computes C^T = op(B)^T . op(A)^T.
-void rm_gemm(cublasHandle_t h, bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
-             const void* A, const void* B, void* C, std::int64_t batch) {
-    const float beta = 0;
-    check_blas(cublasGemmStridedBatchedEx(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                          static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), &alpha,
-                                          B, CUDA_R_16BF, static_cast<int>(tb ? K : N), K * N, A, CUDA_R_16BF,
-                                          static_cast<int>(ta ? M : K), M * K, &beta, C, CUDA_R_16BF,
-                                          static_cast<int>(N), M * N, static_cast<int>(batch),
-                                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-               "cublasGemmStridedBatchedEx");
+void unfused_attention_forward(cublasHandle_t h, cudaStream_t s, const AttentionBuffers& b, std::int64_t bh,
+                               std::int64_t seq, std::int64_t d, float alpha) {
+    rm_gemm(h, false, true, seq, seq, d, alpha, b.q, b.k, b.p, bh);  // S = alpha Q.K^T
+    check_cuda(kernels::causal_softmax_forward(b.p, bh * seq, seq, seq, 1.0f, s), "causal_softmax_forward");
+    rm_gemm(h, false, false, seq, d, seq, 1.0f, b.p, b.v, b.o, bh);  // O = P.V
 }
 
-}  // namespace
+void unfused_attention_backward(cublasHandle_t h, cudaStream_t s, const AttentionBuffers& b, std::int64_t bh,
+                                std::int64_t seq, std::int64_t d, float alpha) {
+    rm_gemm(h, true, false, seq, d, seq, 1.0f, b.p, b.dout, b.dv, bh);   // dV = P^T.dO
+    rm_gemm(h, false, true, seq, seq, d, 1.0f, b.dout, b.v, b.dp, bh);   // dP = dO.V^T
+    check_cuda(kernels::softmax_backward(b.p, b.dp, bh * seq, seq, 1.0f, s), "softmax_backward");
+    rm_gemm(h, false, false, seq, d, seq, alpha, b.dp, b.k, b.dq, bh);   // dQ = alpha dS.K
+    rm_gemm(h, true, false, seq, d, seq, alpha, b.dp, b.q, b.dk, bh);    // dK = alpha dS^T.Q
+}
 
 std::vector<GemmRow> measure_gemms(int device, const std::vector<GemmJob>& jobs, const RepPolicy& p,
                                    Progress& progress) {
@@ -136,51 +102,9 @@ std::vector<GemmRow> measure_gemms(int device, const std::vector<GemmJob>& jobs,
                                          1.0f, stream.s),
                    "fill_uniform");
         try {
-            LtDescriptors desc;
-            check_blas(cublasLtMatmulDescCreate(&desc.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
-            const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-            check_blas(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta),
-                       "cublasLtMatmulDescSetAttribute(TRANSA)");
-            check_blas(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb),
-                       "cublasLtMatmulDescSetAttribute(TRANSB)");
-            if (j.dtype == GemmDtype::fp8) {
-                const float* sa = scales.as<float>();
-                const float* sb = sa + 1;
-                check_blas(
-                    cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa),
-                    "cublasLtMatmulDescSetAttribute(A_SCALE_POINTER)");
-                check_blas(
-                    cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb),
-                    "cublasLtMatmulDescSetAttribute(B_SCALE_POINTER)");
-            }
-            // Column-major: A = W^T stored [k, n] (ld k), used transposed; B = x^T stored [k, m] (ld k); D =
-            // y^T [n, m] (ld n).
-            check_blas(cublasLtMatrixLayoutCreate(&desc.a, input_type(j.dtype), j.k, j.n, j.k), "cublasLtMatrixLayoutCreate");
-            check_blas(cublasLtMatrixLayoutCreate(&desc.b, input_type(j.dtype), j.k, j.m, j.k), "cublasLtMatrixLayoutCreate");
-            check_blas(cublasLtMatrixLayoutCreate(&desc.c, output_type(j.dtype), j.n, j.m, j.n), "cublasLtMatrixLayoutCreate");
-            if (j.batch > 1) {
-                set_batch(desc.a, j.batch, j.n * j.k);
-                set_batch(desc.b, j.batch, j.m * j.k);
-                set_batch(desc.c, j.batch, j.m * j.n);
-            }
-            check_blas(cublasLtMatmulPreferenceCreate(&desc.pref), "cublasLtMatmulPreferenceCreate");
-            const std::uint64_t ws = kWorkspaceBytes;
-            check_blas(cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                                            sizeof ws),
-                       "cublasLtMatmulPreferenceSetAttribute");
-            cublasLtMatmulHeuristicResult_t heuristic{};
-            int found = 0;
-            check_blas(cublasLtMatmulAlgoGetHeuristic(lt, desc.op, desc.a, desc.b, desc.c, desc.c, desc.pref, 1,
-                                                      &heuristic, &found),
-                       "cublasLtMatmulAlgoGetHeuristic");
-            if (found == 0) throw Unsupported("cublasLtMatmulAlgoGetHeuristic found no algorithm");
-            const float alpha = 1, beta = 0;
-            const TimingStats t = time_on_stream(stream.s, p, [&] {
-                check_blas(cublasLtMatmul(lt, desc.op, &alpha, a.get(), desc.a, b.get(), desc.b, &beta, d.get(),
-                                          desc.c, d.get(), desc.c, &heuristic.algo, workspace.get(), kWorkspaceBytes,
-                                          stream.s),
-                           "cublasLtMatmul");
-            });
+            const LtMatmul mm(lt, j, scales.as<float>());
+            const TimingStats t = time_on_stream(
+                stream.s, p, [&] { mm.run(a.get(), b.get(), d.get(), workspace.get(), stream.s); });
             rows.push_back(GemmRow{j.dtype, j.m, j.n, j.k, j.batch, t, j.label});
         } catch (const Unsupported& e) {
             progress.note(fmt::format("gemm {}: {}, skipped", shape_text(j), e.what()));
@@ -211,10 +135,10 @@ std::vector<AttentionRow> measure_attention(int device, const std::vector<Attent
         const auto qkv_bytes = static_cast<std::size_t>(bh * sq * d * 2);
         const auto score_bytes = static_cast<std::size_t>(bh * sq * sq * 2);
         const float alpha = 1.0f / std::sqrt(static_cast<float>(d));
-        DeviceBuffer q, k, v, o, scores;
+        DeviceBuffer q, k, v, o, probs;
         progress.step("fwd " + what);
         if (!q.reserve(qkv_bytes) || !k.reserve(qkv_bytes) || !v.reserve(qkv_bytes) || !o.reserve(qkv_bytes) ||
-            !scores.reserve(score_bytes)) {
+            !probs.reserve(score_bytes)) {
             progress.note(fmt::format("attention {}: out of device memory (scores {:.1f} GiB), skipped", what,
                                       static_cast<double>(score_bytes) / (1 << 30)));
             progress.step("bwd " + what);
@@ -223,15 +147,13 @@ std::vector<AttentionRow> measure_attention(int device, const std::vector<Attent
         for (DeviceBuffer* buf : {&q, &k, &v})
             check_cuda(kernels::fill_uniform(buf->get(), bh * sq * d, kernels::Elem::bf16, seed++, 1.0f, stream.s),
                        "fill_uniform");
+        AttentionBuffers ab{q.get(), k.get(), v.get(), o.get(), probs.get(), nullptr, nullptr, nullptr, nullptr,
+                            nullptr};
         try {
-            auto forward = [&] {
-                rm_gemm(h, false, true, sq, sq, d, alpha, q.get(), k.get(), scores.get(), bh);  // S = Q.K^T
-                check_cuda(kernels::causal_softmax_forward(scores.get(), bh * sq, sq, sq, 1.0f, stream.s),
-                           "causal_softmax_forward");
-                rm_gemm(h, false, false, sq, d, sq, 1.0f, scores.get(), v.get(), o.get(), bh);  // O = P.V
-            };
-            rows.push_back(AttentionRow{"unfused", true, s, time_on_stream(stream.s, p, forward)});
-            // `scores` now holds P of the last forward.
+            rows.push_back(AttentionRow{
+                "unfused", true, s,
+                time_on_stream(stream.s, p, [&] { unfused_attention_forward(h, stream.s, ab, bh, sq, d, alpha); })});
+            // `probs` now holds P of the last forward.
             progress.step("bwd " + what);
             DeviceBuffer dout, dq, dk, dv, dp;
             if (!dout.reserve(qkv_bytes) || !dq.reserve(qkv_bytes) || !dk.reserve(qkv_bytes) ||
@@ -241,15 +163,10 @@ std::vector<AttentionRow> measure_attention(int device, const std::vector<Attent
             }
             check_cuda(kernels::fill_uniform(dout.get(), bh * sq * d, kernels::Elem::bf16, seed++, 1.0f, stream.s),
                        "fill_uniform");
-            auto backward = [&] {
-                rm_gemm(h, true, false, sq, d, sq, 1.0f, scores.get(), dout.get(), dv.get(), bh);  // dV = P^T.dO
-                rm_gemm(h, false, true, sq, sq, d, 1.0f, dout.get(), v.get(), dp.get(), bh);       // dP = dO.V^T
-                check_cuda(kernels::softmax_backward(scores.get(), dp.get(), bh * sq, sq, 1.0f, stream.s),
-                           "softmax_backward");
-                rm_gemm(h, false, false, sq, d, sq, alpha, dp.get(), k.get(), dq.get(), bh);  // dQ = dS.K
-                rm_gemm(h, true, false, sq, d, sq, alpha, dp.get(), q.get(), dk.get(), bh);   // dK = dS^T.Q
-            };
-            rows.push_back(AttentionRow{"unfused", false, s, time_on_stream(stream.s, p, backward)});
+            ab.dout = dout.get(), ab.dq = dq.get(), ab.dk = dk.get(), ab.dv = dv.get(), ab.dp = dp.get();
+            rows.push_back(AttentionRow{
+                "unfused", false, s,
+                time_on_stream(stream.s, p, [&] { unfused_attention_backward(h, stream.s, ab, bh, sq, d, alpha); })});
         } catch (const Unsupported& e) {
             progress.note(fmt::format("attention {}: {}, skipped", what, e.what()));
         }

@@ -30,6 +30,7 @@ using namespace trainsim::calibrate;
 namespace {
 
 constexpr int kExitNoDevice = 5;
+constexpr int kExitSelfCheckFailed = 6;
 
 const char* kAbout =
     "trainsim-calibrate [options]\n\n"
@@ -43,8 +44,10 @@ const char* kAbout =
     "  memory       copy, layer norm and GeLU (bytes read + written);\n"
     "  collectives  NCCL all-reduce, all-gather, reduce-scatter and send/recv over the local GPUs, 1 KiB to\n"
     "               4 GiB, algbw and busbw as nccl-tests defines them (skipped with one GPU).\n"
-    "Progress goes to stderr. Needs a CUDA GPU: without one it says so and exits with 5.\n"
-    "exit codes: 0 success, 1 CUDA/cuBLAS/NCCL failure or internal error, 2 bad input, 5 no CUDA device\n\n"
+    "Before measuring, every timed GPU path runs once on small inputs and is compared with a CPU reference\n"
+    "(--self-check runs only that). Progress goes to stderr. Needs a CUDA GPU.\n"
+    "exit codes: 0 success, 1 CUDA/cuBLAS/NCCL failure or internal error, 2 bad input, 5 no CUDA device,\n"
+    "            6 the self-check failed (no profile written)\n\n"
     "options";
 
 std::string join_command_line(int argc, char** argv) {
@@ -104,7 +107,8 @@ int run(int argc, char** argv) {
         "quick", "a short pass: fewer shapes, sizes and repetitions")(
         "device", po::value(&device)->value_name("N"), "CUDA device index of the single-GPU measurements (default 0)")(
         "only", po::value(&only)->value_name("LIST"), "comma-separated sections to run: gemm, attention, memory, collectives")(
-        "no-grid", "leave out the generic GEMM grid");
+        "no-grid", "leave out the generic GEMM grid")(
+        "self-check", "only compare each GPU path with its CPU reference on small inputs (no profile)");
     cli::add_input_options(desc, in_opts);
     po::variables_map vm;
     const std::vector<std::string> args(argv + 1, argv + argc);
@@ -147,6 +151,15 @@ int run(int argc, char** argv) {
     if (device < 0 || device >= devices)
         throw InputError(fmt::format("--device {}: this machine has CUDA devices 0..{}", device, devices - 1));
     const DeviceProps props = device_props(device);
+    // The GPU paths compute what they claim before anything is timed.
+    int failures = self_check(device, std::cerr);
+    if (devices >= 2 && (sections.collectives || vm.count("self-check")))
+        failures += self_check_collectives(devices, std::cerr);
+    if (failures > 0) {
+        std::cerr << fmt::format("trainsim-calibrate: error: {} self-check(s) failed; no profile written\n", failures);
+        return kExitSelfCheckFailed;
+    }
+    if (vm.count("self-check")) return kExitOk;
     if (gpu_name.empty()) {
         const auto guess = guess_catalog_gpu(props.name, props.memory_bytes);
         if (!guess)
@@ -206,7 +219,7 @@ int run(int argc, char** argv) {
         }
     }
     profile.source = fmt::format(
-        "{}; CUDA events on random data; warm-up >= {} runs and >= {} ms, then clamp(ceil({} ms / "
+        "{}; self-check against CPU references passed; CUDA events on random data; warm-up >= {} runs and >= {} ms, then clamp(ceil({} ms / "
         "warm-up median), {}, {}) timed runs: median, min, max; {}; peak clocks SM {} MHz, memory {} MHz "
         "(clocks not locked by the tool)",
         join_command_line(argc, argv), policy.warmup_min, policy.warmup_s * 1e3, policy.target_s * 1e3,
