@@ -2,6 +2,7 @@
 // buffers, and the CUDA-event timer shared by the GEMM, attention and memory-bound measurements.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -60,8 +61,9 @@ class DeviceBuffer {
 };
 
 /// Times `launch` (which enqueues one run on `stream` and returns nothing or throws) with CUDA events: warm-up
-/// runs (each timed, to size the repetitions), then reps_for(median warm-up time) runs enqueued back to back,
-/// each between its own pair of events; the statistics of the timed runs.
+/// runs (each timed, to size the repetitions), then reps_for(median warm-up time) runs enqueued back to back
+/// behind a spin kernel (kernels::spin) that holds the stream while they are enqueued, each between its own
+/// pair of events; the statistics of the timed runs.
 template <typename Launch>
 TimingStats time_on_stream(cudaStream_t stream, const RepPolicy& p, Launch&& launch) {
     cudaEvent_t a, b;
@@ -85,6 +87,9 @@ TimingStats time_on_stream(cudaStream_t stream, const RepPolicy& p, Launch&& lau
     std::vector<cudaEvent_t> events(2 * static_cast<std::size_t>(reps));
     for (auto& e : events)
         check_cuda(cudaEventCreate(&e), "cudaEventCreate");
+    // Hold the stream while the runs are enqueued (about 20 us of CPU each, cuBLASLt's host side included).
+    check_cuda(kernels::spin(std::min<std::int64_t>(100'000'000, 1'000'000 + 20'000 * std::int64_t{reps}), stream),
+               "spin");
     for (int r = 0; r < reps; ++r) {
         check_cuda(cudaEventRecord(events[2 * r], stream), "cudaEventRecord");
         launch();

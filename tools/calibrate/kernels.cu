@@ -133,6 +133,18 @@ __global__ void layernorm_kernel(const __nv_bfloat16* x, const __nv_bfloat16* ga
     }
 }
 
+__device__ inline std::uint64_t global_timer_ns() {
+    std::uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+__global__ void spin_kernel(std::int64_t ns) {
+    const std::uint64_t end = global_timer_ns() + static_cast<std::uint64_t>(ns);
+    while (global_timer_ns() < end) {
+    }
+}
+
 __device__ inline float gelu(float v) {
     return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
 }
@@ -204,6 +216,12 @@ cudaError_t layernorm_forward(const void* x, const void* gamma, const void* beta
     layernorm_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
         static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(gamma),
         static_cast<const __nv_bfloat16*>(beta), static_cast<__nv_bfloat16*>(y), mean, rstd, cols);
+    return cudaGetLastError();
+}
+
+cudaError_t spin(std::int64_t ns, cudaStream_t stream) {
+    if (ns <= 0) return cudaSuccess;
+    spin_kernel<<<1, 1, 0, stream>>>(ns);
     return cudaGetLastError();
 }
 

@@ -29,6 +29,11 @@ cudaError_t softmax_backward(const void* p, void* dp, std::int64_t rows, std::in
 cudaError_t layernorm_forward(const void* x, const void* gamma, const void* beta, void* y, float* mean,
                               float* rstd, std::int64_t rows, std::int64_t cols, cudaStream_t stream);
 
+/// One thread that busy-waits `ns` nanoseconds of the GPU's global timer: enqueued before a batch of timed
+/// runs, it holds the stream while the CPU enqueues them, so that they then run back to back and no timed
+/// run waits for its own launch (nvbench's "blocking kernel" does the same).
+cudaError_t spin(std::int64_t ns, cudaStream_t stream);
+
 /// GeLU (tanh approximation, as Megatron-LM's bias_gelu) of `n` bf16 elements, out of place.
 cudaError_t gelu_forward(const void* x, void* y, std::int64_t n, cudaStream_t stream);
 
