@@ -1,6 +1,6 @@
 // trainsim-calibrate's device-independent part (tools/calibrate/plan.hpp, profile_writer.hpp, progress.hpp):
-// the GEMM shapes a workload produces, the grid, the nccl-tests bandwidths, statistics, the GPU name guess and
-// the trainsim-profile/1 document it writes.
+// the GEMM shapes a workload produces, the grid, the nccl-tests bandwidths, statistics, the GPU name guess
+// and the trainsim-profile/1 document it writes.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -94,9 +94,8 @@ TEST_CASE("calibrate: the generic grid and the planned GEMM jobs") {
     // 3 workload shapes + 150 grid shapes, the grid's 1024^3 already listed: bf16 and fp16 each, fp8 where
     // supported (not the batched, non-multiple-of-16 one).
     CHECK(jobs.size() == (3 + 149) * 2 + (2 + 149));
-    const auto small = std::count_if(jobs.begin(), jobs.end(), [](const GemmJob& j) {
-        return j.m == 1024 && j.n == 1024 && j.k == 1024;
-    });
+    const auto small = std::count_if(
+        jobs.begin(), jobs.end(), [](const GemmJob& j) { return j.m == 1024 && j.n == 1024 && j.k == 1024; });
     CHECK(small == 3);
     CHECK(std::none_of(jobs.begin(), jobs.end(),
                        [](const GemmJob& j) { return j.dtype == GemmDtype::fp8 && j.batch > 1; }));
@@ -104,7 +103,8 @@ TEST_CASE("calibrate: the generic grid and the planned GEMM jobs") {
     // Quick: bf16 (+ fp8); no FP8 on the device: none.
     const auto quick = plan_gemm_jobs(work, {}, false, true);
     CHECK(quick.size() == 3);
-    CHECK(std::all_of(quick.begin(), quick.end(), [](const GemmJob& j) { return j.dtype == GemmDtype::bf16; }));
+    CHECK(
+        std::all_of(quick.begin(), quick.end(), [](const GemmJob& j) { return j.dtype == GemmDtype::bf16; }));
     CHECK(has_fp8(8, 9));
     CHECK(has_fp8(9, 0));
     CHECK_FALSE(has_fp8(8, 0));
@@ -125,7 +125,8 @@ TEST_CASE("calibrate: attention and memory-bound shapes of a workload") {
 
     const MemoryJob ln{"layernorm", 32768, 8192, ""};
     CHECK(memory_job_bytes(ln) == 4.0 * 32768 * 8192 + 4.0 * 8192 + 8.0 * 32768);
-    CHECK(memory_job_bytes(MemoryJob{"copy", 65536, 8192, ""}) == 2.0 * 1024 * 1024 * 1024);  // 1 GiB each way
+    CHECK(memory_job_bytes(MemoryJob{"copy", 65536, 8192, ""}) ==
+          2.0 * 1024 * 1024 * 1024);  // 1 GiB each way
     CHECK(memory_job_bytes(MemoryJob{"gelu", 10, 8, ""}) == 320.0);
     const auto jobs = plan_memory_jobs(false, 16384, 8192, 3584);
     CHECK(jobs.size() == 6 + 2 + 2);
@@ -166,9 +167,9 @@ TEST_CASE("calibrate: statistics and repetitions") {
     CHECK(stats_of({4.0, 1.0, 2.0, 3.0}).median_s == 2.5);
     CHECK_THROWS_AS(stats_of({}), InternalError);
     const RepPolicy p = rep_policy(false);
-    CHECK(reps_for(1e-6, p) == p.reps_max);   // tiny kernel: the cap
-    CHECK(reps_for(1.0, p) == p.reps_min);    // long kernel: the floor
-    const int mid = reps_for(0.002, p);  // 0.2 s / 2 ms, up to rounding
+    CHECK(reps_for(1e-6, p) == p.reps_max);  // tiny kernel: the cap
+    CHECK(reps_for(1.0, p) == p.reps_min);   // long kernel: the floor
+    const int mid = reps_for(0.002, p);      // 0.2 s / 2 ms, up to rounding
     CHECK(mid >= 100);
     CHECK(mid <= 101);
     CHECK(rep_policy(true).reps_max < p.reps_max);
@@ -208,19 +209,25 @@ TEST_CASE("calibrate: version strings") {
 TEST_CASE("calibrate: the profile written follows trainsim-profile/1") {
     Profile p;
     p.gpu = "H100-SXM5-80GB";
-    p.device = DeviceInfo{"NVIDIA H100 80GB HBM3", 132, 79.2 * kGiB, "580.159.04", "13.0",
+    p.device = DeviceInfo{"NVIDIA H100 80GB HBM3",
+                          132,
+                          79.2 * kGiB,
+                          "580.159.04",
+                          "13.0",
                           {{"cublasLt", "13.1.0"}, {"nccl", "2.28.9"}}};
     p.date = "2026-11-22";
     p.source = "unit test";
-    p.gemm.push_back(GemmRow{GemmDtype::fp8, 4096, 6144, 2048, 1, TimingStats{165.312e-6, 155e-6, 209e-6, 200}, "x"});
+    p.gemm.push_back(
+        GemmRow{GemmDtype::fp8, 4096, 6144, 2048, 1, TimingStats{165.312e-6, 155e-6, 209e-6, 200}, "x"});
     AttentionShape shape{1, 16, 16, 4096, 128, true, "mcore"};
     p.attention.push_back(AttentionRow{"unfused", false, shape, TimingStats{1e-3, 0.9e-3, 1.1e-3, 50}});
-    p.memory_bound.push_back(MemoryRow{"copy", 2 * kGiB, TimingStats{0.727872e-3, 0.72e-3, 0.74e-3, 80}, "copy"});
+    p.memory_bound.push_back(
+        MemoryRow{"copy", 2 * kGiB, TimingStats{0.727872e-3, 0.72e-3, 0.74e-3, 80}, "copy"});
     p.collectives.push_back(CollectiveRow{CollectiveOp::all_reduce, 8, 1, 1 << 20, 15.6e-6, "bf16"});
     const auto j = profile_to_json(p);
 
-    const std::set<std::string> top{"format", "gpu", "device", "date", "source", "gemm", "attention",
-                                    "memory_bound", "collectives", "layers"};
+    const std::set<std::string> top{"format", "gpu",       "device",       "date",        "source",
+                                    "gemm",   "attention", "memory_bound", "collectives", "layers"};
     for (const auto& [k, v] : j.items())
         CHECK_MESSAGE(top.count(k), k);
     CHECK(j["format"] == "trainsim-profile/1");
@@ -248,8 +255,9 @@ TEST_CASE("calibrate: the profile written follows trainsim-profile/1") {
     CHECK(g["reps"] == 200);
 
     const auto& a = j["attention"][0];
-    check_keys(a, {"backend", "pass", "batch", "heads", "kv_heads", "seq", "head_dim", "causal", "time", "min", "max",
-                   "reps", "label"},
+    check_keys(a,
+               {"backend", "pass", "batch", "heads", "kv_heads", "seq", "head_dim", "causal", "time", "min",
+                "max", "reps", "label"},
                {"backend", "pass", "batch", "heads", "kv_heads", "seq", "head_dim", "causal", "time"});
     CHECK(a["pass"] == "bwd");
     CHECK(a["causal"] == true);
@@ -343,7 +351,8 @@ TEST_CASE("calibrate: CPU references of --self-check") {
     CHECK(fwd.o[0] == doctest::Approx(v[0]));
     CHECK(fwd.p[3] + fwd.p[4] == doctest::Approx(1.0));
     const auto bwd = ref::attention_backward(q, k, v, fwd.p, dout, bh, seq, d, alpha);
-    auto loss = [&](const std::vector<float>& qq, const std::vector<float>& kk, const std::vector<float>& vv) {
+    auto loss = [&](const std::vector<float>& qq, const std::vector<float>& kk,
+                    const std::vector<float>& vv) {
         const auto f = ref::attention_forward(qq, kk, vv, bh, seq, d, alpha);
         double l = 0;
         for (std::size_t i = 0; i < f.o.size(); ++i)
@@ -354,9 +363,12 @@ TEST_CASE("calibrate: CPU references of --self-check") {
     for (std::size_t i = 0; i < q.size(); ++i) {
         auto qp = q, qm = q, kp = k, km = k, vp = v, vm = v;
         qp[i] += eps, qm[i] -= eps, kp[i] += eps, km[i] -= eps, vp[i] += eps, vm[i] -= eps;
-        CHECK(bwd.dq[i] == doctest::Approx((loss(qp, k, v) - loss(qm, k, v)) / (2 * eps)).epsilon(1e-2).scale(0.1));
-        CHECK(bwd.dk[i] == doctest::Approx((loss(q, kp, v) - loss(q, km, v)) / (2 * eps)).epsilon(1e-2).scale(0.1));
-        CHECK(bwd.dv[i] == doctest::Approx((loss(q, k, vp) - loss(q, k, vm)) / (2 * eps)).epsilon(1e-2).scale(0.1));
+        CHECK(bwd.dq[i] ==
+              doctest::Approx((loss(qp, k, v) - loss(qm, k, v)) / (2 * eps)).epsilon(1e-2).scale(0.1));
+        CHECK(bwd.dk[i] ==
+              doctest::Approx((loss(q, kp, v) - loss(q, km, v)) / (2 * eps)).epsilon(1e-2).scale(0.1));
+        CHECK(bwd.dv[i] ==
+              doctest::Approx((loss(q, k, vp) - loss(q, k, vm)) / (2 * eps)).epsilon(1e-2).scale(0.1));
     }
 
     const auto ln = ref::layernorm({1, 2, 3, 4}, {1, 1, 1, 1}, {0, 0, 0, 0}, 1, 4);
@@ -368,6 +380,7 @@ TEST_CASE("calibrate: CPU references of --self-check") {
     CHECK(g[2] == doctest::Approx(-0.1588080).epsilon(1e-6));
 
     CHECK(ref::worst_error({1.0f, 2.0f}, {1.0f, 2.0f}, 0.01, 0) == 0.0);
-    CHECK(ref::worst_error({1.0f, 2.04f}, {1.0f, 2.0f}, 0.01, 0) == doctest::Approx(2.0));  // 0.04 / (0.01 * 2)
+    CHECK(ref::worst_error({1.0f, 2.04f}, {1.0f, 2.0f}, 0.01, 0) ==
+          doctest::Approx(2.0));  // 0.04 / (0.01 * 2)
     CHECK(std::isinf(ref::worst_error({1.0f}, {1.0f, 2.0f}, 0.01, 0)));
 }

@@ -45,7 +45,9 @@ inline std::size_t input_bytes(GemmDtype d) {
     return d == GemmDtype::fp8 ? 1 : 2;
 }
 inline kernels::Elem input_elem(GemmDtype d) {
-    return d == GemmDtype::fp8 ? kernels::Elem::e4m3 : d == GemmDtype::fp16 ? kernels::Elem::fp16 : kernels::Elem::bf16;
+    return d == GemmDtype::fp8    ? kernels::Elem::e4m3
+           : d == GemmDtype::fp16 ? kernels::Elem::fp16
+                                  : kernels::Elem::bf16;
 }
 
 struct LtDescriptors {
@@ -68,9 +70,9 @@ inline void set_batch(cublasLtMatrixLayout_t l, std::int64_t batch, std::int64_t
     const std::int32_t count = static_cast<std::int32_t>(batch);
     check_blas(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count),
                "cublasLtMatrixLayoutSetAttribute(BATCH_COUNT)");
-    check_blas(
-        cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride),
-        "cublasLtMatrixLayoutSetAttribute(STRIDED_BATCH_OFFSET)");
+    check_blas(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                                sizeof stride),
+               "cublasLtMatrixLayoutSetAttribute(STRIDED_BATCH_OFFSET)");
 }
 
 struct Stream {
@@ -89,14 +91,14 @@ inline std::string shape_text(const GemmJob& j) {
 /// Row-major C[M, N] = alpha * op(A) . op(B), bf16, fp32 accumulation, `batch` products with strides M*K,
 /// K*N, M*N; A is stored [M, K] ([K, M] when `ta`), B [K, N] ([N, K] when `tb`). cuBLAS is column-major, so
 /// it computes C^T = op(B)^T . op(A)^T.
-inline void rm_gemm(cublasHandle_t h, bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
-             const void* A, const void* B, void* C, std::int64_t batch) {
+inline void rm_gemm(cublasHandle_t h, bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K,
+                    float alpha, const void* A, const void* B, void* C, std::int64_t batch) {
     const float beta = 0;
     check_blas(cublasGemmStridedBatchedEx(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                          static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), &alpha,
-                                          B, CUDA_R_16BF, static_cast<int>(tb ? K : N), K * N, A, CUDA_R_16BF,
-                                          static_cast<int>(ta ? M : K), M * K, &beta, C, CUDA_R_16BF,
-                                          static_cast<int>(N), M * N, static_cast<int>(batch),
+                                          static_cast<int>(N), static_cast<int>(M), static_cast<int>(K),
+                                          &alpha, B, CUDA_R_16BF, static_cast<int>(tb ? K : N), K * N, A,
+                                          CUDA_R_16BF, static_cast<int>(ta ? M : K), M * K, &beta, C,
+                                          CUDA_R_16BF, static_cast<int>(N), M * N, static_cast<int>(batch),
                                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                "cublasGemmStridedBatchedEx");
 }

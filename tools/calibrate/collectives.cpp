@@ -47,12 +47,12 @@ class Ranks {
             if (!k.send.reserve(static_cast<std::size_t>(buffer_bytes)) ||
                 !k.recv.reserve(static_cast<std::size_t>(buffer_bytes)))
                 throw DeviceError("out of device memory for the NCCL buffers");
-            check_cuda(
-                kernels::fill_uniform(k.send.get(), buffer_bytes / 2, kernels::Elem::bf16, 7000 + r, 1.0f, k.stream),
-                "fill_uniform");
-            check_cuda(
-                kernels::fill_uniform(k.recv.get(), buffer_bytes / 2, kernels::Elem::bf16, 8000 + r, 1.0f, k.stream),
-                "fill_uniform");
+            check_cuda(kernels::fill_uniform(k.send.get(), buffer_bytes / 2, kernels::Elem::bf16, 7000 + r,
+                                             1.0f, k.stream),
+                       "fill_uniform");
+            check_cuda(kernels::fill_uniform(k.recv.get(), buffer_bytes / 2, kernels::Elem::bf16, 8000 + r,
+                                             1.0f, k.stream),
+                       "fill_uniform");
         }
         for (auto& k : ranks_)
             check_cuda(cudaStreamSynchronize(k.stream), "cudaStreamSynchronize");
@@ -85,21 +85,25 @@ void launch(std::vector<Rank>& ranks, CollectiveOp op, std::int64_t bytes) {
         Rank& k = ranks[r];
         switch (op) {
             case CollectiveOp::all_reduce:
-                check_nccl(ncclAllReduce(k.send.get(), k.recv.get(), count, ncclBfloat16, ncclSum, k.comm, k.stream),
-                           "ncclAllReduce");
+                check_nccl(
+                    ncclAllReduce(k.send.get(), k.recv.get(), count, ncclBfloat16, ncclSum, k.comm, k.stream),
+                    "ncclAllReduce");
                 break;
             case CollectiveOp::all_gather:  // size = the gathered output; each rank sends count / n
-                check_nccl(ncclAllGather(k.send.get(), k.recv.get(), count / n, ncclBfloat16, k.comm, k.stream),
-                           "ncclAllGather");
+                check_nccl(
+                    ncclAllGather(k.send.get(), k.recv.get(), count / n, ncclBfloat16, k.comm, k.stream),
+                    "ncclAllGather");
                 break;
             case CollectiveOp::reduce_scatter:  // size = the input; each rank receives count / n
-                check_nccl(
-                    ncclReduceScatter(k.send.get(), k.recv.get(), count / n, ncclBfloat16, ncclSum, k.comm, k.stream),
-                    "ncclReduceScatter");
+                check_nccl(ncclReduceScatter(k.send.get(), k.recv.get(), count / n, ncclBfloat16, ncclSum,
+                                             k.comm, k.stream),
+                           "ncclReduceScatter");
                 break;
             case CollectiveOp::send_recv:  // ring: send to the next rank, receive from the previous one
-                check_nccl(ncclSend(k.send.get(), count, ncclBfloat16, (r + 1) % n, k.comm, k.stream), "ncclSend");
-                check_nccl(ncclRecv(k.recv.get(), count, ncclBfloat16, (r + n - 1) % n, k.comm, k.stream), "ncclRecv");
+                check_nccl(ncclSend(k.send.get(), count, ncclBfloat16, (r + 1) % n, k.comm, k.stream),
+                           "ncclSend");
+                check_nccl(ncclRecv(k.recv.get(), count, ncclBfloat16, (r + n - 1) % n, k.comm, k.stream),
+                           "ncclRecv");
                 break;
         }
     }
@@ -122,7 +126,8 @@ std::vector<CollectiveRow> measure_collectives(int gpus, bool quick, const RepPo
     if (sizes.empty()) throw DeviceError("too little free device memory for any NCCL message");
     const std::int64_t largest = sizes.back();
     if (largest < (quick ? (std::int64_t{1} << 30) : (std::int64_t{4} << 30)))
-        progress.note(fmt::format("collectives: sizes above {} bytes left out (free device memory)", largest));
+        progress.note(
+            fmt::format("collectives: sizes above {} bytes left out (free device memory)", largest));
 
     Ranks group(gpus, largest);
     std::vector<Rank>& ranks = group.get();
@@ -170,7 +175,8 @@ int self_check_collectives(int gpus, std::ostream& log) {
                     CollectiveOp::send_recv}) {
         for (auto& k : ranks) {
             check_cuda(cudaSetDevice(k.device), "cudaSetDevice");
-            check_cuda(cudaMemsetAsync(k.recv.get(), 0, static_cast<std::size_t>(count * 2), k.stream), "cudaMemset");
+            check_cuda(cudaMemsetAsync(k.recv.get(), 0, static_cast<std::size_t>(count * 2), k.stream),
+                       "cudaMemset");
         }
         launch(ranks, op, count * 2);
         std::vector<std::vector<float>> send, recv;
@@ -205,7 +211,8 @@ int self_check_collectives(int gpus, std::ostream& log) {
                 got.resize(per_rank);
                 want.resize(per_rank);
             }
-            worst = std::max(worst, reference::worst_error(got, want, 2e-2, 1e-2));
+            // NCCL keeps bf16 partial sums between steps: up to n - 1 roundings of 2^-8.
+            worst = std::max(worst, reference::worst_error(got, want, 5e-2, 1e-2));
         }
         const bool ok = worst <= 1;
         log << fmt::format("self-check nccl {} over {} GPUs: {} (worst error {:.3f} of the tolerance)\n",

@@ -19,7 +19,8 @@
 namespace trainsim::calibrate {
 
 inline void check_cuda(cudaError_t e, const char* call) {
-    if (e != cudaSuccess) throw DeviceError(fmt::format("{}: {} ({})", call, cudaGetErrorString(e), cudaGetErrorName(e)));
+    if (e != cudaSuccess)
+        throw DeviceError(fmt::format("{}: {} ({})", call, cudaGetErrorString(e), cudaGetErrorName(e)));
 }
 
 /// A device allocation that grows on demand (contents are lost when it grows).
@@ -60,10 +61,10 @@ class DeviceBuffer {
     std::size_t bytes_ = 0;
 };
 
-/// Times `launch` (which enqueues one run on `stream` and returns nothing or throws) with CUDA events: warm-up
-/// runs (each timed, to size the repetitions), then reps_for(median warm-up time) runs enqueued back to back
-/// behind a spin kernel (kernels::spin) that holds the stream while they are enqueued, each between its own
-/// pair of events; the statistics of the timed runs.
+/// Times `launch` (which enqueues one run on `stream` and returns nothing or throws) with CUDA events:
+/// warm-up runs (each timed, to size the repetitions), then reps_for(median warm-up time) runs enqueued back
+/// to back behind a spin kernel (kernels::spin) that holds the stream while they are enqueued, each between
+/// its own pair of events; the statistics of the timed runs.
 template <typename Launch>
 TimingStats time_on_stream(cudaStream_t stream, const RepPolicy& p, Launch&& launch) {
     cudaEvent_t a, b;
@@ -88,8 +89,9 @@ TimingStats time_on_stream(cudaStream_t stream, const RepPolicy& p, Launch&& lau
     for (auto& e : events)
         check_cuda(cudaEventCreate(&e), "cudaEventCreate");
     // Hold the stream while the runs are enqueued (about 20 us of CPU each, cuBLASLt's host side included).
-    check_cuda(kernels::spin(std::min<std::int64_t>(100'000'000, 1'000'000 + 20'000 * std::int64_t{reps}), stream),
-               "spin");
+    check_cuda(
+        kernels::spin(std::min<std::int64_t>(100'000'000, 1'000'000 + 20'000 * std::int64_t{reps}), stream),
+        "spin");
     for (int r = 0; r < reps; ++r) {
         check_cuda(cudaEventRecord(events[2 * r], stream), "cudaEventRecord");
         launch();
@@ -124,12 +126,14 @@ inline std::vector<float> download(const void* p, std::int64_t n, kernels::Elem 
         for (std::size_t i = 0; i < raw.size(); ++i)
             out[i] = reference::e4m3_to_float(raw[i]);
     } else if (e == kernels::Elem::fp32) {
-        check_cuda(cudaMemcpy(out.data(), p, out.size() * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+        check_cuda(cudaMemcpy(out.data(), p, out.size() * sizeof(float), cudaMemcpyDeviceToHost),
+                   "cudaMemcpy");
     } else {
         std::vector<std::uint16_t> raw(out.size());
         check_cuda(cudaMemcpy(raw.data(), p, raw.size() * 2, cudaMemcpyDeviceToHost), "cudaMemcpy");
         for (std::size_t i = 0; i < raw.size(); ++i)
-            out[i] = e == kernels::Elem::bf16 ? reference::bf16_to_float(raw[i]) : reference::fp16_to_float(raw[i]);
+            out[i] = e == kernels::Elem::bf16 ? reference::bf16_to_float(raw[i])
+                                              : reference::fp16_to_float(raw[i]);
     }
     return out;
 }

@@ -31,7 +31,8 @@ DeviceProps device_props(int device) {
     d.cc_minor = prop.minor;
     d.sm_count = prop.multiProcessorCount;
     d.memory_bytes = static_cast<double>(prop.totalGlobalMem);
-    check_cuda(cudaDeviceGetAttribute(&d.sm_clock_khz, cudaDevAttrClockRate, device), "cudaDeviceGetAttribute");
+    check_cuda(cudaDeviceGetAttribute(&d.sm_clock_khz, cudaDevAttrClockRate, device),
+               "cudaDeviceGetAttribute");
     check_cuda(cudaDeviceGetAttribute(&d.memory_clock_khz, cudaDevAttrMemoryClockRate, device),
                "cudaDeviceGetAttribute");
     return d;

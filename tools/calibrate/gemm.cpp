@@ -8,7 +8,8 @@
 namespace trainsim::calibrate {
 
 LtMatmul::LtMatmul(cublasLtHandle_t lt, const GemmJob& j, const float* scales) : lt_(lt) {
-    check_blas(cublasLtMatmulDescCreate(&desc_.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+    check_blas(cublasLtMatmulDescCreate(&desc_.op, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+               "cublasLtMatmulDescCreate");
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     check_blas(cublasLtMatmulDescSetAttribute(desc_.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta),
                "cublasLtMatmulDescSetAttribute(TRANSA)");
@@ -17,16 +18,21 @@ LtMatmul::LtMatmul(cublasLtHandle_t lt, const GemmJob& j, const float* scales) :
     if (j.dtype == GemmDtype::fp8) {
         const float* sa = scales;
         const float* sb = scales + 1;
-        check_blas(cublasLtMatmulDescSetAttribute(desc_.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa),
-                   "cublasLtMatmulDescSetAttribute(A_SCALE_POINTER)");
-        check_blas(cublasLtMatmulDescSetAttribute(desc_.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb),
-                   "cublasLtMatmulDescSetAttribute(B_SCALE_POINTER)");
+        check_blas(
+            cublasLtMatmulDescSetAttribute(desc_.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa),
+            "cublasLtMatmulDescSetAttribute(A_SCALE_POINTER)");
+        check_blas(
+            cublasLtMatmulDescSetAttribute(desc_.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb),
+            "cublasLtMatmulDescSetAttribute(B_SCALE_POINTER)");
     }
     // Column-major: A = W^T stored [k, n] (ld k), used transposed; B = x^T stored [k, m] (ld k); C = D = y^T
     // [n, m] (ld n).
-    check_blas(cublasLtMatrixLayoutCreate(&desc_.a, input_type(j.dtype), j.k, j.n, j.k), "cublasLtMatrixLayoutCreate");
-    check_blas(cublasLtMatrixLayoutCreate(&desc_.b, input_type(j.dtype), j.k, j.m, j.k), "cublasLtMatrixLayoutCreate");
-    check_blas(cublasLtMatrixLayoutCreate(&desc_.c, output_type(j.dtype), j.n, j.m, j.n), "cublasLtMatrixLayoutCreate");
+    check_blas(cublasLtMatrixLayoutCreate(&desc_.a, input_type(j.dtype), j.k, j.n, j.k),
+               "cublasLtMatrixLayoutCreate");
+    check_blas(cublasLtMatrixLayoutCreate(&desc_.b, input_type(j.dtype), j.k, j.m, j.k),
+               "cublasLtMatrixLayoutCreate");
+    check_blas(cublasLtMatrixLayoutCreate(&desc_.c, output_type(j.dtype), j.n, j.m, j.n),
+               "cublasLtMatrixLayoutCreate");
     if (j.batch > 1) {
         set_batch(desc_.a, j.batch, j.n * j.k);
         set_batch(desc_.b, j.batch, j.m * j.k);
@@ -34,12 +40,12 @@ LtMatmul::LtMatmul(cublasLtHandle_t lt, const GemmJob& j, const float* scales) :
     }
     check_blas(cublasLtMatmulPreferenceCreate(&desc_.pref), "cublasLtMatmulPreferenceCreate");
     const std::uint64_t ws = kWorkspaceBytes;
-    check_blas(
-        cublasLtMatmulPreferenceSetAttribute(desc_.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
-        "cublasLtMatmulPreferenceSetAttribute");
+    check_blas(cublasLtMatmulPreferenceSetAttribute(desc_.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                                    sizeof ws),
+               "cublasLtMatmulPreferenceSetAttribute");
     int found = 0;
-    check_blas(cublasLtMatmulAlgoGetHeuristic(lt_, desc_.op, desc_.a, desc_.b, desc_.c, desc_.c, desc_.pref, 1,
-                                              &heuristic_, &found),
+    check_blas(cublasLtMatmulAlgoGetHeuristic(lt_, desc_.op, desc_.a, desc_.b, desc_.c, desc_.c, desc_.pref,
+                                              1, &heuristic_, &found),
                "cublasLtMatmulAlgoGetHeuristic");
     if (found == 0) throw Unsupported("cublasLtMatmulAlgoGetHeuristic found no algorithm");
 }
@@ -60,11 +66,11 @@ void unfused_attention_forward(cublasHandle_t h, cudaStream_t s, const Attention
 
 void unfused_attention_backward(cublasHandle_t h, cudaStream_t s, const AttentionBuffers& b, std::int64_t bh,
                                 std::int64_t seq, std::int64_t d, float alpha) {
-    rm_gemm(h, true, false, seq, d, seq, 1.0f, b.p, b.dout, b.dv, bh);   // dV = P^T.dO
-    rm_gemm(h, false, true, seq, seq, d, 1.0f, b.dout, b.v, b.dp, bh);   // dP = dO.V^T
+    rm_gemm(h, true, false, seq, d, seq, 1.0f, b.p, b.dout, b.dv, bh);  // dV = P^T.dO
+    rm_gemm(h, false, true, seq, seq, d, 1.0f, b.dout, b.v, b.dp, bh);  // dP = dO.V^T
     check_cuda(kernels::softmax_backward(b.p, b.dp, bh * seq, seq, 1.0f, s), "softmax_backward");
-    rm_gemm(h, false, false, seq, d, seq, alpha, b.dp, b.k, b.dq, bh);   // dQ = alpha dS.K
-    rm_gemm(h, true, false, seq, d, seq, alpha, b.dp, b.q, b.dk, bh);    // dK = alpha dS^T.Q
+    rm_gemm(h, false, false, seq, d, seq, alpha, b.dp, b.k, b.dq, bh);  // dQ = alpha dS.K
+    rm_gemm(h, true, false, seq, d, seq, alpha, b.dp, b.q, b.dk, bh);   // dK = alpha dS^T.Q
 }
 
 std::vector<GemmRow> measure_gemms(int device, const std::vector<GemmJob>& jobs, const RepPolicy& p,
@@ -95,11 +101,11 @@ std::vector<GemmRow> measure_gemms(int device, const std::vector<GemmJob>& jobs,
             progress.note(fmt::format("gemm {}: out of device memory, skipped", shape_text(j)));
             continue;
         }
-        check_cuda(kernels::fill_uniform(a.get(), static_cast<std::int64_t>(a_elems), input_elem(j.dtype), seed++,
-                                         1.0f, stream.s),
+        check_cuda(kernels::fill_uniform(a.get(), static_cast<std::int64_t>(a_elems), input_elem(j.dtype),
+                                         seed++, 1.0f, stream.s),
                    "fill_uniform");
-        check_cuda(kernels::fill_uniform(b.get(), static_cast<std::int64_t>(b_elems), input_elem(j.dtype), seed++,
-                                         1.0f, stream.s),
+        check_cuda(kernels::fill_uniform(b.get(), static_cast<std::int64_t>(b_elems), input_elem(j.dtype),
+                                         seed++, 1.0f, stream.s),
                    "fill_uniform");
         try {
             const LtMatmul mm(lt, j, scales.as<float>());
@@ -137,22 +143,23 @@ std::vector<AttentionRow> measure_attention(int device, const std::vector<Attent
         const float alpha = 1.0f / std::sqrt(static_cast<float>(d));
         DeviceBuffer q, k, v, o, probs;
         progress.step("fwd " + what);
-        if (!q.reserve(qkv_bytes) || !k.reserve(qkv_bytes) || !v.reserve(qkv_bytes) || !o.reserve(qkv_bytes) ||
-            !probs.reserve(score_bytes)) {
+        if (!q.reserve(qkv_bytes) || !k.reserve(qkv_bytes) || !v.reserve(qkv_bytes) ||
+            !o.reserve(qkv_bytes) || !probs.reserve(score_bytes)) {
             progress.note(fmt::format("attention {}: out of device memory (scores {:.1f} GiB), skipped", what,
                                       static_cast<double>(score_bytes) / (1 << 30)));
             progress.step("bwd " + what);
             continue;
         }
         for (DeviceBuffer* buf : {&q, &k, &v})
-            check_cuda(kernels::fill_uniform(buf->get(), bh * sq * d, kernels::Elem::bf16, seed++, 1.0f, stream.s),
-                       "fill_uniform");
-        AttentionBuffers ab{q.get(), k.get(), v.get(), o.get(), probs.get(), nullptr, nullptr, nullptr, nullptr,
-                            nullptr};
+            check_cuda(
+                kernels::fill_uniform(buf->get(), bh * sq * d, kernels::Elem::bf16, seed++, 1.0f, stream.s),
+                "fill_uniform");
+        AttentionBuffers ab{q.get(), k.get(), v.get(), o.get(), probs.get(),
+                            nullptr, nullptr, nullptr, nullptr, nullptr};
         try {
-            rows.push_back(AttentionRow{
-                "unfused", true, s,
-                time_on_stream(stream.s, p, [&] { unfused_attention_forward(h, stream.s, ab, bh, sq, d, alpha); })});
+            rows.push_back(AttentionRow{"unfused", true, s, time_on_stream(stream.s, p, [&] {
+                                            unfused_attention_forward(h, stream.s, ab, bh, sq, d, alpha);
+                                        })});
             // `probs` now holds P of the last forward.
             progress.step("bwd " + what);
             DeviceBuffer dout, dq, dk, dv, dp;
@@ -161,12 +168,13 @@ std::vector<AttentionRow> measure_attention(int device, const std::vector<Attent
                 progress.note(fmt::format("attention backward {}: out of device memory, skipped", what));
                 continue;
             }
-            check_cuda(kernels::fill_uniform(dout.get(), bh * sq * d, kernels::Elem::bf16, seed++, 1.0f, stream.s),
-                       "fill_uniform");
+            check_cuda(
+                kernels::fill_uniform(dout.get(), bh * sq * d, kernels::Elem::bf16, seed++, 1.0f, stream.s),
+                "fill_uniform");
             ab.dout = dout.get(), ab.dq = dq.get(), ab.dk = dk.get(), ab.dv = dv.get(), ab.dp = dp.get();
-            rows.push_back(AttentionRow{
-                "unfused", false, s,
-                time_on_stream(stream.s, p, [&] { unfused_attention_backward(h, stream.s, ab, bh, sq, d, alpha); })});
+            rows.push_back(AttentionRow{"unfused", false, s, time_on_stream(stream.s, p, [&] {
+                                            unfused_attention_backward(h, stream.s, ab, bh, sq, d, alpha);
+                                        })});
         } catch (const Unsupported& e) {
             progress.note(fmt::format("attention {}: {}, skipped", what, e.what()));
         }

@@ -1,6 +1,6 @@
-// trainsim-calibrate's own kernels: random fill, causal softmax forward/backward (the unfused attention path),
-// layer norm and GeLU (memory-bound references). Straightforward kernels: one block per row for the row
-// reductions (fp32 accumulation, warp shuffles), grid-stride loops elsewhere.
+// trainsim-calibrate's own kernels: random fill, causal softmax forward/backward (the unfused attention
+// path), layer norm and GeLU (memory-bound references). Straightforward kernels: one block per row for the
+// row reductions (fp32 accumulation, warp shuffles), grid-stride loops elsewhere.
 #include "kernels.hpp"
 
 #include <cmath>
@@ -108,8 +108,9 @@ __global__ void softmax_backward_kernel(const __nv_bfloat16* p, __nv_bfloat16* d
         dr[j] = __float2bfloat16(scale * __bfloat162float(pr[j]) * (__bfloat162float(dr[j]) - dot));
 }
 
-__global__ void layernorm_kernel(const __nv_bfloat16* x, const __nv_bfloat16* gamma, const __nv_bfloat16* beta,
-                                 __nv_bfloat16* y, float* mean_out, float* rstd_out, std::int64_t cols) {
+__global__ void layernorm_kernel(const __nv_bfloat16* x, const __nv_bfloat16* gamma,
+                                 const __nv_bfloat16* beta, __nv_bfloat16* y, float* mean_out,
+                                 float* rstd_out, std::int64_t cols) {
     const std::int64_t row = blockIdx.x;
     const __nv_bfloat16* xr = x + row * cols;
     __nv_bfloat16* yr = y + row * cols;

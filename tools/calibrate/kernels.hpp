@@ -16,7 +16,8 @@ cudaError_t fill_uniform(void* data, std::int64_t n, Elem type, std::uint64_t se
                          cudaStream_t stream);
 
 /// In place on `rows` rows of `cols` bf16 scores: p = softmax(scale * s) over the columns a causal mask keeps
-/// (row r of each [sq, cols] block, sq = rows_per_block, keeps columns <= r % sq + cols - sq), zeros elsewhere.
+/// (row r of each [sq, cols] block, sq = rows_per_block, keeps columns <= r % sq + cols - sq), zeros
+/// elsewhere.
 cudaError_t causal_softmax_forward(void* scores, std::int64_t rows, std::int64_t rows_per_block,
                                    std::int64_t cols, float scale, cudaStream_t stream);
 

@@ -34,7 +34,8 @@ constexpr int kExitSelfCheckFailed = 6;
 
 const char* kAbout =
     "trainsim-calibrate [options]\n\n"
-    "Times real kernels on this machine's GPUs with CUDA events (warm-up, then repetitions: median, min, max)\n"
+    "Times real kernels on this machine's GPUs with CUDA events (warm-up, then repetitions: median, min, "
+    "max)\n"
     "on random data and writes a trainsim-profile/1 file for `trainsim ... --profile FILE`:\n"
     "  gemm         cuBLASLt GEMMs y[m,n] = x[m,k].W[n,k]^T in bf16, fp16 and fp8 (e4m3, per-tensor scales,\n"
     "               sm89+): the shapes of --workload's program (forward, dgrad, wgrad) and a generic grid\n"
@@ -88,7 +89,8 @@ Sections parse_sections(const std::string& only) {
         else if (w == "collectives")
             s.collectives = true;
         else
-            throw InputError(fmt::format("--only: \"{}\" is not one of gemm, attention, memory, collectives", w));
+            throw InputError(
+                fmt::format("--only: \"{}\" is not one of gemm, attention, memory, collectives", w));
     }
     return s;
 }
@@ -105,8 +107,10 @@ int run(int argc, char** argv) {
         "the trainsim catalog GPU the profile describes (default: guessed from the device name, e.g. "
         "\"NVIDIA H100 80GB HBM3\" -> H100-SXM5-80GB; refused when unknown)")(
         "quick", "a short pass: fewer shapes, sizes and repetitions")(
-        "device", po::value(&device)->value_name("N"), "CUDA device index of the single-GPU measurements (default 0)")(
-        "only", po::value(&only)->value_name("LIST"), "comma-separated sections to run: gemm, attention, memory, collectives")(
+        "device", po::value(&device)->value_name("N"),
+        "CUDA device index of the single-GPU measurements (default 0)")(
+        "only", po::value(&only)->value_name("LIST"),
+        "comma-separated sections to run: gemm, attention, memory, collectives")(
         "no-grid", "leave out the generic GEMM grid")(
         "self-check", "only compare each GPU path with its CPU reference on small inputs (no profile)");
     cli::add_input_options(desc, in_opts);
@@ -121,7 +125,8 @@ int run(int argc, char** argv) {
     // The workload (optional): the same files and options as `trainsim run`.
     const bool has_workload = !in_opts.workload_file.empty() || !in_opts.runs_file.empty();
     if (!has_workload && (!in_opts.topology_file.empty() || !in_opts.sets.empty()))
-        throw InputError("--topology and --set describe a workload's run: give --workload (or --from-runs --id)");
+        throw InputError(
+            "--topology and --set describe a workload's run: give --workload (or --from-runs --id)");
     std::optional<cli::Inputs> in;
     if (has_workload) in = cli::resolve_inputs(in_opts);
     std::vector<GemmShape> workload_shapes;
@@ -149,25 +154,32 @@ int run(int argc, char** argv) {
         return kExitNoDevice;
     }
     if (device < 0 || device >= devices)
-        throw InputError(fmt::format("--device {}: this machine has CUDA devices 0..{}", device, devices - 1));
+        throw InputError(
+            fmt::format("--device {}: this machine has CUDA devices 0..{}", device, devices - 1));
     const DeviceProps props = device_props(device);
     // The GPU paths compute what they claim before anything is timed.
     int failures = self_check(device, std::cerr);
     if (devices >= 2 && (sections.collectives || vm.count("self-check")))
         failures += self_check_collectives(devices, std::cerr);
     if (failures > 0) {
-        std::cerr << fmt::format("trainsim-calibrate: error: {} self-check(s) failed; no profile written\n", failures);
+        std::cerr << fmt::format("trainsim-calibrate: error: {} self-check(s) failed; no profile written\n",
+                                 failures);
         return kExitSelfCheckFailed;
     }
     if (vm.count("self-check")) return kExitOk;
+    const auto guess = guess_catalog_gpu(props.name, props.memory_bytes);
+    if (!gpu_name.empty() && guess && *guess != gpu_name)
+        std::cerr << fmt::format(
+            "trainsim-calibrate: note: --gpu {} names another GPU than the device \"{}\" "
+            "({})\n",
+            gpu_name, props.name, *guess);
     if (gpu_name.empty()) {
-        const auto guess = guess_catalog_gpu(props.name, props.memory_bytes);
         if (!guess)
-            throw InputError(fmt::format("the device \"{}\" matches no trainsim catalog GPU; name it with --gpu",
-                                         props.name));
+            throw InputError(fmt::format(
+                "the device \"{}\" matches no trainsim catalog GPU; name it with --gpu", props.name));
         gpu_name = *guess;
     }
-    if (in && in->topology.gpu != gpu_name)
+    if (in && (!in_opts.topology_file.empty() || !in_opts.runs_file.empty()) && in->topology.gpu != gpu_name)
         std::cerr << fmt::format(
             "trainsim-calibrate: note: the topology's GPU is {}, this profile describes {}; trainsim refuses "
             "a profile for another GPU type\n",
@@ -179,47 +191,51 @@ int run(int argc, char** argv) {
     profile.gpu = gpu_name;
     profile.device = device_info(device);
     profile.date = today_utc();
-    progress.note(fmt::format("device {}: {} (sm_{}{}, {} SMs, {:.1f} GiB), profile for {}", device, props.name,
-                              props.cc_major, props.cc_minor, props.sm_count,
+    progress.note(fmt::format("device {}: {} (sm_{}{}, {} SMs, {:.1f} GiB), profile for {}", device,
+                              props.name, props.cc_major, props.cc_minor, props.sm_count,
                               props.memory_bytes / (1024.0 * 1024.0 * 1024.0), gpu_name));
 
     std::vector<std::string> measured;
     if (sections.gemm) {
         const bool fp8 = has_fp8(props.cc_major, props.cc_minor);
         if (!fp8) progress.note("no FP8 tensor cores (sm89+ needed): fp8 GEMMs left out");
-        const auto jobs = plan_gemm_jobs(workload_shapes, vm.count("no-grid") ? std::vector<GemmShape>{} : gemm_grid(quick),
-                                         fp8, quick);
+        const auto jobs = plan_gemm_jobs(
+            workload_shapes, vm.count("no-grid") ? std::vector<GemmShape>{} : gemm_grid(quick), fp8, quick);
         profile.gemm = measure_gemms(device, jobs, policy, progress);
-        measured.push_back(fmt::format("{} GEMMs (cuBLASLt, TN layout, heuristic's first algorithm, 32 MiB "
-                                       "workspace, fp32 accumulation; fp8 e4m3 x e4m3 -> bf16 with per-tensor "
-                                       "scales, no fast accumulation)",
-                                       profile.gemm.size()));
+        measured.push_back(
+            fmt::format("{} GEMMs (cuBLASLt, TN layout, heuristic's first algorithm, 32 MiB "
+                        "workspace, fp32 accumulation; fp8 e4m3 x e4m3 -> bf16 with per-tensor "
+                        "scales, no fast accumulation)",
+                        profile.gemm.size()));
     }
     if (sections.attention) {
         profile.attention = measure_attention(device, attention_shapes, policy, progress);
-        measured.push_back(fmt::format("{} attention passes (unfused: cublasGemmStridedBatchedEx bf16 + "
-                                       "trainsim-calibrate's causal softmax; GQA K/V expansion not timed)",
-                                       profile.attention.size()));
+        measured.push_back(
+            fmt::format("{} attention passes (unfused: cublasGemmStridedBatchedEx bf16 + "
+                        "trainsim-calibrate's causal softmax; GQA K/V expansion not timed)",
+                        profile.attention.size()));
     }
     if (sections.memory) {
         profile.memory_bound = measure_memory_bound(device, memory_jobs, policy, progress);
-        measured.push_back(fmt::format("{} memory-bound kernels (copy = cudaMemcpyAsync, layernorm and gelu "
-                                       "= trainsim-calibrate's bf16 kernels)",
-                                       profile.memory_bound.size()));
+        measured.push_back(
+            fmt::format("{} memory-bound kernels (copy = cudaMemcpyAsync, layernorm and gelu "
+                        "= trainsim-calibrate's bf16 kernels)",
+                        profile.memory_bound.size()));
     }
     if (sections.collectives) {
         if (devices < 2) {
             progress.note("one GPU: NCCL collectives need two or more, skipped");
         } else {
             profile.collectives = measure_collectives(devices, quick, policy, progress);
-            measured.push_back(fmt::format("{} NCCL collectives over {} GPUs (bf16, sum, out of place; {} warm-up "
-                                           "and {} timed iterations back to back, average of the slowest GPU)",
-                                           profile.collectives.size(), devices, policy.nccl_warmup,
-                                           policy.nccl_iters));
+            measured.push_back(
+                fmt::format("{} NCCL collectives over {} GPUs (bf16, sum, out of place; {} warm-up "
+                            "and {} timed iterations back to back, average of the slowest GPU)",
+                            profile.collectives.size(), devices, policy.nccl_warmup, policy.nccl_iters));
         }
     }
     profile.source = fmt::format(
-        "{}; self-check against CPU references passed; CUDA events on random data; warm-up >= {} runs and >= {} ms, then clamp(ceil({} ms / "
+        "{}; self-check against CPU references passed; CUDA events on random data; warm-up >= {} runs and >= "
+        "{} ms, then clamp(ceil({} ms / "
         "warm-up median), {}, {}) timed runs: median, min, max; {}; peak clocks SM {} MHz, memory {} MHz "
         "(clocks not locked by the tool)",
         join_command_line(argc, argv), policy.warmup_min, policy.warmup_s * 1e3, policy.target_s * 1e3,

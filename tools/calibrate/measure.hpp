@@ -48,8 +48,8 @@ std::vector<AttentionRow> measure_attention(int device, const std::vector<Attent
                                             const RepPolicy& p, Progress& progress);
 
 /// copy (cudaMemcpyAsync device to device), layernorm and gelu (kernels.cu), bf16.
-std::vector<MemoryRow> measure_memory_bound(int device, const std::vector<MemoryJob>& jobs, const RepPolicy& p,
-                                            Progress& progress);
+std::vector<MemoryRow> measure_memory_bound(int device, const std::vector<MemoryJob>& jobs,
+                                            const RepPolicy& p, Progress& progress);
 
 /// NCCL all-reduce (sum), all-gather, reduce-scatter (sum) and ring send/recv over GPUs 0 .. gpus-1 of one
 /// process (ncclCommInitAll), bf16, out of place; nccl-tests' method: warm-up iterations, then timed
@@ -58,8 +58,8 @@ std::vector<CollectiveRow> measure_collectives(int gpus, bool quick, const RepPo
 
 /// --self-check: runs each timed GPU path once on small random inputs and compares the result with the CPU
 /// references of reference.hpp: cuBLASLt GEMMs in bf16, fp16 (batched too) and fp8 (per-tensor scales 0.5 and
-/// 4, where the GPU has FP8), unfused attention forward (P, O) and backward (dQ, dK, dV), layer norm, GeLU and
-/// the copy. One line per check on `log`; returns the number of failed checks.
+/// 4, where the GPU has FP8), unfused attention forward (P, O) and backward (dQ, dK, dV), layer norm, GeLU
+/// and the copy. One line per check on `log`; returns the number of failed checks.
 int self_check(int device, std::ostream& log);
 /// The same for NCCL all-reduce, all-gather, reduce-scatter and ring send/recv over GPUs 0 .. gpus-1.
 int self_check_collectives(int gpus, std::ostream& log);

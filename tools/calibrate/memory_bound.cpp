@@ -4,8 +4,8 @@
 
 namespace trainsim::calibrate {
 
-std::vector<MemoryRow> measure_memory_bound(int device, const std::vector<MemoryJob>& jobs, const RepPolicy& p,
-                                            Progress& progress) {
+std::vector<MemoryRow> measure_memory_bound(int device, const std::vector<MemoryJob>& jobs,
+                                            const RepPolicy& p, Progress& progress) {
     check_cuda(cudaSetDevice(device), "cudaSetDevice");
     cudaStream_t stream = nullptr;
     check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
@@ -27,7 +27,8 @@ std::vector<MemoryRow> measure_memory_bound(int device, const std::vector<Memory
             progress.note(fmt::format("{}: out of device memory, skipped", j.label));
             continue;
         }
-        check_cuda(kernels::fill_uniform(x.get(), elems, kernels::Elem::bf16, seed++, 1.0f, stream), "fill_uniform");
+        check_cuda(kernels::fill_uniform(x.get(), elems, kernels::Elem::bf16, seed++, 1.0f, stream),
+                   "fill_uniform");
         TimingStats t;
         if (j.kernel == "copy") {
             t = time_on_stream(stream, p, [&] {
@@ -35,8 +36,9 @@ std::vector<MemoryRow> measure_memory_bound(int device, const std::vector<Memory
                            "cudaMemcpyAsync");
             });
         } else if (j.kernel == "gelu") {
-            t = time_on_stream(stream, p,
-                               [&] { check_cuda(kernels::gelu_forward(x.get(), y.get(), elems, stream), "gelu_forward"); });
+            t = time_on_stream(stream, p, [&] {
+                check_cuda(kernels::gelu_forward(x.get(), y.get(), elems, stream), "gelu_forward");
+            });
         } else if (j.kernel == "layernorm") {
             const auto param_bytes = static_cast<std::size_t>(j.cols) * 2;
             const auto stat_bytes = static_cast<std::size_t>(j.rows) * sizeof(float);
@@ -50,9 +52,10 @@ std::vector<MemoryRow> measure_memory_bound(int device, const std::vector<Memory
             check_cuda(kernels::fill_uniform(beta.get(), j.cols, kernels::Elem::bf16, seed++, 1.0f, stream),
                        "fill_uniform");
             t = time_on_stream(stream, p, [&] {
-                check_cuda(kernels::layernorm_forward(x.get(), gamma.get(), beta.get(), y.get(), mean.as<float>(),
-                                                      rstd.as<float>(), j.rows, j.cols, stream),
-                           "layernorm_forward");
+                check_cuda(
+                    kernels::layernorm_forward(x.get(), gamma.get(), beta.get(), y.get(), mean.as<float>(),
+                                               rstd.as<float>(), j.rows, j.cols, stream),
+                    "layernorm_forward");
             });
         } else {
             throw DeviceError(fmt::format("unknown memory-bound kernel \"{}\"", j.kernel));

@@ -45,10 +45,10 @@ std::vector<GemmShape> workload_gemm_shapes(const ModelSpec& model, const Layout
 }
 
 std::vector<GemmShape> gemm_grid(bool quick) {
-    const std::vector<std::int64_t> ms = quick ? std::vector<std::int64_t>{1024, 4096, 16384}
-                                               : powers_of_two(1024, 32768);
-    const std::vector<std::int64_t> nk = quick ? std::vector<std::int64_t>{1024, 4096, 16384}
-                                               : powers_of_two(1024, 16384);
+    const std::vector<std::int64_t> ms =
+        quick ? std::vector<std::int64_t>{1024, 4096, 16384} : powers_of_two(1024, 32768);
+    const std::vector<std::int64_t> nk =
+        quick ? std::vector<std::int64_t>{1024, 4096, 16384} : powers_of_two(1024, 16384);
     std::vector<GemmShape> out;
     for (auto m : ms)
         for (auto n : nk)
@@ -77,8 +77,8 @@ bool fp8_shape_supported(const GemmShape& s) {
     return s.batch == 1 && s.m % 16 == 0 && s.n % 16 == 0 && s.k % 16 == 0;
 }
 
-std::vector<GemmJob> plan_gemm_jobs(const std::vector<GemmShape>& workload, const std::vector<GemmShape>& grid,
-                                    bool fp8_available, bool quick) {
+std::vector<GemmJob> plan_gemm_jobs(const std::vector<GemmShape>& workload,
+                                    const std::vector<GemmShape>& grid, bool fp8_available, bool quick) {
     std::vector<GemmJob> out;
     std::set<std::tuple<GemmDtype, std::int64_t, std::int64_t, std::int64_t, std::int64_t>> seen;
     auto add = [&](const GemmShape& s) {
@@ -110,7 +110,8 @@ AttentionShape workload_attention(const ModelSpec& model, const Layout& layout, 
 
 std::vector<AttentionShape> generic_attention(bool quick) {
     std::vector<AttentionShape> out;
-    for (std::int64_t seq : quick ? std::vector<std::int64_t>{4096} : std::vector<std::int64_t>{2048, 4096, 8192})
+    for (std::int64_t seq :
+         quick ? std::vector<std::int64_t>{4096} : std::vector<std::int64_t>{2048, 4096, 8192})
         out.push_back(AttentionShape{1, 16, 16, seq, 128, true, "generic"});
     return out;
 }
@@ -119,7 +120,8 @@ double memory_job_bytes(const MemoryJob& j) {
     const double e = static_cast<double>(j.rows) * static_cast<double>(j.cols);
     if (j.kernel == "copy") return 4 * e;
     if (j.kernel == "gelu") return 4 * e;
-    if (j.kernel == "layernorm") return 4 * e + 4.0 * static_cast<double>(j.cols) + 8.0 * static_cast<double>(j.rows);
+    if (j.kernel == "layernorm")
+        return 4 * e + 4.0 * static_cast<double>(j.cols) + 8.0 * static_cast<double>(j.rows);
     throw InternalError(fmt::format("unknown memory-bound kernel \"{}\"", j.kernel));
 }
 
@@ -166,7 +168,8 @@ std::vector<std::int64_t> collective_sizes(bool quick, std::int64_t max_bytes) {
 }
 
 std::int64_t collective_bytes(CollectiveOp op, std::int64_t bytes, int elem_bytes, int ranks) {
-    if (elem_bytes <= 0 || ranks <= 0) throw InternalError("collective_bytes: elem_bytes and ranks must be > 0");
+    if (elem_bytes <= 0 || ranks <= 0)
+        throw InternalError("collective_bytes: elem_bytes and ranks must be > 0");
     std::int64_t count = bytes / elem_bytes;
     if (op == CollectiveOp::all_gather || op == CollectiveOp::reduce_scatter) count = (count / ranks) * ranks;
     return count * elem_bytes;
@@ -208,7 +211,8 @@ RepPolicy rep_policy(bool quick) {
 int reps_for(double estimate_s, const RepPolicy& p) {
     if (!(estimate_s > 0)) return p.reps_max;
     const double want = std::ceil(p.target_s / estimate_s);
-    return static_cast<int>(std::clamp(want, static_cast<double>(p.reps_min), static_cast<double>(p.reps_max)));
+    return static_cast<int>(
+        std::clamp(want, static_cast<double>(p.reps_min), static_cast<double>(p.reps_max)));
 }
 
 TimingStats stats_of(std::vector<double> samples_s) {

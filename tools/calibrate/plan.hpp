@@ -58,8 +58,8 @@ struct GemmJob {
 
 /// The GEMMs to time: each workload shape then each grid shape, in bf16, fp16 (not with `quick`) and fp8
 /// (when `fp8_available` and fp8_shape_supported), each (dtype, m, n, k, batch) once (the first label wins).
-std::vector<GemmJob> plan_gemm_jobs(const std::vector<GemmShape>& workload, const std::vector<GemmShape>& grid,
-                                    bool fp8_available, bool quick);
+std::vector<GemmJob> plan_gemm_jobs(const std::vector<GemmShape>& workload,
+                                    const std::vector<GemmShape>& grid, bool fp8_available, bool quick);
 
 /// Causal attention of one micro-batch on one GPU (per TP rank): Q [batch, heads, seq, head_dim], K and V
 /// [batch, kv_heads, seq, head_dim].
@@ -139,9 +139,10 @@ struct TimingStats {
 TimingStats stats_of(std::vector<double> samples_s);
 
 /// The trainsim GPU catalog name of a CUDA device from its name and memory (cudaDeviceProp::name,
-/// totalGlobalMem): "NVIDIA A100-SXM4-80GB" -> A100-SXM4-80GB (40GB likewise, or by memory), "NVIDIA H100 80GB
-/// HBM3" -> H100-SXM5-80GB (more than 88 GiB: H100-SXM5-96GB), "NVIDIA H200" -> H200-SXM-141GB, "NVIDIA B200" ->
-/// B200. PCIe and NVL parts, GH200/GB200 and every other device: nullopt (not in the catalog; name it with
+/// totalGlobalMem): "NVIDIA A100-SXM4-80GB" -> A100-SXM4-80GB (40GB likewise, or by memory), "NVIDIA H100
+/// 80GB HBM3" -> H100-SXM5-80GB (more than 88 GiB: H100-SXM5-96GB), "NVIDIA H200" -> H200-SXM-141GB, "NVIDIA
+/// B200" -> B200. PCIe and NVL parts, GH200/GB200 and every other device: nullopt (not in the catalog; name
+/// it with
 /// --gpu).
 std::optional<std::string> guess_catalog_gpu(const std::string& device_name, double memory_bytes);
 

@@ -71,7 +71,8 @@ std::string format_bytes(double bytes);
 /// Bytes per second as "<value>GBps" (decimal GB, as nccl-tests), 4 decimals.
 std::string format_bandwidth(double bytes_per_s);
 
-/// The document (an empty section is left out: every array is optional). Throws InternalError for a row with a non-positive time (never written).
+/// The document (an empty section is left out: every array is optional). Throws InternalError for a row with
+/// a non-positive time (never written).
 nlohmann::ordered_json profile_to_json(const Profile& p);
 
 /// Today's date in UTC, ISO 8601 (YYYY-MM-DD).

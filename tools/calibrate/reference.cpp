@@ -114,8 +114,8 @@ AttentionBackward attention_backward(const std::vector<float>& q, const std::vec
                 double dv = 0, dq = 0, dk = 0;
                 for (std::int64_t j = 0; j < seq; ++j) {
                     dv += static_cast<double>(p[so + j * seq + i]) * dout[qo + j * d + l];  // (P^T.dO)[i, l]
-                    dq += ds[i * seq + j] * k[qo + j * d + l];                               // (dS.K)[i, l]
-                    dk += ds[j * seq + i] * q[qo + j * d + l];                               // (dS^T.Q)[i, l]
+                    dq += ds[i * seq + j] * k[qo + j * d + l];                              // (dS.K)[i, l]
+                    dk += ds[j * seq + i] * q[qo + j * d + l];                              // (dS^T.Q)[i, l]
                 }
                 r.dv[qo + i * d + l] = static_cast<float>(dv);
                 r.dq[qo + i * d + l] = static_cast<float>(alpha * dq);
@@ -146,7 +146,8 @@ std::vector<float> gelu(const std::vector<float>& x) {
     std::vector<float> y(x.size());
     for (std::size_t i = 0; i < x.size(); ++i) {
         const double v = x[i];
-        y[i] = static_cast<float>(0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))));
+        y[i] =
+            static_cast<float>(0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))));
     }
     return y;
 }

@@ -14,15 +14,17 @@ struct Checker {
     int failures = 0;
     void report(const std::string& name, double worst) {
         const bool ok = worst <= 1;
-        log << fmt::format("self-check {}: {} (worst error {:.3f} of the tolerance)\n", name, ok ? "ok" : "FAILED",
-                           worst);
+        log << fmt::format("self-check {}: {} (worst error {:.3f} of the tolerance)\n", name,
+                           ok ? "ok" : "FAILED", worst);
         failures += ok ? 0 : 1;
     }
 };
 
-DeviceBuffer& random_buffer(DeviceBuffer& b, std::int64_t n, kernels::Elem e, std::uint64_t seed, cudaStream_t s) {
+DeviceBuffer& random_buffer(DeviceBuffer& b, std::int64_t n, kernels::Elem e, std::uint64_t seed,
+                            cudaStream_t s) {
     const std::size_t eb = e == kernels::Elem::e4m3 ? 1 : e == kernels::Elem::fp32 ? 4 : 2;
-    if (!b.reserve(static_cast<std::size_t>(n) * eb)) throw DeviceError("out of device memory in --self-check");
+    if (!b.reserve(static_cast<std::size_t>(n) * eb))
+        throw DeviceError("out of device memory in --self-check");
     check_cuda(kernels::fill_uniform(b.get(), n, e, seed, 1.0f, s), "fill_uniform");
     return b;
 }
@@ -82,8 +84,8 @@ void check_attention(Checker& c, cudaStream_t s) {
     random_buffer(o, nq, bf, 4, s), random_buffer(p, np, bf, 5, s), random_buffer(dout, nq, bf, 6, s);
     random_buffer(dq, nq, bf, 7, s), random_buffer(dk, nq, bf, 8, s), random_buffer(dv, nq, bf, 9, s);
     random_buffer(dp, np, bf, 10, s);
-    const AttentionBuffers ab{q.get(), k.get(), v.get(), o.get(), p.get(), dout.get(), dq.get(), dk.get(), dv.get(),
-                              dp.get()};
+    const AttentionBuffers ab{q.get(),    k.get(),  v.get(),  o.get(),  p.get(),
+                              dout.get(), dq.get(), dk.get(), dv.get(), dp.get()};
     unfused_attention_forward(h, s, ab, bh, seq, d, alpha);
     check_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize");
     const auto hq = download(q.get(), nq, bf), hk = download(k.get(), nq, bf), hv = download(v.get(), nq, bf);
@@ -93,7 +95,8 @@ void check_attention(Checker& c, cudaStream_t s) {
     c.report("attention forward O", reference::worst_error(download(o.get(), nq, bf), fwd.o, 3e-2, 1e-3));
     unfused_attention_backward(h, s, ab, bh, seq, d, alpha);
     check_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize");
-    const auto bwd = reference::attention_backward(hq, hk, hv, gpu_p, download(dout.get(), nq, bf), bh, seq, d, alpha);
+    const auto bwd =
+        reference::attention_backward(hq, hk, hv, gpu_p, download(dout.get(), nq, bf), bh, seq, d, alpha);
     c.report("attention backward dQ", reference::worst_error(download(dq.get(), nq, bf), bwd.dq, 5e-2, 1e-3));
     c.report("attention backward dK", reference::worst_error(download(dk.get(), nq, bf), bwd.dk, 5e-2, 1e-3));
     c.report("attention backward dV", reference::worst_error(download(dv.get(), nq, bf), bwd.dv, 3e-2, 1e-3));
@@ -105,22 +108,25 @@ void check_memory_bound(Checker& c, cudaStream_t s) {
     DeviceBuffer x, y, gamma, beta, mean, rstd;
     random_buffer(x, n, bf, 20, s), random_buffer(y, n, bf, 21, s);
     random_buffer(gamma, cols, bf, 22, s), random_buffer(beta, cols, bf, 23, s);
-    random_buffer(mean, rows, kernels::Elem::fp32, 24, s), random_buffer(rstd, rows, kernels::Elem::fp32, 25, s);
+    random_buffer(mean, rows, kernels::Elem::fp32, 24, s),
+        random_buffer(rstd, rows, kernels::Elem::fp32, 25, s);
     check_cuda(kernels::layernorm_forward(x.get(), gamma.get(), beta.get(), y.get(), mean.as<float>(),
                                           rstd.as<float>(), rows, cols, s),
                "layernorm_forward");
     check_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize");
     const auto hx = download(x.get(), n, bf);
     const std::vector<float> hx_ln(hx.begin(), hx.begin() + rows * cols);
-    c.report("layernorm", reference::worst_error(download(y.get(), rows * cols, bf),
-                                                 reference::layernorm(hx_ln, download(gamma.get(), cols, bf),
-                                                                      download(beta.get(), cols, bf), rows, cols),
-                                                 2e-2, 1e-2));
+    c.report("layernorm",
+             reference::worst_error(download(y.get(), rows * cols, bf),
+                                    reference::layernorm(hx_ln, download(gamma.get(), cols, bf),
+                                                         download(beta.get(), cols, bf), rows, cols),
+                                    2e-2, 1e-2));
     check_cuda(kernels::gelu_forward(x.get(), y.get(), n, s), "gelu_forward");
     check_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize");
     c.report("gelu", reference::worst_error(download(y.get(), n, bf), reference::gelu(hx), 1e-2, 1e-3));
-    check_cuda(cudaMemcpyAsync(y.get(), x.get(), static_cast<std::size_t>(n) * 2, cudaMemcpyDeviceToDevice, s),
-               "cudaMemcpyAsync");
+    check_cuda(
+        cudaMemcpyAsync(y.get(), x.get(), static_cast<std::size_t>(n) * 2, cudaMemcpyDeviceToDevice, s),
+        "cudaMemcpyAsync");
     check_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize");
     c.report("copy", reference::worst_error(download(y.get(), n, bf), hx, 0, 1e-30));
 }
