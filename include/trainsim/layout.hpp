@@ -139,9 +139,11 @@ struct Layout {
     /// True when the DP reduction is a reduce-scatter of gradients + all-gather of parameters (distributed
     /// optimizer or ZeRO-1) rather than an all-reduce.
     bool sharded_optimizer() const { return distributed_optimizer || zero_stage >= 1; }
-    /// Bytes per element of the DP gradient reduction: fp32 for bf16 (Megatron-LM arguments.py forces
-    /// accumulate_allreduce_grads_in_fp32 with --bf16), 2 bytes otherwise.
-    double grad_reduce_bytes_per_element() const { return precision == Precision::bf16 ? 4.0 : 2.0; }
+    /// Bytes per element of the DP gradient reduction: fp32 for bf16 and fp8 runs (Megatron-LM arguments.py
+    /// forces accumulate_allreduce_grads_in_fp32 with --bf16, which FP8 runs also pass; torchtitan's FSDP2
+    /// MixedPrecisionPolicy reduce_dtype float32; DeepSpeed's BF16_Optimizer all-reduces fp32 gradients),
+    /// 2 bytes for fp16 runs (gradients reduced in fp16).
+    double grad_reduce_bytes_per_element() const { return precision == Precision::fp16 ? 2.0 : 4.0; }
     /// Bytes per element of activations and weights used by GEMMs (fp8 runs keep bf16 activations between
     /// kernels; the GEMM inputs are cast in the kernel).
     double activation_bytes() const { return 2.0; }

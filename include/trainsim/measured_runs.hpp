@@ -5,20 +5,20 @@
 // The run's `cluster` block is expanded by the DGX-style generator (cluster.hpp) with these generator
 // defaults for what the format does not carry: PCIe GPU<->NIC 32 GB/s (Gen4 x16, A100) or 64 GB/s (Gen5 x16,
 // Hopper/Blackwell), NVSwitch hop 1 us, NIC 2 us, switch 0.5 us, 32 nodes per leaf group, non-blocking
-// fat-tree. Layout fields the format does not carry take documented defaults (docs/validation.md),
-// overridable per run by the optional `training` keys `attention`, `overlap_grad_reduce`,
-// `overlap_param_gather`, `tp_comm_overlap`, `layers_per_stage`:
-//   attention: "unfused" on Ampere (the fused-softmax path of Megatron-LM/Megatron-DeepSpeed 2020-2022,
-//   before
-//              FlashAttention), "flash" on Hopper and newer (TransformerEngine fused attention,
-//              Megatron-Core);
-//   overlap_grad_reduce, overlap_param_gather: equal to distributed_optimizer (Megatron-Core pairs them);
-//   tp_comm_overlap: true on Hopper and newer with sequence parallelism and tp > 1 (TransformerEngine
-//   userbuffers
-//              overlap of the SP all-gather/reduce-scatter with the GEMMs, which needs SP), false otherwise;
+// fat-tree. Layout fields the format does not carry take the defaults of the run's framework
+// (include/trainsim/framework_defaults.hpp; docs/compute-model.md "Frameworks"), each overridable per run by
+// the optional `training` keys `attention` ("flash", "cudnn", "unfused"), `fp8_recipe` ("delayed",
+// "tensorwise", "rowwise", "mxfp8"), `reshard_after_forward`, `overlap_grad_reduce`, `overlap_param_gather`,
+// `tp_comm_overlap`, `layers_per_stage`:
+//   framework (optional `training.framework`): when absent, "torchtitan" in the run's source -> torchtitan;
+//              "llm-foundry" or "composer" -> composer; "DeepSpeed" or zero_stage >= 1 -> deepspeed; else
+//              megatron;
+//   async_tp (optional `training.async_tp`, default false): a torchtitan run with async TP (torch.compile
+//              micro-pipeline TP); it sets tp_comm_overlap for that run;
+//   recompute "selective" on a torchtitan run is its per-op selective checkpointing (selective_op);
 //   layers_per_stage when pp does not divide layers: the embedding and the LM head count as one layer each on
-//   the
-//              first and last stage (DeepSpeed partition_method "type:transformer|embedding", as BLOOM ran).
+//              the first and last stage (DeepSpeed partition_method "type:transformer|embedding", as BLOOM
+//              ran).
 #pragma once
 
 #include <optional>
