@@ -133,6 +133,10 @@ struct Layout {
     LoraTargets lora_targets;
     CheckpointSave checkpoint_save = CheckpointSave::sharded;
     Framework framework = Framework::megatron;
+    /// torchtitan: each TransformerBlock compiled with torch.compile (job config `training.compile`, off by
+    /// default). Without it the norms, RoPE and SwiGLU run as eager ATen ops, one kernel each
+    /// (eager_elementwise()).
+    bool torch_compile = false;
 
     int gpus() const { return tp * pp * dp * cp; }
     std::int64_t micro_batches() const { return global_batch / (micro_batch * dp); }
@@ -150,6 +154,9 @@ struct Layout {
     /// Bytes of optimizer state per trainable parameter on the device that holds it, fp32 master weight
     /// included (see Optimizer).
     double optimizer_bytes_per_param() const;
+    /// True when the block's element-wise ops run op by op in eager PyTorch: torchtitan without torch.compile
+    /// (its RMSNorm, apply_rotary_emb and SwiGLU are compositions of ATen ops; docs/compute-model.md).
+    bool eager_elementwise() const { return framework == Framework::torchtitan && !torch_compile; }
     /// True when the base weights are frozen (LoRA, QLoRA): no weight gradients for them.
     bool frozen_base() const { return adapter != Adapter::none; }
     /// True when DeepSpeed wraps the optimizer in its BF16_Optimizer (bf16 with ZeRO stage 0 or 1;

@@ -15,6 +15,9 @@
 //              megatron;
 //   async_tp (optional `training.async_tp`, default false): a torchtitan run with async TP (torch.compile
 //              micro-pipeline TP); it sets tp_comm_overlap for that run;
+//   compile (optional `training.compile`, default false as torchtitan's job config): the blocks were
+//              compiled with torch.compile; without it a torchtitan run's norms, RoPE and SwiGLU run as eager
+//              ops (Layout::eager_elementwise);
 //   recompute "selective" on a torchtitan run is its per-op selective checkpointing (selective_op);
 //   layers_per_stage when pp does not divide layers: the embedding and the LM head count as one layer each on
 //              the first and last stage (DeepSpeed partition_method "type:transformer|embedding", as BLOOM

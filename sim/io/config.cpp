@@ -137,6 +137,7 @@ Layout parse_layout(const json& j, const std::string& file) {
                                          : Fp8Recipe::delayed;
     }
     l.reshard_after_forward = o.boolean_or("reshard_after_forward", l.reshard_after_forward);
+    l.torch_compile = o.boolean_or("compile", false);
     if (o.has("layers_per_stage")) {
         const auto& v = o.raw("layers_per_stage");
         if (!v.is_array())

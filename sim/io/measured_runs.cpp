@@ -116,6 +116,7 @@ Layout parse_training(StrictObject o, const ModelSpec& m, const std::string& gpu
     // The framework's defaults for what the format does not carry (include/trainsim/framework_defaults.hpp),
     // each overridable per run.
     const bool async_tp = o.boolean_or("async_tp", false);
+    l.torch_compile = o.boolean_or("compile", false);
     apply_framework_defaults(l, find_gpu(gpu, "cluster.gpu"), async_tp);
     if (o.has("attention")) {
         const auto a = o.choice("attention", {"flash", "cudnn", "unfused"});

@@ -116,24 +116,24 @@ OpTemplate BlockBuilder::layer_forward() {
         }
     };
 
-    kernel(t, Kernel::memory("input_norm", 2 * E_ * h_ * Tsp_));
+    kernel(t, Kernel::memory("input_norm", norm_fwd_bytes() * h_ * Tsp_));
     dequantize(t, h_ * (a_ + 2 * g_) * d_ / t_);
     fp8_forward_casts(t, T_ * h_, h_ * (a_ + 2 * g_) * d_ / t_);
     column(Kernel::gemm("qkv_gemm", T_, (a_ + 2 * g_) * d_ / t_, h_, 1, gemm_elem_));
     adapter_forward(t, l_.lora_targets.qkv, h_, (a_ + 2 * g_) * d_ / t_);
+    rope(t, false);
     attention_core_forward(t);
     dequantize(t, a_ * d_ / t_ * h_);
     adapter_forward(t, l_.lora_targets.proj, a_ * d_ / t_, h_);
     fp8_forward_casts(t, T_ * a_ * d_ / t_, a_ * d_ / t_ * h_);
     row(Kernel::gemm("attn_proj_gemm", T_, h_, a_ * d_ / t_, 1, gemm_elem_));
     kernel(t, Kernel::memory("bias_dropout_add", (3 * E_ + 1) * h_ * Tsp_));
-    kernel(t, Kernel::memory("pre_mlp_norm", 2 * E_ * h_ * Tsp_));
+    kernel(t, Kernel::memory("pre_mlp_norm", norm_fwd_bytes() * h_ * Tsp_));
     dequantize(t, h_ * f_eff);
     fp8_forward_casts(t, T_ * h_, h_ * f_eff);
     column(Kernel::gemm("fc1_gemm", T_, f_eff, h_, 1, gemm_elem_));
     adapter_forward(t, l_.lora_targets.fc1, h_, f_eff);
-    kernel(t, Kernel::memory(m_.mlp == MlpKind::swiglu ? "swiglu" : "gelu",
-                             (m_.mlp == MlpKind::swiglu ? 3 : 2) * E_ * T_ * f_ / t_));
+    kernel(t, Kernel::memory(m_.mlp == MlpKind::swiglu ? "swiglu" : "gelu", act_fwd_bytes() * T_ * f_ / t_));
     dequantize(t, f_ / t_ * h_);
     adapter_forward(t, l_.lora_targets.fc2, f_ / t_, h_);
     fp8_forward_casts(t, T_ * f_ / t_, f_ / t_ * h_);
@@ -141,6 +141,39 @@ OpTemplate BlockBuilder::layer_forward() {
     kernel(t, Kernel::memory("bias_dropout_add", (3 * E_ + 1) * h_ * Tsp_));
     flush(t);
     return t;
+}
+
+// Element-wise kernels of the block, bytes per element (E = 2):
+//   fused (Megatron/TE kernels, torch.compile'd blocks): norm forward 2E (read x, write y), backward 4E;
+//   SwiGLU forward 3E, backward 5E; GeLU forward 2E, backward 3E; RoPE fused into its neighbours (not
+//   counted). eager torchtitan (torch.compile off; torchtitan models/llama/model.py and models/norms.py,
+//   2024):
+//     RMSNorm `(x.float() * rsqrt(x.float().pow(2).mean(-1) + eps)).type_as(x) * weight` as ATen ops:
+//     float() 2 + 4, pow 4 + 4, mean 4, mul 4 + 4, type_as 4 + 2, * weight 2 + 2 = 36 B; its autograd
+//     backward: * weight (2 + 2 + 2 + 2 with the weight-gradient reduction), type_as 2 + 4, mul's two
+//     gradients 4 + 4 and 4 + 4, pow's 4 + 4 + 4, the sum of the two x gradients 4 + 4 + 4, float() 4 + 2
+//     = 68 B;
+//     SwiGLU `silu(w1 x) * w3 x`: silu 2 + 2, mul 2 + 2 + 2 = 10 B per f element; backward mul 2 x (2 + 2
+//     + 2), silu 2 + 2 + 2 = 18 B;
+//     apply_rotary_emb on q and k: float() 2 + 4, complex mul 4 + 4, type_as 4 + 2 = 20 B per element,
+//     backward the same 20 B.
+double BlockBuilder::norm_fwd_bytes() const {
+    return l_.eager_elementwise() ? 36.0 : 2 * E_;
+}
+double BlockBuilder::norm_bwd_bytes() const {
+    return l_.eager_elementwise() ? 68.0 : 4 * E_;
+}
+double BlockBuilder::act_fwd_bytes() const {
+    if (m_.mlp != MlpKind::swiglu) return 2 * E_;
+    return l_.eager_elementwise() ? 10.0 : 3 * E_;
+}
+double BlockBuilder::act_bwd_bytes() const {
+    if (m_.mlp != MlpKind::swiglu) return 3 * E_;
+    return l_.eager_elementwise() ? 18.0 : 5 * E_;
+}
+void BlockBuilder::rope(OpTemplate& t, bool backward) {
+    if (!l_.eager_elementwise() || m_.mlp != MlpKind::swiglu) return;
+    kernel(t, Kernel::memory(backward ? "rope_bwd" : "rope", 20.0 * T_ * (a_ + g_) * d_ / t_));
 }
 
 void BlockBuilder::attention_core_forward(OpTemplate& t) {
@@ -256,13 +289,13 @@ OpTemplate BlockBuilder::layer_backward() {
     row_bwd(Kernel::gemm("fc2_dgrad", T_, f_ / t_, h_, 1, gemm_elem_),
             Kernel::gemm("fc2_wgrad", h_, f_ / t_, T_, 1, gemm_elem_));
     kernel(t, Kernel::memory(m_.mlp == MlpKind::swiglu ? "swiglu_bwd" : "gelu_bwd",
-                             (m_.mlp == MlpKind::swiglu ? 5 : 3) * E_ * T_ * f_ / t_));
+                             act_bwd_bytes() * T_ * f_ / t_));
     dequantize(t, h_ * f_eff);
     adapter_backward(t, l_.lora_targets.fc1, h_, f_eff);
     fp8_backward_casts(t, T_ * f_eff, T_ * h_, h_ * f_eff);
     column_bwd(Kernel::gemm("fc1_dgrad", T_, h_, f_eff, 1, gemm_elem_),
                Kernel::gemm("fc1_wgrad", f_eff, h_, T_, 1, gemm_elem_));
-    kernel(t, Kernel::memory("pre_mlp_norm_bwd", 4 * E_ * h_ * Tsp_));
+    kernel(t, Kernel::memory("pre_mlp_norm_bwd", norm_bwd_bytes() * h_ * Tsp_));
     kernel(t, Kernel::memory("bias_dropout_add_bwd", (3 * E_ + 1) * h_ * Tsp_));
     dequantize(t, a_ * d_ / t_ * h_);
     adapter_backward(t, l_.lora_targets.proj, a_ * d_ / t_, h_);
@@ -270,12 +303,13 @@ OpTemplate BlockBuilder::layer_backward() {
     row_bwd(Kernel::gemm("attn_proj_dgrad", T_, a_ * d_ / t_, h_, 1, gemm_elem_),
             Kernel::gemm("attn_proj_wgrad", h_, a_ * d_ / t_, T_, 1, gemm_elem_));
     attention_core_backward(t);
+    rope(t, true);
     dequantize(t, h_ * (a_ + 2 * g_) * d_ / t_);
     adapter_backward(t, l_.lora_targets.qkv, h_, (a_ + 2 * g_) * d_ / t_);
     fp8_backward_casts(t, T_ * (a_ + 2 * g_) * d_ / t_, T_ * h_, h_ * (a_ + 2 * g_) * d_ / t_);
     column_bwd(Kernel::gemm("qkv_dgrad", T_, h_, (a_ + 2 * g_) * d_ / t_, 1, gemm_elem_),
                Kernel::gemm("qkv_wgrad", (a_ + 2 * g_) * d_ / t_, h_, T_, 1, gemm_elem_));
-    kernel(t, Kernel::memory("input_norm_bwd", 4 * E_ * h_ * Tsp_));
+    kernel(t, Kernel::memory("input_norm_bwd", norm_bwd_bytes() * h_ * Tsp_));
     flush(t);
     return t;
 }
@@ -337,22 +371,23 @@ OpTemplate BlockBuilder::layer_recompute_selective_op() {
     const bool sp = l_.sequence_parallel;
     const double act = T_ * h_ * E_;
     const double kv = g_ * d_ / t_;
-    kernel(t, Kernel::memory("input_norm", 2 * E_ * h_ * Tsp_));
+    kernel(t, Kernel::memory("input_norm", norm_fwd_bytes() * h_ * Tsp_));
     if (sp) tp(t, CollectiveKind::all_gather, act, true);
     fp8_forward_casts(t, T_ * h_, h_ * kv);
     kernel(t, Kernel::gemm("wk_gemm", T_, kv, h_, 1, gemm_elem_));
+    rope(t, false);  // non-mm: recomputed (for q from the saved wq output, and for k)
     fp8_forward_casts(t, T_ * a_ * d_ / t_, a_ * d_ / t_ * h_);
     kernel(t, Kernel::gemm("wo_gemm", T_, h_, a_ * d_ / t_, 1, gemm_elem_));
     if (!sp) tp(t, CollectiveKind::all_reduce, act, true);  // an all-reduce is not in the save list
     kernel(t, Kernel::memory("bias_dropout_add", (3 * E_ + 1) * h_ * Tsp_));
-    kernel(t, Kernel::memory("pre_mlp_norm", 2 * E_ * h_ * Tsp_));
+    kernel(t, Kernel::memory("pre_mlp_norm", norm_fwd_bytes() * h_ * Tsp_));
     if (sp) tp(t, CollectiveKind::all_gather, act, true);
     if (m_.mlp == MlpKind::swiglu) {
         fp8_forward_casts(t, T_ * h_, h_ * f_ / t_);
         kernel(t, Kernel::gemm("w3_gemm", T_, f_ / t_, h_, 1, gemm_elem_));
-        kernel(t, Kernel::memory("swiglu", 3 * E_ * T_ * f_ / t_));
+        kernel(t, Kernel::memory("swiglu", act_fwd_bytes() * T_ * f_ / t_));
     } else {
-        kernel(t, Kernel::memory("gelu", 2 * E_ * T_ * f_ / t_));
+        kernel(t, Kernel::memory("gelu", act_fwd_bytes() * T_ * f_ / t_));
         fp8_forward_casts(t, T_ * f_ / t_, f_ / t_ * h_);
         kernel(t, Kernel::gemm("fc2_gemm", T_, h_, f_ / t_, 1, gemm_elem_));
         if (!sp) tp(t, CollectiveKind::all_reduce, act, true);
@@ -469,7 +504,7 @@ OpTemplate BlockBuilder::head_forward() {
     const double act = T_ * h_ * E_;
     const double logits = T_ * V_ / t_;
     // The LM head runs in 16 bits also in fp8 runs (see the FP8 notes above).
-    kernel(t, Kernel::memory("final_norm", 2 * E_ * h_ * Tsp_));
+    kernel(t, Kernel::memory("final_norm", norm_fwd_bytes() * h_ * Tsp_));
     if (l_.sequence_parallel) tp(t, CollectiveKind::all_gather, act, true);
     kernel(t, Kernel::gemm("lm_head_gemm", T_, V_ / t_, h_));
     kernel(t, Kernel::memory("vocab_parallel_cross_entropy", 38 * logits));
@@ -491,7 +526,7 @@ OpTemplate BlockBuilder::head_backward() {
     tp(t, sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, act, false);
     kernel(t, Kernel::gemm("lm_head_wgrad", V_ / t_, h_, T_));
     tp_wait(t);
-    kernel(t, Kernel::memory("final_norm_bwd", 4 * E_ * h_ * Tsp_));
+    kernel(t, Kernel::memory("final_norm_bwd", norm_bwd_bytes() * h_ * Tsp_));
     flush(t);
     return t;
 }

@@ -43,6 +43,12 @@ class BlockBuilder {
 
   private:
     OpTemplate layer_recompute_selective_op();
+    double norm_fwd_bytes() const;  ///< per element of the normalized tensor
+    double norm_bwd_bytes() const;
+    double act_fwd_bytes() const;  ///< MLP activation, per element of f
+    double act_bwd_bytes() const;
+    /// Rotary embedding of q and k as eager ops (eager torchtitan only; fused elsewhere, not counted).
+    void rope(OpTemplate& t, bool backward);
     void kernel(OpTemplate& t, const Kernel& k);
     void tp(OpTemplate& t, CollectiveKind kind, double bytes, bool wait);
     void tp_wait(OpTemplate& t);

@@ -268,3 +268,28 @@ TEST_CASE("ZeRO-3 / FSDP: backward gathers follow reshard_after_forward; copy-ou
             ++layer_copies;
     CHECK(layer_copies == 2 * 4);
 }
+
+TEST_CASE("torchtitan without torch.compile: norms, RoPE and SwiGLU as eager ATen ops") {
+    const ModelSpec m = llama_style(2, 1024, 16, 4, 3584, 8192, 1024);
+    const double T = 1024, h = 1024;
+    auto first = [](const Program& p, const std::string& name) {
+        for (const auto& k : all_kernels(p))
+            if (name == k.name) return k.bytes;
+        return -1.0;
+    };
+    Layout l = single_gpu(Precision::bf16, Fp8Recipe::tensorwise);
+    l.framework = Framework::torchtitan;
+    const Program eager = build_program(m, l);
+    CHECK(first(eager, "input_norm") == doctest::Approx(36 * T * h));
+    CHECK(first(eager, "input_norm_bwd") == doctest::Approx(68 * T * h));
+    CHECK(first(eager, "swiglu") == doctest::Approx(10 * T * m.ffn_hidden));
+    CHECK(first(eager, "rope") == doctest::Approx(20 * T * (m.heads + m.kv_heads) * m.head_dim()));
+    l.torch_compile = true;
+    const Program compiled = build_program(m, l);
+    CHECK(first(compiled, "input_norm") == doctest::Approx(4 * T * h));
+    CHECK(first(compiled, "swiglu") == doctest::Approx(6 * T * m.ffn_hidden));
+    CHECK(first(compiled, "rope") < 0);
+    l.framework = Framework::megatron;  // TE / fused kernels whatever torch_compile says
+    l.torch_compile = false;
+    CHECK(first(build_program(m, l), "input_norm") == doctest::Approx(4 * T * h));
+}
