@@ -158,6 +158,12 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
                                       : layout.framework == Framework::pytorch   ? 4.0
                                       : layout.framework == Framework::deepspeed ? 6.0
                                                                                  : 0.0;
+        // Backward prefetch: the next group's all-gather is issued before the current group's gradient
+        // computation (FSDP BACKWARD_PRE, FSDP2's explicit backward prefetch, DeepSpeed's trace prefetch),
+        // overlapping it; or after it (FSDP1 BACKWARD_POST, Composer's default, composer/trainer/
+        // dist_strategy.py set_fsdp_default; PyTorch torch/distributed/fsdp/api.py BackwardPrefetch: it
+        // "overlaps the current reduce-scatter and the next gradient computation", not the next all-gather).
+        const bool backward_post = layout.framework == Framework::composer;
         std::map<double, detail::OpTemplate> copy_out;
         auto append_copy_out = [&](double elements, Phase phase, int mb) {
             if (copy_out_bytes <= 0 || elements <= 0) return;
@@ -358,7 +364,7 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
                 auto group_start = [&]() {
                     if (!zero3 || !rebackward) return;
                     if (gathered < 0) gathered = gather(group);
-                    const int next = group + 1 < groups ? gather(group + 1) : -1;
+                    const int next = !backward_post && group + 1 < groups ? gather(group + 1) : -1;
                     dp_wait(gathered + 1, Phase::backward);
                     gathered = next;
                     append_copy_out(elems[static_cast<std::size_t>(group)], Phase::backward, mb);
@@ -369,6 +375,9 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
                     if (zero3) {
                         if (!keep_for_step || last_backward)
                             mark(MemoryEvent::params_released, elems[static_cast<std::size_t>(group)]);
+                        // BACKWARD_POST: the next group's all-gather is issued after this group's gradient
+                        // computation, ahead of its reduce-scatter on the one NCCL stream.
+                        if (backward_post && rebackward && group + 1 < groups) gathered = gather(group + 1);
                         if (unsharded > 0) mark(MemoryEvent::grads_reduced, unsharded);
                         unsharded = 0;
                         if (g > 0) {

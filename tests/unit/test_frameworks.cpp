@@ -293,3 +293,38 @@ TEST_CASE("torchtitan without torch.compile: norms, RoPE and SwiGLU as eager ATe
     l.torch_compile = false;
     CHECK(first(build_program(m, l), "input_norm") == doctest::Approx(4 * T * h));
 }
+
+TEST_CASE(
+    "FSDP backward prefetch: BACKWARD_POST (Composer) gathers the next group after the current gradients") {
+    const ModelSpec m = small_gpt(4);
+    Layout l;
+    l.dp = 8;
+    l.micro_batch = 1;
+    l.global_batch = 8;
+    l.zero_stage = 3;
+    // Backward all-gathers (after the first) with compute between their launch and the next DP wait: the
+    // gather overlaps a gradient computation.
+    auto overlapped = [](const Program& p) {
+        int n = 0, launched = 0;
+        const auto& ops = p.stages[0].ops;
+        bool backward = false;
+        for (std::size_t i = 0; i < ops.size(); ++i) {
+            if (ops[i].phase == Phase::backward && ops[i].kind == OpKind::compute) backward = true;
+            if (ops[i].kind != OpKind::dp_launch) continue;
+            const int id = ++launched;  // the wait for it has dp_target >= id
+            if (!backward || ops[i].collective != CollectiveKind::all_gather) continue;
+            for (std::size_t j = i + 1; j < ops.size(); ++j) {
+                if (ops[j].kind == OpKind::dp_wait && ops[j].dp_target >= id) break;
+                if (ops[j].kind == OpKind::compute) {
+                    ++n;
+                    break;
+                }
+            }
+        }
+        return n;
+    };
+    l.framework = Framework::torchtitan;  // FSDP2: explicit prefetch before the current gradients
+    CHECK(overlapped(build_program(m, l)) > 0);
+    l.framework = Framework::composer;
+    CHECK(overlapped(build_program(m, l)) == 0);
+}
