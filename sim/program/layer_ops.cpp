@@ -118,7 +118,7 @@ OpTemplate BlockBuilder::layer_forward() {
 
     kernel(t, Kernel::memory("input_norm", norm_fwd_bytes() * h_ * Tsp_));
     dequantize(t, h_ * (a_ + 2 * g_) * d_ / t_);
-    fp8_forward_casts(t, T_ * h_, h_ * (a_ + 2 * g_) * d_ / t_);
+    fp8_forward_casts(t, T_ * h_, h_ * (a_ + 2 * g_) * d_ / t_, true);
     column(Kernel::gemm("qkv_gemm", T_, (a_ + 2 * g_) * d_ / t_, h_, 1, gemm_elem_));
     adapter_forward(t, l_.lora_targets.qkv, h_, (a_ + 2 * g_) * d_ / t_);
     rope(t, false);
@@ -130,7 +130,7 @@ OpTemplate BlockBuilder::layer_forward() {
     kernel(t, Kernel::memory("bias_dropout_add", (3 * E_ + 1) * h_ * Tsp_));
     kernel(t, Kernel::memory("pre_mlp_norm", norm_fwd_bytes() * h_ * Tsp_));
     dequantize(t, h_ * f_eff);
-    fp8_forward_casts(t, T_ * h_, h_ * f_eff);
+    fp8_forward_casts(t, T_ * h_, h_ * f_eff, true);
     column(Kernel::gemm("fc1_gemm", T_, f_eff, h_, 1, gemm_elem_));
     adapter_forward(t, l_.lora_targets.fc1, h_, f_eff);
     kernel(t, Kernel::memory(m_.mlp == MlpKind::swiglu ? "swiglu" : "gelu", act_fwd_bytes() * T_ * f_ / t_));
@@ -292,7 +292,7 @@ OpTemplate BlockBuilder::layer_backward() {
                              act_bwd_bytes() * T_ * f_ / t_));
     dequantize(t, h_ * f_eff);
     adapter_backward(t, l_.lora_targets.fc1, h_, f_eff);
-    fp8_backward_casts(t, T_ * f_eff, T_ * h_, h_ * f_eff);
+    fp8_backward_casts(t, T_ * f_eff, T_ * h_, h_ * f_eff, true);
     column_bwd(Kernel::gemm("fc1_dgrad", T_, h_, f_eff, 1, gemm_elem_),
                Kernel::gemm("fc1_wgrad", f_eff, h_, T_, 1, gemm_elem_));
     kernel(t, Kernel::memory("pre_mlp_norm_bwd", norm_bwd_bytes() * h_ * Tsp_));
@@ -306,7 +306,7 @@ OpTemplate BlockBuilder::layer_backward() {
     rope(t, true);
     dequantize(t, h_ * (a_ + 2 * g_) * d_ / t_);
     adapter_backward(t, l_.lora_targets.qkv, h_, (a_ + 2 * g_) * d_ / t_);
-    fp8_backward_casts(t, T_ * (a_ + 2 * g_) * d_ / t_, T_ * h_, h_ * (a_ + 2 * g_) * d_ / t_);
+    fp8_backward_casts(t, T_ * (a_ + 2 * g_) * d_ / t_, T_ * h_, h_ * (a_ + 2 * g_) * d_ / t_, true);
     column_bwd(Kernel::gemm("qkv_dgrad", T_, h_, (a_ + 2 * g_) * d_ / t_, 1, gemm_elem_),
                Kernel::gemm("qkv_wgrad", (a_ + 2 * g_) * d_ / t_, h_, T_, 1, gemm_elem_));
     kernel(t, Kernel::memory("input_norm_bwd", norm_bwd_bytes() * h_ * Tsp_));
@@ -373,7 +373,7 @@ OpTemplate BlockBuilder::layer_recompute_selective_op() {
     const double kv = g_ * d_ / t_;
     kernel(t, Kernel::memory("input_norm", norm_fwd_bytes() * h_ * Tsp_));
     if (sp) tp(t, CollectiveKind::all_gather, act, true);
-    fp8_forward_casts(t, T_ * h_, h_ * kv);
+    fp8_forward_casts(t, T_ * h_, h_ * kv, true);
     kernel(t, Kernel::gemm("wk_gemm", T_, kv, h_, 1, gemm_elem_));
     rope(t, false);  // non-mm: recomputed (for q from the saved wq output, and for k)
     fp8_forward_casts(t, T_ * a_ * d_ / t_, a_ * d_ / t_ * h_);
@@ -383,7 +383,7 @@ OpTemplate BlockBuilder::layer_recompute_selective_op() {
     kernel(t, Kernel::memory("pre_mlp_norm", norm_fwd_bytes() * h_ * Tsp_));
     if (sp) tp(t, CollectiveKind::all_gather, act, true);
     if (m_.mlp == MlpKind::swiglu) {
-        fp8_forward_casts(t, T_ * h_, h_ * f_ / t_);
+        fp8_forward_casts(t, T_ * h_, h_ * f_ / t_, true);
         kernel(t, Kernel::gemm("w3_gemm", T_, f_ / t_, h_, 1, gemm_elem_));
         kernel(t, Kernel::memory("swiglu", act_fwd_bytes() * T_ * f_ / t_));
     } else {
@@ -466,18 +466,30 @@ double BlockBuilder::layer_linear_weights() const {
     return h_ * (a_ + 2 * g_) * d_ / t_ + a_ * d_ / t_ * h_ + h_ * f_eff + f_ / t_ * h_;
 }
 
-void BlockBuilder::fp8_forward_casts(OpTemplate& t, double input_elements, double weights) {
+bool BlockBuilder::fp8_cast_in_norm() const {
+    // TransformerEngine's LayerNormLinear (Megatron's TE spec for linear_qkv and linear_fc1) writes the
+    // norm's output directly in FP8 (layernorm_fwd_fp8), so those two GEMMs have no separate input cast;
+    // their backward transposes the saved fp8 input for wgrad (fp8_transpose, read 1 + write 1 B per
+    // element). TE recipes only (delayed, mxfp8); torchao casts after the norm.
+    return l_.framework == Framework::megatron &&
+           (l_.fp8_recipe == Fp8Recipe::delayed || l_.fp8_recipe == Fp8Recipe::mxfp8);
+}
+
+void BlockBuilder::fp8_forward_casts(OpTemplate& t, double input_elements, double weights, bool after_norm) {
     if (!fp8_) return;
     const auto c = fp8_cast_bytes(l_.fp8_recipe, E_);
-    kernel(t, Kernel::memory("fp8_cast_input", c.input_fwd * input_elements));
+    if (!(after_norm && fp8_cast_in_norm()))
+        kernel(t, Kernel::memory("fp8_cast_input", c.input_fwd * input_elements));
     if (!c.weight_per_step) kernel(t, Kernel::memory("fp8_cast_weight", c.weight_fwd * weights));
 }
 
 void BlockBuilder::fp8_backward_casts(OpTemplate& t, double grad_elements, double input_elements,
-                                      double weights) {
+                                      double weights, bool after_norm) {
     if (!fp8_) return;
     const auto c = fp8_cast_bytes(l_.fp8_recipe, E_);
     kernel(t, Kernel::memory("fp8_cast_grad_output", c.grad_bwd * grad_elements));
+    if (after_norm && fp8_cast_in_norm())
+        kernel(t, Kernel::memory("fp8_transpose_input", 2.0 * input_elements));
     if (c.input_bwd > 0) kernel(t, Kernel::memory("fp8_relayout_input", c.input_bwd * input_elements));
     if (c.weight_bwd > 0) kernel(t, Kernel::memory("fp8_relayout_weight", c.weight_bwd * weights));
 }

@@ -61,10 +61,13 @@ class BlockBuilder {
     void dequantize(OpTemplate& t, double weights);
     /// FP8 casts before a linear layer's forward GEMM: its input of `input_elements` and, unless the recipe
     /// caches it per step, its weight of `weights` elements.
-    void fp8_forward_casts(OpTemplate& t, double input_elements, double weights);
+    /// `after_norm`: the GEMM's input is a norm's output (qkv, fc1), which TE writes in FP8 itself.
+    void fp8_forward_casts(OpTemplate& t, double input_elements, double weights, bool after_norm = false);
     /// FP8 casts and transposes of a linear layer's backward: the output gradient (`grad_elements`), and what
     /// the recipe re-lays out for dgrad / wgrad (`input_elements`, `weights`).
-    void fp8_backward_casts(OpTemplate& t, double grad_elements, double input_elements, double weights);
+    void fp8_backward_casts(OpTemplate& t, double grad_elements, double input_elements, double weights,
+                            bool after_norm = false);
+    bool fp8_cast_in_norm() const;
     /// Weights of one layer's linear layers on this GPU.
     double layer_linear_weights() const;
 

@@ -191,8 +191,13 @@ TEST_CASE("FP8: cast and amax kernels as memory passes with their bytes, per rec
     // TE delayed scaling: cast_transpose E + 2; the weights once per step (first micro-batch).
     const Program de = build_program(m, single_gpu(Precision::fp8, Fp8Recipe::delayed));
     const auto in_de = bytes_of(de, Phase::forward, "fp8_cast_input");
-    REQUIRE(in_de.size() == 4 * 2);
-    CHECK(in_de[0] == doctest::Approx((E + 2) * T * h));
+    // TE LayerNormLinear writes qkv's and fc1's inputs in FP8 from the norm: only proj and fc2 cast theirs,
+    // and qkv and fc1 transpose the saved fp8 input in backward (1 + 1 B).
+    REQUIRE(in_de.size() == 2 * 2);
+    CHECK(in_de[0] == doctest::Approx((E + 2) * T * h));  // proj input [T, a·d] = [T, h]
+    const auto tr = bytes_of(de, Phase::backward, "fp8_transpose_input");
+    REQUIRE(tr.size() == 2 * 2);
+    CHECK(tr[0] == doctest::Approx(2 * T * h));
     CHECK(bytes_of(de, Phase::forward, "fp8_cast_weight").empty());
     const auto w = bytes_of(de, Phase::forward, "fp8_cast_transpose_weights");
     REQUIRE(w.size() == 1);
