@@ -202,6 +202,15 @@ TEST_CASE("measured runs: extensions are read where modelled, otherwise listed a
     CHECK(f.layout.framework == Framework::megatron);
     CHECK(f.layout.zero_stage == 3);
 
+    // Values of unexpected JSON types in extensions never throw past the row.
+    json odd = run_row("odd");
+    odd["extensions"] = {{"megatron_fsdp", {{"enabled", "yes"}, {"sharding", 3}}},
+                         {"recompute", {{"granularity", 3}}},
+                         {"cluster", {{"nvlink_domain_gpus", "72"}}}};
+    const auto o = parse_one(odd);
+    CHECK_FALSE(o.error);
+    CHECK(ignored(o, "extensions.recompute"));
+
     json not_object = run_row("x");
     not_object["extensions"] = 3;
     REQUIRE(parse_one(not_object).error);
