@@ -30,6 +30,16 @@ bool contains(const std::string& s, const char* what) {
     return s.find(what) != std::string::npos;
 }
 
+/// True when `o` is an object whose `key` is the boolean true.
+bool is_true(const json& o, const char* key) {
+    return o.is_object() && o.contains(key) && o.at(key).is_boolean() && o.at(key).get<bool>();
+}
+
+/// `o[key]` when it is a string, else "".
+std::string string_or_empty(const json& o, const char* key) {
+    return o.is_object() && o.contains(key) && o.at(key).is_string() ? o.at(key).get<std::string>() : "";
+}
+
 /// A JSON value for a one-line message, cut to 60 characters.
 std::string short_dump(const json& v) {
     std::string s = v.dump();
@@ -344,9 +354,7 @@ void read_extensions(const json& ext, const std::string& file, const std::string
                 ignore(k, v, "not an object");
                 continue;
             }
-            const std::string g = v.contains("granularity") && v.at("granularity").is_string()
-                                      ? v.at("granularity").get<std::string>()
-                                      : "";
+            const std::string g = string_or_empty(v, "granularity");
             Recompute rc = l.recompute;
             if (g == "full") {
                 rc = Recompute::full;
@@ -398,12 +406,11 @@ void read_extensions(const json& ext, const std::string& file, const std::string
                                              : "");
             }
         } else if (k == "megatron_fsdp") {
-            const bool enabled = v.is_object() && v.value("enabled", false);
-            if (!enabled) continue;
-            const std::string sharding = v.value("sharding", std::string{});
-            if (sharding == "optim_grads_params" && l.zero_stage == 3) {
-                l.framework = Framework::megatron;  // Megatron-FSDP: parameters, gradients and state sharded
-            } else {
+            if (!is_true(v, "enabled")) continue;
+            const std::string sharding = string_or_empty(v, "sharding");
+            // Megatron-FSDP sharding parameters, gradients and state is ZeRO-3 (the framework was set to
+            // megatron before the training block was read, see parse_run).
+            if (sharding != "optim_grads_params" || l.zero_stage != 3) {
                 ignore(k, v,
                        fmt::format("only optim_grads_params with training.zero_stage = 3 is read; "
                                    "zero_stage = {}",
@@ -442,13 +449,17 @@ void parse_run(const json& row, const std::string& file, MeasuredRun& run) {
     run.topology = parse_cluster(rr.object("cluster"), read_domain(ext), run.notes);
     run.model = parse_model(rr.raw("model"), file, where + " model");
     run.model.name = run.id;
+    json training = rr.raw("training");
     std::string training_recompute = "none";
-    {
-        auto t = rr.object("training");
-        if (t.has("recompute") && t.raw("recompute").is_string())
-            training_recompute = t.raw("recompute").get<std::string>();
-    }
-    run.layout = parse_training(rr.object("training"), run.model, run.topology.gpu, run.source, run.unsupported);
+    if (training.is_object() && training.contains("recompute") && training.at("recompute").is_string())
+        training_recompute = training.at("recompute").get<std::string>();
+    // Megatron-FSDP (extensions.megatron_fsdp) is Megatron running ZeRO-3: the framework, and so its
+    // defaults, are Megatron's unless the row names another.
+    if (training.is_object() && !training.contains("framework") && ext.is_object() &&
+        ext.contains("megatron_fsdp") && is_true(ext.at("megatron_fsdp"), "enabled"))
+        training["framework"] = "megatron";
+    run.layout = parse_training(StrictObject(training, file, rr.field("training")), run.model,
+                                run.topology.gpu, run.source, run.unsupported);
     auto m = rr.object("measured");
     if (!m.raw("step_time_s").is_null()) {
         run.step_time_s = m.number("step_time_s");
@@ -583,6 +594,8 @@ MeasuredRunsFile parse_measured_runs(const json& j, const std::string& file) {
             parse_run(row, file, run);
         } catch (const InputError& e) {
             run.error = e.what();
+        } catch (const json::exception& e) {  // a value of an unexpected JSON type deep in the row
+            run.error = fmt::format("{}: run \"{}\": {}", file, run.id, e.what());
         }
         out.runs.push_back(std::move(run));
     }
@@ -601,6 +614,8 @@ MeasuredRunsFile parse_measured_runs(const json& j, const std::string& file) {
                 parse_collective(rj, file, row);
             } catch (const InputError& e) {
                 row.error = e.what();
+            } catch (const json::exception& e) {
+                row.error = fmt::format("{}: collective \"{}\": {}", file, row.id, e.what());
             }
             out.collectives.push_back(std::move(row));
         }
