@@ -90,6 +90,11 @@ bool caches_fp8_weights(const Layout& l);
 /// kept beside it; and torchtitan reduce-scatters in fp32 from a buffer on its own stream.
 bool pytorch_fsdp(const Layout& l);
 
+/// Bytes per element of the gradients a GPU keeps and reduces: fp32 in torchtitan whatever the GEMM
+/// precision (FSDP2 MixedPrecisionPolicy reduce_dtype=float32, the only value torchtitan v0.2.0 allows;
+/// Float8 training keeps bf16 parameters), else Layout::grad_reduce_bytes_per_element().
+double gradient_bytes_per_element(const Layout& l);
+
 /// What a framework prints as its peak memory.
 ///   allocated  torch.cuda.max_memory_allocated(): live tensors, rounded to 512 B;
 ///   reserved   torch.cuda.max_memory_reserved(): the caching allocator's segments;

@@ -19,6 +19,10 @@ bool pytorch_fsdp(const Layout& l) {
                                  l.framework == Framework::pytorch);
 }
 
+double gradient_bytes_per_element(const Layout& l) {
+    return l.framework == Framework::torchtitan ? 4.0 : l.grad_reduce_bytes_per_element();
+}
+
 ReportedMemory reported_memory(Framework f) {
     switch (f) {
         case Framework::torchtitan:
@@ -51,6 +55,7 @@ constexpr auto P = [](Pile p) { return static_cast<std::size_t>(p); };
 struct StaticPiles {
     PileBytes piles{};
     double optimizer_temporary = 0;   ///< alive during the optimizer step
+    double optimizer_temporary_tensor = 0;  ///< ... made of per-parameter tensors at most this large
     double checkpoint_temporary = 0;  ///< alive while a checkpoint is saved or loaded
     double host_bytes = 0;            ///< offloaded optimizer state
     double outside_allocator = 0;     ///< CUDA context and NCCL buffers
@@ -92,7 +97,7 @@ StaticPiles static_piles(const ModelSpec& m, const Layout& l, const StageProgram
     s.piles[P(Pile::parameters)] = weights;
 
     const double grad_shard = l.zero_stage >= 2 && dpc > 1 ? dpc : 1.0;
-    s.piles[P(Pile::gradients)] = l.grad_reduce_bytes_per_element() * trainable / grad_shard;
+    s.piles[P(Pile::gradients)] = gradient_bytes_per_element(l) * trainable / grad_shard;
 
     const double master = fp32_shards ? 4.0 : 0.0;  // counted with the parameters
     const double optimizer = (l.optimizer_bytes_per_param() - master) * trainable / (sharded ? dpc : 1.0);
@@ -109,7 +114,7 @@ StaticPiles static_piles(const ModelSpec& m, const Layout& l, const StageProgram
                                static_cast<double>(m.hidden) * l.activation_bytes() / l.cp / t;
     double buffers = l.pp > 1 ? 2.0 * act_message : 0.0;
     if (l.zero_stage == 2 && dpc > 1)
-        buffers += std::min(l.dp_bucket_bytes / 4.0, trainable) * l.grad_reduce_bytes_per_element();
+        buffers += std::min(l.dp_bucket_bytes / 4.0, trainable) * gradient_bytes_per_element(l);
     if (l.precision == Precision::fp8 && l.fp8_recipe == Fp8Recipe::delayed)
         buffers += layers * 4 * 3 * (1024 + 2) * 4.0;
     s.piles[P(Pile::buffers)] = buffers;
@@ -117,8 +122,16 @@ StaticPiles static_piles(const ModelSpec& m, const Layout& l, const StageProgram
 
     // The optimizer step's temporaries: 16-bit gradients copied to fp32 (Megatron's fp16 optimizer,
     // _copy_model_grads_to_main_grads) for the parameters this GPU updates.
-    if (l.grad_reduce_bytes_per_element() < 4 && l.offload_optimizer == Offload::none)
+    if (gradient_bytes_per_element(l) < 4 && l.offload_optimizer == Offload::none)
         s.optimizer_temporary = 4.0 * trainable / (sharded ? dpc : 1.0);
+    // One fp32 copy per parameter tensor: the largest is a layer's widest weight (or its shard).
+    {
+        const double h = static_cast<double>(m.hidden), d = static_cast<double>(m.head_dim());
+        const double widest =
+            h * std::max((m.mlp == MlpKind::swiglu ? 2.0 : 1.0) * static_cast<double>(m.ffn_hidden),
+                         static_cast<double>(m.heads + 2 * m.kv_heads) * d) / t;
+        s.optimizer_temporary_tensor = 4.0 * widest / (sharded ? dpc : 1.0);
+    }
     // A rank-0 save gathers the sharded state: FSDP FULL_STATE_DICT unshards one group at a time in fp32 with
     // its optimizer state; Megatron's DP-zero optimizer state gathers one bucket of one fp32 tensor at a
     // time.
@@ -318,7 +331,7 @@ MemoryReport simulate_memory(const ModelSpec& m, const Layout& l, const Program&
     const double head_in_div = l.framework == Framework::torchtitan ? 1.0 : rep_div;
     const double TV = T * V / t;  // logits per GPU (vocab-parallel / loss-parallel under TP)
     const double embedding_stored = T * (8.0 + (m.dropout ? h / rep_div : 0.0));
-    const double grad_bytes = l.grad_reduce_bytes_per_element();
+    const double grad_bytes = gradient_bytes_per_element(l);
     const bool fsdp2 = pytorch_fsdp(l);
     const bool torchtitan = l.framework == Framework::torchtitan;
 
@@ -593,7 +606,10 @@ MemoryReport simulate_memory(const ModelSpec& m, const Layout& l, const Program&
                 fmt::format("memory walk of stage {}: {} B of activations and {} B of buffers "
                             "left after the iteration",
                             st, leftover, w[Pile::buffers] - stat.piles[P(Pile::buffers)]));
-        w.sample(MemoryPhase::optimizer, end, stat.optimizer_temporary);
+        std::vector<double> step_tensors;
+        for (double left = stat.optimizer_temporary; left > 0; left -= stat.optimizer_temporary_tensor)
+            step_tensors.push_back(std::min(left, stat.optimizer_temporary_tensor));
+        w.sample(MemoryPhase::optimizer, end, step_tensors);
         w.sample(MemoryPhase::checkpoint, end, stat.checkpoint_temporary);
 
         for (int ph = 0; ph < kMemoryPhases; ++ph) {

@@ -116,6 +116,13 @@ TEST_CASE("memory: FSDP2 keeps fp32 shards as master weights; DeepSpeed ZeRO-3 a
     CHECK(tt[kParams] == doctest::Approx(4 * P / 8));
     CHECK(tt[kOptim] == doctest::Approx(8 * P / 8));
     CHECK(tt[kGrads] == doctest::Approx(4 * P / 8));
+    // Float8 keeps bf16 parameters and reduces in fp32: the gradients stay 4 B, no fp32 copy in the step.
+    l.precision = Precision::fp8;
+    l.fp8_recipe = Fp8Recipe::tensorwise;
+    const MemoryReport f8 = walk(m, l);
+    CHECK(f8.stages[0].phase_peaks[0].piles[kGrads] == doctest::Approx(4 * P / 8));
+    CHECK(f8.stages[0].phase_peaks[static_cast<std::size_t>(MemoryPhase::optimizer)].allocated_bytes ==
+          doctest::Approx(f8.stages[0].phase_peaks[0].allocated_bytes));
 }
 
 TEST_CASE("memory: the fp8 weight cache is Megatron's (sharded like the weights), not torchao's") {
