@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <map>
+#include <unordered_map>
 #include <tuple>
 #include <vector>
 
@@ -82,9 +83,10 @@ class CachingAllocator {
     void release_free_segments();
 
     double limit_;
+    bool freed_since_release_ = false;  ///< a block was freed since the last release of free segments
     double allocated_ = 0, reserved_ = 0, peak_allocated_ = 0, peak_reserved_ = 0;
     std::int64_t next_block_ = 0, next_segment_ = 0;
-    std::map<std::int64_t, Block> blocks_;
+    std::unordered_map<std::int64_t, Block> blocks_;
     std::map<std::int64_t, Segment> segments_;
     /// Free blocks by pool, ordered by (size, segment, offset) as the allocator's BlockComparator.
     std::vector<std::map<std::tuple<double, std::int64_t, double>, std::int64_t>> free_;

@@ -60,7 +60,10 @@ std::int64_t CachingAllocator::allocate(double bytes, AllocStream stream) {
         fl.erase(it);
     } else {
         const double seg_bytes = segment_size(size);
-        if (reserved_ + seg_bytes > limit_) release_free_segments();
+        if (reserved_ + seg_bytes > limit_ && freed_since_release_) {
+            release_free_segments();
+            freed_since_release_ = false;  // nothing new to release until a block is freed
+        }
         const std::int64_t seg = next_segment_++;
         segments_[seg] = Segment{seg_bytes, pool, {}};
         reserved_ += seg_bytes;
@@ -88,6 +91,7 @@ void CachingAllocator::free(std::int64_t handle) {
         throw InternalError(fmt::format("caching allocator: free of unknown block {}", handle));
     Block b = found->second;
     allocated_ -= b.size;
+    freed_since_release_ = true;
     Segment& seg = segments_.at(b.segment);
     auto& fl = free_[static_cast<std::size_t>(b.pool)];
     // Merge with the free neighbours of the same segment.
