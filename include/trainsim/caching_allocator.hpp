@@ -27,18 +27,18 @@
 
 #include <cstdint>
 #include <map>
-#include <unordered_map>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 namespace trainsim {
 
-inline constexpr double kAllocatorRoundBytes = 512;                        ///< kMinBlockSize
-inline constexpr double kAllocatorSmallRequestBytes = 1024.0 * 1024;       ///< kSmallSize
-inline constexpr double kAllocatorSmallSegmentBytes = 2.0 * 1024 * 1024;   ///< kSmallBuffer
-inline constexpr double kAllocatorMediumSegmentBytes = 20.0 * 1024 * 1024; ///< kLargeBuffer
-inline constexpr double kAllocatorMediumLimitBytes = 10.0 * 1024 * 1024;   ///< kMinLargeAlloc
-inline constexpr double kAllocatorLargeRoundBytes = 2.0 * 1024 * 1024;     ///< kRoundLarge
+inline constexpr double kAllocatorRoundBytes = 512;                         ///< kMinBlockSize
+inline constexpr double kAllocatorSmallRequestBytes = 1024.0 * 1024;        ///< kSmallSize
+inline constexpr double kAllocatorSmallSegmentBytes = 2.0 * 1024 * 1024;    ///< kSmallBuffer
+inline constexpr double kAllocatorMediumSegmentBytes = 20.0 * 1024 * 1024;  ///< kLargeBuffer
+inline constexpr double kAllocatorMediumLimitBytes = 10.0 * 1024 * 1024;    ///< kMinLargeAlloc
+inline constexpr double kAllocatorLargeRoundBytes = 2.0 * 1024 * 1024;      ///< kRoundLarge
 
 /// The streams whose caches the memory walk keeps apart.
 enum class AllocStream { compute = 0, all_gather = 1, reduce_scatter = 2 };

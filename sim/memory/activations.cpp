@@ -68,7 +68,8 @@ LayerActivations layer_activations(const ModelSpec& m, const Layout& l) {
     if (l.adapter != Adapter::none) {
         const auto& tg = l.lora_targets;
         const double per = E * static_cast<double>(l.lora_rank);
-        rep_t(per * ((tg.qkv ? 3 : 0) + (tg.proj ? 1 : 0) + (tg.fc1 ? (swiglu ? 2 : 1) : 0) + (tg.fc2 ? 1 : 0)));
+        rep_t(per *
+              ((tg.qkv ? 3 : 0) + (tg.proj ? 1 : 0) + (tg.fc1 ? (swiglu ? 2 : 1) : 0) + (tg.fc2 ? 1 : 0)));
     }
     const double kv_width = flash ? g * d : a * d;
     tp_t(E * a * d);  // Q, K, V
@@ -114,17 +115,17 @@ LayerActivations layer_activations(const ModelSpec& m, const Layout& l) {
             break;
         case Recompute::selective_op: {
             auto keep = [&](double bytes) { out.stored_tensors.push_back(bytes); };
-            keep(input);                   // block input (the checkpoint's input)
-            keep(T * E * a * d / t);       // wq output (mm 1)
-            keep(T * E * g * d / t);       // wv output (mm 3)
+            keep(input);              // block input (the checkpoint's input)
+            keep(T * E * a * d / t);  // wq output (mm 1)
+            keep(T * E * g * d / t);  // wv output (mm 3)
             if (flash) {
-                keep(T * E * a * d / t);   // SDPA output
-                keep(T * 4 * a / t);       // its log-sum-exp
+                keep(T * E * a * d / t);  // SDPA output
+                keep(T * 4 * a / t);      // its log-sum-exp
             }
-            keep(T * E * f / t);           // w1 output (mm 5)
-            keep(T * E * h);               // w2 output (mm 7), a partial sum under TP
+            keep(T * E * f / t);  // w1 output (mm 5)
+            keep(T * E * h);      // w2 output (mm 7), a partial sum under TP
             if (l.tp > 1 && l.sequence_parallel) {
-                keep(T * E * h / rep);     // reduce_scatter outputs after wo and w2
+                keep(T * E * h / rep);  // reduce_scatter outputs after wo and w2
                 keep(T * E * h / rep);
             }
             const double kept = std::accumulate(out.stored_tensors.begin(), out.stored_tensors.end(), 0.0);

@@ -158,7 +158,8 @@ std::string format_memory_text(const MemoryReport& r) {
     std::string o;
     if (!r.fits()) o += fmt::format("OUT OF MEMORY: {}\n\n", r.oom_message());
     o += fmt::format(
-        "memory per GPU by stage and phase (GiB; capacity {:.1f} GiB; the piles at each phase's peak, framew. "
+        "memory per GPU by stage and phase (GiB; capacity {:.1f} GiB; the piles at each phase's peak, "
+        "framew. "
         "including the allocator's cached-but-unused bytes; alloc. and reserved: the caching allocator's max "
         "in the phase)\n",
         r.capacity_bytes / kGiB);
@@ -170,7 +171,8 @@ std::string format_memory_text(const MemoryReport& r) {
             const auto& pk = st.phase_peaks[static_cast<std::size_t>(ph)];
             const bool is_peak = static_cast<int>(st.peak_phase) == ph;
             o += fmt::format(
-                "  {:>5} {:<10} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} "
+                "  {:>5} {:<10} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} "
+                "{:>9.2f} "
                 "{:>7.2f} {:>10.3f}{}\n",
                 ph == 0 ? std::to_string(st.stage) : "", to_string(static_cast<MemoryPhase>(ph)),
                 pk.piles[0] / kGiB, pk.piles[1] / kGiB, pk.piles[2] / kGiB, pk.piles[3] / kGiB,

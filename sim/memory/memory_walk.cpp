@@ -12,7 +12,9 @@
 
 namespace trainsim {
 
-bool caches_fp8_weights(const Layout& l) { return l.framework == Framework::megatron; }
+bool caches_fp8_weights(const Layout& l) {
+    return l.framework == Framework::megatron;
+}
 
 bool pytorch_fsdp(const Layout& l) {
     return l.zero_stage >= 3 && (l.framework == Framework::torchtitan || l.framework == Framework::composer ||
@@ -44,7 +46,9 @@ double MemoryReport::peak_of(ReportedMemory what) const {
     return best;
 }
 
-double reported_peak_bytes(const MemoryReport& r, Framework f) { return r.peak_of(reported_memory(f)); }
+double reported_peak_bytes(const MemoryReport& r, Framework f) {
+    return r.peak_of(reported_memory(f));
+}
 
 namespace {
 
@@ -54,11 +58,11 @@ constexpr auto P = [](Pile p) { return static_cast<std::size_t>(p); };
 /// of a checkpoint save.
 struct StaticPiles {
     PileBytes piles{};
-    double optimizer_temporary = 0;   ///< alive during the optimizer step
+    double optimizer_temporary = 0;         ///< alive during the optimizer step
     double optimizer_temporary_tensor = 0;  ///< ... made of per-parameter tensors at most this large
-    double checkpoint_temporary = 0;  ///< alive while a checkpoint is saved or loaded
-    double host_bytes = 0;            ///< offloaded optimizer state
-    double outside_allocator = 0;     ///< CUDA context and NCCL buffers
+    double checkpoint_temporary = 0;        ///< alive while a checkpoint is saved or loaded
+    double host_bytes = 0;                  ///< offloaded optimizer state
+    double outside_allocator = 0;           ///< CUDA context and NCCL buffers
 };
 
 int communicators(const ModelSpec& m, const Layout& l, int stage) {
@@ -128,8 +132,10 @@ StaticPiles static_piles(const ModelSpec& m, const Layout& l, const StageProgram
     {
         const double h = static_cast<double>(m.hidden), d = static_cast<double>(m.head_dim());
         const double widest =
-            h * std::max((m.mlp == MlpKind::swiglu ? 2.0 : 1.0) * static_cast<double>(m.ffn_hidden),
-                         static_cast<double>(m.heads + 2 * m.kv_heads) * d) / t;
+            h *
+            std::max((m.mlp == MlpKind::swiglu ? 2.0 : 1.0) * static_cast<double>(m.ffn_hidden),
+                     static_cast<double>(m.heads + 2 * m.kv_heads) * d) /
+            t;
         s.optimizer_temporary_tensor = 4.0 * widest / (sharded ? dpc : 1.0);
     }
     // A rank-0 save gathers the sharded state: FSDP FULL_STATE_DICT unshards one group at a time in fp32 with
@@ -142,7 +148,8 @@ StaticPiles static_piles(const ModelSpec& m, const Layout& l, const StageProgram
         else if (sharded)
             s.checkpoint_temporary = 4.0 * std::min(l.dp_bucket_bytes / 4.0, trainable);
     }
-    s.outside_allocator = kCudaContextBytes + communicators(m, l, stage) * kNcclChannels * kNcclChannelBufferBytes;
+    s.outside_allocator =
+        kCudaContextBytes + communicators(m, l, stage) * kNcclChannels * kNcclChannelBufferBytes;
     return s;
 }
 
@@ -160,7 +167,8 @@ class Walk {
         for (auto& p : out_.phase_peaks)
             p.piles.fill(-1.0);
         for (int i = 0; i < kPiles; ++i)
-            if (st.piles[static_cast<std::size_t>(i)] > 0) allocate(static_cast<Pile>(i), st.piles[static_cast<std::size_t>(i)]);
+            if (st.piles[static_cast<std::size_t>(i)] > 0)
+                allocate(static_cast<Pile>(i), st.piles[static_cast<std::size_t>(i)]);
         out_.outside_allocator_bytes = st.outside_allocator;
     }
 
@@ -198,7 +206,8 @@ class Walk {
         const std::size_t ph = static_cast<std::size_t>(phase);
         auto& peak = out_.phase_peaks[ph];
         const double tot = total_bytes(s.piles), peak_tot = total_bytes(peak.piles);
-        if (peak.piles[0] < 0 || tot > peak_tot || (tot == peak_tot && s.allocated_bytes > peak.allocated_bytes))
+        if (peak.piles[0] < 0 || tot > peak_tot ||
+            (tot == peak_tot && s.allocated_bytes > peak.allocated_bytes))
             peak = s;
         out_.phase_max_allocated_bytes[ph] = std::max(out_.phase_max_allocated_bytes[ph], s.allocated_bytes);
         out_.phase_max_reserved_bytes[ph] = std::max(out_.phase_max_reserved_bytes[ph], s.reserved_bytes);
@@ -273,27 +282,29 @@ std::vector<std::string> memory_notes(const ModelSpec& m, const Layout& l, const
         notes.push_back(fmt::format("optimizer {}: {:.3f} B of state per trainable parameter (Adam: 12)",
                                     to_string(l.optimizer), l.optimizer_bytes_per_param()));
     if (l.precision == Precision::fp8)
-        notes.push_back(caches_fp8_weights(l)
-                            ? "fp8 GEMMs (TransformerEngine): an fp8 copy and transpose of each linear weight "
-                              "cached for the step (2 B, sharded like the weights), GEMM inputs stored in fp8, "
-                              "scaling state per GEMM"
-                            : "fp8 GEMMs without a weight cache (torchao Float8 or TE without "
-                              "is_first_microbatch): a weight's fp8 cast exists only around its GEMM");
+        notes.push_back(
+            caches_fp8_weights(l)
+                ? "fp8 GEMMs (TransformerEngine): an fp8 copy and transpose of each linear weight "
+                  "cached for the step (2 B, sharded like the weights), GEMM inputs stored in fp8, "
+                  "scaling state per GEMM"
+                : "fp8 GEMMs without a weight cache (torchao Float8 or TE without "
+                  "is_first_microbatch): a weight's fp8 cast exists only around its GEMM");
     if (l.zero_stage >= 3 && l.dp * l.cp > 1)
         notes.push_back(fmt::format(
             "ZeRO-3 / FSDP: parameter groups all-gathered just in time with one prefetched (two groups "
             "alive), gradients of a group held until its reduce-scatter; {}{}",
             l.reshard_after_forward ? "resharded after forward" : "kept gathered from forward to backward",
             l.framework == Framework::torchtitan
-                ? "; torchtitan (FSDP2): fp32 shards are the master weights, the root unit (embeddings, norm, "
+                ? "; torchtitan (FSDP2): fp32 shards are the master weights, the root unit (embeddings, "
+                  "norm, "
                   "output) and the last block stay gathered, fp32 reduce-scatter buffers on their own stream"
                 : ""));
-    notes.push_back(
-        "peak memory as the framework prints it: " +
-        std::string(reported_memory(l.framework) == ReportedMemory::reserved    ? "max reserved"
-                    : reported_memory(l.framework) == ReportedMemory::allocated ? "max allocated"
-                                                                                : "device total") +
-        " (caching-allocator model: include/trainsim/caching_allocator.hpp)");
+    notes.push_back("peak memory as the framework prints it: " +
+                    std::string(reported_memory(l.framework) == ReportedMemory::reserved ? "max reserved"
+                                : reported_memory(l.framework) == ReportedMemory::allocated
+                                    ? "max allocated"
+                                    : "device total") +
+                    " (caching-allocator model: include/trainsim/caching_allocator.hpp)");
     return notes;
 }
 
@@ -365,8 +376,11 @@ MemoryReport simulate_memory(const ModelSpec& m, const Layout& l, const Program&
         auto push = [&](int mb, std::vector<Tensor> v) { stored[mb].push_back(std::move(v)); };
         auto pop = [&](int mb) {
             auto& stack = stored[mb];
-            if (stack.empty()) throw InternalError(fmt::format("memory walk of stage {}: nothing stored for "
-                                                               "micro-batch {}", st, mb));
+            if (stack.empty())
+                throw InternalError(
+                    fmt::format("memory walk of stage {}: nothing stored for "
+                                "micro-batch {}",
+                                st, mb));
             for (auto& x : stack.back())
                 w.release(x);
             stack.pop_back();
@@ -523,7 +537,8 @@ MemoryReport simulate_memory(const ModelSpec& m, const Layout& l, const Program&
                 case MemoryEvent::params_gathered: {
                     const std::size_t nc = next_compute[mk.op];
                     const MemoryPhase gph = nc < sp.ops.size() ? phase_of(sp.ops[nc].phase) : ph;
-                    const int pass = gph == MemoryPhase::forward && nc < sp.ops.size() ? sp.ops[nc].micro_batch : -3;
+                    const int pass =
+                        gph == MemoryPhase::forward && nc < sp.ops.size() ? sp.ops[nc].micro_batch : -3;
                     auto it = std::find_if(kept.begin(), kept.end(), [&](const Group& k) {
                         return k.elements == mk.elements && k.kept_in_forward_of != pass;
                     });
@@ -572,12 +587,14 @@ MemoryReport simulate_memory(const ModelSpec& m, const Layout& l, const Program&
                         // The unsharded 16-bit gradients, copied into the reduce-scatter input in the reduce
                         // dtype (fp32 in torchtitan) on the reduce-scatter stream, then freed.
                         Tensor g16 = w.allocate(Pile::buffers, E * mk.elements);
-                        reduce_inputs.emplace_back(mk.elements, w.allocate(Pile::buffers, grad_bytes * mk.elements,
-                                                                           AllocStream::reduce_scatter));
+                        reduce_inputs.emplace_back(
+                            mk.elements,
+                            w.allocate(Pile::buffers, grad_bytes * mk.elements, AllocStream::reduce_scatter));
                         w.sample(ph, at);
                         w.release(g16);
                     } else {
-                        reduce_inputs.emplace_back(mk.elements, w.allocate(Pile::buffers, grad_bytes * mk.elements));
+                        reduce_inputs.emplace_back(mk.elements,
+                                                   w.allocate(Pile::buffers, grad_bytes * mk.elements));
                         w.sample(ph, at);
                     }
                     break;

@@ -23,14 +23,16 @@ MemoryReport walk(const ModelSpec& m, const Layout& l) {
 }
 
 /// Llama 3 8B (32 layers, h 4096, 32 heads, 8 KV heads, FFN 14336, vocab 128256, seq 8192).
-ModelSpec llama8b() { return llama_style(32, 4096, 32, 8, 14336, 128256, 8192); }
+ModelSpec llama8b() {
+    return llama_style(32, 4096, 32, 8, 14336, 128256, 8192);
+}
 
 }  // namespace
 
 TEST_CASE("caching allocator: rounding, segment sizes, best fit, splitting and coalescing") {
     CHECK(CachingAllocator::round_request(1) == 512);
     CHECK(CachingAllocator::round_request(513) == 1024);
-    CHECK(CachingAllocator::segment_size(512) == 2 * MiB);         // small pool
+    CHECK(CachingAllocator::segment_size(512) == 2 * MiB);  // small pool
     CHECK(CachingAllocator::segment_size(1 * MiB) == 2 * MiB);
     CHECK(CachingAllocator::segment_size(1 * MiB + 512) == 20 * MiB);  // 1-10 MiB: a 20 MiB segment
     CHECK(CachingAllocator::segment_size(10 * MiB) == 10 * MiB);       // >= 10 MiB: rounded to 2 MiB
@@ -70,7 +72,8 @@ TEST_CASE("caching allocator: streams keep their own caches; a failed cudaMalloc
     a.free(d);
 }
 
-TEST_CASE("memory: torchtitan per-op selective checkpointing keeps the listed op outputs (Llama 3 8B layer)") {
+TEST_CASE(
+    "memory: torchtitan per-op selective checkpointing keeps the listed op outputs (Llama 3 8B layer)") {
     const ModelSpec m = llama8b();
     Layout l;
     l.framework = Framework::torchtitan;
