@@ -163,7 +163,8 @@ TEST_CASE("memory: reshard_after_forward = false keeps every gathered block unti
     const double layer = 2.0 * m.layer_params();
     auto forward_buffers = [&](const Layout& x) {
         double best = 0;
-        for (const auto& s : walk(m, x).stages[0].timeline)
+        const auto report = walk(m, x);  // kept alive: the loop below reads its timeline
+        for (const auto& s : report.stages[0].timeline)
             if (s.phase == MemoryPhase::forward) best = std::max(best, s.piles[kBuffers]);
         return best;
     };
