@@ -120,6 +120,10 @@ struct ScheduleItem {
 std::vector<ScheduleItem> pipeline_schedule(Schedule schedule, int pp, int rank, int m, int vpp);
 
 /// Builds the program of every stage. Throws InputError for layouts the builder cannot express.
+/// ZeRO-3 with framework deepspeed (pp = 1) follows DeepSpeed's 2021 stage-3 coordinator (v0.3.12-v0.5.8,
+/// runtime/zero/stage3.py): per-module all-gathers, a full wait on the DP stream at each fetch, one prefetch
+/// in flight, release by reuse distance, and 16-bit bucketed gradient all-reduces (docs/compute-model.md,
+/// "DeepSpeed ZeRO-3 as its 2021 releases ran it").
 Program build_program(const ModelSpec& model, const Layout& layout);
 
 /// Fills Segment::seconds from the compute model.

@@ -117,23 +117,27 @@ OpTemplate BlockBuilder::layer_forward() {
     };
 
     kernel(t, Kernel::memory("input_norm", norm_fwd_bytes() * h_ * Tsp_));
+    unit_boundary(t);
     dequantize(t, h_ * (a_ + 2 * g_) * d_ / t_);
     fp8_forward_casts(t, T_ * h_, h_ * (a_ + 2 * g_) * d_ / t_, true);
     column(Kernel::gemm("qkv_gemm", T_, (a_ + 2 * g_) * d_ / t_, h_, 1, gemm_elem_));
     adapter_forward(t, l_.lora_targets.qkv, h_, (a_ + 2 * g_) * d_ / t_);
     rope(t, false);
     attention_core_forward(t);
+    unit_boundary(t);
     dequantize(t, a_ * d_ / t_ * h_);
     adapter_forward(t, l_.lora_targets.proj, a_ * d_ / t_, h_);
     fp8_forward_casts(t, T_ * a_ * d_ / t_, a_ * d_ / t_ * h_);
     row(Kernel::gemm("attn_proj_gemm", T_, h_, a_ * d_ / t_, 1, gemm_elem_));
     kernel(t, Kernel::memory("bias_dropout_add", (3 * E_ + 1) * h_ * Tsp_));
     kernel(t, Kernel::memory("pre_mlp_norm", norm_fwd_bytes() * h_ * Tsp_));
+    unit_boundary(t);
     dequantize(t, h_ * f_eff);
     fp8_forward_casts(t, T_ * h_, h_ * f_eff, true);
     column(Kernel::gemm("fc1_gemm", T_, f_eff, h_, 1, gemm_elem_));
     adapter_forward(t, l_.lora_targets.fc1, h_, f_eff);
     kernel(t, Kernel::memory(m_.mlp == MlpKind::swiglu ? "swiglu" : "gelu", act_fwd_bytes() * T_ * f_ / t_));
+    unit_boundary(t);
     dequantize(t, f_ / t_ * h_);
     adapter_forward(t, l_.lora_targets.fc2, f_ / t_, h_);
     fp8_forward_casts(t, T_ * f_ / t_, f_ / t_ * h_);
@@ -283,6 +287,7 @@ OpTemplate BlockBuilder::layer_backward() {
     };
 
     kernel(t, Kernel::memory("bias_dropout_add_bwd", (3 * E_ + 1) * h_ * Tsp_));
+    unit_boundary(t);
     dequantize(t, f_ / t_ * h_);
     adapter_backward(t, l_.lora_targets.fc2, f_ / t_, h_);
     fp8_backward_casts(t, T_ * h_, T_ * f_ / t_, f_ / t_ * h_);
@@ -290,6 +295,7 @@ OpTemplate BlockBuilder::layer_backward() {
             Kernel::gemm("fc2_wgrad", h_, f_ / t_, T_, 1, gemm_elem_));
     kernel(t, Kernel::memory(m_.mlp == MlpKind::swiglu ? "swiglu_bwd" : "gelu_bwd",
                              act_bwd_bytes() * T_ * f_ / t_));
+    unit_boundary(t);
     dequantize(t, h_ * f_eff);
     adapter_backward(t, l_.lora_targets.fc1, h_, f_eff);
     fp8_backward_casts(t, T_ * f_eff, T_ * h_, h_ * f_eff, true);
@@ -297,6 +303,7 @@ OpTemplate BlockBuilder::layer_backward() {
                Kernel::gemm("fc1_wgrad", f_eff, h_, T_, 1, gemm_elem_));
     kernel(t, Kernel::memory("pre_mlp_norm_bwd", norm_bwd_bytes() * h_ * Tsp_));
     kernel(t, Kernel::memory("bias_dropout_add_bwd", (3 * E_ + 1) * h_ * Tsp_));
+    unit_boundary(t);
     dequantize(t, a_ * d_ / t_ * h_);
     adapter_backward(t, l_.lora_targets.proj, a_ * d_ / t_, h_);
     fp8_backward_casts(t, T_ * h_, T_ * a_ * d_ / t_, a_ * d_ / t_ * h_);
@@ -304,6 +311,7 @@ OpTemplate BlockBuilder::layer_backward() {
             Kernel::gemm("attn_proj_wgrad", h_, a_ * d_ / t_, T_, 1, gemm_elem_));
     attention_core_backward(t);
     rope(t, true);
+    unit_boundary(t);
     dequantize(t, h_ * (a_ + 2 * g_) * d_ / t_);
     adapter_backward(t, l_.lora_targets.qkv, h_, (a_ + 2 * g_) * d_ / t_);
     fp8_backward_casts(t, T_ * (a_ + 2 * g_) * d_ / t_, T_ * h_, h_ * (a_ + 2 * g_) * d_ / t_, true);
@@ -312,6 +320,52 @@ OpTemplate BlockBuilder::layer_backward() {
     kernel(t, Kernel::memory("input_norm_bwd", norm_bwd_bytes() * h_ * Tsp_));
     flush(t);
     return t;
+}
+
+void BlockBuilder::unit_boundary(OpTemplate& t) {
+    if (unit_starts_ == nullptr) return;
+    flush(t);
+    unit_starts_->push_back(t.size());
+}
+
+namespace {
+std::vector<OpTemplate> split_at(const OpTemplate& t, const std::vector<std::size_t>& starts) {
+    std::vector<OpTemplate> out;
+    std::size_t begin = 0;
+    for (std::size_t s : starts) {
+        out.emplace_back(t.begin() + static_cast<std::ptrdiff_t>(begin),
+                         t.begin() + static_cast<std::ptrdiff_t>(s));
+        begin = s;
+    }
+    out.emplace_back(t.begin() + static_cast<std::ptrdiff_t>(begin), t.end());
+    return out;
+}
+}  // namespace
+
+std::vector<OpTemplate> BlockBuilder::layer_forward_units() {
+    std::vector<std::size_t> starts;
+    unit_starts_ = &starts;
+    const OpTemplate t = layer_forward();
+    unit_starts_ = nullptr;
+    return split_at(t, starts);
+}
+
+std::vector<OpTemplate> BlockBuilder::layer_backward_units() {
+    std::vector<std::size_t> starts;
+    unit_starts_ = &starts;
+    const OpTemplate t = layer_backward();
+    unit_starts_ = nullptr;
+    return split_at(t, starts);
+}
+
+std::vector<double> BlockBuilder::layer_linear_unit_weights() const {
+    const double f_eff = (m_.mlp == MlpKind::swiglu ? 2.0 : 1.0) * f_ / t_;
+    return {h_ * (a_ + 2 * g_) * d_ / t_, a_ * d_ / t_ * h_, h_ * f_eff, f_ / t_ * h_};
+}
+
+std::vector<double> BlockBuilder::layer_linear_unit_biases() const {
+    if (m_.mlp == MlpKind::swiglu) return {0.0, 0.0, 0.0, 0.0};
+    return {(a_ + 2 * g_) * d_ / t_, h_, f_ / t_, h_};
 }
 
 void BlockBuilder::adapter_forward(OpTemplate& t, bool targeted, double in, double out) {

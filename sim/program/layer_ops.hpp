@@ -20,6 +20,18 @@ class BlockBuilder {
 
     OpTemplate layer_forward();
     OpTemplate layer_backward();
+    /// The same kernels as layer_forward() / layer_backward(), cut where DeepSpeed ZeRO-3 fetches the weight
+    /// of a linear module (its pre-forward / pre-backward hook): before the GEMM group of each linear layer.
+    /// Forward: {element-wise kernels before qkv, qkv + attention core, proj + norm, fc1 + activation,
+    /// fc2 + bias-dropout-add}; backward: {bias-dropout-add, fc2 + activation, fc1 + norm, proj + attention
+    /// core, qkv + input norm}. Element 0 needs no parameters; element k >= 1 needs kLayerLinearUnits'
+    /// weight k - 1 (forward order) or 4 - k (backward).
+    std::vector<OpTemplate> layer_forward_units();
+    std::vector<OpTemplate> layer_backward_units();
+    /// Weight elements per GPU of the layer's linear layers, forward order: qkv, proj, fc1, fc2.
+    std::vector<double> layer_linear_unit_weights() const;
+    /// Their biases (output features per GPU); 0 for models without biases (SwiGLU models).
+    std::vector<double> layer_linear_unit_biases() const;
     /// Extra forward work recomputed before a layer's backward (empty for recompute = none).
     OpTemplate layer_recompute();
     OpTemplate embedding_forward();
@@ -42,6 +54,9 @@ class BlockBuilder {
     OpTemplate bf16_step_gradient_passes(double params_per_rank);
 
   private:
+    /// Records a fetch-unit boundary (layer_*_units) at the current end of `t`.
+    void unit_boundary(OpTemplate& t);
+    std::vector<std::size_t>* unit_starts_ = nullptr;
     OpTemplate layer_recompute_selective_op();
     double norm_fwd_bytes() const;  ///< per element of the normalized tensor
     double norm_bwd_bytes() const;

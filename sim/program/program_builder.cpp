@@ -14,6 +14,20 @@ namespace trainsim {
 
 namespace {
 
+// DeepSpeed ZeRO-3 as its 2021 releases ran it (v0.3.12, the first with stage 3, to v0.5.8): the defaults of
+// deepspeed/runtime/zero/constants.py at those tags (stage3_prefetch_bucket_size, stage3_max_live_parameters,
+// stage3_max_reuse_distance, reduce_bucket_size), in parameter elements (ds_numel, the unpartitioned size).
+constexpr double kDs3PrefetchBucketElements = 5e7;
+constexpr double kDs3MaxLiveElements = 1e9;
+constexpr double kDs3MaxReuseDistanceElements = 1e9;
+constexpr double kDs3ReduceBucketElements = 5e8;
+// contiguous_gradients defaults to False for stage 3 up to v0.4.x (ZERO3_OPTIMIZATION_CONTIGUOUS_GRADIENTS_
+// DEFAULT, constants.py v0.3.12-v0.4.5; True from v0.5.0): stage3.py reduce_ipg_grads then takes
+// buffered_reduce_fallback -> allreduce_bucket, a dist.all_reduce of the flattened 16-bit bucket, and keeps
+// the owned slice afterwards (partition_previous_reduced_grads). Narayanan et al. 2021 (April 2021) ran one
+// of those releases.
+constexpr CollectiveKind kDs3GradReduce = CollectiveKind::all_reduce;
+
 struct Bucket {
     double elements = 0;  ///< parameters per rank in this bucket
     int closes_after =
@@ -55,6 +69,12 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
     const auto emb_bwd = blocks.embedding_backward();
     const auto head_fwd = blocks.head_forward();
     const auto head_bwd = blocks.head_backward();
+    // DeepSpeed ZeRO-3: the layer cut into its fetch units (see the stage loop).
+    const bool ds3_any = layout.framework == Framework::deepspeed && layout.zero_stage >= 3 && layout.dp > 1;
+    const auto ds3_fwd_units = ds3_any ? blocks.layer_forward_units() : std::vector<detail::OpTemplate>{};
+    const auto ds3_bwd_units = ds3_any ? blocks.layer_backward_units() : std::vector<detail::OpTemplate>{};
+    const auto ds3_weights = blocks.layer_linear_unit_weights();
+    const auto ds3_biases = blocks.layer_linear_unit_biases();
     // DeepSpeed BF16_Optimizer's per-micro-batch gradient accumulation, one template per parameter count.
     std::map<double, detail::OpTemplate> hp_accumulate;
     auto hp_accumulate_for = [&](double params) -> const detail::OpTemplate& {
@@ -146,6 +166,10 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
         const bool sharded = layout.sharded_optimizer() && layout.dp > 1;
         const bool zero2 = layout.zero_stage == 2 && layout.dp > 1;
         const bool zero3 = layout.zero_stage >= 3 && layout.dp > 1;
+        // DeepSpeed's own stage-3 coordinator (below); it has no pipeline engine path (stage 3 with PP is
+        // refused by DeepSpeed) and no frozen-base adapters here. A run that states reshard_after_forward =
+        // false (not a DeepSpeed setting) keeps the generic gather-once path.
+        const bool ds3 = deepspeed && zero3 && pp == 1 && vpp == 1 && !frozen && layout.reshard_after_forward;
         // ZeRO-3 / FSDP: reshard_after_forward = false keeps the gathered parameters from forward to backward
         // (no backward all-gather); under PP torchtitan also defers the reshard after backward to the last
         // micro-batch (torch/distributed/pipelining/stage.py), so each group is gathered once per step.
@@ -282,7 +306,202 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
 
         double in_flight = 0;
         const auto items = pipeline_schedule(layout.schedule, pp, r, m, vpp);
-        for (const auto& it : items) {
+        // DeepSpeed ZeRO-3 of 2021 (v0.3.12-v0.5.8, deepspeed/runtime/zero/stage3.py
+        // PartitionedParameterCoordinator, partition_parameters.py): every module with parameters is a fetch
+        // unit (its pre-forward / pre-backward hook). fetch_sub_module all-gathers the unit's parameters that
+        // are not there and, when it gathered any or one is still in flight, _synchronize_communication
+        // ends with torch.cuda.synchronize(): the whole device, gradient reductions included, is drained
+        // before the unit computes. Then prefetch_next_sub_modules issues the next not-yet-gathered
+        // parameters of the recorded trace (up to stage3_prefetch_bucket_size elements, one collective per
+        // parameter, each after a torch.cuda.synchronize() in _allgather_param), only when nothing is in
+        // flight and fewer than stage3_max_live_parameters are gathered. After the unit, release_sub_module
+        // frees its parameters unless the trace uses them again within stage3_max_reuse_distance elements
+        // (_keep_for_later). Full recompute runs each layer's forward hooks again before its backward.
+        // Weights only: biases and norms (< stage3_param_persistence_threshold = 1e5 elements) stay gathered.
+        if (ds3) {
+            struct Use {
+                int unit = -1;  ///< -1: kernels with no parameters to fetch
+                const detail::OpTemplate* compute = nullptr;
+                Phase phase = Phase::forward;
+                int mb = 0;
+                bool backward = false;
+                std::vector<MemoryEvent> after = {};
+                bool end_of_backward = false;
+            };
+            // Units: 0 embedding, 1 + 4i + j layer i's linear j (qkv, proj, fc1, fc2), last the head (with
+            // the tied word embedding, a registered external parameter of the output layer).
+            const int layers = layers_of_chunk[0];
+            const int head_unit = 1 + 4 * layers;
+            std::vector<double> unit_elems(static_cast<std::size_t>(head_unit + 1));
+            std::vector<std::vector<double>> unit_grads(static_cast<std::size_t>(head_unit + 1));
+            unit_elems[0] = emb_params_rank;
+            unit_grads[0] = {emb_trainable_rank};
+            double linear = 0, bias = 0;
+            for (double w : ds3_weights)
+                linear += w;
+            for (double b : ds3_biases)
+                bias += b;
+            for (int i = 0; i < layers; ++i)
+                for (int j = 0; j < 4; ++j) {
+                    const auto u = static_cast<std::size_t>(1 + 4 * i + j);
+                    unit_elems[u] = ds3_weights[static_cast<std::size_t>(j)];
+                    // The weight's gradient, then the small ones of its module (the norms with qkv).
+                    double small = ds3_biases[static_cast<std::size_t>(j)];
+                    if (j == 0) small += layer_params_rank - linear - bias;
+                    unit_grads[u] = {ds3_weights[static_cast<std::size_t>(j)], small};
+                }
+            unit_elems[static_cast<std::size_t>(head_unit)] =
+                head_params_rank + (model.tied_embeddings ? emb_params_rank : 0.0);
+            unit_grads[static_cast<std::size_t>(head_unit)] = {head_trainable_rank};
+
+            std::vector<Use> trace;
+            for (const auto& it : items) {
+                const int mb = it.micro_batch;
+                if (it.forward) {
+                    trace.push_back(
+                        {0, &emb_fwd, Phase::forward, mb, false, {MemoryEvent::embedding_forward}});
+                    for (int i = 0; i < layers; ++i) {
+                        trace.push_back({-1, &ds3_fwd_units[0], Phase::forward, mb});
+                        for (int j = 0; j < 4; ++j)
+                            trace.push_back({1 + 4 * i + j, &ds3_fwd_units[static_cast<std::size_t>(j + 1)],
+                                             Phase::forward, mb});
+                        trace.back().after = {MemoryEvent::layer_forward};
+                    }
+                    trace.push_back(
+                        {head_unit, &head_fwd, Phase::forward, mb, false, {MemoryEvent::head_forward}});
+                    continue;
+                }
+                trace.push_back(
+                    {head_unit, &head_bwd, Phase::backward, mb, true, {MemoryEvent::head_backward}});
+                for (int i = layers - 1; i >= 0; --i) {
+                    if (layout.recompute == Recompute::full) {
+                        trace.push_back({-1, &ds3_fwd_units[0], Phase::recompute, mb});
+                        for (int j = 0; j < 4; ++j)
+                            trace.push_back({1 + 4 * i + j, &ds3_fwd_units[static_cast<std::size_t>(j + 1)],
+                                             Phase::recompute, mb});
+                        trace.back().after = {MemoryEvent::layer_recomputed};
+                    } else {
+                        trace.push_back({-1, &layer_rec, Phase::recompute, mb});
+                        if (layout.recompute != Recompute::none)
+                            trace.back().after = {MemoryEvent::layer_recomputed};
+                    }
+                    trace.push_back({-1, &ds3_bwd_units[0], Phase::backward, mb, true});
+                    for (int j = 3; j >= 0; --j)
+                        trace.push_back({1 + 4 * i + j, &ds3_bwd_units[static_cast<std::size_t>(4 - j)],
+                                         Phase::backward, mb, true});
+                    trace.back().after = {MemoryEvent::layer_backward};
+                }
+                trace.push_back({0, &emb_bwd, Phase::backward, mb, true, {MemoryEvent::embedding_backward}});
+                trace.back().end_of_backward = true;
+            }
+            // _keep_for_later: the elements used between a unit's use and its next use in the trace
+            // (get_reuse_distance_in_numel, ds_numel: unpartitioned counts).
+            const double full = t;  // elements per rank -> ds_numel
+            std::vector<bool> keep(trace.size(), false);
+            {
+                std::vector<int> next_of_unit(static_cast<std::size_t>(head_unit + 1), -1);
+                std::vector<double> suffix(trace.size() + 1, 0.0);
+                for (std::size_t k = trace.size(); k-- > 0;) {
+                    const int u = trace[k].unit;
+                    suffix[k] =
+                        suffix[k + 1] + (u >= 0 ? unit_elems[static_cast<std::size_t>(u)] * full : 0.0);
+                    if (u < 0) continue;
+                    const int next = next_of_unit[static_cast<std::size_t>(u)];
+                    if (next >= 0)
+                        keep[k] = suffix[k + 1] - suffix[static_cast<std::size_t>(next)] <
+                                  kDs3MaxReuseDistanceElements;
+                    next_of_unit[static_cast<std::size_t>(u)] = static_cast<int>(k);
+                }
+            }
+            enum class Status { not_available, inflight, available };
+            std::vector<Status> status(static_cast<std::size_t>(head_unit + 1), Status::not_available);
+            std::vector<bool> needs_copy_out(status.size(), false);
+            std::vector<int> inflight;
+            double live = 0;  // gathered (or in flight) elements, total_available_parameter_numel
+            auto ds_gather = [&](int u) {
+                const double e = unit_elems[static_cast<std::size_t>(u)];
+                param_gather(e);
+                mark(MemoryEvent::params_gathered, e);
+                status[static_cast<std::size_t>(u)] = Status::inflight;
+                needs_copy_out[static_cast<std::size_t>(u)] = true;
+                inflight.push_back(u);
+                live += e * full;
+            };
+            double bucket = 0;                 // elements per rank in the reduction bucket (ipg bucket)
+            std::vector<double> bucket_grads;  // its gradients
+            auto reduce_bucket = [&]() {
+                if (bucket <= 0) return;
+                dp_launch(kDs3GradReduce, bucket * 2.0);  // the 16-bit gradients
+                for (double g : bucket_grads)
+                    mark(MemoryEvent::grads_reduced, g);
+                bucket_grads.clear();
+                bucket = 0;
+            };
+            for (std::size_t k = 0; k < trace.size(); ++k) {
+                const Use& use = trace[k];
+                if (use.unit < 0) {
+                    append(sp.ops, *use.compute, use.phase, use.mb);
+                    for (MemoryEvent e : use.after)
+                        mark(e);
+                    continue;
+                }
+                const auto u = static_cast<std::size_t>(use.unit);
+                // fetch_sub_module
+                bool sync = status[u] == Status::inflight;
+                if (status[u] == Status::not_available) {
+                    ds_gather(use.unit);
+                    sync = true;
+                }
+                if (sync) {
+                    dp_wait(dp_launched, use.phase);
+                    for (int v : inflight)
+                        status[static_cast<std::size_t>(v)] = Status::available;
+                    inflight.clear();
+                }
+                if (needs_copy_out[u]) {
+                    append_copy_out(unit_elems[u], use.phase, use.mb);
+                    needs_copy_out[u] = false;
+                }
+                // prefetch_next_sub_modules
+                if (inflight.empty() && live < kDs3MaxLiveElements) {
+                    double fetched = 0;
+                    for (std::size_t i = k; i < trace.size() && fetched < kDs3PrefetchBucketElements; ++i) {
+                        const int v = trace[i].unit;
+                        if (v < 0 || status[static_cast<std::size_t>(v)] != Status::not_available) continue;
+                        if (!inflight.empty()) dp_wait(dp_launched, use.phase);  // _allgather_param's sync
+                        ds_gather(v);
+                        fetched += unit_elems[static_cast<std::size_t>(v)] * full;
+                    }
+                }
+                append(sp.ops, *use.compute, use.phase, use.mb);
+                for (MemoryEvent e : use.after)
+                    mark(e);
+                // Gradient hooks (reduce_independent_p_g_buckets_and_remove_grads): a parameter that
+                // does not fit the bucket first sends the bucket off.
+                if (use.backward)
+                    for (double g : unit_grads[u]) {
+                        if (g <= 0) continue;
+                        if (bucket + g * full > kDs3ReduceBucketElements) reduce_bucket();
+                        mark(MemoryEvent::grads_unsharded, g);
+                        bucket_grads.push_back(g);
+                        bucket += g;
+                    }
+                // release_sub_module
+                if (!keep[k]) {
+                    status[u] = Status::not_available;
+                    live -= unit_elems[u] * full;
+                    mark(MemoryEvent::params_released, unit_elems[u]);
+                }
+                // independent_gradient_partition_epilogue, after each backward pass: the last bucket, then
+                // reduction_stream.synchronize().
+                if (use.end_of_backward) {
+                    reduce_bucket();
+                    dp_wait(dp_launched, Phase::backward);
+                }
+            }
+            sp.peak_in_flight_microbatches = std::max(sp.peak_in_flight_microbatches, 1.0);
+        }
+        for (const auto& it : ds3 ? std::vector<ScheduleItem>{} : items) {
             const int c = it.chunk;
             const int vs = c * pp + r;
             const int mb = it.micro_batch;
