@@ -124,8 +124,18 @@ struct Layout {
     /// gathered parameters from forward to backward (torchtitan under PP: reshard_after_forward = not
     /// pp_enabled; FSDP SHARD_GRAD_OP, i.e. ZeRO-2-like).
     bool reshard_after_forward = true;
-    /// Transformer layers per pipeline stage, when they are not divided evenly; empty = even split.
+    /// Transformer layers per pipeline stage, when they are not divided evenly; empty = even split. With
+    /// vpp > 1 each entry is split evenly over the rank's vpp model chunks (Megatron-LM
+    /// --decoder-first/last-pipeline-num-layers: the per-rank count must divide by vpp).
     std::vector<std::int64_t> layers_per_stage;
+    /// Megatron-LM --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split (core
+    /// v0.11+, megatron/core/transformer/transformer_block.py get_num_layers_to_build): the input embedding
+    /// (the output layer and loss) counts as one layer in the split, so layers + the flags set must divide by
+    /// pp, and the per-rank count by vpp; the first virtual stage (the last one) builds one layer fewer. With
+    /// 126 layers, both flags, PP 16 and VPP 8: 128 / 128 = 1 per virtual stage, the first holding only the
+    /// embedding, the last only the output layer and loss. Cannot be combined with layers_per_stage.
+    bool account_for_embedding_in_pipeline_split = false;
+    bool account_for_loss_in_pipeline_split = false;
     Optimizer optimizer = Optimizer::adam;
     Offload offload_optimizer = Offload::none;
     Adapter adapter = Adapter::none;
@@ -163,8 +173,18 @@ struct Layout {
 /// Hugging Face PEFT places them: q, k, v (3), o, and SwiGLU's gate and up (2) with down. 0 without adapters.
 double adapter_params_per_layer(const ModelSpec& m, const Layout& l);
 
-/// Layers on pipeline stage `stage` (0-based), from layers_per_stage or the even split.
+/// Layers on pipeline stage `stage` (0-based, all its model chunks), from layers_per_stage or the even split
+/// (with the account_for_* flags, see Layout).
 std::int64_t layers_on_stage(const ModelSpec& m, const Layout& l, int stage);
+
+/// Layers of model chunk `chunk` (0 .. vpp-1) on pipeline rank `stage`, i.e. of virtual stage chunk·pp +
+/// stage: layers_per_stage[stage] / vpp, or pipeline_split_layers / (pp·vpp) less one on the first virtual
+/// stage with account_for_embedding_in_pipeline_split and on the last with account_for_loss_in_pipeline_split
+/// (Megatron-LM get_num_layers_to_build). Assumes check_layout passed.
+std::int64_t layers_on_virtual_stage(const ModelSpec& m, const Layout& l, int stage, int chunk);
+
+/// The layer count the pipeline split divides: model.layers plus one for each account_for_* flag set.
+std::int64_t pipeline_split_layers(const ModelSpec& m, const Layout& l);
 
 /// Checks the layout against the model and the cluster size. Throws InputError with a message naming the
 /// field and the values, e.g. "layout.tp = 7 does not divide model.heads = 96". `cluster_gpus` is the

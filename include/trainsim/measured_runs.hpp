@@ -2,23 +2,48 @@
 // in-house training runs with their cluster, model, layout and measurements, plus nccl-tests style collective
 // rows.
 //
+// Per-row robustness: a row (run or collective) that is malformed becomes that row's `error` (one line naming
+// the file, the run, the field and the value); a run that uses what trainsim does not simulate (mixture of
+// experts, nvfp4 or mxfp8 precision, an uneven split no framework rule gives) is `unsupported` with the
+// reason. Only a document that is not a measured-runs file at all (not an object, wrong `format`, `runs` not
+// an array) throws. Top-level keys the format does not define are ignored with one note each
+// (MeasuredRunsFile::notes). `null` means "not reported" for measured.step_time_s (the run is simulated, not
+// scored), measured.peak_memory_GiB, and a collective's algbw_GBps, busbw_GBps and time_us.
+//
 // The run's `cluster` block is expanded by the DGX-style generator (cluster.hpp) with these generator
 // defaults for what the format does not carry: PCIe GPU<->NIC 32 GB/s (Gen4 x16, A100) or 64 GB/s (Gen5 x16,
 // Hopper/Blackwell), NVSwitch hop 1 us, NIC 2 us, switch 0.5 us, 32 nodes per leaf group, non-blocking
-// fat-tree. Layout fields the format does not carry take documented defaults (docs/validation.md),
-// overridable per run by the optional `training` keys `attention`, `overlap_grad_reduce`,
-// `overlap_param_gather`, `tp_comm_overlap`, `layers_per_stage`:
+// fat-tree. A job smaller than one node uses `gpus` GPUs of it (and as many NICs, at most nics_per_node).
+// NVLink domains (extensions.cluster.nvlink_domain_gpus = gpus_per_node, e.g. GB200/GB300 NVL72) that the
+// job's GPU count does not fill evenly are used as equal parts: the largest divisor of `gpus` not above the
+// domain, in whole trays (extensions.cluster.gpus_per_tray), one NIC per GPU scaled likewise; NVIDIA's
+// GB200 jobs run 16 trays (64 GPUs) per NVL72 rack (MLPerf Training v5.0/v5.1 GB200 systems: 2,496 and
+// 2,560 GPUs = 39 and 40 racks x 64). The run's `notes` say so.
+//
+// Layout fields the format does not carry take documented defaults (docs/validation.md), overridable per run
+// by the optional `training` keys `attention`, `overlap_grad_reduce`, `overlap_param_gather`,
+// `tp_comm_overlap`, `framework`, `layers_per_stage`, `account_for_embedding_in_pipeline_split`,
+// `account_for_loss_in_pipeline_split`:
 //   attention: "unfused" on Ampere (the fused-softmax path of Megatron-LM/Megatron-DeepSpeed 2020-2022,
-//   before
-//              FlashAttention), "flash" on Hopper and newer (TransformerEngine fused attention,
+//              before FlashAttention), "flash" on Hopper and newer (TransformerEngine fused attention,
 //              Megatron-Core);
 //   overlap_grad_reduce, overlap_param_gather: equal to distributed_optimizer (Megatron-Core pairs them);
 //   tp_comm_overlap: true on Hopper and newer with sequence parallelism and tp > 1 (TransformerEngine
-//   userbuffers
-//              overlap of the SP all-gather/reduce-scatter with the GEMMs, which needs SP), false otherwise;
-//   layers_per_stage when pp does not divide layers: the embedding and the LM head count as one layer each on
-//   the
-//              first and last stage (DeepSpeed partition_method "type:transformer|embedding", as BLOOM ran).
+//              userbuffers overlap of the SP all-gather/reduce-scatter with the GEMMs, which needs SP);
+//   pipeline split when pp (or pp x vpp) does not divide the layers: Megatron rows count the embedding and
+//              the loss as one layer each (account_for_embedding/loss_in_pipeline_split, Megatron-Core
+//              v0.11+, as NeMo / Megatron-Bridge's Llama 3.1 405B recipes set them) when that divides; other
+//              frameworks with vpp = 1 put one layer fewer on the first and the last stage (DeepSpeed
+//              partition_method "type:transformer|embedding", as BLOOM ran); otherwise unsupported.
+//
+// The run's `extensions` object (README "Extensions used by public_runs_2026.json") is read where trainsim
+// models what it says: `moe` (unsupported), `precision_detail` (nvfp4 / mxfp8 unsupported; current or
+// delayed scaling -> Layout::fp8_recipe), `recompute` (granularity full / selective with modules
+// core_attn or none -> Layout::recompute), `head_dim` / `attention.head_dim` equal to hidden / heads,
+// `megatron_fsdp` (ZeRO-3 in Megatron: framework megatron), `cluster` (NVLink domain, trays). Provenance
+// keys (`table`, `source_row`, `recipe_preset`, `recipe_match`, `mlperf`, ...) are documentation. Anything
+// else that changes the run (CUDA graphs, activation offloading, partial recompute, a head_dim other than
+// hidden / heads, multi-token prediction, ...) is listed in MeasuredRun::ignored and simulated without it.
 #pragma once
 
 #include <optional>
@@ -35,35 +60,62 @@
 namespace trainsim {
 
 struct MeasuredRun {
-    std::string id;
+    std::string id;  ///< the row's id, or "runs[i]" when the row has none
     std::string source;
     TopologySpec topology;
     ModelSpec model;
     Layout layout;
-    double step_time_s = 0;
-    std::optional<double> peak_memory_gib;
+    /// Measured seconds per optimizer step; nullopt when not reported (null): simulated, not scored.
+    std::optional<double> step_time_s;
+    std::optional<double> peak_memory_gib;  ///< busiest GPU's peak, GiB; nullopt when not reported
     /// Set when the run uses a feature trainsim does not simulate: names the feature. Never approximated.
     std::optional<std::string> unsupported;
+    /// Set when the row is malformed: one line naming the file, the run, the field and the value. The other
+    /// fields are then partial and must not be simulated.
+    std::optional<std::string> error;
+    /// What the row's `extensions` say that trainsim does not model, one entry each, e.g.
+    /// "extensions.cuda_graphs = \"local\""; the run is simulated without it.
+    std::vector<std::string> ignored;
+    /// Assumptions the loader made for this run (NVLink domain partition, pipeline split chosen), one line
+    /// each.
+    std::vector<std::string> notes;
 };
 
 struct CollectiveRow {
-    std::string id;
+    std::string id;  ///< the row's id, or "collectives[i]" when the row has none
     CollectiveKind op = CollectiveKind::all_reduce;
     int gpus = 0;
     int nodes = 0;
     double bytes = 0;
-    double algbw_GBps = 0;
-    double busbw_GBps = 0;
-    TopologySpec topology;  ///< from the row's optional `cluster` block, else the DGX preset of its GPU
+    std::optional<double> algbw_GBps;  ///< nullopt: not reported
+    std::optional<double> busbw_GBps;  ///< nullopt: not reported
+    std::optional<double> time_us;     ///< nullopt: not reported
+    /// From the row's optional `cluster` block, else the DGX-style preset of the row's optional `gpu` (a
+    /// catalog name), else of the GPU its `hardware` text names.
+    TopologySpec topology;
+    std::optional<std::string> error;  ///< set when the row is malformed (one line, as MeasuredRun::error)
+
+    /// The measured bus bandwidth, GB/s: busbw_GBps, else algbw_GBps x busbw_factor(op, gpus) (nccl-tests
+    /// PERFORMANCE.md), else bytes / time_us likewise; nullopt when none is reported.
+    std::optional<double> measured_busbw_GBps() const;
 };
 
 struct MeasuredRunsFile {
     std::vector<MeasuredRun> runs;
     std::vector<CollectiveRow> collectives;
+    /// File-level notes, e.g. a top-level key the format does not define (ignored), one line each.
+    std::vector<std::string> notes;
 };
 
-/// Parses a measured-runs document. Throws InputError naming the file, the run id and the field.
+/// Parses a measured-runs document. A malformed row is kept with its `error` set (see above); throws
+/// InputError naming the file and the field only when the document itself is not a measured-runs file.
 MeasuredRunsFile parse_measured_runs(const nlohmann::json& j, const std::string& file);
+
+/// The DGX-style topology (per-GPU NVLink rate, NICs per node and their rate) of the system a collective row
+/// names in `hardware`, e.g. "DGX H100, 8x H100 80GB HBM3" (the first catalog GPU named in it), or of the
+/// catalog GPU `hardware` is. Throws InputError naming `where` when it names none.
+TopologySpec dgx_preset_topology(const std::string& hardware, int gpus, int gpus_per_node,
+                                 const std::string& where);
 
 /// The DGX-style topology for a run's cluster block fields (exposed for tests).
 TopologySpec dgx_topology(const std::string& gpu, int gpus, int gpus_per_node, double nvlink_GBps,

@@ -171,6 +171,45 @@ std::vector<GpuSpec> build_catalog() {
         g.hbm_bytes_per_s = 8e12;
         c.push_back(g);
     }
+    // Blackwell systems of the measured-runs format (shared/validation/README.md). Model constants: as for
+    // B200, Hopper's (the nearest generation with sourced values) until measured; only the datasheet figures
+    // below differ. Capacities in binary units as for the other parts.
+    // GB200 (the Blackwell GPU of a GB200 superchip, up to 1,200 W): NVIDIA GB200 NVL72 datasheet,
+    // "Individual Blackwell GPU Specifications": FP16/BF16 5 PFLOPS and FP8 10 PFLOPS with sparsity (2.5 / 5
+    // dense), 186 GB HBM3e at 8 TB/s. Same silicon as B200: 148 SMs (Blackwell architecture technical brief).
+    {
+        GpuSpec g = hopper("GB200");
+        g.sm_count = 148;
+        g.peak_fp16_flops = g.peak_bf16_flops = 2500e12;
+        g.peak_fp8_flops = 5000e12;
+        g.hbm_bytes = 186.0 * kGiB;
+        g.hbm_bytes_per_s = 8e12;
+        c.push_back(g);
+    }
+    // B300 (Blackwell Ultra, HGX/DGX B300): NVIDIA HGX B300 datasheet, per 8 GPUs FP16/BF16 36 PFLOPS and
+    // FP8 72 PFLOPS with sparsity (2.25 / 4.5 dense per GPU, as B200); NVIDIA technical blog "Inside NVIDIA
+    // Blackwell Ultra" (2025-08): 160 SMs, 288 GB HBM3e at 8 TB/s per GPU.
+    {
+        GpuSpec g = hopper("B300");
+        g.sm_count = 160;
+        g.peak_fp16_flops = g.peak_bf16_flops = 2250e12;
+        g.peak_fp8_flops = 4500e12;
+        g.hbm_bytes = 288.0 * kGiB;
+        g.hbm_bytes_per_s = 8e12;
+        c.push_back(g);
+    }
+    // GB300 (the Blackwell Ultra GPU of a GB300 NVL72, up to 1,400 W): NVIDIA GB300 NVL72 datasheet, per 72
+    // GPUs FP16/BF16 360 PFLOPS and FP8 720 PFLOPS with sparsity (2.5 / 5 dense per GPU), up to 20.1 TB HBM3e
+    // at 576 TB/s (279 GB and 8 TB/s per GPU); 160 SMs (Blackwell Ultra, as B300).
+    {
+        GpuSpec g = hopper("GB300");
+        g.sm_count = 160;
+        g.peak_fp16_flops = g.peak_bf16_flops = 2500e12;
+        g.peak_fp8_flops = 5000e12;
+        g.hbm_bytes = 279.0 * kGiB;
+        g.hbm_bytes_per_s = 8e12;
+        c.push_back(g);
+    }
     return c;
 }
 

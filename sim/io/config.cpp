@@ -130,7 +130,8 @@ Layout parse_layout(const json& j, const std::string& file) {
                       : a == "cudnn" ? AttentionKernel::cudnn
                                      : AttentionKernel::flash;
     }
-    if (o.has("layers_per_stage")) {
+    // null: the even split (lets `--set layout.layers_per_stage=null` drop a workload's uneven split).
+    if (o.has("layers_per_stage") && !o.raw("layers_per_stage").is_null()) {
         const auto& v = o.raw("layers_per_stage");
         if (!v.is_array())
             o.fail(o.field("layers_per_stage"), fmt::format("= {} must be an array", v.dump()));
@@ -140,6 +141,9 @@ Layout parse_layout(const json& j, const std::string& file) {
             l.layers_per_stage.push_back(x.get<std::int64_t>());
         }
     }
+    l.account_for_embedding_in_pipeline_split =
+        o.boolean_or("account_for_embedding_in_pipeline_split", false);
+    l.account_for_loss_in_pipeline_split = o.boolean_or("account_for_loss_in_pipeline_split", false);
     if (o.has("optimizer")) {
         const auto v = o.choice("optimizer", {"adam", "adam_8bit", "sgd_momentum", "sgd"});
         l.optimizer = v == "adam_8bit"      ? Optimizer::adam_8bit

@@ -1,5 +1,10 @@
 #include "trainsim/measured_runs.hpp"
 
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <set>
+
 #include "strict_json.hpp"
 #include "trainsim/config.hpp"
 
@@ -12,6 +17,22 @@ namespace {
 
 bool is_ampere(const std::string& gpu) {
     return gpu.rfind("A100", 0) == 0;
+}
+
+std::string lower(std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+    return s;
+}
+
+bool contains(const std::string& s, const char* what) {
+    return s.find(what) != std::string::npos;
+}
+
+/// A JSON value for a one-line message, cut to 60 characters.
+std::string short_dump(const json& v) {
+    std::string s = v.dump();
+    if (s.size() > 60) s = s.substr(0, 57) + "...";
+    return s;
 }
 
 }  // namespace
@@ -40,7 +61,45 @@ TopologySpec dgx_topology(const std::string& gpu, int gpus, int gpus_per_node, d
 
 namespace {
 
-TopologySpec parse_cluster(StrictObject c) {
+/// The DGX-style system of each GPU type: NVLink rate per GPU and direction, compute NIC line rate (one NIC
+/// per GPU). Sources: DGX A100 user guide (NVLink3 600 GB/s bidirectional, 8x ConnectX-6 HDR 200 Gb/s);
+/// DGX H100 / H200 user guides (NVLink4 900 GB/s bidirectional, 8x ConnectX-7 NDR 400 Gb/s); DGX B200
+/// datasheet (NVLink5 1.8 TB/s bidirectional, 8x ConnectX-7 400 Gb/s); DGX B300 datasheet (8x ConnectX-8
+/// 800 Gb/s); GB200 NVL72 datasheet (NVLink5 1.8 TB/s per GPU, ConnectX-7 400 Gb/s per GPU); GB300 NVL72
+/// datasheet (72x ConnectX-8 800 Gb/s).
+struct DgxPreset {
+    const char* token;  ///< matched in a collective row's `hardware` text, first match wins
+    const char* gpu;    ///< catalog name
+    double nvlink_GBps;
+    double nic_Gbps;
+};
+constexpr DgxPreset kDgxPresets[] = {
+    {"GB300", "GB300", 900, 800},
+    {"GB200", "GB200", 900, 400},
+    {"B300", "B300", 900, 800},
+    {"B200", "B200", 900, 400},
+    {"H200", "H200-SXM-141GB", 450, 400},
+    {"H100 96GB", "H100-SXM5-96GB", 450, 400},
+    {"H100-SXM5-96GB", "H100-SXM5-96GB", 450, 400},
+    {"H100", "H100-SXM5-80GB", 450, 400},
+    {"A100 40GB", "A100-SXM4-40GB", 300, 200},
+    {"A100-SXM4-40GB", "A100-SXM4-40GB", 300, 200},
+    {"A100", "A100-SXM4-80GB", 300, 200},
+};
+
+/// What the run's extensions.cluster says about the scale-up domain.
+struct DomainInfo {
+    std::optional<int> nvlink_domain_gpus;
+    std::optional<int> gpus_per_tray;
+};
+
+/// GPUs per compute tray of an NVL72 rack: 4 (GB200 and GB300 NVL72 datasheets: 18 compute trays, 72 GPUs);
+/// 1 for other GPUs (no tray constraint).
+int default_gpus_per_tray(const std::string& gpu) {
+    return gpu == "GB200" || gpu == "GB300" ? 4 : 1;
+}
+
+TopologySpec parse_cluster(StrictObject c, const DomainInfo& domain, std::vector<std::string>& notes) {
     const std::string gpu = c.string("gpu");
     try {
         find_gpu(gpu, c.field("gpu"));
@@ -48,9 +107,7 @@ TopologySpec parse_cluster(StrictObject c) {
         throw InputError(fmt::format("{}: {}", c.file(), e.what()));
     }
     const int gpus = static_cast<int>(c.positive("gpus"));
-    const int gpn = static_cast<int>(c.positive("gpus_per_node"));
-    if (gpus % gpn != 0)
-        c.fail(c.field("gpus"), fmt::format("= {} is not a multiple of gpus_per_node = {}", gpus, gpn));
+    int gpn = static_cast<int>(c.positive("gpus_per_node"));
     auto su = c.object("scale_up");
     su.choice("kind", {"nvswitch"});
     const double nvlink = su.number("bandwidth_GBps_per_gpu");
@@ -59,15 +116,45 @@ TopologySpec parse_cluster(StrictObject c) {
     su.finish();
     auto so = c.object("scale_out");
     const std::string kind = so.choice("kind", {"infiniband", "roce"});
-    const int nics = static_cast<int>(so.positive("nics_per_node"));
+    int nics = static_cast<int>(so.positive("nics_per_node"));
     const double nic = so.number("nic_Gbps");
     if (!(nic > 0)) so.fail(so.field("nic_Gbps"), fmt::format("= {} must be positive", nic));
     so.finish();
     c.finish();
+    if (gpus % gpn != 0) {
+        // A job smaller than one node, or NVLink domains the job does not fill evenly: equal parts.
+        const bool domain_stated = domain.nvlink_domain_gpus && *domain.nvlink_domain_gpus == gpn;
+        if (gpus > gpn && !domain_stated)
+            c.fail(
+                c.field("gpus"),
+                fmt::format("= {} is not a multiple of gpus_per_node = {} (state "
+                            "extensions.cluster.nvlink_domain_gpus = {} for an NVLink domain used in parts)",
+                            gpus, gpn, gpn));
+        const int tray = gpus > gpn ? domain.gpus_per_tray.value_or(default_gpus_per_tray(gpu)) : 1;
+        int part = 0;
+        for (int d = std::min(gpus, gpn); d >= 1 && part == 0; --d)
+            if (gpus % d == 0 && d % tray == 0) part = d;
+        if (part == 0)
+            c.fail(c.field("gpus"), fmt::format("= {} cannot be split into equal parts of whole trays of {} "
+                                                "GPUs within gpus_per_node = {}",
+                                                gpus, tray, gpn));
+        const int part_nics = std::max(1, static_cast<int>(std::lround(1.0 * nics * part / gpn)));
+        notes.push_back(
+            gpus < gpn ? fmt::format("{} GPUs of one {}-GPU node, {} NICs", gpus, gpn, part_nics)
+                       : fmt::format(
+                             "{} GPUs on NVLink domains of {}: {} domains of {} GPUs (the largest divisor of "
+                             "{} in whole trays of {}), {} NICs each",
+                             gpus, gpn, gpus / part, part, gpus, tray, part_nics));
+        gpn = part;
+        nics = part_nics;
+    }
+    if (nics > gpn)
+        c.fail(c.field("scale_out.nics_per_node"),
+               fmt::format("= {} exceeds the GPUs per node = {}", nics, gpn));
     return dgx_topology(gpu, gpus, gpn, nvlink, nics, nic, kind);
 }
 
-Layout parse_training(StrictObject o, const ModelSpec& m, const std::string& gpu,
+Layout parse_training(StrictObject o, [[maybe_unused]] const ModelSpec& m, const std::string& gpu,
                       std::optional<std::string>& unsupported) {
     Layout l;
     l.tp = static_cast<int>(o.positive("tp"));
@@ -84,8 +171,9 @@ Layout parse_training(StrictObject o, const ModelSpec& m, const std::string& gpu
     if (l.zero_stage < 0 || l.zero_stage > 3)
         o.fail(o.field("zero_stage"), fmt::format("= {} must be 0, 1, 2 or 3", l.zero_stage));
     l.distributed_optimizer = o.boolean("distributed_optimizer");
-    const auto p = o.choice("precision", {"fp16", "bf16", "fp8"});
-    l.precision = p == "fp16" ? Precision::fp16 : p == "fp8" ? Precision::fp8 : Precision::bf16;
+    const auto p = o.choice("precision", {"fp16", "bf16", "fp8", "nvfp4"});
+    l.precision = p == "fp16" ? Precision::fp16 : p == "bf16" ? Precision::bf16 : Precision::fp8;
+    if (p == "nvfp4") unsupported = "precision nvfp4 (training.precision): FP4 GEMMs are not simulated";
     // Documented defaults for what the format does not carry (see the header), overridable per run.
     l.attention = is_ampere(gpu) ? AttentionKernel::unfused : AttentionKernel::flash;
     if (o.has("attention"))
@@ -103,23 +191,256 @@ Layout parse_training(StrictObject o, const ModelSpec& m, const std::string& gpu
     l.overlap_param_gather = o.boolean_or("overlap_param_gather", l.distributed_optimizer);
     l.tp_comm_overlap = o.boolean_or("tp_comm_overlap", !is_ampere(gpu) && l.sequence_parallel && l.tp > 1);
     if (o.has("layers_per_stage")) {
-        for (const auto& x : o.raw("layers_per_stage")) {
-            if (!x.is_number_integer()) o.fail(o.field("layers_per_stage"), "must be an array of integers");
+        const auto& v = o.raw("layers_per_stage");
+        if (!v.is_array())
+            o.fail(o.field("layers_per_stage"),
+                   fmt::format("= {} must be an array of integers", short_dump(v)));
+        for (const auto& x : v) {
+            if (!x.is_number_integer())
+                o.fail(o.field("layers_per_stage"),
+                       fmt::format("= {} must be an array of integers", short_dump(v)));
             l.layers_per_stage.push_back(x.get<std::int64_t>());
         }
-    } else if (m.layers % l.pp != 0) {
-        if ((m.layers + 2) % l.pp == 0 && l.pp >= 2) {
-            const std::int64_t per = (m.layers + 2) / l.pp;
-            l.layers_per_stage.assign(static_cast<std::size_t>(l.pp), per);
-            l.layers_per_stage.front() = per - 1;
-            l.layers_per_stage.back() = per - 1;
-        } else {
-            unsupported = fmt::format(
-                "uneven pipeline split of {} layers over pp = {} without layers_per_stage", m.layers, l.pp);
-        }
     }
+    l.account_for_embedding_in_pipeline_split =
+        o.boolean_or("account_for_embedding_in_pipeline_split", false);
+    l.account_for_loss_in_pipeline_split = o.boolean_or("account_for_loss_in_pipeline_split", false);
     o.finish();
     return l;
+}
+
+/// The pipeline split of a run whose layout states none, where pp (x vpp) does not divide the layers: the
+/// framework's rule (see the header). Sets `unsupported` when no rule applies.
+void choose_pipeline_split(const ModelSpec& m, Layout& l, std::optional<std::string>& unsupported,
+                           std::vector<std::string>& notes) {
+    if (!l.layers_per_stage.empty() || l.account_for_embedding_in_pipeline_split ||
+        l.account_for_loss_in_pipeline_split)
+        return;
+    const std::int64_t stages = static_cast<std::int64_t>(l.pp) * l.vpp;
+    if (m.layers % l.pp == 0 && (m.layers / l.pp) % l.vpp == 0) return;
+    if (l.framework == Framework::megatron) {
+        if ((m.layers + 2) % stages == 0) {
+            l.account_for_embedding_in_pipeline_split = true;
+            l.account_for_loss_in_pipeline_split = true;
+            notes.push_back(
+                fmt::format("pipeline split: Megatron account_for_embedding/loss_in_pipeline_split, {} + 2 "
+                            "layers over pp {} x vpp {} = {} per virtual stage, one fewer on the first and "
+                            "the last",
+                            m.layers, l.pp, l.vpp, (m.layers + 2) / stages));
+            return;
+        }
+    } else if (l.vpp == 1 && l.pp >= 2 && (m.layers + 2) % l.pp == 0) {
+        const std::int64_t per = (m.layers + 2) / l.pp;
+        l.layers_per_stage.assign(static_cast<std::size_t>(l.pp), per);
+        l.layers_per_stage.front() = per - 1;
+        l.layers_per_stage.back() = per - 1;
+        return;
+    }
+    unsupported = fmt::format(
+        "uneven pipeline split of {} layers over pp = {}{} (no {} split rule divides it; "
+        "state training.layers_per_stage)",
+        m.layers, l.pp, l.vpp > 1 ? fmt::format(" x vpp = {}", l.vpp) : "", to_string(l.framework));
+}
+
+/// Keys of `extensions` that only document where the row came from.
+const std::set<std::string>& provenance_keys() {
+    static const std::set<std::string> k = {
+        "table",  "source_row",          "source_row_variant",       "recipe_preset", "recipe_match",
+        "mlperf", "nemo_release_branch", "precision_recipe_matched", "note",          "notes"};
+    return k;
+}
+
+DomainInfo read_domain(const json& ext) {
+    DomainInfo d;
+    if (!ext.is_object() || !ext.contains("cluster") || !ext.at("cluster").is_object()) return d;
+    const auto& c = ext.at("cluster");
+    if (c.contains("nvlink_domain_gpus") && c.at("nvlink_domain_gpus").is_number_integer())
+        d.nvlink_domain_gpus = c.at("nvlink_domain_gpus").get<int>();
+    if (c.contains("gpus_per_tray") && c.at("gpus_per_tray").is_number_integer() &&
+        c.at("gpus_per_tray").get<int>() > 0)
+        d.gpus_per_tray = c.at("gpus_per_tray").get<int>();
+    return d;
+}
+
+/// Reads the run's `extensions` (see the header): sets what trainsim models, `unsupported` for what it does
+/// not simulate, and lists the rest in run.ignored.
+void read_extensions(const json& ext, const std::string& file, const std::string& where, MeasuredRun& run,
+                     const std::string& training_recompute) {
+    if (!ext.is_object())
+        throw InputError(
+            fmt::format("{}: {} extensions = {} must be an object", file, where, short_dump(ext)));
+    auto ignore = [&](const std::string& key, const json& v, const std::string& why = "") {
+        run.ignored.push_back(
+            fmt::format("extensions.{} = {}{}", key, short_dump(v), why.empty() ? "" : " (" + why + ")"));
+    };
+    auto set_unsupported = [&](const std::string& why) {
+        if (!run.unsupported) run.unsupported = why;
+    };
+    Layout& l = run.layout;
+    const ModelSpec& m = run.model;
+    for (auto it = ext.begin(); it != ext.end(); ++it) {
+        const std::string& k = it.key();
+        const json& v = it.value();
+        if (provenance_keys().count(k)) continue;
+        if (k == "moe") {
+            std::string what = "mixture of experts (extensions.moe";
+            if (v.is_object() && v.contains("num_experts"))
+                what += ": " + v.at("num_experts").dump() + " experts";
+            if (v.is_object() && v.contains("top_k")) what += ", top-" + v.at("top_k").dump();
+            set_unsupported(what + ") is not simulated");
+        } else if (k == "precision_detail") {
+            const std::string d = v.is_string() ? lower(v.get<std::string>()) : "";
+            if (contains(d, "nvfp4")) {
+                set_unsupported("precision nvfp4 (extensions.precision_detail): FP4 GEMMs are not simulated");
+            } else if (contains(d, "mxfp8") || contains(d, "fp8_mx") || contains(d, "fp8-mx")) {
+                set_unsupported(
+                    "precision mxfp8 (extensions.precision_detail): MXFP8 block-scaled GEMMs are not "
+                    "simulated");
+            } else if (l.precision == Precision::fp8) {
+                const bool current =
+                    contains(d, "current") || contains(d, "fp8_cs") || contains(d, "tensorwise");
+                const bool delayed = contains(d, "delayed") || contains(d, "fp8_ds");
+                if (current && !delayed)
+                    l.fp8_recipe = Fp8Recipe::tensorwise;
+                else if (delayed && !current)
+                    l.fp8_recipe = Fp8Recipe::delayed;
+                else
+                    ignore(k, v, "names no single FP8 scaling recipe; the framework's default is kept");
+            }
+        } else if (k == "recompute") {
+            if (!v.is_object()) {
+                ignore(k, v, "not an object");
+                continue;
+            }
+            const std::string g = v.contains("granularity") && v.at("granularity").is_string()
+                                      ? v.at("granularity").get<std::string>()
+                                      : "";
+            Recompute rc = l.recompute;
+            if (g == "full") {
+                rc = Recompute::full;
+                const bool partial = v.contains("method") && v.at("method") == "block";
+                if (partial || v.contains("num_layers_per_pp_stage") || v.contains("num_layers"))
+                    ignore("recompute", v,
+                           "partial full recompute (some layers per stage) is not modelled: every layer is "
+                           "recomputed");
+            } else if (g == "selective") {
+                if (!v.contains("modules") || v.at("modules") == json::array({"core_attn"})) {
+                    rc = Recompute::selective;
+                } else if (v.at("modules").is_array() && v.at("modules").empty()) {
+                    rc = Recompute::none;  // selective with no module: nothing recomputed
+                } else {
+                    ignore("recompute.modules", v.at("modules"),
+                           "only core_attn is modelled; simulated as training.recompute = \"" +
+                               training_recompute + "\"");
+                }
+            } else {
+                ignore(k, v, "granularity neither full nor selective");
+            }
+            if (rc != l.recompute) {
+                run.notes.push_back(
+                    fmt::format("extensions.recompute: recompute {} (training.recompute = \"{}\")",
+                                to_string(rc), training_recompute));
+                l.recompute = rc;
+            }
+        } else if (k == "head_dim") {
+            if (!(v.is_number_integer() && v.get<std::int64_t>() == m.head_dim()))
+                ignore(k, v, fmt::format("trainsim uses hidden / heads = {}", m.head_dim()));
+        } else if (k == "attention") {
+            if (!v.is_object()) {
+                ignore(k, v);
+                continue;
+            }
+            for (auto a = v.begin(); a != v.end(); ++a) {
+                if (a.key() == "note") continue;
+                if (a.key() == "head_dim" && a.value().is_number_integer() &&
+                    a.value().get<std::int64_t>() == m.head_dim())
+                    continue;
+                if (a.key() == "type" && a.value() == "MLA") {
+                    set_unsupported(
+                        "multi-head latent attention (extensions.attention.type = \"MLA\") is not "
+                        "simulated");
+                    continue;
+                }
+                ignore("attention." + a.key(), a.value(),
+                       a.key() == "head_dim" ? fmt::format("trainsim uses hidden / heads = {}", m.head_dim())
+                                             : "");
+            }
+        } else if (k == "megatron_fsdp") {
+            const bool enabled = v.is_object() && v.value("enabled", false);
+            if (!enabled) continue;
+            const std::string sharding = v.value("sharding", std::string{});
+            if (sharding == "optim_grads_params" && l.zero_stage == 3) {
+                l.framework = Framework::megatron;  // Megatron-FSDP: parameters, gradients and state sharded
+            } else {
+                ignore(k, v,
+                       fmt::format("only optim_grads_params with training.zero_stage = 3 is read; "
+                                   "zero_stage = {}",
+                                   l.zero_stage));
+            }
+        } else if (k == "cluster") {
+            if (!v.is_object()) {
+                ignore(k, v);
+                continue;
+            }
+            for (auto a = v.begin(); a != v.end(); ++a)
+                if (a.key() != "system" && a.key() != "nvlink_domain_gpus" && a.key() != "gpus_per_tray")
+                    ignore("cluster." + a.key(), a.value());
+        } else if (k == "cuda_graphs") {
+            if (!(v == false || v == "none" || v.is_null())) ignore(k, v, "CUDA graphs are not modelled");
+        } else if (k == "mtp_layers") {
+            if (!(v == 0 || v.is_null())) ignore(k, v, "multi-token prediction layers are not simulated");
+        } else if (k == "activation_cpu_offloading_layers") {
+            if (!(v == 0 || v.is_null())) ignore(k, v, "activation offloading to the CPU is not modelled");
+        } else if (k == "qk_layernorm") {
+            if (v != false) ignore(k, v);
+        } else {
+            ignore(k, v);
+        }
+    }
+}
+
+/// Parses one run row into `run` (whose id is set). Throws InputError naming the file, the run and the field.
+void parse_run(const json& row, const std::string& file, MeasuredRun& run) {
+    const std::string where = fmt::format("run \"{}\"", run.id);
+    StrictObject rr(row, file, where);
+    rr.string("id");
+    run.source = rr.string("source");
+    const json no_ext;
+    const json& ext = rr.has("extensions") ? rr.raw("extensions") : no_ext;
+    run.topology = parse_cluster(rr.object("cluster"), read_domain(ext), run.notes);
+    run.model = parse_model(rr.raw("model"), file, where + " model");
+    run.model.name = run.id;
+    std::string training_recompute = "none";
+    {
+        auto t = rr.object("training");
+        if (t.has("recompute") && t.raw("recompute").is_string())
+            training_recompute = t.raw("recompute").get<std::string>();
+    }
+    run.layout = parse_training(rr.object("training"), run.model, run.topology.gpu, run.unsupported);
+    auto m = rr.object("measured");
+    if (!m.raw("step_time_s").is_null()) {
+        run.step_time_s = m.number("step_time_s");
+        if (!(*run.step_time_s > 0))
+            m.fail(m.field("step_time_s"),
+                   fmt::format("= {} must be positive (null: not reported)", *run.step_time_s));
+    }
+    if (m.has("peak_memory_GiB") && !m.raw("peak_memory_GiB").is_null()) {
+        run.peak_memory_gib = m.number("peak_memory_GiB");
+        if (!(*run.peak_memory_gib > 0))
+            m.fail(m.field("peak_memory_GiB"),
+                   fmt::format("= {} must be positive (null: not reported)", *run.peak_memory_gib));
+    }
+    m.finish();
+    for (const char* k : {"reported", "derivation", "confidence", "assumed", "notes"})
+        rr.has(k);
+    rr.finish();
+    if (!ext.is_null()) read_extensions(ext, file, where, run, training_recompute);
+    if (run.unsupported) return;  // nothing else matters for a run that is not simulated
+    choose_pipeline_split(run.model, run.layout, run.unsupported, run.notes);
+    const int cluster_gpus = run.topology.gpus();
+    if (run.layout.gpus() != cluster_gpus)
+        rr.fail(where + " training", fmt::format("tp * pp * dp * cp = {} does not equal cluster.gpus = {}",
+                                                 run.layout.gpus(), cluster_gpus));
 }
 
 CollectiveKind parse_op(StrictObject& o) {
@@ -129,88 +450,129 @@ CollectiveKind parse_op(StrictObject& o) {
                                 : CollectiveKind::reduce_scatter;
 }
 
+/// A number that may be null (not reported); must be positive when given.
+std::optional<double> reported(StrictObject& o, const std::string& key) {
+    if (!o.has(key) || o.raw(key).is_null()) return std::nullopt;
+    const double v = o.number(key);
+    if (!(v > 0)) o.fail(o.field(key), fmt::format("= {} must be positive (null: not reported)", v));
+    return v;
+}
+
+void parse_collective(const json& row, const std::string& file, CollectiveRow& out) {
+    StrictObject r(row, file, fmt::format("collective \"{}\"", out.id));
+    r.string("id");
+    out.op = parse_op(r);
+    out.gpus = static_cast<int>(r.positive("gpus"));
+    out.nodes = static_cast<int>(r.positive("nodes"));
+    out.bytes = r.number("bytes");
+    if (!(out.bytes > 0)) r.fail(r.field("bytes"), fmt::format("= {} must be positive", out.bytes));
+    out.algbw_GBps = reported(r, "algbw_GBps");
+    out.busbw_GBps = reported(r, "busbw_GBps");
+    out.time_us = reported(r, "time_us");
+    if (out.gpus % out.nodes != 0)
+        r.fail(r.field("gpus"), fmt::format("= {} is not a multiple of nodes = {}", out.gpus, out.nodes));
+    std::string hardware;
+    if (r.has("hardware")) hardware = r.string("hardware");
+    if (r.has("gpu")) {  // a catalog name: its DGX-style system, as if `hardware` named it
+        const std::string gpu = r.string("gpu");
+        try {
+            find_gpu(gpu, r.field("gpu"));
+        } catch (const InputError& e) {
+            throw InputError(fmt::format("{}: {}", file, e.what()));
+        }
+        if (r.has("cluster")) r.fail(r.field("gpu"), "and cluster cannot both be given");
+        hardware = gpu;
+    }
+    if (r.has("cluster")) {
+        std::vector<std::string> notes;
+        out.topology = parse_cluster(r.object("cluster"), DomainInfo{}, notes);
+        if (out.topology.gpus() != out.gpus)
+            r.fail(r.field("cluster.gpus"),
+                   fmt::format("= {} does not equal the row's gpus = {}", out.topology.gpus(), out.gpus));
+    } else {
+        out.topology = dgx_preset_topology(hardware, out.gpus, out.gpus / out.nodes,
+                                           fmt::format("{}: {}", file, r.field("hardware")));
+    }
+    for (const char* k : {"dtype", "algorithm", "source", "notes"})
+        r.has(k);
+    r.finish();
+}
+
+const std::set<std::string>& top_level_keys() {
+    static const std::set<std::string> k = {"format", "about", "runs", "collectives"};
+    return k;
+}
+
 }  // namespace
+
+TopologySpec dgx_preset_topology(const std::string& hardware, int gpus, int gpus_per_node,
+                                 const std::string& where) {
+    for (const auto& p : kDgxPresets)
+        if (hardware == p.gpu || contains(hardware, p.token))
+            return dgx_topology(p.gpu, gpus, gpus_per_node, p.nvlink_GBps, gpus_per_node, p.nic_Gbps,
+                                "infiniband");
+    std::string known;
+    for (const auto& p : kDgxPresets)
+        known += (known.empty() ? "" : ", ") + std::string(p.token);
+    throw InputError(
+        fmt::format("{} = \"{}\" names no known system ({}); add a cluster block", where, hardware, known));
+}
+
+std::optional<double> CollectiveRow::measured_busbw_GBps() const {
+    if (busbw_GBps) return busbw_GBps;
+    const double factor = busbw_factor(op, gpus);
+    if (algbw_GBps) return *algbw_GBps * factor;
+    if (time_us) return bytes / (*time_us * 1e-6) / 1e9 * factor;
+    return std::nullopt;
+}
 
 MeasuredRunsFile parse_measured_runs(const json& j, const std::string& file) {
     StrictObject top(j, file, "");
     const auto fmt_name = top.string("format");
     if (fmt_name != "trainsim-measured-runs/1")
         top.fail("format", fmt::format("= \"{}\" is not \"trainsim-measured-runs/1\"", fmt_name));
-    if (top.has("about")) top.string("about");
     MeasuredRunsFile out;
+    for (auto it = j.begin(); it != j.end(); ++it)
+        if (!top_level_keys().count(it.key()))
+            out.notes.push_back(
+                fmt::format("{}: top-level key \"{}\" is not defined by trainsim-measured-runs/1; ignored",
+                            file, it.key()));
     const auto& runs = top.raw("runs");
     if (!runs.is_array()) top.fail("runs", "must be an array");
     for (std::size_t i = 0; i < runs.size(); ++i) {
-        const std::string fallback = fmt::format("runs[{}]", i);
-        StrictObject r(runs[i], file, fallback);
         MeasuredRun run;
-        run.id = r.string("id");
-        const std::string where = fmt::format("run \"{}\"", run.id);
-        StrictObject rr(runs[i], file, where);
-        rr.string("id");
-        run.source = rr.string("source");
-        run.topology = parse_cluster(rr.object("cluster"));
-        run.model = parse_model(rr.raw("model"), file, where + " model");
-        run.model.name = run.id;
-        run.layout = parse_training(rr.object("training"), run.model, run.topology.gpu, run.unsupported);
-        auto m = rr.object("measured");
-        run.step_time_s = m.number("step_time_s");
-        if (!(run.step_time_s > 0))
-            m.fail(m.field("step_time_s"), fmt::format("= {} must be positive", run.step_time_s));
-        if (m.has("peak_memory_GiB") && !m.raw("peak_memory_GiB").is_null())
-            run.peak_memory_gib = m.number("peak_memory_GiB");
-        m.finish();
-        for (const char* k : {"reported", "derivation", "confidence", "assumed", "notes"})
-            rr.has(k);
-        rr.finish();
-        const int cluster_gpus = run.topology.gpus();
-        if (run.layout.gpus() != cluster_gpus && !run.unsupported)
-            rr.fail(where + " training",
-                    fmt::format("tp * pp * dp * cp = {} does not equal cluster.gpus = {}", run.layout.gpus(),
-                                cluster_gpus));
+        const json& row = runs[i];
+        run.id = row.is_object() && row.contains("id") && row.at("id").is_string()
+                     ? row.at("id").get<std::string>()
+                     : fmt::format("runs[{}]", i);
+        try {
+            if (!row.is_object() || !row.contains("id") || !row.at("id").is_string())
+                StrictObject(row, file, fmt::format("runs[{}]", i)).string("id");
+            parse_run(row, file, run);
+        } catch (const InputError& e) {
+            run.error = e.what();
+        }
         out.runs.push_back(std::move(run));
     }
     if (top.has("collectives")) {
         const auto& rows = top.raw("collectives");
         if (!rows.is_array()) top.fail("collectives", "must be an array");
         for (std::size_t i = 0; i < rows.size(); ++i) {
-            StrictObject r0(rows[i], file, fmt::format("collectives[{}]", i));
             CollectiveRow row;
-            row.id = r0.string("id");
-            StrictObject r(rows[i], file, fmt::format("collective \"{}\"", row.id));
-            r.string("id");
-            row.op = parse_op(r);
-            row.gpus = static_cast<int>(r.positive("gpus"));
-            row.nodes = static_cast<int>(r.positive("nodes"));
-            row.bytes = r.number("bytes");
-            row.algbw_GBps = r.number("algbw_GBps");
-            row.busbw_GBps = r.number("busbw_GBps");
-            if (row.gpus % row.nodes != 0)
-                r.fail(r.field("gpus"),
-                       fmt::format("= {} is not a multiple of nodes = {}", row.gpus, row.nodes));
-            std::string hardware;
-            if (r.has("hardware")) hardware = r.string("hardware");
-            if (r.has("cluster")) {
-                row.topology = parse_cluster(r.object("cluster"));
-            } else {
-                // No cluster block: the DGX preset of the GPU named in `hardware`.
-                const bool hopper = hardware.find("H100") != std::string::npos;
-                const bool ampere = hardware.find("A100") != std::string::npos;
-                if (!hopper && !ampere)
-                    r.fail(r.field("hardware"),
-                           "names no known DGX system (A100 or H100); add a cluster block");
-                row.topology = hopper ? dgx_topology("H100-SXM5-80GB", row.gpus, row.gpus / row.nodes, 450, 8,
-                                                     400, "infiniband")
-                                      : dgx_topology("A100-SXM4-80GB", row.gpus, row.gpus / row.nodes, 300, 8,
-                                                     200, "infiniband");
+            const json& rj = rows[i];
+            row.id = rj.is_object() && rj.contains("id") && rj.at("id").is_string()
+                         ? rj.at("id").get<std::string>()
+                         : fmt::format("collectives[{}]", i);
+            try {
+                if (!rj.is_object() || !rj.contains("id") || !rj.at("id").is_string())
+                    StrictObject(rj, file, fmt::format("collectives[{}]", i)).string("id");
+                parse_collective(rj, file, row);
+            } catch (const InputError& e) {
+                row.error = e.what();
             }
-            for (const char* k : {"time_us", "dtype", "algorithm", "source", "notes"})
-                r.has(k);
-            r.finish();
             out.collectives.push_back(std::move(row));
         }
     }
-    top.finish();
     return out;
 }
 

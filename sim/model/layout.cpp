@@ -1,6 +1,7 @@
 #include "trainsim/layout.hpp"
 
 #include <numeric>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -8,9 +9,27 @@
 
 namespace trainsim {
 
+std::int64_t pipeline_split_layers(const ModelSpec& m, const Layout& l) {
+    return m.layers + (l.account_for_embedding_in_pipeline_split ? 1 : 0) +
+           (l.account_for_loss_in_pipeline_split ? 1 : 0);
+}
+
+std::int64_t layers_on_virtual_stage(const ModelSpec& m, const Layout& l, int stage, int chunk) {
+    if (!l.layers_per_stage.empty()) return l.layers_per_stage.at(static_cast<std::size_t>(stage)) / l.vpp;
+    std::int64_t n = pipeline_split_layers(m, l) / (static_cast<std::int64_t>(l.pp) * l.vpp);
+    // Megatron-LM get_num_layers_to_build: the embedding (the loss) is not a transformer layer, so the
+    // virtual stage that holds it builds one fewer.
+    if (l.account_for_embedding_in_pipeline_split && stage == 0 && chunk == 0) --n;
+    if (l.account_for_loss_in_pipeline_split && stage == l.pp - 1 && chunk == l.vpp - 1) --n;
+    return n;
+}
+
 std::int64_t layers_on_stage(const ModelSpec& m, const Layout& l, int stage) {
     if (!l.layers_per_stage.empty()) return l.layers_per_stage.at(static_cast<std::size_t>(stage));
-    return m.layers / l.pp;
+    std::int64_t n = 0;
+    for (int c = 0; c < l.vpp; ++c)
+        n += layers_on_virtual_stage(m, l, stage, c);
+    return n;
 }
 
 namespace {
@@ -70,6 +89,11 @@ void check_layout(const ModelSpec& m, const Layout& l, int cluster_gpus) {
                         "{} * {} = {}",
                         l.global_batch, l.micro_batch, l.dp, l.micro_batch * l.dp));
     if (!l.layers_per_stage.empty()) {
+        if (l.account_for_embedding_in_pipeline_split || l.account_for_loss_in_pipeline_split)
+            throw InputError(
+                "layout.layers_per_stage cannot be combined with "
+                "layout.account_for_embedding_in_pipeline_split or layout.account_for_loss_in_pipeline_split "
+                "(Megatron-LM refuses the combination)");
         if (static_cast<int>(l.layers_per_stage.size()) != l.pp)
             throw InputError(fmt::format("layout.layers_per_stage has {} entries; layout.pp = {}",
                                          l.layers_per_stage.size(), l.pp));
@@ -86,14 +110,22 @@ void check_layout(const ModelSpec& m, const Layout& l, int cluster_gpus) {
                     throw InputError(fmt::format(
                         "layout.vpp = {} does not divide layout.layers_per_stage entry {}", l.vpp, n));
     } else {
-        if (m.layers % l.pp != 0)
-            throw InputError(
-                fmt::format("layout.pp = {} does not divide model.layers = {}; state the uneven split "
-                            "in layout.layers_per_stage",
-                            l.pp, m.layers));
-        if ((m.layers / l.pp) % l.vpp != 0)
-            throw InputError(fmt::format("layout.vpp = {} does not divide the {} layers per pipeline stage",
-                                         l.vpp, m.layers / l.pp));
+        const std::int64_t split = pipeline_split_layers(m, l);
+        const bool accounted = split != m.layers;
+        const std::string counted =
+            accounted ? fmt::format("the {} layers of the split (model.layers = {}{}{})", split, m.layers,
+                                    l.account_for_embedding_in_pipeline_split ? " + the embedding" : "",
+                                    l.account_for_loss_in_pipeline_split ? " + the loss" : "")
+                      : "";
+        if (split % l.pp != 0)
+            throw InputError(accounted
+                                 ? fmt::format("layout.pp = {} does not divide {}", l.pp, counted)
+                                 : fmt::format("layout.pp = {} does not divide model.layers = {}; state the "
+                                               "uneven split in layout.layers_per_stage",
+                                               l.pp, m.layers));
+        if ((split / l.pp) % l.vpp != 0)
+            throw InputError(fmt::format("layout.vpp = {} does not divide the {} layers per pipeline stage{}",
+                                         l.vpp, split / l.pp, accounted ? " (" + counted + ")" : ""));
     }
     if (l.vpp > 1 && l.pp == 1) throw InputError(fmt::format("layout.vpp = {} needs layout.pp > 1", l.vpp));
     if (l.vpp > 1 && l.schedule != Schedule::one_f_one_b)

@@ -97,7 +97,11 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
     for (int r = 0; r < pp; ++r) {
         StageProgram sp;
         const std::int64_t stage_layers = layers_on_stage(model, layout, r);
-        const int chunk_layers = static_cast<int>(stage_layers / vpp);
+        // Layers per model chunk: even, or one fewer where the embedding / loss counts in the split.
+        std::vector<int> layers_of_chunk(static_cast<std::size_t>(vpp));
+        for (int c = 0; c < vpp; ++c)
+            layers_of_chunk[static_cast<std::size_t>(c)] =
+                static_cast<int>(layers_on_virtual_stage(model, layout, r, c));
         // Parameter groups and buckets per chunk, in backward order.
         std::vector<std::vector<Bucket>> buckets(static_cast<std::size_t>(vpp));
         // Parameters (all-gathered by ZeRO-3) and trainable parameters (gradients) per group, backward order.
@@ -107,6 +111,7 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
         double stage_params_rank = 0, stage_trainable_rank = 0;
         for (int c = 0; c < vpp; ++c) {
             const int vs = c * pp + r;
+            const int chunk_layers = layers_of_chunk[static_cast<std::size_t>(c)];
             std::vector<double> groups, trainable;
             if (vs == last_vs) {
                 groups.push_back(head_params_rank);
@@ -247,6 +252,7 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
             const int c = it.chunk;
             const int vs = c * pp + r;
             const int mb = it.micro_batch;
+            const int chunk_layers = layers_of_chunk[static_cast<std::size_t>(c)];
             if (it.forward) {
                 const bool first = early_gather && !chunk_started[static_cast<std::size_t>(c)];
                 chunk_started[static_cast<std::size_t>(c)] = true;

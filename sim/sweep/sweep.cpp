@@ -106,8 +106,9 @@ std::string known_category(const ModelSpec& m, const Layout& l) {
     if (l.sequence_parallel && m.seq_len % l.tp != 0) return "tp does not divide seq_len (sequence parallel)";
     if (l.global_batch % (l.micro_batch * l.dp) != 0) return "global_batch not divisible by micro_batch*dp";
     if (l.layers_per_stage.empty()) {
-        if (m.layers % l.pp != 0) return "pp does not divide layers";
-        if ((m.layers / l.pp) % l.vpp != 0) return "vpp does not divide the layers per stage";
+        const std::int64_t split = pipeline_split_layers(m, l);  // layers + embedding / loss if counted
+        if (split % l.pp != 0) return "pp does not divide layers";
+        if ((split / l.pp) % l.vpp != 0) return "vpp does not divide the layers per stage";
     } else if (l.vpp > 1) {
         for (auto n : l.layers_per_stage)
             if (n % l.vpp != 0) return "vpp does not divide the layers per stage";

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# End-to-end tests of the trainsim CLI: help, the embedded default run, determinism, the trace, bad input, --set.
+# End-to-end tests of the trainsim CLI: help, the embedded default run, determinism, the trace, bad input, --set,
+# validate with a malformed row.
 #   usage: bash tests/e2e/run_e2e.sh <path-to-trainsim> <repo-root>
 # Plain bash + grep/cmp/wc (no python, no jq). Prints one PASS/FAIL line per check; exits 1 if any check fails.
 # Most checks use a 16-GPU configuration (tests/e2e/data/small.json on 2 DGX A100 nodes, well under a second);
@@ -235,6 +236,23 @@ check_bad "5l --from-runs without --id" fromruns "--from-runs" "--id" -- run --f
 check_bad "5m unknown GPU" badgpu "topology.gpu" '"Z100"' -- run "${SMALL[@]}" --set topology.gpu=Z100
 check_bad "5n unknown spine routing" badrouting "topology.scale_out.routing" '"random"' \
     -- run "${SMALL[@]}" --set topology.scale_out.routing=random
+
+# ---- 7. validate: one malformed row among valid ones is that row's error, not the file's exit 2 ----
+run badrow validate "$DATA/runs-one-bad-row.json" --tolerance 1000
+check_rc "7a validate with one bad row: exit 4 (not 2)" badrow 4
+check_has "7b the bad row's reason names the file, run, field and value" "$TMP/badrow.out" \
+    'bad_row ' 'error: ' 'runs-one-bad-row.json: run "bad_row".training.tp = "two" must be an integer'
+check_has "7c the other rows: ok, not scored (null step time), unsupported (MoE), ignored extension" \
+    "$TMP/badrow.out" 'not scored (step time not reported)' 'unsupported: mixture of experts' \
+    'note: graphs_row: ignored: extensions.cuda_graphs = "local"' \
+    'top-level key "collected_by" is not defined by trainsim-measured-runs/1; ignored' \
+    'summary: 5 runs, 3 simulated (2 scored, 1 not scored, 0 oom), 1 unsupported, 1 errors' \
+    'peak memory: 2 runs, MAPE'
+n=$(grep -cE '^good_row .* ok$' "$TMP/badrow.out")
+if [ "$n" -eq 1 ]; then pass "7d the valid row is simulated and ok"; else fail "7d good_row is not ok"; fi
+if [ -s "$TMP/badrow.err" ]; then fail "7e validate wrote to stderr" "$(head -c 400 "$TMP/badrow.err")"; else pass "7e validate: stderr empty"; fi
+check_bad "7f a file that is not a measured-runs file still exits 2" notruns "small.json" "format" \
+    -- validate "$DATA/small.json"
 
 # ---- 2./3. the embedded default (1024 GPUs) ----
 "$BIN" run --json >"$TMP/default2.out" 2>"$TMP/default2.err" &

@@ -152,7 +152,7 @@ TEST_CASE("config: negative or zero bandwidths and wrong units are refused") {
     t2["scale_out"]["oversubscription"] = 0.5;
     CHECK(contains(topology_error(t2), "topology.scale_out.oversubscription"));
     json t3 = read_json_file(kTopoFile);
-    t3["gpu"] = "B300";
+    t3["gpu"] = "V100";  // not in the catalog
     CHECK(contains(topology_error(t3), "topology.gpu"));
     json t4 = read_json_file(kTopoFile);
     t4["nodes"] = -4;

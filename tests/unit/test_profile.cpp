@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "profile_writer.hpp"  // trainsim-calibrate's writer (tools/calibrate), device-independent
 #include "test_helpers.hpp"
 #include "trainsim/compute.hpp"
 #include "trainsim/config.hpp"
@@ -371,4 +372,30 @@ TEST_CASE(
     std::sort(errors.begin(), errors.end());
     CHECK(errors[errors.size() / 2] <= 2.0);
     CHECK(within5 >= static_cast<int>(p.layers.size()) - 1);
+}
+
+TEST_CASE("profile: what trainsim-calibrate writes is read back by the reader") {
+    namespace cal = trainsim::calibrate;
+    cal::Profile w;
+    w.gpu = "H100-SXM5-80GB";
+    w.device = cal::DeviceInfo{"NVIDIA H100 80GB HBM3", 132, 79.2 * kGiB, "580.159.04", "13.0",
+                               {{"nccl", "2.28.9"}}};
+    w.date = "2026-11-22";
+    w.source = "unit test";
+    w.gemm.push_back(cal::GemmRow{cal::GemmDtype::fp8, 4096, 6144, 2048, 1,
+                                  cal::TimingStats{165e-6, 155e-6, 209e-6, 200}, "x"});
+    w.attention.push_back(cal::AttentionRow{"unfused", false,
+                                            cal::AttentionShape{1, 16, 16, 4096, 128, true, "m"},
+                                            cal::TimingStats{1e-3, 0.9e-3, 1.1e-3, 50}});
+    w.memory_bound.push_back(
+        cal::MemoryRow{"copy", 2 * kGiB, cal::TimingStats{0.7e-3, 0.69e-3, 0.75e-3, 80}, "copy"});
+    w.collectives.push_back(
+        cal::CollectiveRow{cal::CollectiveOp::all_reduce, 8, 1, 1 << 20, 15.6e-6, "bf16"});
+    const Profile p = parse_profile(nlohmann::json::parse(cal::profile_to_json(w).dump()), "calibrate.json");
+    REQUIRE(p.gemm.size() == 1);
+    CHECK(p.gemm[0].dtype == GemmDtype::fp8);
+    CHECK(p.gemm[0].timing.time_s == doctest::Approx(165e-6));
+    CHECK(p.attention[0].backend == AttentionKernel::unfused);
+    CHECK(p.memory_bound[0].bytes == doctest::Approx(2 * kGiB));
+    CHECK(p.collectives[0].gpus == 8);
 }

@@ -244,9 +244,17 @@ TEST_CASE("measured runs: cluster, defaults by GPU generation, uneven split, uns
     const auto h = parse_measured_runs(run_json("H100-SXM5-80GB", 8, 2, 1, 0), "f.json").runs.at(0);
     CHECK(h.layout.attention == AttentionKernel::flash);
     CHECK(h.layout.tp_comm_overlap);
-    // 10 layers on 3 stages: embedding and head count as layers -> 3, 4, 3.
+    // 10 layers on 3 stages: embedding and head count as layers -> 3, 4, 3 (Megatron: account_for_*).
     const auto u = parse_measured_runs(run_json("A100-SXM4-80GB", 10, 3, 1, 0), "f.json").runs.at(0);
-    CHECK(u.layout.layers_per_stage == std::vector<std::int64_t>{3, 4, 3});
+    CHECK(u.layout.layers_per_stage.empty());
+    CHECK(u.layout.account_for_embedding_in_pipeline_split);
+    CHECK(u.layout.account_for_loss_in_pipeline_split);
+    CHECK(layers_on_stage(u.model, u.layout, 0) == 3);
+    CHECK(layers_on_stage(u.model, u.layout, 1) == 4);
+    CHECK(layers_on_stage(u.model, u.layout, 2) == 3);
+    // DeepSpeed (zero_stage 1): the same rule as an explicit layers_per_stage.
+    const auto ud = parse_measured_runs(run_json("A100-SXM4-80GB", 10, 3, 1, 1), "f.json").runs.at(0);
+    CHECK(ud.layout.layers_per_stage == std::vector<std::int64_t>{3, 4, 3});
     // Context parallelism is simulated: parsed as a layout with cp = 2 (tp = 4), nothing unsupported.
     const auto cpr = parse_measured_runs(run_json("H100-SXM5-80GB", 8, 2, 2, 0), "f.json").runs.at(0);
     CHECK_FALSE(cpr.unsupported);
@@ -254,7 +262,10 @@ TEST_CASE("measured runs: cluster, defaults by GPU generation, uneven split, uns
     CHECK_FALSE(parse_measured_runs(run_json("A100-SXM4-80GB", 8, 2, 1, 3), "f.json").runs.at(0).unsupported);
     auto j = run_json("A100-SXM4-80GB", 8, 2, 1, 0);
     j["runs"][0]["training"]["tpp"] = 2;
-    const auto msg = message_of<InputError>([&] { parse_measured_runs(j, "f.json"); });
+    // A malformed row is that row's error, not the file's.
+    const auto bad_row = parse_measured_runs(j, "f.json").runs.at(0);
+    REQUIRE(bad_row.error);
+    const std::string msg = *bad_row.error;
     CHECK(contains(msg, "f.json"));
     CHECK(contains(msg, "run \"r1\""));
     CHECK(contains(msg, "training.tpp"));

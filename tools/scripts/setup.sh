@@ -21,5 +21,11 @@ fi
 BUILD_DIR="${1:-build}"
 BUILD_TYPE="${2:-Release}"
 shift $(( $# > 2 ? 2 : $# ))
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE" "$@" >&2
+# trainsim-calibrate needs nvcc (CUDA toolkit, with cuBLASLt and NCCL): name the usual install when it is not
+# on PATH; without CUDA the rest builds as before.
+CUDA_ARGS=()
+if ! command -v nvcc >/dev/null 2>&1 && [ -z "${CUDACXX:-}" ] && [ -x /usr/local/cuda/bin/nvcc ]; then
+  CUDA_ARGS=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
+fi
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE" "${CUDA_ARGS[@]}" "$@" >&2
 cmake --build "$BUILD_DIR" -j "$(nproc)" >&2

@@ -11,6 +11,7 @@ trap 'rm -f "$TMP"' EXIT
 set +e
 "$BIN" validate "$RUNS" > "$TMP.table"
 rc=$?
+"$BIN" validate "$RUNS" --json | python3 tools/scripts/validation_families.py > "$TMP.families"
 set -e
 [ "$rc" -eq 0 ] || [ "$rc" -eq 4 ] || { echo "validate failed with exit code $rc" >&2; exit "$rc"; }
 {
@@ -18,11 +19,18 @@ set -e
   echo
   echo "Command: \`tools/scripts/update_validation_doc.sh\` (runs \`trainsim validate $RUNS\`), $(date -u +%Y-%m-%d)."
   echo
+  echo "Per source family (the run id up to its first '_'; bias = mean signed error, negative = trainsim too fast;"
+  echo "\`tools/scripts/validation_families.py\` over \`trainsim validate --json\`):"
+  echo
+  echo '```text'
+  cat "$TMP.families"
+  echo '```'
+  echo
   echo '```text'
   cat "$TMP.table"
   echo '```'
 } > "$TMP"
-rm -f "$TMP.table"
+rm -f "$TMP.table" "$TMP.families"
 mv "$TMP" "$OUT"
 trap - EXIT
 echo "wrote $OUT" >&2

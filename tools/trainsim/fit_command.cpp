@@ -228,7 +228,8 @@ int fit_command(const std::vector<std::string>& args) {
     std::vector<const MeasuredRun*> runs;
     for (const auto& p : parsed)
         for (const auto& r : p.runs)
-            if (!r.unsupported && r.topology.gpu == gpu_name && selected(r.id)) runs.push_back(&r);
+            if (!r.error && !r.unsupported && r.step_time_s && r.topology.gpu == gpu_name && selected(r.id))
+                runs.push_back(&r);
     if (runs.size() < names.size())
         throw InputError(
             fmt::format("fit: {} runs on {}; need at least {}", runs.size(), gpu_name, names.size()));
@@ -250,7 +251,7 @@ int fit_command(const std::vector<std::string>& args) {
         Eigen::VectorXd r(m);
         for (Eigen::Index i = 0; i < m; ++i)
             r(i) =
-                std::log(pred[static_cast<std::size_t>(i)] / runs[static_cast<std::size_t>(i)]->step_time_s);
+                std::log(pred[static_cast<std::size_t>(i)] / *runs[static_cast<std::size_t>(i)]->step_time_s);
         return r;
     };
     Eigen::VectorXd x = Eigen::VectorXd::Zero(n);
@@ -301,7 +302,7 @@ int fit_command(const std::vector<std::string>& args) {
     nlohmann::json fit_runs = nlohmann::json::array();
     for (Eigen::Index i = 0; i < m; ++i)
         fit_runs.push_back({{"id", runs[static_cast<std::size_t>(i)]->id},
-                            {"measured_step_time_s", runs[static_cast<std::size_t>(i)]->step_time_s},
+                            {"measured_step_time_s", *runs[static_cast<std::size_t>(i)]->step_time_s},
                             {"error_pct_before", 100.0 * (std::exp(r0(i)) - 1.0)},
                             {"error_pct_after", 100.0 * (std::exp(r(i)) - 1.0)}});
     nlohmann::json catalog = nlohmann::json::object();

@@ -49,6 +49,7 @@ Inputs resolve_inputs(const InputOptions& o) {
         for (const auto& r : parsed.runs)
             if (r.id == o.run_id) run = &r;
         if (!run) throw InputError(fmt::format("{}: --id \"{}\" names no run", o.runs_file, o.run_id));
+        if (run->error) throw InputError(*run->error);
         if (run->unsupported)
             throw InputError(fmt::format("{}: run \"{}\" uses {}, which trainsim does not simulate yet",
                                          o.runs_file, o.run_id, *run->unsupported));
@@ -57,7 +58,8 @@ Inputs resolve_inputs(const InputOptions& o) {
         in.layout = run->layout;
         in.name = run->id;
         in.label = fmt::format("{}: run \"{}\"", o.runs_file, o.run_id);
-        in.measured = Measured{fmt::format("{} ({})", run->id, run->source), run->step_time_s, 0, ""};
+        if (run->step_time_s)
+            in.measured = Measured{fmt::format("{} ({})", run->id, run->source), *run->step_time_s, 0, ""};
     } else {
         nlohmann::json topo_json =
             o.topology_file.empty() ? default_topology_json() : read_json_file(o.topology_file);

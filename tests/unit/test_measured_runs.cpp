@@ -1,0 +1,407 @@
+// The measured-runs reader: per-row errors, null fields, notes for unknown top-level keys, extensions (read,
+// ignored, unsupported), the GPUs of the format's list, NVLink domains used in parts, collective rows; and
+// Megatron's account-for-embedding/loss pipeline split with uneven virtual stages.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "test_helpers.hpp"
+#include "trainsim/errors.hpp"
+#include "trainsim/gpu_catalog.hpp"
+#include "trainsim/layout.hpp"
+#include "trainsim/measured_runs.hpp"
+#include "trainsim/program.hpp"
+#include "trainsim/simulate.hpp"
+
+using namespace trainsim;
+using nlohmann::json;
+using trainsim::test::contains;
+using trainsim::test::message_of;
+
+namespace {
+
+/// One valid run row: 8 layers, TP 2 x PP 2 x DP 2 on 8 GPUs of one node.
+json run_row(const std::string& id, const std::string& gpu = "H100-SXM5-80GB") {
+    return {{"id", id},
+            {"source", "constructed for the unit test"},
+            {"cluster",
+             {{"gpu", gpu},
+              {"gpus", 8},
+              {"gpus_per_node", 8},
+              {"scale_up", {{"kind", "nvswitch"}, {"bandwidth_GBps_per_gpu", 450}}},
+              {"scale_out", {{"kind", "infiniband"}, {"nics_per_node", 8}, {"nic_Gbps", 400}}}}},
+            {"model",
+             {{"layers", 8},
+              {"hidden", 1024},
+              {"heads", 16},
+              {"kv_heads", 16},
+              {"ffn_hidden", 4096},
+              {"vocab", 8192},
+              {"seq_len", 512},
+              {"mlp", "gelu"}}},
+            {"training",
+             {{"tp", 2},
+              {"pp", 2},
+              {"dp", 2},
+              {"cp", 1},
+              {"vpp", nullptr},
+              {"micro_batch", 1},
+              {"global_batch", 8},
+              {"sequence_parallel", true},
+              {"recompute", "none"},
+              {"zero_stage", 0},
+              {"distributed_optimizer", true},
+              {"precision", "fp8"}}},
+            {"measured", {{"step_time_s", 1.0}, {"peak_memory_GiB", nullptr}}},
+            {"reported", {{"tflops_per_gpu", nullptr}}},
+            {"confidence", "high"}};
+}
+
+json doc(std::initializer_list<json> runs) {
+    json d = {{"format", "trainsim-measured-runs/1"}, {"runs", json::array()}};
+    for (const auto& r : runs)
+        d["runs"].push_back(r);
+    return d;
+}
+
+MeasuredRun parse_one(const json& row) {
+    return parse_measured_runs(doc({row}), "f.json").runs.at(0);
+}
+
+bool ignored(const MeasuredRun& r, const std::string& what) {
+    for (const auto& x : r.ignored)
+        if (contains(x, what)) return true;
+    return false;
+}
+
+}  // namespace
+
+TEST_CASE("measured runs: a malformed row is that row's error, the other rows parse") {
+    json bad = run_row("bad");
+    bad["training"]["tp"] = "two";
+    json no_id = run_row("x");
+    no_id.erase("id");
+    const auto f = parse_measured_runs(doc({run_row("good"), bad, no_id}), "f.json");
+    REQUIRE(f.runs.size() == 3);
+    CHECK_FALSE(f.runs[0].error);
+    REQUIRE(f.runs[1].error);
+    const std::string& e = *f.runs[1].error;
+    CHECK_MESSAGE(contains(e, "f.json"), e);
+    CHECK_MESSAGE(contains(e, "run \"bad\""), e);
+    CHECK_MESSAGE(contains(e, "training.tp"), e);
+    CHECK_MESSAGE(contains(e, "\"two\""), e);
+    CHECK(e.find('\n') == std::string::npos);
+    CHECK(f.runs[2].id == "runs[2]");
+    REQUIRE(f.runs[2].error);
+    CHECK_MESSAGE(contains(*f.runs[2].error, "runs[2].id"), *f.runs[2].error);
+    // An unknown key inside a row is still refused, for that row only.
+    json typo = run_row("typo");
+    typo["measured"]["step_time"] = 1.0;
+    const auto t = parse_one(typo);
+    REQUIRE(t.error);
+    CHECK_MESSAGE(contains(*t.error, "measured.step_time"), *t.error);
+    // A row whose layout does not fit its cluster.
+    json gpus = run_row("gpus");
+    gpus["training"]["dp"] = 4;
+    REQUIRE(parse_one(gpus).error);
+    CHECK(contains(*parse_one(gpus).error, "does not equal cluster.gpus = 8"));
+}
+
+TEST_CASE("measured runs: null means not reported") {
+    json r = run_row("nulls");
+    r["measured"]["step_time_s"] = nullptr;
+    r["measured"]["peak_memory_GiB"] = nullptr;
+    const auto run = parse_one(r);
+    CHECK_FALSE(run.error);
+    CHECK_FALSE(run.step_time_s);
+    CHECK_FALSE(run.peak_memory_gib);
+    r["measured"]["peak_memory_GiB"] = 61.5;
+    r["measured"]["step_time_s"] = 2.5;
+    const auto run2 = parse_one(r);
+    CHECK(*run2.step_time_s == 2.5);
+    CHECK(*run2.peak_memory_gib == 61.5);
+    r["measured"]["step_time_s"] = 0;
+    REQUIRE(parse_one(r).error);
+    CHECK(contains(*parse_one(r).error, "measured.step_time_s"));
+}
+
+TEST_CASE("measured runs: unknown top-level keys are noted once and ignored; a non-runs file throws") {
+    json d = doc({run_row("a")});
+    d["about"] = "free text";
+    d["provenance"] = {{"collected", "2026"}};
+    const auto f = parse_measured_runs(d, "f.json");
+    REQUIRE(f.notes.size() == 1);
+    CHECK(contains(f.notes[0], "f.json"));
+    CHECK(contains(f.notes[0], "\"provenance\""));
+    CHECK(contains(f.notes[0], "ignored"));
+    CHECK_FALSE(f.runs.at(0).error);
+    json wrong = d;
+    wrong["format"] = "something-else/2";
+    CHECK(contains(message_of<InputError>([&] { parse_measured_runs(wrong, "f.json"); }), "format"));
+    json not_array = d;
+    not_array["runs"] = json::object();
+    CHECK(contains(message_of<InputError>([&] { parse_measured_runs(not_array, "f.json"); }), "runs"));
+}
+
+TEST_CASE("measured runs: extensions are read where modelled, otherwise listed as ignored") {
+    json r = run_row("ext");
+    r["extensions"] = {{"table", {{"tokens_per_s_per_gpu", 1000}}},
+                       {"recipe_preset", "x.yaml"},
+                       {"cuda_graphs", "local"},
+                       {"activation_cpu_offloading_layers", 20},
+                       {"head_dim", 64},  // = hidden / heads: consistent, nothing ignored
+                       {"precision_detail", "fp8_current_scaling"},
+                       {"something_new", true}};
+    const auto run = parse_one(r);
+    CHECK_FALSE(run.error);
+    CHECK_FALSE(run.unsupported);
+    CHECK(ignored(run, "extensions.cuda_graphs"));
+    CHECK(ignored(run, "extensions.activation_cpu_offloading_layers"));
+    CHECK(ignored(run, "extensions.something_new"));
+    CHECK_FALSE(ignored(run, "head_dim"));
+    CHECK_FALSE(ignored(run, "table"));
+    CHECK_FALSE(ignored(run, "recipe_preset"));
+    CHECK(run.layout.fp8_recipe == Fp8Recipe::tensorwise);
+
+    r["extensions"] = {{"head_dim", 128}, {"attention", {{"head_dim", 128}}}};
+    const auto hd = parse_one(r);
+    CHECK(ignored(hd, "extensions.head_dim = 128"));
+    CHECK(ignored(hd, "extensions.attention.head_dim = 128"));
+
+    // Recompute granularity: full / selective (core_attn) / selective with no module (nothing recomputed).
+    r["extensions"] = {{"recompute", {{"granularity", "full"}}}};
+    CHECK(parse_one(r).layout.recompute == Recompute::full);
+    CHECK(parse_one(r).ignored.empty());
+    r["extensions"] = {{"recompute", {{"granularity", "selective"}, {"modules", {"core_attn"}}}}};
+    CHECK(parse_one(r).layout.recompute == Recompute::selective);
+    r["training"]["recompute"] = "selective";
+    r["extensions"] = {{"recompute", {{"granularity", "selective"}, {"modules", json::array()}}}};
+    CHECK(parse_one(r).layout.recompute == Recompute::none);
+    r["extensions"] = {{"recompute", {{"granularity", "selective"}, {"modules", {"mlp"}}}}};
+    CHECK(parse_one(r).layout.recompute == Recompute::selective);
+    CHECK(ignored(parse_one(r), "extensions.recompute.modules"));
+    r["extensions"] = {
+        {"recompute", {{"granularity", "full"}, {"method", "block"}, {"num_layers_per_pp_stage", 2}}}};
+    CHECK(parse_one(r).layout.recompute == Recompute::full);
+    CHECK(ignored(parse_one(r), "partial full recompute"));
+
+    // Megatron-FSDP is ZeRO-3 run by Megatron.
+    json fsdp = run_row("fsdp");
+    fsdp["training"]["tp"] = 1;
+    fsdp["training"]["pp"] = 1;
+    fsdp["training"]["dp"] = 8;
+    fsdp["training"]["sequence_parallel"] = false;
+    fsdp["training"]["zero_stage"] = 3;
+    fsdp["extensions"] = {{"megatron_fsdp", {{"enabled", true}, {"sharding", "optim_grads_params"}}}};
+    const auto f = parse_one(fsdp);
+    CHECK_FALSE(f.error);
+    CHECK(f.layout.framework == Framework::megatron);
+    CHECK(f.layout.zero_stage == 3);
+
+    json not_object = run_row("x");
+    not_object["extensions"] = 3;
+    REQUIRE(parse_one(not_object).error);
+    CHECK(contains(*parse_one(not_object).error, "extensions"));
+}
+
+TEST_CASE("measured runs: mixture of experts, nvfp4 and mxfp8 are unsupported with the reason") {
+    json moe = run_row("moe");
+    moe["extensions"] = {{"moe", {{"num_experts", 128}, {"top_k", 8}}}};
+    const auto m = parse_one(moe);
+    CHECK_FALSE(m.error);
+    REQUIRE(m.unsupported);
+    CHECK(contains(*m.unsupported, "mixture of experts"));
+    CHECK(contains(*m.unsupported, "128 experts"));
+
+    json fp4 = run_row("fp4", "GB200");
+    fp4["training"]["precision"] = "nvfp4";
+    REQUIRE(parse_one(fp4).unsupported);
+    CHECK(contains(*parse_one(fp4).unsupported, "nvfp4"));
+
+    json mx = run_row("mx", "GB300");
+    mx["extensions"] = {{"precision_detail", "mxfp8"}};
+    REQUIRE(parse_one(mx).unsupported);
+    CHECK(contains(*parse_one(mx).unsupported, "mxfp8"));
+}
+
+TEST_CASE("measured runs: every GPU of the format's list is known, with sourced figures") {
+    for (const char* name : {"A100-SXM4-40GB", "A100-SXM4-80GB", "H100-SXM5-80GB", "H100-SXM5-96GB",
+                             "H200-SXM-141GB", "B200", "B300", "GB200", "GB300"}) {
+        CAPTURE(name);
+        const GpuSpec& g = find_gpu(name, "test");
+        CHECK(g.peak_bf16_flops > 0);
+        CHECK(g.hbm_bytes > 0);
+        CHECK(g.hbm_bytes_per_s > 0);
+        CHECK(g.sm_count > 0);
+        CHECK(g.gemm_max_efficiency > 0);
+        // FP8 tensor cores from Hopper on, at twice the 16-bit rate (datasheets).
+        if (std::string(name).rfind("A100", 0) != 0)
+            CHECK(g.peak_fp8_flops == doctest::Approx(2 * g.peak_bf16_flops).epsilon(1e-3));
+        CHECK_FALSE(parse_one(run_row("r", name)).error);
+    }
+    // Blackwell: GB200/GB300 run at 2.5 PFLOPS dense BF16, B200/B300 at 2.25.
+    CHECK(find_gpu("GB200", "t").peak_bf16_flops > find_gpu("B200", "t").peak_bf16_flops);
+    CHECK(find_gpu("B300", "t").hbm_bytes > find_gpu("B200", "t").hbm_bytes);
+}
+
+TEST_CASE("measured runs: NVLink domains used in parts, a job smaller than a node") {
+    json r = run_row("nvl72", "GB200");
+    r["cluster"]["gpus"] = 128;
+    r["cluster"]["gpus_per_node"] = 72;
+    r["cluster"]["scale_out"]["nics_per_node"] = 72;
+    r["training"]["dp"] = 32;
+    r["training"]["global_batch"] = 64;
+    // Without the domain stated, 128 GPUs on 72-GPU nodes is an error.
+    REQUIRE(parse_one(r).error);
+    CHECK(contains(*parse_one(r).error, "nvlink_domain_gpus"));
+    r["extensions"] = {
+        {"cluster", {{"system", "DGX-GB200"}, {"nvlink_domain_gpus", 72}, {"gpus_per_tray", 4}}}};
+    const auto run = parse_one(r);
+    REQUIRE_FALSE(run.error);
+    CHECK(run.topology.gpus_per_node == 64);
+    CHECK(run.topology.nodes == 2);
+    CHECK(run.topology.nics_per_node == 64);
+    REQUIRE(run.notes.size() == 1);
+    CHECK(contains(run.notes[0], "2 domains of 64 GPUs"));
+
+    json small = run_row("small", "GB300");
+    small["cluster"]["gpus_per_node"] = 72;
+    small["cluster"]["scale_out"]["nics_per_node"] = 72;
+    const auto s = parse_one(small);
+    REQUIRE_FALSE(s.error);
+    CHECK(s.topology.gpus_per_node == 8);
+    CHECK(s.topology.nodes == 1);
+    CHECK(s.topology.nics_per_node == 8);
+}
+
+TEST_CASE("measured runs: collective rows, null bandwidths, presets beyond A100/H100, per-row errors") {
+    json d = doc({run_row("a")});
+    auto coll = [](const std::string& id, const std::string& hardware) {
+        return json{{"id", id},
+                    {"op", "all_reduce"},
+                    {"gpus", 8},
+                    {"nodes", 1},
+                    {"bytes", 1 << 30},
+                    {"algbw_GBps", 200.0},
+                    {"busbw_GBps", 350.0},
+                    {"time_us", nullptr},
+                    {"hardware", hardware}};
+    };
+    d["collectives"] = json::array();
+    d["collectives"].push_back(coll("h100", "DGX H100, 8x H100 80GB HBM3"));
+    d["collectives"].push_back(coll("b200", "DGX B200"));
+    d["collectives"].push_back(coll("h200", "HGX H200 141GB"));
+    json only_time = coll("time", "DGX A100");
+    only_time["algbw_GBps"] = nullptr;
+    only_time["busbw_GBps"] = nullptr;
+    only_time["time_us"] = 10000.0;
+    d["collectives"].push_back(only_time);
+    json none = coll("none", "DGX A100");
+    none["algbw_GBps"] = nullptr;
+    none["busbw_GBps"] = nullptr;
+    d["collectives"].push_back(none);
+    d["collectives"].push_back(coll("unknown", "a TPU pod"));
+    json by_gpu = coll("gb300", "rack-scale system");
+    by_gpu["gpu"] = "GB300";
+    d["collectives"].push_back(by_gpu);
+    const auto f = parse_measured_runs(d, "f.json");
+    REQUIRE(f.collectives.size() == 7);
+    CHECK_FALSE(f.collectives[6].error);
+    CHECK(f.collectives[6].topology.gpu == "GB300");
+    CHECK(f.collectives[6].topology.nic_bandwidth.bytes_per_s == doctest::Approx(100e9));
+    CHECK(f.collectives[0].topology.gpu == "H100-SXM5-80GB");
+    CHECK(f.collectives[1].topology.gpu == "B200");
+    CHECK(f.collectives[1].topology.nvlink_bandwidth.bytes_per_s == doctest::Approx(900e9));
+    CHECK(f.collectives[2].topology.gpu == "H200-SXM-141GB");
+    CHECK(*f.collectives[0].measured_busbw_GBps() == 350.0);
+    // bytes / time x busbw factor 2(n-1)/n of an 8-GPU all-reduce.
+    CHECK(*f.collectives[3].measured_busbw_GBps() == doctest::Approx((1 << 30) / 1e-2 / 1e9 * 2 * 7 / 8));
+    CHECK_FALSE(f.collectives[4].measured_busbw_GBps());
+    CHECK_FALSE(f.collectives[4].error);
+    REQUIRE(f.collectives[5].error);
+    CHECK(contains(*f.collectives[5].error, "hardware"));
+    CHECK(contains(*f.collectives[5].error, "a TPU pod"));
+}
+
+TEST_CASE("pipeline split: account for embedding and loss, 126 layers on PP 16 x VPP 8 (Llama 3 405B)") {
+    const ModelSpec m = test::llama_style(126, 16384, 128, 8, 53248, 128256, 8192);
+    Layout l;
+    l.tp = 8;
+    l.pp = 16;
+    l.dp = 8;
+    l.vpp = 8;
+    l.micro_batch = 1;
+    l.global_batch = 128;  // 16 micro-batches, a multiple of pp
+    l.sequence_parallel = true;
+    // Without the flags 126 layers do not divide over 16 stages.
+    CHECK(contains(message_of<InputError>([&] { check_layout(m, l, 1024); }), "does not divide"));
+    l.account_for_embedding_in_pipeline_split = true;
+    l.account_for_loss_in_pipeline_split = true;
+    check_layout(m, l, 1024);
+    CHECK(pipeline_split_layers(m, l) == 128);
+    std::int64_t total = 0;
+    for (int s = 0; s < l.pp; ++s)
+        for (int c = 0; c < l.vpp; ++c) {
+            const auto n = layers_on_virtual_stage(m, l, s, c);
+            const bool first = s == 0 && c == 0, last = s == l.pp - 1 && c == l.vpp - 1;
+            CHECK(n == (first || last ? 0 : 1));
+            total += n;
+        }
+    CHECK(total == 126);
+    CHECK(layers_on_stage(m, l, 0) == 7);
+    CHECK(layers_on_stage(m, l, 7) == 8);
+    CHECK(layers_on_stage(m, l, 15) == 7);
+    const Program p = build_program(m, l);
+    REQUIRE(p.stages.size() == 16);
+    CHECK(p.stages[0].layers == 7);
+    CHECK(p.stages[0].has_embedding);
+    CHECK(p.stages[15].layers == 7);
+    CHECK(p.stages[15].has_head);
+    CHECK(p.stages[8].layers == 8);
+
+    // Megatron refuses the flags together with an explicit split; 125 layers + 2 do not divide.
+    Layout both = l;
+    both.layers_per_stage.assign(16, 8);
+    CHECK(contains(message_of<InputError>([&] { check_layout(m, both, 1024); }), "cannot be combined"));
+    const ModelSpec m125 = test::llama_style(125, 16384, 128, 8, 53248, 128256, 8192);
+    const auto msg = message_of<InputError>([&] { check_layout(m125, l, 1024); });
+    CHECK_MESSAGE(contains(msg, "127 layers of the split"), msg);
+}
+
+TEST_CASE("pipeline split: a small interleaved run with empty first and last virtual stages simulates") {
+    // 6 layers + embedding + loss = 8 over PP 4 x VPP 2: one per virtual stage, none on the first and last.
+    const ModelSpec m = test::small_gpt(6);
+    Layout l;
+    l.tp = 1;
+    l.pp = 4;
+    l.dp = 2;
+    l.vpp = 2;
+    l.micro_batch = 1;
+    l.global_batch = 8;
+    l.account_for_embedding_in_pipeline_split = true;
+    l.account_for_loss_in_pipeline_split = true;
+    const auto res = simulate(test::small_topology(1), m, l, "split-test");
+    CHECK(res.report.step_time_s > 0);
+    const Program p = build_program(m, l);
+    CHECK(p.stages[0].layers == 1);
+    CHECK(p.stages[1].layers == 2);
+    CHECK(p.stages[3].layers == 1);
+    // The same run from a measured-runs row: the loader picks the Megatron split by itself.
+    json r = run_row("split");
+    r["model"]["layers"] = 6;
+    r["training"]["tp"] = 1;
+    r["training"]["pp"] = 4;
+    r["training"]["vpp"] = 2;
+    r["training"]["sequence_parallel"] = false;
+    const auto run = parse_one(r);
+    REQUIRE_FALSE(run.error);
+    REQUIRE_FALSE(run.unsupported);
+    CHECK(run.layout.account_for_embedding_in_pipeline_split);
+    CHECK(run.layout.account_for_loss_in_pipeline_split);
+    // 5 layers: no Megatron rule divides 5 + 2 over 8 virtual stages: unsupported, with the reason.
+    r["model"]["layers"] = 5;
+    REQUIRE(parse_one(r).unsupported);
+    CHECK(contains(*parse_one(r).unsupported, "uneven pipeline split of 5 layers"));
+}
