@@ -143,21 +143,30 @@ struct Layout {
     LoraTargets lora_targets;
     CheckpointSave checkpoint_save = CheckpointSave::sharded;
     Framework framework = Framework::megatron;
+    /// torchtitan: each TransformerBlock compiled with torch.compile (job config `training.compile`, off by
+    /// default). Without it the norms, RoPE and SwiGLU run as eager ATen ops, one kernel each
+    /// (eager_elementwise()).
+    bool torch_compile = false;
 
     int gpus() const { return tp * pp * dp * cp; }
     std::int64_t micro_batches() const { return global_batch / (micro_batch * dp); }
     /// True when the DP reduction is a reduce-scatter of gradients + all-gather of parameters (distributed
     /// optimizer or ZeRO-1) rather than an all-reduce.
     bool sharded_optimizer() const { return distributed_optimizer || zero_stage >= 1; }
-    /// Bytes per element of the DP gradient reduction: fp32 for bf16 (Megatron-LM arguments.py forces
-    /// accumulate_allreduce_grads_in_fp32 with --bf16), 2 bytes otherwise.
-    double grad_reduce_bytes_per_element() const { return precision == Precision::bf16 ? 4.0 : 2.0; }
+    /// Bytes per element of the DP gradient reduction: fp32 for bf16 and fp8 runs (Megatron-LM arguments.py
+    /// forces accumulate_allreduce_grads_in_fp32 with --bf16, which FP8 runs also pass; torchtitan's FSDP2
+    /// MixedPrecisionPolicy reduce_dtype float32; DeepSpeed's BF16_Optimizer all-reduces fp32 gradients),
+    /// 2 bytes for fp16 runs (gradients reduced in fp16).
+    double grad_reduce_bytes_per_element() const { return precision == Precision::fp16 ? 2.0 : 4.0; }
     /// Bytes per element of activations and weights used by GEMMs (fp8 runs keep bf16 activations between
     /// kernels; the GEMM inputs are cast in the kernel).
     double activation_bytes() const { return 2.0; }
     /// Bytes of optimizer state per trainable parameter on the device that holds it, fp32 master weight
     /// included (see Optimizer).
     double optimizer_bytes_per_param() const;
+    /// True when the block's element-wise ops run op by op in eager PyTorch: torchtitan without torch.compile
+    /// (its RMSNorm, apply_rotary_emb and SwiGLU are compositions of ATen ops; docs/compute-model.md).
+    bool eager_elementwise() const { return framework == Framework::torchtitan && !torch_compile; }
     /// True when the base weights are frozen (LoRA, QLoRA): no weight gradients for them.
     bool frozen_base() const { return adapter != Adapter::none; }
     /// True when DeepSpeed wraps the optimizer in its BF16_Optimizer (bf16 with ZeRO stage 0 or 1;

@@ -20,21 +20,27 @@
 // GB200 jobs run 16 trays (64 GPUs) per NVL72 rack (MLPerf Training v5.0/v5.1 GB200 systems: 2,496 and
 // 2,560 GPUs = 39 and 40 racks x 64). The run's `notes` say so.
 //
-// Layout fields the format does not carry take documented defaults (docs/validation.md), overridable per run
-// by the optional `training` keys `attention`, `overlap_grad_reduce`, `overlap_param_gather`,
-// `tp_comm_overlap`, `framework`, `layers_per_stage`, `account_for_embedding_in_pipeline_split`,
-// `account_for_loss_in_pipeline_split`:
-//   attention: "unfused" on Ampere (the fused-softmax path of Megatron-LM/Megatron-DeepSpeed 2020-2022,
-//              before FlashAttention), "flash" on Hopper and newer (TransformerEngine fused attention,
-//              Megatron-Core);
-//   overlap_grad_reduce, overlap_param_gather: equal to distributed_optimizer (Megatron-Core pairs them);
-//   tp_comm_overlap: true on Hopper and newer with sequence parallelism and tp > 1 (TransformerEngine
-//              userbuffers overlap of the SP all-gather/reduce-scatter with the GEMMs, which needs SP);
+// Layout fields the format does not carry take the defaults of the run's framework
+// (include/trainsim/framework_defaults.hpp; docs/compute-model.md "Frameworks"), each overridable per run by
+// the optional `training` keys `attention` ("flash", "cudnn", "unfused"), `fp8_recipe` ("delayed",
+// "tensorwise", "rowwise", "mxfp8"), `reshard_after_forward`, `overlap_grad_reduce`, `overlap_param_gather`,
+// `tp_comm_overlap`, `layers_per_stage`:
+//   framework (optional `training.framework`): when absent, "torchtitan" in the run's source -> torchtitan;
+//              "llm-foundry" or "composer" -> composer; "DeepSpeed" or zero_stage >= 1 -> deepspeed; else
+//              megatron;
+//   async_tp (optional `training.async_tp`, default false): a torchtitan run with async TP (torch.compile
+//              micro-pipeline TP); it sets tp_comm_overlap for that run;
+//   compile (optional `training.compile`, default false as torchtitan's job config): the blocks were
+//              compiled with torch.compile; without it a torchtitan run's norms, RoPE and SwiGLU run as eager
+//              ops (Layout::eager_elementwise);
+//   recompute "selective" on a torchtitan run is its per-op selective checkpointing (selective_op);
 //   pipeline split when pp (or pp x vpp) does not divide the layers: Megatron rows count the embedding and
 //              the loss as one layer each (account_for_embedding/loss_in_pipeline_split, Megatron-Core
 //              v0.11+, as NeMo / Megatron-Bridge's Llama 3.1 405B recipes set them) when that divides; other
 //              frameworks with vpp = 1 put one layer fewer on the first and the last stage (DeepSpeed
-//              partition_method "type:transformer|embedding", as BLOOM ran); otherwise unsupported.
+//              partition_method "type:transformer|embedding", as BLOOM ran); otherwise unsupported
+//              (optional keys `layers_per_stage`, `account_for_embedding_in_pipeline_split`,
+//              `account_for_loss_in_pipeline_split` state it).
 //
 // The run's `extensions` object (README "Extensions used by public_runs_2026.json") is read where trainsim
 // models what it says: `moe` (unsupported), `precision_detail` (nvfp4 / mxfp8 unsupported; current or

@@ -15,8 +15,12 @@
 //   buffers      pipeline send/receive buffers, ZeRO-3 all-gathered parameters and unsharded gradients,
 //                ZeRO-2 reduction bucket, fp8 scaling state, optimizer and checkpoint temporaries, and the
 //                transient tensors of the op running (gradients of a layer in backward, logits)
-//   framework    CUDA context, cuBLAS workspace, NCCL channel buffers per communicator, and caching-
-//                allocator fragmentation (named constants below)
+//   framework    CUDA context and NCCL channel buffers per communicator (outside PyTorch's allocator),
+//                cuBLAS workspace, and the caching allocator's cached-but-unused bytes (reserved less
+//                allocated, from the allocator model of include/trainsim/caching_allocator.hpp)
+// Allocated vs reserved: every tensor the walk creates is replayed through the caching-allocator model, so
+// each sample carries the allocator's allocated and reserved bytes; the piles add up to what the device holds
+// (reserved + what lives outside the allocator). Which of these a framework prints is reported_memory().
 // Phases: load (weights and optimizer state materialized, before the first forward), forward, backward
 // (recomputation included), optimizer step, checkpoint save (after the step).
 #pragma once
@@ -58,22 +62,51 @@ inline constexpr double kNcclChannelBufferBytes = 4194304.0 + 4915200.0 + 524288
 /// Channels NCCL opens per communicator on an 8-GPU NVSwitch node with 8 NICs (NCCL_MIN_NCHANNELS ..
 /// NCCL_MAX_NCHANNELS; 16 is what NCCL_DEBUG=INFO reports for rings on DGX A100/H100).
 inline constexpr int kNcclChannels = 16;
-/// PyTorch caching allocator waste, as a fraction of the short-lived bytes (activations and buffers): blocks
-/// rounded to 512 B, large blocks carved out of 2 MiB / 20 MiB segments and split
-/// (c10/cuda/CUDACachingAllocator.cpp), the gap between torch.cuda.memory_reserved() and
-/// memory_allocated(). A planning margin, not a measurement.
-inline constexpr double kAllocatorFragmentation = 0.10;
-
 /// The stored tensors of one transformer layer for one micro-batch, bytes per GPU.
 struct LayerActivations {
     double stored = 0;      ///< kept from the end of the layer's forward to the end of its backward
+    /// The same four sets tensor by tensor (each sums to its total above), as the caching-allocator model
+    /// sees them.
+    std::vector<double> stored_tensors, recomputed_tensors, forward_transient_tensors,
+        backward_transient_tensors;
     double recomputed = 0;  ///< with recomputation: the set rebuilt before the backward, alive during it
     double forward_transient = 0;   ///< alive only while the layer's forward runs
     double backward_transient = 0;  ///< gradients alive only while the layer's backward runs
 };
 /// Per layer and micro-batch, by recompute mode, TP/SP/CP, flash or unfused attention, GQA, SwiGLU, dropout,
 /// fp8 and LoRA (derivation: docs/memory.md; without parallelism a GPT layer stores s·b·h·(34 + 5·a·s/h)).
+/// selective_op: torchtitan's per-op SAC (see activations.cpp); cp > 1 adds the K/V read from the other CP
+/// ranks to the transients (torchtitan all-gathers the whole sequence's K/V; Megatron's ring one block).
 LayerActivations layer_activations(const ModelSpec& m, const Layout& l);
+
+/// True when fp8 GEMMs keep an fp8 copy (and transpose) of every linear weight for the whole step: Megatron
+/// passes is_first_microbatch to TransformerEngine, which casts each weight once per step and caches it
+/// (megatron/core/extensions/transformer_engine.py; TE module/linear.py). Other frameworks (torchao Float8 in
+/// torchtitan, TE under DeepSpeed) cast a weight around its GEMM only.
+bool caches_fp8_weights(const Layout& l);
+/// True when ZeRO-3 / FSDP is PyTorch FSDP (torchtitan's FSDP2, Composer's and plain PyTorch FSDP): the
+/// sharded parameter is the fp32 master weight itself (torchtitan builds the model in fp32 and casts to bf16
+/// for the all-gather: MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)), so no 16-bit shard is
+/// kept beside it; and torchtitan reduce-scatters in fp32 from a buffer on its own stream.
+bool pytorch_fsdp(const Layout& l);
+
+/// Bytes per element of the gradients a GPU keeps and reduces: fp32 in torchtitan whatever the GEMM
+/// precision (FSDP2 MixedPrecisionPolicy reduce_dtype=float32, the only value torchtitan v0.2.0 allows;
+/// Float8 training keeps bf16 parameters), else Layout::grad_reduce_bytes_per_element().
+double gradient_bytes_per_element(const Layout& l);
+
+/// What a framework prints as its peak memory.
+///   allocated  torch.cuda.max_memory_allocated(): live tensors, rounded to 512 B;
+///   reserved   torch.cuda.max_memory_reserved(): the caching allocator's segments;
+///   device     what nvidia-smi shows: reserved plus the CUDA context and NCCL's buffers.
+enum class ReportedMemory { allocated, reserved, device };
+/// torchtitan: max reserved (components/metrics.py DeviceMemoryMonitor; the console "memory:" figure is
+/// max_reserved_gib). Megatron-LM: report_memory prints allocated, max allocated, reserved and max reserved
+/// (training/utils.py); max reserved is taken, the figure that bounds what fits. DeepSpeed: see_memory_usage
+/// prints MA, Max_MA, CA and Max_CA; Max_CA (max reserved) is taken for the same reason. Composer's
+/// MemoryMonitor logs peak_reserved_mem beside peak_allocated_mem: reserved. Plain PyTorch scripts print
+/// torch.cuda.max_memory_reserved() (reserved).
+ReportedMemory reported_memory(Framework f);
 
 /// One point of a stage's memory timeline.
 struct MemorySample {
@@ -81,6 +114,8 @@ struct MemorySample {
     MemoryPhase phase = MemoryPhase::load;
     PileBytes piles{};
     double in_flight_microbatches = 0;  ///< activations alive, in micro-batches of the stage's layers
+    double allocated_bytes = 0;  ///< the caching allocator's live blocks (rounded), at this point
+    double reserved_bytes = 0;   ///< the caching allocator's segments, at this point
 };
 
 struct StageMemory {
@@ -88,7 +123,12 @@ struct StageMemory {
     int ranks = 0;                                          ///< GPUs with this memory (tp · cp · dp)
     std::array<MemorySample, kMemoryPhases> phase_peaks{};  ///< the highest sample of each phase
     MemoryPhase peak_phase = MemoryPhase::load;
-    double peak_bytes = 0;
+    double peak_bytes = 0;            ///< device bytes at the peak: reserved + CUDA context + NCCL buffers
+    double peak_allocated_bytes = 0;  ///< torch.cuda.max_memory_allocated() of one GPU of the stage
+    double peak_reserved_bytes = 0;   ///< torch.cuda.max_memory_reserved() of one GPU of the stage
+    double outside_allocator_bytes = 0;  ///< CUDA context and NCCL buffers
+    std::array<double, kMemoryPhases> phase_max_allocated_bytes{};  ///< allocator's allocated, max per phase
+    std::array<double, kMemoryPhases> phase_max_reserved_bytes{};   ///< allocator's reserved, max per phase
     double peak_in_flight_microbatches = 0;  ///< most micro-batches alive at once in the schedule
     double host_bytes = 0;                   ///< optimizer state held in host memory or on NVMe (offload)
     std::vector<MemorySample> timeline;      ///< every sample, in the simulated order
@@ -109,7 +149,13 @@ struct MemoryReport {
     /// Empty when it fits; else e.g. "stage 0 runs out of memory in backward: 83.1 GiB of 80.0 GiB;
     /// activations 41.2 GiB (16 micro-batches in flight)".
     std::string oom_message() const;
+    /// The highest value over the stages (the busiest GPU) of the figure `what`, bytes.
+    double peak_of(ReportedMemory what) const;
 };
+
+/// The peak memory framework `f` would print for this run (the busiest GPU's): peak_of(reported_memory(f)).
+/// This is what `trainsim validate` compares with a run's measured peak_memory_GiB.
+double reported_peak_bytes(const MemoryReport& r, Framework f);
 
 /// End times (s) of each stage's compute ops, in op order, from a simulation that traced one GPU per stage
 /// (TraceRanks::stage_leaders). Empty inner vectors where a stage was not traced.

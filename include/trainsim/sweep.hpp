@@ -8,8 +8,10 @@
 // file); zero_stage is set to 0, the sharding of the optimizer state being the distributed_optimizer
 // dimension. Defaults (a dimension the user does not restrict):
 //   tp                     powers of 2 from 1 to min(gpus_per_node, GPUs) (larger values may be asked for)
-//   pp                     divisors of model.layers up to GPUs, plus the base layout's pp when the base gives
-//                          layers_per_stage (that split is kept for that pp; every other pp splits evenly)
+//   pp                     divisors of model.layers (plus 1 for each account_for_*_in_pipeline_split flag
+//                          of the base, which every pp keeps) up to GPUs, plus the base layout's pp when the
+//                          base gives layers_per_stage (that split is kept for that pp; every other pp
+//                          splits evenly)
 //   cp                     {1} (context parallelism pays off for long sequences: ask for it, --vary cp=1,2,4)
 //   micro_batch            {1, 2, 4, 8}
 //   vpp                    {1, 2, 4}

@@ -6,7 +6,9 @@
 #include <set>
 
 #include "strict_json.hpp"
+
 #include "trainsim/config.hpp"
+#include "trainsim/framework_defaults.hpp"
 
 namespace trainsim {
 
@@ -26,6 +28,16 @@ std::string lower(std::string s) {
 
 bool contains(const std::string& s, const char* what) {
     return s.find(what) != std::string::npos;
+}
+
+/// True when `o` is an object whose `key` is the boolean true.
+bool is_true(const json& o, const char* key) {
+    return o.is_object() && o.contains(key) && o.at(key).is_boolean() && o.at(key).get<bool>();
+}
+
+/// `o[key]` when it is a string, else "".
+std::string string_or_empty(const json& o, const char* key) {
+    return o.is_object() && o.contains(key) && o.at(key).is_string() ? o.at(key).get<std::string>() : "";
 }
 
 /// A JSON value for a one-line message, cut to 60 characters.
@@ -154,7 +166,23 @@ TopologySpec parse_cluster(StrictObject c, const DomainInfo& domain, std::vector
     return dgx_topology(gpu, gpus, gpn, nvlink, nics, nic, kind);
 }
 
-Layout parse_training(StrictObject o, [[maybe_unused]] const ModelSpec& m, const std::string& gpu,
+/// The framework a run ran on when its row does not say (`training.framework`): "torchtitan" named in the
+/// source -> torchtitan; "llm-foundry" or "composer" -> composer; "DeepSpeed" or zero_stage >= 1 (Megatron-LM
+/// has no ZeRO stages, it has the distributed optimizer) -> deepspeed; otherwise megatron.
+Framework framework_from_source(const std::string& source, int zero_stage) {
+    auto names = [&](const char* word) {
+        std::string lower = source;
+        for (auto& c : lower)
+            c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        return lower.find(word) != std::string::npos;
+    };
+    if (names("torchtitan")) return Framework::torchtitan;
+    if (names("llm-foundry") || names("composer")) return Framework::composer;
+    if (names("deepspeed") || zero_stage >= 1) return Framework::deepspeed;
+    return Framework::megatron;
+}
+
+Layout parse_training(StrictObject o, [[maybe_unused]] const ModelSpec& m, const std::string& gpu, const std::string& source,
                       std::optional<std::string>& unsupported) {
     Layout l;
     l.tp = static_cast<int>(o.positive("tp"));
@@ -165,31 +193,45 @@ Layout parse_training(StrictObject o, [[maybe_unused]] const ModelSpec& m, const
     l.micro_batch = o.positive("micro_batch");
     l.global_batch = o.positive("global_batch");
     l.sequence_parallel = o.boolean("sequence_parallel");
-    const auto r = o.choice("recompute", {"none", "selective", "full"});
-    l.recompute = r == "full" ? Recompute::full : r == "selective" ? Recompute::selective : Recompute::none;
     l.zero_stage = static_cast<int>(o.integer("zero_stage"));
     if (l.zero_stage < 0 || l.zero_stage > 3)
         o.fail(o.field("zero_stage"), fmt::format("= {} must be 0, 1, 2 or 3", l.zero_stage));
+    l.framework = framework_from_source(source, l.zero_stage);
+    if (o.has("framework")) l.framework = *framework_from_string(o.choice("framework", framework_names()));
+    // torchtitan's per-op selective checkpointing is what its rows call "selective" (AC mode selective,
+    // option "op"); "selective_op" may also be stated.
+    const auto r = o.choice("recompute", {"none", "selective", "selective_op", "full"});
+    l.recompute = r == "full"           ? Recompute::full
+                  : r == "selective_op" ? Recompute::selective_op
+                  : r == "selective"    ? (l.framework == Framework::torchtitan ? Recompute::selective_op
+                                                                                : Recompute::selective)
+                                        : Recompute::none;
     l.distributed_optimizer = o.boolean("distributed_optimizer");
     const auto p = o.choice("precision", {"fp16", "bf16", "fp8", "nvfp4"});
     l.precision = p == "fp16" ? Precision::fp16 : p == "bf16" ? Precision::bf16 : Precision::fp8;
     if (p == "nvfp4") unsupported = "precision nvfp4 (training.precision): FP4 GEMMs are not simulated";
-    // Documented defaults for what the format does not carry (see the header), overridable per run.
-    l.attention = is_ampere(gpu) ? AttentionKernel::unfused : AttentionKernel::flash;
-    if (o.has("attention"))
-    {
+    // The framework's defaults for what the format does not carry (include/trainsim/framework_defaults.hpp),
+    // each overridable per run.
+    const bool async_tp = o.boolean_or("async_tp", false);
+    l.torch_compile = o.boolean_or("compile", false);
+    apply_framework_defaults(l, find_gpu(gpu, "cluster.gpu"), async_tp);
+    if (o.has("attention")) {
         const auto a = o.choice("attention", {"flash", "cudnn", "unfused"});
         l.attention = a == "unfused" ? AttentionKernel::unfused
                       : a == "cudnn" ? AttentionKernel::cudnn
                                      : AttentionKernel::flash;
     }
-    // Megatron-LM has no ZeRO stages (it has the distributed optimizer): zero_stage >= 1 is a DeepSpeed run.
-    l.framework = l.zero_stage >= 1 ? Framework::deepspeed : Framework::megatron;
-    if (o.has("framework"))
-        l.framework = *framework_from_string(o.choice("framework", framework_names()));
-    l.overlap_grad_reduce = o.boolean_or("overlap_grad_reduce", l.distributed_optimizer);
-    l.overlap_param_gather = o.boolean_or("overlap_param_gather", l.distributed_optimizer);
-    l.tp_comm_overlap = o.boolean_or("tp_comm_overlap", !is_ampere(gpu) && l.sequence_parallel && l.tp > 1);
+    if (o.has("fp8_recipe")) {
+        const auto v = o.choice("fp8_recipe", {"delayed", "tensorwise", "rowwise", "mxfp8"});
+        l.fp8_recipe = v == "tensorwise" ? Fp8Recipe::tensorwise
+                       : v == "rowwise"  ? Fp8Recipe::rowwise
+                       : v == "mxfp8"    ? Fp8Recipe::mxfp8
+                                         : Fp8Recipe::delayed;
+    }
+    l.reshard_after_forward = o.boolean_or("reshard_after_forward", l.reshard_after_forward);
+    l.overlap_grad_reduce = o.boolean_or("overlap_grad_reduce", l.overlap_grad_reduce);
+    l.overlap_param_gather = o.boolean_or("overlap_param_gather", l.overlap_param_gather);
+    l.tp_comm_overlap = o.boolean_or("tp_comm_overlap", l.tp_comm_overlap);
     if (o.has("layers_per_stage")) {
         const auto& v = o.raw("layers_per_stage");
         if (!v.is_array())
@@ -312,9 +354,7 @@ void read_extensions(const json& ext, const std::string& file, const std::string
                 ignore(k, v, "not an object");
                 continue;
             }
-            const std::string g = v.contains("granularity") && v.at("granularity").is_string()
-                                      ? v.at("granularity").get<std::string>()
-                                      : "";
+            const std::string g = string_or_empty(v, "granularity");
             Recompute rc = l.recompute;
             if (g == "full") {
                 rc = Recompute::full;
@@ -366,12 +406,11 @@ void read_extensions(const json& ext, const std::string& file, const std::string
                                              : "");
             }
         } else if (k == "megatron_fsdp") {
-            const bool enabled = v.is_object() && v.value("enabled", false);
-            if (!enabled) continue;
-            const std::string sharding = v.value("sharding", std::string{});
-            if (sharding == "optim_grads_params" && l.zero_stage == 3) {
-                l.framework = Framework::megatron;  // Megatron-FSDP: parameters, gradients and state sharded
-            } else {
+            if (!is_true(v, "enabled")) continue;
+            const std::string sharding = string_or_empty(v, "sharding");
+            // Megatron-FSDP sharding parameters, gradients and state is ZeRO-3 (the framework was set to
+            // megatron before the training block was read, see parse_run).
+            if (sharding != "optim_grads_params" || l.zero_stage != 3) {
                 ignore(k, v,
                        fmt::format("only optim_grads_params with training.zero_stage = 3 is read; "
                                    "zero_stage = {}",
@@ -410,13 +449,17 @@ void parse_run(const json& row, const std::string& file, MeasuredRun& run) {
     run.topology = parse_cluster(rr.object("cluster"), read_domain(ext), run.notes);
     run.model = parse_model(rr.raw("model"), file, where + " model");
     run.model.name = run.id;
+    json training = rr.raw("training");
     std::string training_recompute = "none";
-    {
-        auto t = rr.object("training");
-        if (t.has("recompute") && t.raw("recompute").is_string())
-            training_recompute = t.raw("recompute").get<std::string>();
-    }
-    run.layout = parse_training(rr.object("training"), run.model, run.topology.gpu, run.unsupported);
+    if (training.is_object() && training.contains("recompute") && training.at("recompute").is_string())
+        training_recompute = training.at("recompute").get<std::string>();
+    // Megatron-FSDP (extensions.megatron_fsdp) is Megatron running ZeRO-3: the framework, and so its
+    // defaults, are Megatron's unless the row names another.
+    if (training.is_object() && !training.contains("framework") && ext.is_object() &&
+        ext.contains("megatron_fsdp") && is_true(ext.at("megatron_fsdp"), "enabled"))
+        training["framework"] = "megatron";
+    run.layout = parse_training(StrictObject(training, file, rr.field("training")), run.model,
+                                run.topology.gpu, run.source, run.unsupported);
     auto m = rr.object("measured");
     if (!m.raw("step_time_s").is_null()) {
         run.step_time_s = m.number("step_time_s");
@@ -551,6 +594,8 @@ MeasuredRunsFile parse_measured_runs(const json& j, const std::string& file) {
             parse_run(row, file, run);
         } catch (const InputError& e) {
             run.error = e.what();
+        } catch (const json::exception& e) {  // a value of an unexpected JSON type deep in the row
+            run.error = fmt::format("{}: run \"{}\": {}", file, run.id, e.what());
         }
         out.runs.push_back(std::move(run));
     }
@@ -569,6 +614,8 @@ MeasuredRunsFile parse_measured_runs(const json& j, const std::string& file) {
                 parse_collective(rj, file, row);
             } catch (const InputError& e) {
                 row.error = e.what();
+            } catch (const json::exception& e) {
+                row.error = fmt::format("{}: collective \"{}\": {}", file, row.id, e.what());
             }
             out.collectives.push_back(std::move(row));
         }

@@ -105,6 +105,8 @@ nlohmann::json memory_json(const MemoryReport& r, bool timeline) {
     j["peak_stage"] = r.peak_stage;
     j["peak_phase"] = to_string(r.peak().peak_phase);
     j["peak_bytes"] = r.peak().peak_bytes;
+    j["peak_allocated_bytes"] = r.peak_of(ReportedMemory::allocated);
+    j["peak_reserved_bytes"] = r.peak_of(ReportedMemory::reserved);
     j["blamed_pile"] = to_string(r.blamed_pile());
     if (!r.fits()) j["out_of_memory"] = r.oom_message();
     j["notes"] = r.notes;
@@ -115,6 +117,9 @@ nlohmann::json memory_json(const MemoryReport& r, bool timeline) {
         s["ranks"] = st.ranks;
         s["peak_phase"] = to_string(st.peak_phase);
         s["peak_bytes"] = st.peak_bytes;
+        s["peak_allocated_bytes"] = st.peak_allocated_bytes;
+        s["peak_reserved_bytes"] = st.peak_reserved_bytes;
+        s["outside_allocator_bytes"] = st.outside_allocator_bytes;
         s["peak_in_flight_microbatches"] = st.peak_in_flight_microbatches;
         s["host_bytes"] = st.host_bytes;
         json phases;
@@ -123,7 +128,9 @@ nlohmann::json memory_json(const MemoryReport& r, bool timeline) {
             phases[to_string(static_cast<MemoryPhase>(ph))] = {
                 {"time_s", pk.time_s},
                 {"in_flight_microbatches", pk.in_flight_microbatches},
-                {"bytes", piles_json(pk.piles)}};
+                {"bytes", piles_json(pk.piles)},
+                {"max_allocated_bytes", st.phase_max_allocated_bytes[static_cast<std::size_t>(ph)]},
+                {"max_reserved_bytes", st.phase_max_reserved_bytes[static_cast<std::size_t>(ph)]}};
         }
         s["phases"] = phases;
         if (timeline) {
@@ -132,11 +139,13 @@ nlohmann::json memory_json(const MemoryReport& r, bool timeline) {
                 json row = json::array({x.time_s, to_string(x.phase)});
                 for (double b : x.piles)
                     row.push_back(b);
+                row.push_back(x.allocated_bytes);
+                row.push_back(x.reserved_bytes);
                 tl.push_back(row);
             }
             s["timeline"] = {{"columns",
                               {"time_s", "phase", "parameters", "gradients", "optimizer", "activations",
-                               "buffers", "framework"}},
+                               "buffers", "framework", "allocated", "reserved"}},
                              {"samples", tl}};
         }
         stages.push_back(s);
@@ -148,22 +157,29 @@ nlohmann::json memory_json(const MemoryReport& r, bool timeline) {
 std::string format_memory_text(const MemoryReport& r) {
     std::string o;
     if (!r.fits()) o += fmt::format("OUT OF MEMORY: {}\n\n", r.oom_message());
-    o += fmt::format("memory per GPU by stage and phase (GiB; capacity {:.1f} GiB; peak of each phase)\n",
-                     r.capacity_bytes / kGiB);
-    o += fmt::format("  {:>5} {:<10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>10}\n", "stage",
-                     "phase", "params", "grads", "optim.", "activ.", "buffers", "framew.", "total", "in-fl.",
-                     "at (s)");
+    o += fmt::format(
+        "memory per GPU by stage and phase (GiB; capacity {:.1f} GiB; the piles at each phase's peak, "
+        "framew. "
+        "including the allocator's cached-but-unused bytes; alloc. and reserved: the caching allocator's max "
+        "in the phase)\n",
+        r.capacity_bytes / kGiB);
+    o += fmt::format("  {:>5} {:<10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>10}\n",
+                     "stage", "phase", "params", "grads", "optim.", "activ.", "buffers", "framew.", "total",
+                     "alloc.", "reserved", "in-fl.", "at (s)");
     for (const auto& st : r.stages) {
         for (int ph = 0; ph < kMemoryPhases; ++ph) {
             const auto& pk = st.phase_peaks[static_cast<std::size_t>(ph)];
             const bool is_peak = static_cast<int>(st.peak_phase) == ph;
             o += fmt::format(
-                "  {:>5} {:<10} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>7.2f} "
-                "{:>10.3f}{}\n",
+                "  {:>5} {:<10} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} "
+                "{:>9.2f} "
+                "{:>7.2f} {:>10.3f}{}\n",
                 ph == 0 ? std::to_string(st.stage) : "", to_string(static_cast<MemoryPhase>(ph)),
                 pk.piles[0] / kGiB, pk.piles[1] / kGiB, pk.piles[2] / kGiB, pk.piles[3] / kGiB,
                 pk.piles[4] / kGiB, pk.piles[5] / kGiB, total_bytes(pk.piles) / kGiB,
-                pk.in_flight_microbatches, pk.time_s, is_peak ? "  <- stage peak" : "");
+                st.phase_max_allocated_bytes[static_cast<std::size_t>(ph)] / kGiB,
+                st.phase_max_reserved_bytes[static_cast<std::size_t>(ph)] / kGiB, pk.in_flight_microbatches,
+                pk.time_s, is_peak ? "  <- stage peak" : "");
         }
         if (st.host_bytes > 0)
             o += fmt::format("  {:>5} optimizer state offloaded to the host: {:.2f} GiB per GPU\n", "",
@@ -173,6 +189,11 @@ std::string format_memory_text(const MemoryReport& r) {
     o += fmt::format("peak: stage {} in {}: {:.2f} GiB of {:.1f} GiB ({:.1f}% of HBM){}\n", pk.stage,
                      to_string(pk.peak_phase), pk.peak_bytes / kGiB, r.capacity_bytes / kGiB,
                      100.0 * pk.peak_bytes / r.capacity_bytes, r.fits() ? "" : " -- DOES NOT FIT");
+    o += fmt::format(
+        "caching allocator (busiest GPU): max allocated {:.2f} GiB, max reserved {:.2f} GiB; outside it "
+        "(CUDA context, NCCL) {:.2f} GiB\n",
+        r.peak_of(ReportedMemory::allocated) / kGiB, r.peak_of(ReportedMemory::reserved) / kGiB,
+        pk.outside_allocator_bytes / kGiB);
     for (const auto& n : r.notes)
         o += fmt::format("note: {}\n", n);
     return o;

@@ -108,7 +108,11 @@ void check_layout(const ModelSpec& m, const Layout& l, int cluster_gpus) {
             for (auto n : l.layers_per_stage)
                 if (n % l.vpp != 0)
                     throw InputError(fmt::format(
-                        "layout.vpp = {} does not divide layout.layers_per_stage entry {}", l.vpp, n));
+                        "layout.vpp = {} does not divide layout.layers_per_stage entry {} (to count the "
+                        "embedding and the loss as layers under VPP, set "
+                        "account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split "
+                        "instead of layers_per_stage)",
+                        l.vpp, n));
     } else {
         const std::int64_t split = pipeline_split_layers(m, l);
         const bool accounted = split != m.layers;

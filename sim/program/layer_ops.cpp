@@ -31,7 +31,8 @@ BlockBuilder::BlockBuilder(const ModelSpec& m, const Layout& l, std::vector<Segm
     T_ = b_ * s_ / cp_;  // tokens of this GPU: context parallelism splits the sequence
     Tsp_ = l.sequence_parallel ? T_ / t_ : T_;
     E_ = l.activation_bytes();
-    gemm_elem_ = l.precision == Precision::fp8 ? 1.0 : 2.0;
+    fp8_ = l.precision == Precision::fp8;
+    gemm_elem_ = fp8_ ? 1.0 : 2.0;
 }
 
 void BlockBuilder::kernel(OpTemplate& /*t*/, const Kernel& k) {
@@ -115,27 +116,64 @@ OpTemplate BlockBuilder::layer_forward() {
         }
     };
 
-    kernel(t, Kernel::memory("input_norm", 2 * E_ * h_ * Tsp_));
+    kernel(t, Kernel::memory("input_norm", norm_fwd_bytes() * h_ * Tsp_));
     dequantize(t, h_ * (a_ + 2 * g_) * d_ / t_);
+    fp8_forward_casts(t, T_ * h_, h_ * (a_ + 2 * g_) * d_ / t_, true);
     column(Kernel::gemm("qkv_gemm", T_, (a_ + 2 * g_) * d_ / t_, h_, 1, gemm_elem_));
     adapter_forward(t, l_.lora_targets.qkv, h_, (a_ + 2 * g_) * d_ / t_);
+    rope(t, false);
     attention_core_forward(t);
     dequantize(t, a_ * d_ / t_ * h_);
     adapter_forward(t, l_.lora_targets.proj, a_ * d_ / t_, h_);
+    fp8_forward_casts(t, T_ * a_ * d_ / t_, a_ * d_ / t_ * h_);
     row(Kernel::gemm("attn_proj_gemm", T_, h_, a_ * d_ / t_, 1, gemm_elem_));
     kernel(t, Kernel::memory("bias_dropout_add", (3 * E_ + 1) * h_ * Tsp_));
-    kernel(t, Kernel::memory("pre_mlp_norm", 2 * E_ * h_ * Tsp_));
+    kernel(t, Kernel::memory("pre_mlp_norm", norm_fwd_bytes() * h_ * Tsp_));
     dequantize(t, h_ * f_eff);
+    fp8_forward_casts(t, T_ * h_, h_ * f_eff, true);
     column(Kernel::gemm("fc1_gemm", T_, f_eff, h_, 1, gemm_elem_));
     adapter_forward(t, l_.lora_targets.fc1, h_, f_eff);
-    kernel(t, Kernel::memory(m_.mlp == MlpKind::swiglu ? "swiglu" : "gelu",
-                             (m_.mlp == MlpKind::swiglu ? 3 : 2) * E_ * T_ * f_ / t_));
+    kernel(t, Kernel::memory(m_.mlp == MlpKind::swiglu ? "swiglu" : "gelu", act_fwd_bytes() * T_ * f_ / t_));
     dequantize(t, f_ / t_ * h_);
     adapter_forward(t, l_.lora_targets.fc2, f_ / t_, h_);
+    fp8_forward_casts(t, T_ * f_ / t_, f_ / t_ * h_);
     row(Kernel::gemm("fc2_gemm", T_, h_, f_ / t_, 1, gemm_elem_));
     kernel(t, Kernel::memory("bias_dropout_add", (3 * E_ + 1) * h_ * Tsp_));
     flush(t);
     return t;
+}
+
+// Element-wise kernels of the block, bytes per element (E = 2):
+//   fused (Megatron/TE kernels, torch.compile'd blocks): norm forward 2E (read x, write y), backward 4E;
+//   SwiGLU forward 3E, backward 5E; GeLU forward 2E, backward 3E; RoPE fused into its neighbours (not
+//   counted). eager torchtitan (torch.compile off; torchtitan models/llama/model.py and models/norms.py,
+//   2024):
+//     RMSNorm `(x.float() * rsqrt(x.float().pow(2).mean(-1) + eps)).type_as(x) * weight` as ATen ops:
+//     float() 2 + 4, pow 4 + 4, mean 4, mul 4 + 4, type_as 4 + 2, * weight 2 + 2 = 36 B; its autograd
+//     backward: * weight (2 + 2 + 2 + 2 with the weight-gradient reduction), type_as 2 + 4, mul's two
+//     gradients 4 + 4 and 4 + 4, pow's 4 + 4 + 4, the sum of the two x gradients 4 + 4 + 4, float() 4 + 2
+//     = 68 B;
+//     SwiGLU `silu(w1 x) * w3 x`: silu 2 + 2, mul 2 + 2 + 2 = 10 B per f element; backward mul 2 x (2 + 2
+//     + 2), silu 2 + 2 + 2 = 18 B;
+//     apply_rotary_emb on q and k: float() 2 + 4, complex mul 4 + 4, type_as 4 + 2 = 20 B per element,
+//     backward the same 20 B.
+double BlockBuilder::norm_fwd_bytes() const {
+    return l_.eager_elementwise() ? 36.0 : 2 * E_;
+}
+double BlockBuilder::norm_bwd_bytes() const {
+    return l_.eager_elementwise() ? 68.0 : 4 * E_;
+}
+double BlockBuilder::act_fwd_bytes() const {
+    if (m_.mlp != MlpKind::swiglu) return 2 * E_;
+    return l_.eager_elementwise() ? 10.0 : 3 * E_;
+}
+double BlockBuilder::act_bwd_bytes() const {
+    if (m_.mlp != MlpKind::swiglu) return 3 * E_;
+    return l_.eager_elementwise() ? 18.0 : 5 * E_;
+}
+void BlockBuilder::rope(OpTemplate& t, bool backward) {
+    if (!l_.eager_elementwise() || m_.mlp != MlpKind::swiglu) return;
+    kernel(t, Kernel::memory(backward ? "rope_bwd" : "rope", 20.0 * T_ * (a_ + g_) * d_ / t_));
 }
 
 void BlockBuilder::attention_core_forward(OpTemplate& t) {
@@ -146,12 +184,23 @@ void BlockBuilder::attention_core_forward(OpTemplate& t) {
         // the work, and the K/V blocks of the other ranks arrive around the CP ring while it computes
         // (TransformerEngine ring attention: cp-1 P2P steps overlapped with the blocks), an all-gather's
         // volume.
+        //
+        // PyTorch context_parallel as torchtitan ran it (torch/distributed/tensor/experimental/_attention.py,
+        // rotate method "allgather", the default): K/V are all-gathered once before the first block and
+        // waited for (no overlap), the cp per-block outputs are merged with their log-sum-exp in fp32
+        // (_SDPAMerger: each step reads the block's output, E bytes, and reads and writes the fp32
+        // accumulator, 8 bytes, per output element).
         const double kv_full = 2 * E_ * b_ * s_ * g_ * d_ / t_;
+        const bool pt_ring = l_.cp > 1 && l_.framework == Framework::torchtitan;
         if (l_.cp > 1) cp_collective(t, CollectiveKind::all_gather, kv_full);
+        if (pt_ring) tp_wait(t);
         const double flops = 0.5 * 4.0 * heads * s_ * s_ * d_ / cp_;
         const double bytes = E_ * T_ * (2 * a_) * d_ / t_ + kv_full;
         kernel(t, Kernel::flash("flash_attention_fwd", flops, bytes, l_.attention));
-        if (l_.cp > 1) tp_wait(t);
+        if (pt_ring)
+            kernel(t, Kernel::memory("cp_lse_merge", cp_ * T_ * a_ * d_ / t_ * (E_ + 8)));
+        else if (l_.cp > 1)
+            tp_wait(t);
     } else {
         kernel(t, Kernel::gemm("attn_scores_bmm", s_, s_, d_, heads));
         kernel(t, Kernel::memory("scale_mask_softmax", heads * s_ * s_ * 2 * E_));
@@ -166,13 +215,28 @@ void BlockBuilder::attention_core_backward(OpTemplate& t) {
         // FlashAttention backward: 5 matmuls of the forward's 2 (recomputed scores, dV, dP, dQ, dK) = 2.5x.
         // With context parallelism the K/V blocks go around the ring again and their gradients come back
         // (an all-gather and a reduce-scatter of the full-sequence K/V), overlapped with the blocks.
+        // PyTorch context_parallel (torchtitan): K/V gathered again and waited for, the per-block dQ, dK, dV
+        // accumulated in fp32 (read the block's gradient E and the accumulator 4, write it 4 per element),
+        // and the dK/dV of the other ranks' blocks sent back (a reduce-scatter's volume) after the kernel,
+        // waited for.
         const double kv_full = 2 * E_ * b_ * s_ * g_ * d_ / t_;
+        const bool pt_ring = l_.cp > 1 && l_.framework == Framework::torchtitan;
+        const double flops = 2.5 * 0.5 * 4.0 * heads * s_ * s_ * d_ / cp_;
+        const double bytes = 2 * (E_ * T_ * (2 * a_) * d_ / t_ + kv_full);
+        if (pt_ring) {
+            cp_collective(t, CollectiveKind::all_gather, kv_full);
+            tp_wait(t);
+            kernel(t, Kernel::flash("flash_attention_bwd", flops, bytes, l_.attention));
+            kernel(t,
+                   Kernel::memory("cp_grad_accumulate", cp_ * (T_ * a_ * d_ / t_ + kv_full / E_) * (E_ + 8)));
+            cp_collective(t, CollectiveKind::reduce_scatter, kv_full);
+            tp_wait(t);
+            return;
+        }
         if (l_.cp > 1) {
             cp_collective(t, CollectiveKind::all_gather, kv_full);
             cp_collective(t, CollectiveKind::reduce_scatter, kv_full);
         }
-        const double flops = 2.5 * 0.5 * 4.0 * heads * s_ * s_ * d_ / cp_;
-        const double bytes = 2 * (E_ * T_ * (2 * a_) * d_ / t_ + kv_full);
         kernel(t, Kernel::flash("flash_attention_bwd", flops, bytes, l_.attention));
         if (l_.cp > 1) tp_wait(t);
     } else {
@@ -221,26 +285,31 @@ OpTemplate BlockBuilder::layer_backward() {
     kernel(t, Kernel::memory("bias_dropout_add_bwd", (3 * E_ + 1) * h_ * Tsp_));
     dequantize(t, f_ / t_ * h_);
     adapter_backward(t, l_.lora_targets.fc2, f_ / t_, h_);
+    fp8_backward_casts(t, T_ * h_, T_ * f_ / t_, f_ / t_ * h_);
     row_bwd(Kernel::gemm("fc2_dgrad", T_, f_ / t_, h_, 1, gemm_elem_),
             Kernel::gemm("fc2_wgrad", h_, f_ / t_, T_, 1, gemm_elem_));
     kernel(t, Kernel::memory(m_.mlp == MlpKind::swiglu ? "swiglu_bwd" : "gelu_bwd",
-                             (m_.mlp == MlpKind::swiglu ? 5 : 3) * E_ * T_ * f_ / t_));
+                             act_bwd_bytes() * T_ * f_ / t_));
     dequantize(t, h_ * f_eff);
     adapter_backward(t, l_.lora_targets.fc1, h_, f_eff);
+    fp8_backward_casts(t, T_ * f_eff, T_ * h_, h_ * f_eff, true);
     column_bwd(Kernel::gemm("fc1_dgrad", T_, h_, f_eff, 1, gemm_elem_),
                Kernel::gemm("fc1_wgrad", f_eff, h_, T_, 1, gemm_elem_));
-    kernel(t, Kernel::memory("pre_mlp_norm_bwd", 4 * E_ * h_ * Tsp_));
+    kernel(t, Kernel::memory("pre_mlp_norm_bwd", norm_bwd_bytes() * h_ * Tsp_));
     kernel(t, Kernel::memory("bias_dropout_add_bwd", (3 * E_ + 1) * h_ * Tsp_));
     dequantize(t, a_ * d_ / t_ * h_);
     adapter_backward(t, l_.lora_targets.proj, a_ * d_ / t_, h_);
+    fp8_backward_casts(t, T_ * h_, T_ * a_ * d_ / t_, a_ * d_ / t_ * h_);
     row_bwd(Kernel::gemm("attn_proj_dgrad", T_, a_ * d_ / t_, h_, 1, gemm_elem_),
             Kernel::gemm("attn_proj_wgrad", h_, a_ * d_ / t_, T_, 1, gemm_elem_));
     attention_core_backward(t);
+    rope(t, true);
     dequantize(t, h_ * (a_ + 2 * g_) * d_ / t_);
     adapter_backward(t, l_.lora_targets.qkv, h_, (a_ + 2 * g_) * d_ / t_);
+    fp8_backward_casts(t, T_ * (a_ + 2 * g_) * d_ / t_, T_ * h_, h_ * (a_ + 2 * g_) * d_ / t_, true);
     column_bwd(Kernel::gemm("qkv_dgrad", T_, h_, (a_ + 2 * g_) * d_ / t_, 1, gemm_elem_),
                Kernel::gemm("qkv_wgrad", (a_ + 2 * g_) * d_ / t_, h_, T_, 1, gemm_elem_));
-    kernel(t, Kernel::memory("input_norm_bwd", 4 * E_ * h_ * Tsp_));
+    kernel(t, Kernel::memory("input_norm_bwd", norm_bwd_bytes() * h_ * Tsp_));
     flush(t);
     return t;
 }
@@ -275,8 +344,7 @@ OpTemplate BlockBuilder::layer_recompute() {
             return {};
         case Recompute::full:
             return layer_forward();
-        case Recompute::selective:
-        case Recompute::selective_op: {  // placeholder until torchtitan's per-op SAC is modelled
+        case Recompute::selective: {
             // Korthikanti et al. 2022: recompute only the attention core (scores, softmax, dropout, values);
             // flash attention already recomputes it inside its backward kernel, so nothing is added.
             OpTemplate t;
@@ -284,8 +352,49 @@ OpTemplate BlockBuilder::layer_recompute() {
             flush(t);
             return t;
         }
+        case Recompute::selective_op:
+            return layer_recompute_selective_op();
     }
     return {};
+}
+
+OpTemplate BlockBuilder::layer_recompute_selective_op() {
+    // torchtitan per-op SAC (AC mode "selective", option "op"; parallelize_llama.py _op_sac_save_list and
+    // _get_custom_policy, v0.1.0-v0.2.2): the outputs of aten.mm (except every second mm of the block,
+    // counted in forward order), of SDPA and of reduce_scatter_tensor are saved; every other op is recomputed
+    // in backward. In Llama order the mms are wq, wk, wv, wo, w1, w3, w2 (GELU MLP: wq, wk, wv, wo, w1, w2),
+    // so wk, wo and w3 (w2) are recomputed, with the norms, the residual adds and the MLP activation;
+    // attention (saved SDPA output) is not. With sequence parallelism the all-gathers of the norm outputs
+    // before the recomputed mms run again (all_gather_into_tensor is not in the save list); the
+    // reduce-scatters are saved. The recomputed mms are FP8 mms in fp8 runs, with their casts.
+    OpTemplate t;
+    const bool sp = l_.sequence_parallel;
+    const double act = T_ * h_ * E_;
+    const double kv = g_ * d_ / t_;
+    kernel(t, Kernel::memory("input_norm", norm_fwd_bytes() * h_ * Tsp_));
+    if (sp) tp(t, CollectiveKind::all_gather, act, true);
+    fp8_forward_casts(t, T_ * h_, h_ * kv, true);
+    kernel(t, Kernel::gemm("wk_gemm", T_, kv, h_, 1, gemm_elem_));
+    rope(t, false);  // non-mm: recomputed (for q from the saved wq output, and for k)
+    fp8_forward_casts(t, T_ * a_ * d_ / t_, a_ * d_ / t_ * h_);
+    kernel(t, Kernel::gemm("wo_gemm", T_, h_, a_ * d_ / t_, 1, gemm_elem_));
+    if (!sp) tp(t, CollectiveKind::all_reduce, act, true);  // an all-reduce is not in the save list
+    kernel(t, Kernel::memory("bias_dropout_add", (3 * E_ + 1) * h_ * Tsp_));
+    kernel(t, Kernel::memory("pre_mlp_norm", norm_fwd_bytes() * h_ * Tsp_));
+    if (sp) tp(t, CollectiveKind::all_gather, act, true);
+    if (m_.mlp == MlpKind::swiglu) {
+        fp8_forward_casts(t, T_ * h_, h_ * f_ / t_, true);
+        kernel(t, Kernel::gemm("w3_gemm", T_, f_ / t_, h_, 1, gemm_elem_));
+        kernel(t, Kernel::memory("swiglu", act_fwd_bytes() * T_ * f_ / t_));
+    } else {
+        kernel(t, Kernel::memory("gelu", act_fwd_bytes() * T_ * f_ / t_));
+        fp8_forward_casts(t, T_ * f_ / t_, f_ / t_ * h_);
+        kernel(t, Kernel::gemm("fc2_gemm", T_, h_, f_ / t_, 1, gemm_elem_));
+        if (!sp) tp(t, CollectiveKind::all_reduce, act, true);
+    }
+    kernel(t, Kernel::memory("bias_dropout_add", (3 * E_ + 1) * h_ * Tsp_));
+    flush(t);
+    return t;
 }
 
 OpTemplate BlockBuilder::embedding_forward() {
@@ -311,13 +420,105 @@ OpTemplate BlockBuilder::embedding_backward() {
     return t;
 }
 
+// ---- FP8 (precision fp8): casts and amax passes around the FP8 GEMMs of the linear layers ----
+// Only the linear layers' GEMMs run in FP8 (TE Linear / LayerNormLinear; torchao Float8Linear); attention,
+// norms, activations, the LM head (TE: fp8_output_proj only for mxfp8; torchtitan's tomls filter `output`)
+// and the optimizer stay in 16 bits. Bytes per element moved by the casts, E = 2 (bf16 source), per recipe:
+//   delayed (TE DelayedScaling; the scale comes from the amax history, the amax of the new tensor is taken in
+//     the same kernel): forward input cast_transpose, read E, write the fp8 tensor and its transpose (kept
+//     for wgrad) 1 + 1: E + 2; weights cast_transpose E + 2 once per step (is_first_microbatch caches the
+//     fp8 weight and its transpose, transformer_engine/pytorch/module/linear.py); backward output gradient
+//     cast_transpose E + 2 (dgrad and wgrad layouts). The amax-history update is per step and tiny.
+//   tensorwise (torchao Float8Linear, dynamic per-tensor scaling: the scale needs the tensor's amax first,
+//     a reduction pass, then the cast; torchao float8/float8_scaling_utils.py hp_tensor_to_float8_dynamic):
+//     forward input amax E + cast E + 1 = 2E + 1; weight 2E + 1 every forward (no per-step cache); backward
+//     output gradient amax E + cast E + 1, plus the column-major copy _scaled_mm needs for wgrad 1 + 1:
+//     2E + 3; the saved fp8 input and the fp8 weight re-laid out for wgrad and dgrad, 1 + 1 each.
+//   rowwise (torchao Float8 rowwise: every operand scaled per row of the GEMM's reduction axis, so the
+//     backward re-quantizes from the bf16 tensors along the other axis): forward input and weight 2E + 1
+//     each; backward output gradient twice (dgrad and wgrad axes) 2(2E + 1); input and weight once more each
+//     2E + 1.
+//   mxfp8 (TE MXFP8BlockScaling: 32-element blocks, the E8M0 scale computed in the cast kernel): one pass
+//     writing row- and column-wise copies with their scales, E + 2 + 2/32, for inputs and output gradients;
+//     weights once per step as with delayed scaling.
+namespace {
+struct Fp8CastBytes {
+    double input_fwd, weight_fwd, grad_bwd, input_bwd, weight_bwd;
+    bool weight_per_step;  ///< the fp8 weight is cast once per step and cached (TE)
+};
+Fp8CastBytes fp8_cast_bytes(Fp8Recipe r, double E) {
+    switch (r) {
+        case Fp8Recipe::delayed:
+            return {E + 2, E + 2, E + 2, 0, 0, true};
+        case Fp8Recipe::tensorwise:
+            return {2 * E + 1, 2 * E + 1, 2 * E + 3, 2, 2, false};
+        case Fp8Recipe::rowwise:
+            return {2 * E + 1, 2 * E + 1, 2 * (2 * E + 1), 2 * E + 1, 2 * E + 1, false};
+        case Fp8Recipe::mxfp8:
+            return {E + 2 + 2.0 / 32, E + 2 + 2.0 / 32, E + 2 + 2.0 / 32, 0, 0, true};
+    }
+    return {E + 2, E + 2, E + 2, 0, 0, true};
+}
+}  // namespace
+
+double BlockBuilder::layer_linear_weights() const {
+    const double f_eff = (m_.mlp == MlpKind::swiglu ? 2.0 : 1.0) * f_ / t_;
+    return h_ * (a_ + 2 * g_) * d_ / t_ + a_ * d_ / t_ * h_ + h_ * f_eff + f_ / t_ * h_;
+}
+
+bool BlockBuilder::fp8_cast_in_norm() const {
+    // TransformerEngine's LayerNormLinear (Megatron's TE spec for linear_qkv and linear_fc1) writes the
+    // norm's output directly in FP8 (layernorm_fwd_fp8), so those two GEMMs have no separate input cast;
+    // their backward transposes the saved fp8 input for wgrad (fp8_transpose, read 1 + write 1 B per
+    // element). TE recipes only (delayed, mxfp8); torchao casts after the norm.
+    return l_.framework == Framework::megatron &&
+           (l_.fp8_recipe == Fp8Recipe::delayed || l_.fp8_recipe == Fp8Recipe::mxfp8);
+}
+
+void BlockBuilder::fp8_forward_casts(OpTemplate& t, double input_elements, double weights, bool after_norm) {
+    if (!fp8_) return;
+    const auto c = fp8_cast_bytes(l_.fp8_recipe, E_);
+    if (!(after_norm && fp8_cast_in_norm()))
+        kernel(t, Kernel::memory("fp8_cast_input", c.input_fwd * input_elements));
+    if (!c.weight_per_step) kernel(t, Kernel::memory("fp8_cast_weight", c.weight_fwd * weights));
+}
+
+void BlockBuilder::fp8_backward_casts(OpTemplate& t, double grad_elements, double input_elements,
+                                      double weights, bool after_norm) {
+    if (!fp8_) return;
+    const auto c = fp8_cast_bytes(l_.fp8_recipe, E_);
+    kernel(t, Kernel::memory("fp8_cast_grad_output", c.grad_bwd * grad_elements));
+    if (after_norm && fp8_cast_in_norm())
+        kernel(t, Kernel::memory("fp8_transpose_input", 2.0 * input_elements));
+    if (c.input_bwd > 0) kernel(t, Kernel::memory("fp8_relayout_input", c.input_bwd * input_elements));
+    if (c.weight_bwd > 0) kernel(t, Kernel::memory("fp8_relayout_weight", c.weight_bwd * weights));
+}
+
+OpTemplate BlockBuilder::fp8_weight_casts_per_step(double layers) {
+    OpTemplate t;
+    if (!fp8_ || layers <= 0) return t;
+    const auto c = fp8_cast_bytes(l_.fp8_recipe, E_);
+    if (!c.weight_per_step) return t;
+    kernel(t, Kernel::memory("fp8_cast_transpose_weights", c.weight_fwd * layer_linear_weights() * layers));
+    flush(t);
+    return t;
+}
+
+OpTemplate BlockBuilder::memory_pass(const char* name, double bytes) {
+    OpTemplate t;
+    kernel(t, Kernel::memory(name, bytes));
+    flush(t);
+    return t;
+}
+
 OpTemplate BlockBuilder::head_forward() {
     OpTemplate t;
     const double act = T_ * h_ * E_;
     const double logits = T_ * V_ / t_;
-    kernel(t, Kernel::memory("final_norm", 2 * E_ * h_ * Tsp_));
+    // The LM head runs in 16 bits also in fp8 runs (see the FP8 notes above).
+    kernel(t, Kernel::memory("final_norm", norm_fwd_bytes() * h_ * Tsp_));
     if (l_.sequence_parallel) tp(t, CollectiveKind::all_gather, act, true);
-    kernel(t, Kernel::gemm("lm_head_gemm", T_, V_ / t_, h_, 1, gemm_elem_));
+    kernel(t, Kernel::gemm("lm_head_gemm", T_, V_ / t_, h_));
     kernel(t, Kernel::memory("vocab_parallel_cross_entropy", 38 * logits));
     // Max, sum of exponentials and target logit are all-reduced over TP: 3 fp32 values per token.
     tp(t, CollectiveKind::all_reduce, 3 * 4 * T_, true);
@@ -332,12 +533,12 @@ OpTemplate BlockBuilder::head_backward() {
     const bool sp = l_.sequence_parallel;
     kernel(t, Kernel::memory("vocab_parallel_cross_entropy_bwd", 14 * logits));
     if (sp) tp(t, CollectiveKind::all_gather, act, false);
-    kernel(t, Kernel::gemm("lm_head_dgrad", T_, h_, V_ / t_, 1, gemm_elem_));
+    kernel(t, Kernel::gemm("lm_head_dgrad", T_, h_, V_ / t_));
     if (sp) tp_wait(t);
     tp(t, sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, act, false);
-    kernel(t, Kernel::gemm("lm_head_wgrad", V_ / t_, h_, T_, 1, gemm_elem_));
+    kernel(t, Kernel::gemm("lm_head_wgrad", V_ / t_, h_, T_));
     tp_wait(t);
-    kernel(t, Kernel::memory("final_norm_bwd", 4 * E_ * h_ * Tsp_));
+    kernel(t, Kernel::memory("final_norm_bwd", norm_bwd_bytes() * h_ * Tsp_));
     flush(t);
     return t;
 }

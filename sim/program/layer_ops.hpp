@@ -26,6 +26,12 @@ class BlockBuilder {
     OpTemplate embedding_backward();
     OpTemplate head_forward();  ///< final norm, LM head, vocab-parallel cross-entropy
     OpTemplate head_backward();
+    /// FP8 with delayed scaling (TransformerEngine): each linear weight of `layers` layers is cast (with its
+    /// transpose) to FP8 once per step, on the first micro-batch (is_first_microbatch), and cached for the
+    /// others. Empty for other precisions and recipes.
+    OpTemplate fp8_weight_casts_per_step(double layers);
+    /// One memory-bound pass of `bytes` on the main stream (FSDP / ZeRO-3 all-gather copy-out).
+    OpTemplate memory_pass(const char* name, double bytes);
     /// Optimizer step over `params_per_rank` parameters (Adam, mixed precision).
     OpTemplate optimizer(double params_per_rank);
     /// DeepSpeed BF16_Optimizer: after each micro-batch's backward, the bf16 gradients of `params_per_rank`
@@ -36,6 +42,13 @@ class BlockBuilder {
     OpTemplate bf16_step_gradient_passes(double params_per_rank);
 
   private:
+    OpTemplate layer_recompute_selective_op();
+    double norm_fwd_bytes() const;  ///< per element of the normalized tensor
+    double norm_bwd_bytes() const;
+    double act_fwd_bytes() const;  ///< MLP activation, per element of f
+    double act_bwd_bytes() const;
+    /// Rotary embedding of q and k as eager ops (eager torchtitan only; fused elsewhere, not counted).
+    void rope(OpTemplate& t, bool backward);
     void kernel(OpTemplate& t, const Kernel& k);
     void tp(OpTemplate& t, CollectiveKind kind, double bytes, bool wait);
     void tp_wait(OpTemplate& t);
@@ -46,6 +59,17 @@ class BlockBuilder {
     void adapter_forward(OpTemplate& t, bool targeted, double in, double out);
     void adapter_backward(OpTemplate& t, bool targeted, double in, double out);
     void dequantize(OpTemplate& t, double weights);
+    /// FP8 casts before a linear layer's forward GEMM: its input of `input_elements` and, unless the recipe
+    /// caches it per step, its weight of `weights` elements.
+    /// `after_norm`: the GEMM's input is a norm's output (qkv, fc1), which TE writes in FP8 itself.
+    void fp8_forward_casts(OpTemplate& t, double input_elements, double weights, bool after_norm = false);
+    /// FP8 casts and transposes of a linear layer's backward: the output gradient (`grad_elements`), and what
+    /// the recipe re-lays out for dgrad / wgrad (`input_elements`, `weights`).
+    void fp8_backward_casts(OpTemplate& t, double grad_elements, double input_elements, double weights,
+                            bool after_norm = false);
+    bool fp8_cast_in_norm() const;
+    /// Weights of one layer's linear layers on this GPU.
+    double layer_linear_weights() const;
 
     const ModelSpec& m_;
     const Layout& l_;
@@ -54,6 +78,7 @@ class BlockBuilder {
     std::string open_name_;
     // shapes
     double b_, s_, h_, a_, g_, d_, f_, t_, V_, T_, Tsp_, E_, gemm_elem_, cp_;
+    bool fp8_ = false;
 };
 
 }  // namespace trainsim::detail

@@ -146,6 +146,40 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
         const bool sharded = layout.sharded_optimizer() && layout.dp > 1;
         const bool zero2 = layout.zero_stage == 2 && layout.dp > 1;
         const bool zero3 = layout.zero_stage >= 3 && layout.dp > 1;
+        // ZeRO-3 / FSDP: reshard_after_forward = false keeps the gathered parameters from forward to backward
+        // (no backward all-gather); under PP torchtitan also defers the reshard after backward to the last
+        // micro-batch (torch/distributed/pipelining/stage.py), so each group is gathered once per step.
+        const bool rebackward = layout.reshard_after_forward;
+        const bool keep_for_step = !layout.reshard_after_forward && pp > 1;
+        std::vector<bool> kept(static_cast<std::size_t>(vpp), false);
+        // The copy the framework makes of each all-gathered group on the compute stream before its compute:
+        // FSDP2 copy-out (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py
+        // foreach_all_gather_copy_out: split_with_sizes_copy from the gathered flat buffer into each
+        // parameter, read and write 2 B per element); DeepSpeed stage 3 (2021, partition_parameters.py
+        // _allgather_param: torch.zeros of the full flat buffer, 2 B, then torch.distributed.all_gather into
+        // a list of partitions, which ProcessGroupNCCL runs on a flattened copy and copies out, 2 + 2 B): 6
+        // B. FSDP1 (Composer) gathers into the flat parameter itself: none.
+        const double copy_out_bytes = layout.framework == Framework::torchtitan  ? 4.0
+                                      : layout.framework == Framework::pytorch   ? 4.0
+                                      : layout.framework == Framework::deepspeed ? 6.0
+                                                                                 : 0.0;
+        // Backward prefetch: the next group's all-gather is issued before the current group's gradient
+        // computation (FSDP BACKWARD_PRE, FSDP2's explicit backward prefetch, DeepSpeed's trace prefetch),
+        // overlapping it; or after it (FSDP1 BACKWARD_POST, Composer's default, composer/trainer/
+        // dist_strategy.py set_fsdp_default; PyTorch torch/distributed/fsdp/api.py BackwardPrefetch: it
+        // "overlaps the current reduce-scatter and the next gradient computation", not the next all-gather).
+        const bool backward_post = layout.framework == Framework::composer;
+        std::map<double, detail::OpTemplate> copy_out;
+        auto append_copy_out = [&](double elements, Phase phase, int mb) {
+            if (copy_out_bytes <= 0 || elements <= 0) return;
+            auto it = copy_out.find(elements);
+            if (it == copy_out.end())
+                it = copy_out
+                         .emplace(elements,
+                                  blocks.memory_pass("zero3_all_gather_copy_out", copy_out_bytes * elements))
+                         .first;
+            append(sp.ops, it->second, phase, mb);
+        };
         int dp_launched = 0;
         auto dp_launch = [&](CollectiveKind kind, double bytes) {
             if (layout.dp <= 1) return;
@@ -267,17 +301,27 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
                     mark(MemoryEvent::params_gathered, e);
                     return id;
                 };
+                const bool skip_gather = keep_for_step && kept[static_cast<std::size_t>(c)];
+                kept[static_cast<std::size_t>(c)] = true;
                 auto zero3_gather = [&](int k) {  // k: forward-order index of the group about to run
-                    if (!zero3) return;
+                    if (!zero3 || skip_gather) return;
                     if (gathered < 0) gathered = gather(k);
                     const int next = k + 1 < groups ? gather(k + 1) : -1;
                     dp_wait(gathered + 1, Phase::forward);
                     gathered = next;
+                    append_copy_out(elems[static_cast<std::size_t>(groups - 1 - k)], Phase::forward, mb);
                 };
                 auto zero3_release = [&](int k) {  // after the compute of forward-order group k
-                    if (zero3)
+                    if (zero3 && rebackward)
                         mark(MemoryEvent::params_released, elems[static_cast<std::size_t>(groups - 1 - k)]);
                 };
+                // TransformerEngine's delayed-scaling FP8 casts every weight (and its transpose) once per
+                // step, in the first micro-batch's forward.
+                if (mb == 0) {  // FP8 weight casts once per step, per chunk (its own layer count)
+                    const auto weight_casts =
+                        blocks.fp8_weight_casts_per_step(static_cast<double>(chunk_layers));
+                    if (!weight_casts.empty()) append(sp.ops, weight_casts, Phase::forward, mb);
+                }
                 if (vs > 0) recv(+1, vs, mb, Phase::forward);
                 int k = 0;
                 if (vs == 0) {
@@ -327,17 +371,22 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
                     return id;
                 };
                 auto group_start = [&]() {
-                    if (!zero3) return;
+                    if (!zero3 || !rebackward) return;
                     if (gathered < 0) gathered = gather(group);
-                    const int next = group + 1 < groups ? gather(group + 1) : -1;
+                    const int next = !backward_post && group + 1 < groups ? gather(group + 1) : -1;
                     dp_wait(gathered + 1, Phase::backward);
                     gathered = next;
+                    append_copy_out(elems[static_cast<std::size_t>(group)], Phase::backward, mb);
                 };
                 double unsharded = 0;  // ZeRO-3: the previous group's gradients, until its reduce-scatter
                 auto group_done = [&]() {
                     const double g = grads[static_cast<std::size_t>(group)];
                     if (zero3) {
-                        mark(MemoryEvent::params_released, elems[static_cast<std::size_t>(group)]);
+                        if (!keep_for_step || last_backward)
+                            mark(MemoryEvent::params_released, elems[static_cast<std::size_t>(group)]);
+                        // BACKWARD_POST: the next group's all-gather is issued after this group's gradient
+                        // computation, ahead of its reduce-scatter on the one NCCL stream.
+                        if (backward_post && rebackward && group + 1 < groups) gathered = gather(group + 1);
                         if (unsharded > 0) mark(MemoryEvent::grads_reduced, unsharded);
                         unsharded = 0;
                         if (g > 0) {

@@ -151,6 +151,9 @@ std::string format_text(const Report& r, const Measured* measured) {
     o += fmt::format("  busiest stage {}: {} of {} HBM, peak in {}{}\n", pk.stage, gib(pk.peak_bytes),
                      gib(r.gpu_memory_bytes), to_string(pk.peak_phase),
                      r.memory.fits() ? "" : " -- DOES NOT FIT");
+    o += fmt::format("  caching allocator (busiest GPU): max allocated {}, max reserved {}\n",
+                     gib(r.memory.peak_of(ReportedMemory::allocated)),
+                     gib(r.memory.peak_of(ReportedMemory::reserved)));
     for (const auto& n : r.memory.notes)
         o += fmt::format("  note: {}\n", n);
     if (!r.profile_use.empty()) {

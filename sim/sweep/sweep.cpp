@@ -330,8 +330,9 @@ std::vector<Layout> enumerate_layouts(const ModelSpec& model, const Layout& base
     for (int t = 1; t <= std::min(gpus_per_node, gpus); t *= 2)
         tp_default.push_back(t);
     std::vector<int> pp_default;
-    for (std::int64_t d = 1; d <= std::min<std::int64_t>(model.layers, gpus); ++d)
-        if (model.layers % d == 0) pp_default.push_back(static_cast<int>(d));
+    const std::int64_t split_layers = pipeline_split_layers(model, base);  // + embedding / loss if counted
+    for (std::int64_t d = 1; d <= std::min<std::int64_t>(split_layers, gpus); ++d)
+        if (split_layers % d == 0) pp_default.push_back(static_cast<int>(d));
     if (!base.layers_per_stage.empty() && base.pp <= gpus) pp_default.push_back(base.pp);
     std::sort(pp_default.begin(), pp_default.end());
     pp_default.erase(std::unique(pp_default.begin(), pp_default.end()), pp_default.end());

@@ -25,9 +25,17 @@ expect_input_error() {  # NAME PATTERN ARGS...
     check "$name: message" grep -q -- "$pattern" "$tmp/err.txt"
     check "$name: nothing on stdout" test ! -s "$tmp/out.txt"
 }
-expect_input_error "unknown --only section" '--only: "foo" is not one of' --only gemm,foo
+# --plan needs no GPU: the GEMMs of a measured run's program, with Megatron's shapes (the 1.7B run: hidden 2048,
+# seq 4096, TP 1: QKV y[4096, 6144] = x[4096, 2048] . W^T and its dgrad and wgrad).
+"$bin" --plan --no-grid --from-runs "$src/tests/validation/public_runs.json" --id mcore_r0.8_h100_weak_1.7B \
+    >"$tmp/plan.txt" 2>"$tmp/plan.err"
+check "--plan exits 0 without a GPU" test $? -eq 0
+check "--plan: QKV forward, dgrad and wgrad" bash -c "grep -q 'gemm bf16 4096x6144x2048 (mcore_r0.8_h100_weak_1.7B qkv_gemm)' '$tmp/plan.txt' && grep -q 'gemm bf16 4096x2048x6144 (mcore_r0.8_h100_weak_1.7B qkv_dgrad)' '$tmp/plan.txt' && grep -q 'gemm bf16 6144x2048x4096 (mcore_r0.8_h100_weak_1.7B qkv_wgrad)' '$tmp/plan.txt'"
+check "--plan: the run's attention" grep -q 'attention b=1 heads=16 kv_heads=16 seq=4096 head_dim=128 causal' "$tmp/plan.txt"
+check "--plan: collectives 1 KiB to 4 GiB" grep -q '23 sizes from 1024 to 4294967296 bytes' "$tmp/plan.txt"
+
+# (Each start loads cuBLAS and NCCL, about a second: a few representative cases only.)
 expect_input_error "unknown --gpu" '--gpu = "X100" is not a known GPU' --gpu X100
-expect_input_error "--topology without a workload" 'give --workload' --topology "$src/topologies/dgx-h100.json"
 expect_input_error "unwritable --out" 'cannot write the file' --out "$tmp/no/such/dir/p.json" --workload \
     "$src/workloads/llama3-8b.json"
 expect_input_error "bad workload file" 'no_such.json' --workload "$tmp/no_such.json"

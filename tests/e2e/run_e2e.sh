@@ -237,7 +237,7 @@ check_bad "5m unknown GPU" badgpu "topology.gpu" '"Z100"' -- run "${SMALL[@]}" -
 check_bad "5n unknown spine routing" badrouting "topology.scale_out.routing" '"random"' \
     -- run "${SMALL[@]}" --set topology.scale_out.routing=random
 
-# ---- 7. validate: one malformed row among valid ones is that row's error, not the file's exit 2 ----
+# ---- 7. validate: one malformed row among valid ones is that row's error, not the file's exit 2; oom ----
 run badrow validate "$DATA/runs-one-bad-row.json" --tolerance 1000
 check_rc "7a validate with one bad row: exit 4 (not 2)" badrow 4
 check_has "7b the bad row's reason names the file, run, field and value" "$TMP/badrow.out" \
@@ -246,8 +246,14 @@ check_has "7c the other rows: ok, not scored (null step time), unsupported (MoE)
     "$TMP/badrow.out" 'not scored (step time not reported)' 'unsupported: mixture of experts' \
     'note: graphs_row: ignored: extensions.cuda_graphs = "local"' \
     'top-level key "collected_by" is not defined by trainsim-measured-runs/1; ignored' \
-    'summary: 5 runs, 3 simulated (2 scored, 1 not scored, 0 oom), 1 unsupported, 1 errors' \
-    'peak memory: 2 runs, MAPE'
+    'summary: 6 runs, 4 simulated (2 scored, 1 not scored, 1 oom), 1 unsupported, 1 errors' \
+    'peak memory: 3 runs, MAPE'
+n=$(grep -cE '^oom_row .* oom: stage 0 runs out of memory' "$TMP/badrow.out")
+if [ "$n" -eq 1 ]; then pass "7g a run predicted out of memory has status oom"; else fail "7g oom_row is not oom"; fi
+run badrow_json validate "$DATA/runs-one-bad-row.json" --tolerance 1000 --json
+check_has "7h --json: statuses, reasons, ignored extensions, notes, oom counted apart" "$TMP/badrow_json.out" \
+    '"status": "error"' '"status": "unsupported"' '"status": "oom"' '"scored": false' \
+    'extensions.cuda_graphs = \"local\"' '"notes": [' '"oom": 1' '"errors": 1'
 n=$(grep -cE '^good_row .* ok$' "$TMP/badrow.out")
 if [ "$n" -eq 1 ]; then pass "7d the valid row is simulated and ok"; else fail "7d good_row is not ok"; fi
 if [ -s "$TMP/badrow.err" ]; then fail "7e validate wrote to stderr" "$(head -c 400 "$TMP/badrow.err")"; else pass "7e validate: stderr empty"; fi

@@ -3,6 +3,7 @@
 // Megatron's account-for-embedding/loss pipeline split with uneven virtual stages.
 #include <doctest/doctest.h>
 
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -14,6 +15,7 @@
 #include "trainsim/measured_runs.hpp"
 #include "trainsim/program.hpp"
 #include "trainsim/simulate.hpp"
+#include "trainsim/sweep.hpp"
 
 using namespace trainsim;
 using nlohmann::json;
@@ -199,6 +201,15 @@ TEST_CASE("measured runs: extensions are read where modelled, otherwise listed a
     CHECK_FALSE(f.error);
     CHECK(f.layout.framework == Framework::megatron);
     CHECK(f.layout.zero_stage == 3);
+
+    // Values of unexpected JSON types in extensions never throw past the row.
+    json odd = run_row("odd");
+    odd["extensions"] = {{"megatron_fsdp", {{"enabled", "yes"}, {"sharding", 3}}},
+                         {"recompute", {{"granularity", 3}}},
+                         {"cluster", {{"nvlink_domain_gpus", "72"}}}};
+    const auto o = parse_one(odd);
+    CHECK_FALSE(o.error);
+    CHECK(ignored(o, "extensions.recompute"));
 
     json not_object = run_row("x");
     not_object["extensions"] = 3;
@@ -404,4 +415,29 @@ TEST_CASE("pipeline split: a small interleaved run with empty first and last vir
     r["model"]["layers"] = 5;
     REQUIRE(parse_one(r).unsupported);
     CHECK(contains(*parse_one(r).unsupported, "uneven pipeline split of 5 layers"));
+}
+
+TEST_CASE("pipeline split: the sweep keeps the account_for_* flags and counts them in the pp it tries") {
+    const ModelSpec m = test::small_gpt(6);
+    Layout base;
+    base.global_batch = 64;
+    base.account_for_embedding_in_pipeline_split = true;
+    base.account_for_loss_in_pipeline_split = true;
+    SweepGrid grid;
+    grid.tp = {1};
+    grid.micro_batch = {1};
+    std::set<int> pps;
+    for (const auto& l : enumerate_layouts(m, base, grid, 8, 8)) {
+        pps.insert(l.pp);
+        CHECK(l.account_for_loss_in_pipeline_split);
+    }
+    CHECK(pps == std::set<int>{1, 2, 4, 8});  // divisors of 6 + 2 (6 layers alone: 1, 2, 3, 6)
+    Layout l = base;
+    l.pp = 3;
+    l.dp = 2;
+    l.tp = 1;
+    CHECK(reject_reason(m, l, 6) == "pp does not divide layers");
+    l.pp = 4;
+    l.dp = 2;
+    CHECK(reject_reason(m, l, 8).empty());
 }

@@ -197,7 +197,8 @@ TEST_CASE("calibration: constants override the catalog for their GPU only, and b
                    "V100"));
 }
 
-TEST_CASE("measured runs: cluster, defaults by GPU generation, uneven split, unsupported features") {
+TEST_CASE(
+    "measured runs: cluster, framework defaults by GPU generation, uneven split, unsupported features") {
     auto run_json = [](const char* gpu, int layers, int pp, int cp, int zero) {
         nlohmann::json r = {
             {"id", "r1"},
@@ -237,12 +238,13 @@ TEST_CASE("measured runs: cluster, defaults by GPU generation, uneven split, uns
     CHECK(a.topology.nodes == 2);
     CHECK(a.topology.nics_per_node == 4);
     CHECK(a.topology.nic_bandwidth.bytes_per_s == doctest::Approx(12.5e9));
-    CHECK(a.layout.attention == AttentionKernel::unfused);
+    CHECK(a.layout.framework == Framework::megatron);
+    CHECK(a.layout.attention == AttentionKernel::unfused);  // Megatron before Hopper: fused softmax
     CHECK(a.layout.overlap_grad_reduce);
-    CHECK_FALSE(a.layout.tp_comm_overlap);
+    CHECK(a.layout.tp_comm_overlap);  // keyed on the framework (Megatron with SP), not the GPU
     CHECK_FALSE(a.unsupported.has_value());
     const auto h = parse_measured_runs(run_json("H100-SXM5-80GB", 8, 2, 1, 0), "f.json").runs.at(0);
-    CHECK(h.layout.attention == AttentionKernel::flash);
+    CHECK(h.layout.attention == AttentionKernel::cudnn);  // TE's FusedAttention on sm90+
     CHECK(h.layout.tp_comm_overlap);
     // 10 layers on 3 stages: embedding and head count as layers -> 3, 4, 3 (Megatron: account_for_*).
     const auto u = parse_measured_runs(run_json("A100-SXM4-80GB", 10, 3, 1, 0), "f.json").runs.at(0);

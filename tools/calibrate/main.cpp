@@ -95,6 +95,38 @@ Sections parse_sections(const std::string& only) {
     return s;
 }
 
+/// --plan: the measurements a run would make, one line each (GEMMs as on a GPU with FP8).
+void print_plan(std::ostream& os, const Sections& sections, const std::vector<GemmShape>& workload,
+                const std::vector<GemmShape>& grid, const std::vector<AttentionShape>& attention,
+                const std::vector<MemoryJob>& memory, bool quick) {
+    if (sections.gemm) {
+        const auto jobs = plan_gemm_jobs(workload, grid, true, quick);
+        os << fmt::format("gemm: {} (cuBLASLt, fp8 only on sm89+)\n", jobs.size());
+        for (const auto& j : jobs)
+            os << fmt::format("  gemm {} {}x{}x{}{} ({})\n", to_string(j.dtype), j.m, j.n, j.k,
+                              j.batch > 1 ? fmt::format(" batch {}", j.batch) : "", j.label);
+    }
+    if (sections.attention) {
+        os << fmt::format("attention: {} (unfused, forward and backward)\n", 2 * attention.size());
+        for (const auto& a : attention)
+            os << fmt::format("  attention b={} heads={} kv_heads={} seq={} head_dim={} causal ({})\n",
+                              a.batch, a.heads, a.kv_heads, a.seq, a.head_dim, a.label);
+    }
+    if (sections.memory) {
+        os << fmt::format("memory-bound: {}\n", memory.size());
+        for (const auto& m : memory)
+            os << fmt::format("  {} [{}, {}] {} bytes read + written\n", m.kernel, m.rows, m.cols,
+                              memory_job_bytes(m));
+    }
+    if (sections.collectives) {
+        const auto sizes = collective_sizes(quick, std::int64_t{1} << 40);
+        os << fmt::format(
+            "collectives: all_reduce, all_gather, reduce_scatter, send_recv over the local GPUs (two "
+            "or more), {} sizes from {} to {} bytes\n",
+            sizes.size(), sizes.front(), sizes.back());
+    }
+}
+
 int run(int argc, char** argv) {
     po::options_description desc(kAbout);
     std::string out_file, gpu_name, only;
@@ -112,7 +144,8 @@ int run(int argc, char** argv) {
         "only", po::value(&only)->value_name("LIST"),
         "comma-separated sections to run: gemm, attention, memory, collectives")(
         "no-grid", "leave out the generic GEMM grid")(
-        "self-check", "only compare each GPU path with its CPU reference on small inputs (no profile)");
+        "self-check", "only compare each GPU path with its CPU reference on small inputs (no profile)")(
+        "plan", "print what would be measured (fp8 as on an sm89+ GPU) and exit; needs no GPU");
     cli::add_input_options(desc, in_opts);
     po::variables_map vm;
     const std::vector<std::string> args(argv + 1, argv + argc);
@@ -144,6 +177,13 @@ int run(int argc, char** argv) {
     } else {
         attention_shapes = generic_attention(quick);
         memory_jobs = plan_memory_jobs(quick);
+    }
+
+    if (vm.count("plan")) {
+        print_plan(std::cout, sections, workload_shapes,
+                   vm.count("no-grid") ? std::vector<GemmShape>{} : gemm_grid(quick), attention_shapes,
+                   memory_jobs, quick);
+        return kExitOk;
     }
 
     // The device.

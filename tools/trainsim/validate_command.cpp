@@ -60,8 +60,10 @@ const char* op_name(CollectiveKind k) {
 /// phases of the iteration, framework pile included (what nvidia-smi shows; torch.cuda.max_memory_reserved()
 /// is lower by the CUDA context). The one place to switch to another figure (e.g. the allocator's reserved
 /// bytes).
-double predicted_peak_memory_gib(const SimulationResult& res) {
-    return res.report.memory.peak().peak_bytes / kGiB;
+/// The busiest GPU's peak as the run's framework reports it (torchtitan: max reserved; see
+/// include/trainsim/memory.hpp reported_memory), in GiB.
+double predicted_peak_memory_gib(const SimulationResult& res, Framework framework) {
+    return reported_peak_bytes(res.report.memory, framework) / kGiB;
 }
 
 std::string pct(double e) {
@@ -222,7 +224,7 @@ int validate_command(const std::vector<std::string>& args) {
                     rj["metrics"].push_back({{"name", "step_time_s"}, {"predicted", pred}});
                     status = "not scored (step time not reported)";
                 }
-                const double pred_gib = predicted_peak_memory_gib(res);
+                const double pred_gib = predicted_peak_memory_gib(res, run.layout.framework);
                 std::string merr_text = "-";
                 if (run.peak_memory_gib) {
                     const double merr = 100.0 * (pred_gib - *run.peak_memory_gib) / *run.peak_memory_gib;

@@ -1,0 +1,95 @@
+// A model of PyTorch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp, PyTorch 2.x, default
+// settings: no max_split_size, no expandable segments, no CUDA graph pools), replayed over the tensors the
+// memory walk allocates and frees. It turns "allocated" bytes (live tensors) into "reserved" bytes (the
+// segments obtained from cudaMalloc and kept cached), which is what torch.cuda.max_memory_reserved() and
+// torchtitan's memory line report.
+//
+// Mechanisms modelled, each with its constant from CUDACachingAllocator.cpp:
+//   rounding      every request rounded up to a multiple of kAllocatorRoundBytes (512 B, round_size);
+//   pools         requests <= kAllocatorSmallRequestBytes (1 MiB) come from the small pool, carved out of
+//                 kAllocatorSmallSegmentBytes (2 MiB) segments; larger ones from the large pool, whose new
+//                 segments are kAllocatorMediumSegmentBytes (20 MiB) for requests under
+//                 kAllocatorMediumLimitBytes (10 MiB) and otherwise the request rounded up to
+//                 kAllocatorLargeRoundBytes (2 MiB) (get_allocation_size);
+//   best fit      a request takes the smallest cached free block of its pool and stream that is large enough
+//                 (get_free_block: the pool is ordered by (stream, size, address));
+//   splitting     a block larger than the request is split when the remainder is >= 512 B (small pool) or
+//                 > 1 MiB (large pool) (should_split); otherwise the slack stays inside the allocated block
+//                 and counts as allocated;
+//   coalescing    a freed block merges with free neighbours of the same segment (free_block); a segment is
+//                 returned to the driver only when it is entirely free and a cudaMalloc failed
+//                 (release_cached_blocks, then retry), never otherwise: reserved only grows;
+//   streams       cached blocks belong to the stream that allocated them and are never handed to another
+//                 stream: each stream (compute, the FSDP all-gather and reduce-scatter streams) keeps its
+//                 own cache, and reserved is the sum of the streams' segments.
+// Fragmentation is what falls out of these rules; no fraction is added.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+namespace trainsim {
+
+inline constexpr double kAllocatorRoundBytes = 512;                         ///< kMinBlockSize
+inline constexpr double kAllocatorSmallRequestBytes = 1024.0 * 1024;        ///< kSmallSize
+inline constexpr double kAllocatorSmallSegmentBytes = 2.0 * 1024 * 1024;    ///< kSmallBuffer
+inline constexpr double kAllocatorMediumSegmentBytes = 20.0 * 1024 * 1024;  ///< kLargeBuffer
+inline constexpr double kAllocatorMediumLimitBytes = 10.0 * 1024 * 1024;    ///< kMinLargeAlloc
+inline constexpr double kAllocatorLargeRoundBytes = 2.0 * 1024 * 1024;      ///< kRoundLarge
+
+/// The streams whose caches the memory walk keeps apart.
+enum class AllocStream { compute = 0, all_gather = 1, reduce_scatter = 2 };
+inline constexpr int kAllocStreams = 3;
+
+class CachingAllocator {
+  public:
+    /// `limit_bytes`: what cudaMalloc may reserve in all (HBM less what lives outside the allocator); when a
+    /// new segment would pass it, the entirely free cached segments are released first (as PyTorch does
+    /// before raising OOM). The segment is then taken even above the limit: the caller reports the OOM.
+    explicit CachingAllocator(double limit_bytes) : limit_(limit_bytes) {}
+
+    /// Allocates `bytes` (> 0) on `stream`; returns a handle for free(). 0-byte requests return -1 and
+    /// change nothing.
+    std::int64_t allocate(double bytes, AllocStream stream = AllocStream::compute);
+    /// Frees the block of `handle` (-1 is ignored). Throws InternalError for an unknown handle.
+    void free(std::int64_t handle);
+
+    double allocated_bytes() const { return allocated_; }  ///< sum of live blocks (rounded sizes)
+    double reserved_bytes() const { return reserved_; }    ///< sum of segments
+    double peak_allocated_bytes() const { return peak_allocated_; }
+    double peak_reserved_bytes() const { return peak_reserved_; }
+
+    /// The size a request is rounded to (round_size): a multiple of 512 B.
+    static double round_request(double bytes);
+    /// The size of the segment cudaMalloc'ed for a request of `rounded` bytes (get_allocation_size).
+    static double segment_size(double rounded);
+
+  private:
+    struct Block {
+        std::int64_t segment = 0;
+        double offset = 0, size = 0;
+        bool free = true;
+        int pool = 0;  ///< stream * 2 + (small ? 1 : 0)
+    };
+    struct Segment {
+        double size = 0;
+        int pool = 0;
+        std::map<double, std::int64_t> blocks;  ///< offset -> block id
+    };
+    std::int64_t new_block(std::int64_t segment, double offset, double size, bool is_free, int pool);
+    void release_free_segments();
+
+    double limit_;
+    bool freed_since_release_ = false;  ///< a block was freed since the last release of free segments
+    double allocated_ = 0, reserved_ = 0, peak_allocated_ = 0, peak_reserved_ = 0;
+    std::int64_t next_block_ = 0, next_segment_ = 0;
+    std::unordered_map<std::int64_t, Block> blocks_;
+    std::map<std::int64_t, Segment> segments_;
+    /// Free blocks by pool, ordered by (size, segment, offset) as the allocator's BlockComparator.
+    std::vector<std::map<std::tuple<double, std::int64_t, double>, std::int64_t>> free_;
+};
+
+}  // namespace trainsim

@@ -1,0 +1,335 @@
+// Frameworks as data: the defaults each framework implies, FP8 as it runs (FP8 GEMMs on the linear layers
+// only, cast kernels with their bytes), torchtitan's per-op selective checkpointing, ZeRO-3 / FSDP gathers.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "test_helpers.hpp"
+#include "trainsim/framework_defaults.hpp"
+#include "trainsim/measured_runs.hpp"
+#include "trainsim/program.hpp"
+
+using namespace trainsim;
+using trainsim::test::llama_style;
+using trainsim::test::small_gpt;
+
+namespace {
+
+Layout layout_of(Framework f, int tp, bool sp, int pp = 1) {
+    Layout l;
+    l.framework = f;
+    l.tp = tp;
+    l.pp = pp;
+    l.sequence_parallel = sp;
+    return l;
+}
+
+/// Every kernel of the compute ops of `phase` on stage 0, with multiplicity.
+std::vector<Kernel> kernels_of(const Program& p, Phase phase) {
+    std::vector<Kernel> out;
+    for (const auto& op : p.stages[0].ops)
+        if (op.kind == OpKind::compute && op.phase == phase)
+            for (const auto& k : p.segments[static_cast<std::size_t>(op.segment)].kernels)
+                out.push_back(k);
+    return out;
+}
+
+std::vector<Kernel> all_kernels(const Program& p) {
+    std::vector<Kernel> out;
+    for (Phase ph : {Phase::forward, Phase::backward, Phase::recompute, Phase::optimizer})
+        for (const auto& k : kernels_of(p, ph))
+            out.push_back(k);
+    return out;
+}
+
+Layout single_gpu(Precision p, Fp8Recipe r, Recompute rc = Recompute::none) {
+    Layout l;
+    l.micro_batch = 1;
+    l.global_batch = 1;
+    l.precision = p;
+    l.fp8_recipe = r;
+    l.recompute = rc;
+    return l;
+}
+
+}  // namespace
+
+TEST_CASE("framework defaults: attention, TP overlap, reshard, FP8 recipe per framework and GPU") {
+    const GpuSpec& a100 = find_gpu("A100-SXM4-80GB", "test");
+    const GpuSpec& h100 = find_gpu("H100-SXM5-80GB", "test");
+    CHECK_FALSE(hopper_or_newer(a100));
+    CHECK(hopper_or_newer(h100));
+
+    auto mg = framework_defaults(Framework::megatron, a100, layout_of(Framework::megatron, 8, false));
+    CHECK(mg.attention == AttentionKernel::unfused);  // the 2020-22 Megatron-LM A100 runs
+    CHECK_FALSE(mg.tp_comm_overlap);
+    mg = framework_defaults(Framework::megatron, h100, layout_of(Framework::megatron, 8, true));
+    CHECK(mg.attention == AttentionKernel::cudnn);  // TE prefers cuDNN FusedAttention on sm90+
+    CHECK(mg.tp_comm_overlap);                      // userbuffers with SP
+    CHECK(mg.fp8_recipe == Fp8Recipe::delayed);
+    CHECK(mg.reshard_after_forward);
+
+    CHECK(
+        framework_defaults(Framework::deepspeed, a100, layout_of(Framework::deepspeed, 4, false)).attention ==
+        AttentionKernel::unfused);
+
+    const auto tt =
+        framework_defaults(Framework::torchtitan, h100, layout_of(Framework::torchtitan, 8, true));
+    CHECK(tt.attention == AttentionKernel::flash);
+    CHECK_FALSE(tt.tp_comm_overlap);  // vanilla DTensor TP
+    CHECK(tt.reshard_after_forward);  // not pp_enabled
+    CHECK(tt.fp8_recipe == Fp8Recipe::tensorwise);
+    CHECK(framework_defaults(Framework::torchtitan, h100, layout_of(Framework::torchtitan, 8, true), true)
+              .tp_comm_overlap);  // async TP
+    CHECK_FALSE(framework_defaults(Framework::torchtitan, h100, layout_of(Framework::torchtitan, 1, false, 4))
+                    .reshard_after_forward);  // reshard_after_forward = not pp_enabled
+    CHECK(framework_defaults(Framework::torchtitan, a100, layout_of(Framework::torchtitan, 1, false))
+              .attention == AttentionKernel::flash);
+    CHECK(framework_defaults(Framework::composer, a100, layout_of(Framework::composer, 1, false)).attention ==
+          AttentionKernel::flash);
+}
+
+TEST_CASE("measured runs: framework from the source, training.framework and async_tp override") {
+    nlohmann::json run = {
+        {"id", "r"},
+        {"source", "pytorch/torchtitan docs"},
+        {"cluster",
+         {{"gpu", "H100-SXM5-80GB"},
+          {"gpus", 16},
+          {"gpus_per_node", 8},
+          {"scale_up", {{"kind", "nvswitch"}, {"bandwidth_GBps_per_gpu", 450}}},
+          {"scale_out", {{"kind", "infiniband"}, {"nics_per_node", 8}, {"nic_Gbps", 400}}}}},
+        {"model",
+         {{"layers", 4},
+          {"hidden", 1024},
+          {"heads", 16},
+          {"ffn_hidden", 4096},
+          {"vocab", 8192},
+          {"seq_len", 512},
+          {"mlp", "swiglu"}}},
+        {"training",
+         {{"tp", 8},
+          {"pp", 1},
+          {"dp", 2},
+          {"micro_batch", 1},
+          {"global_batch", 2},
+          {"sequence_parallel", true},
+          {"recompute", "selective"},
+          {"zero_stage", 3},
+          {"distributed_optimizer", false},
+          {"precision", "bf16"}}},
+        {"measured", {{"step_time_s", 1.0}}}};
+    auto doc = [&](const nlohmann::json& r) {
+        return nlohmann::json{{"format", "trainsim-measured-runs/1"}, {"runs", nlohmann::json::array({r})}};
+    };
+    auto l = parse_measured_runs(doc(run), "f.json").runs[0].layout;
+    CHECK(l.framework == Framework::torchtitan);
+    CHECK(l.recompute == Recompute::selective_op);
+    CHECK(l.attention == AttentionKernel::flash);
+    CHECK_FALSE(l.tp_comm_overlap);
+    run["training"]["async_tp"] = true;
+    CHECK(parse_measured_runs(doc(run), "f.json").runs[0].layout.tp_comm_overlap);
+    run["source"] = "NVIDIA/NeMo performance summary";
+    run["training"].erase("async_tp");
+    run["training"]["zero_stage"] = 0;
+    l = parse_measured_runs(doc(run), "f.json").runs[0].layout;
+    CHECK(l.framework == Framework::megatron);
+    CHECK(l.recompute == Recompute::selective);
+    CHECK(l.attention == AttentionKernel::cudnn);
+    CHECK(l.tp_comm_overlap);
+    run["training"]["framework"] = "composer";
+    CHECK(parse_measured_runs(doc(run), "f.json").runs[0].layout.framework == Framework::composer);
+    run["training"].erase("framework");
+    run["source"] = "mosaicml/llm-foundry benchmarks";
+    CHECK(parse_measured_runs(doc(run), "f.json").runs[0].layout.framework == Framework::composer);
+    run["source"] = "some paper";
+    run["training"]["zero_stage"] = 1;
+    CHECK(parse_measured_runs(doc(run), "f.json").runs[0].layout.framework == Framework::deepspeed);
+}
+
+TEST_CASE("FP8: FP8 GEMMs only for the linear layers; LM head and attention in 16 bits") {
+    const ModelSpec m = llama_style(2, 1024, 16, 4, 3584, 8192, 1024);
+    const Program p = build_program(m, single_gpu(Precision::fp8, Fp8Recipe::tensorwise));
+    int fp8_gemms = 0;
+    for (const auto& k : all_kernels(p)) {
+        const std::string name = k.name;
+        if (k.kind == KernelKind::gemm && k.fp8) {
+            ++fp8_gemms;
+            CHECK(name.rfind("lm_head", 0) != 0);
+        }
+        if (name.rfind("lm_head", 0) == 0) CHECK_FALSE(k.fp8);
+        if (k.kind == KernelKind::flash_attention) CHECK_FALSE(k.fp8);
+    }
+    // 4 linears x (fwd, dgrad, wgrad) x 2 layers
+    CHECK(fp8_gemms == 4 * 3 * 2);
+    const Program bf = build_program(m, single_gpu(Precision::bf16, Fp8Recipe::tensorwise));
+    for (const auto& k : all_kernels(bf)) {
+        CHECK_FALSE(k.fp8);
+        CHECK(std::string(k.name).rfind("fp8_", 0) != 0);  // no casts without fp8
+    }
+}
+
+TEST_CASE("FP8: cast and amax kernels as memory passes with their bytes, per recipe") {
+    const ModelSpec m = llama_style(2, 1024, 16, 4, 3584, 8192, 1024);
+    const double T = 1024, h = 1024, E = 2;
+    auto bytes_of = [](const Program& p, Phase ph, const std::string& name) {
+        std::vector<double> v;
+        for (const auto& k : kernels_of(p, ph))
+            if (name == k.name) v.push_back(k.bytes);
+        return v;
+    };
+    // torchao tensorwise: amax pass + cast, 2E + 1 per input element; the weight every forward.
+    const Program tw = build_program(m, single_gpu(Precision::fp8, Fp8Recipe::tensorwise));
+    const auto in_tw = bytes_of(tw, Phase::forward, "fp8_cast_input");
+    REQUIRE(in_tw.size() == 4 * 2);
+    CHECK(in_tw[0] == doctest::Approx((2 * E + 1) * T * h));  // qkv input [T, h]
+    CHECK(bytes_of(tw, Phase::forward, "fp8_cast_weight").size() == 4 * 2);
+    CHECK(bytes_of(tw, Phase::forward, "fp8_cast_transpose_weights").empty());
+    const auto g_tw = bytes_of(tw, Phase::backward, "fp8_cast_grad_output");
+    REQUIRE(g_tw.size() == 4 * 2);
+    CHECK(g_tw[0] == doctest::Approx((2 * E + 3) * T * h));  // fc2's output gradient [T, h]
+    // TE delayed scaling: cast_transpose E + 2; the weights once per step (first micro-batch).
+    const Program de = build_program(m, single_gpu(Precision::fp8, Fp8Recipe::delayed));
+    const auto in_de = bytes_of(de, Phase::forward, "fp8_cast_input");
+    // TE LayerNormLinear writes qkv's and fc1's inputs in FP8 from the norm: only proj and fc2 cast theirs,
+    // and qkv and fc1 transpose the saved fp8 input in backward (1 + 1 B).
+    REQUIRE(in_de.size() == 2 * 2);
+    CHECK(in_de[0] == doctest::Approx((E + 2) * T * h));  // proj input [T, a·d] = [T, h]
+    const auto tr = bytes_of(de, Phase::backward, "fp8_transpose_input");
+    REQUIRE(tr.size() == 2 * 2);
+    CHECK(tr[0] == doctest::Approx(2 * T * h));
+    CHECK(bytes_of(de, Phase::forward, "fp8_cast_weight").empty());
+    const auto w = bytes_of(de, Phase::forward, "fp8_cast_transpose_weights");
+    REQUIRE(w.size() == 1);
+    const double weights = m.hidden * (m.heads + 2 * m.kv_heads) * m.head_dim() +
+                           m.heads * m.head_dim() * m.hidden + 2.0 * m.hidden * m.ffn_hidden +
+                           m.ffn_hidden * m.hidden;
+    CHECK(w[0] == doctest::Approx((E + 2) * weights * 2));
+    CHECK(bytes_of(de, Phase::backward, "fp8_relayout_input").empty());
+}
+
+TEST_CASE("selective_op: wk, wo and w3 and the non-mm ops recomputed; attention not") {
+    const ModelSpec m = llama_style(2, 1024, 16, 4, 3584, 8192, 1024);
+    const Program p =
+        build_program(m, single_gpu(Precision::bf16, Fp8Recipe::delayed, Recompute::selective_op));
+    const auto rec = kernels_of(p, Phase::recompute);
+    int gemms = 0, attention = 0, norms = 0;
+    double flops = 0;
+    for (const auto& k : rec) {
+        if (k.kind == KernelKind::gemm) ++gemms, flops += k.flops;
+        if (k.kind == KernelKind::flash_attention) ++attention;
+        if (std::string(k.name).find("norm") != std::string::npos) ++norms;
+    }
+    CHECK(gemms == 3 * 2);
+    CHECK(attention == 0);
+    CHECK(norms == 2 * 2);
+    const double T = 1024, h = 1024, d = m.head_dim();
+    const double per_layer =
+        2 * T * h * (m.kv_heads * d) + 2 * T * h * (m.heads * d) + 2 * T * h * m.ffn_hidden;
+    CHECK(flops == doctest::Approx(2 * per_layer));
+    // Megatron's selective recompute adds nothing with flash attention.
+    CHECK(kernels_of(build_program(m, single_gpu(Precision::bf16, Fp8Recipe::delayed, Recompute::selective)),
+                     Phase::recompute)
+              .empty());
+}
+
+TEST_CASE("ZeRO-3 / FSDP: backward gathers follow reshard_after_forward; copy-out per framework") {
+    const ModelSpec m = small_gpt(4);
+    const int groups = 4 + 2;
+    Layout l;
+    l.dp = 8;
+    l.micro_batch = 1;
+    l.global_batch = 8;
+    l.zero_stage = 3;
+    auto copies = [](const Program& p) {
+        int n = 0;
+        for (const auto& k : all_kernels(p))
+            if (std::string(k.name) == "zero3_all_gather_copy_out") ++n;
+        return n;
+    };
+    auto gathers = [](const Program& p) {
+        int n = 0;
+        for (const auto& op : p.stages[0].ops)
+            if (op.kind == OpKind::dp_launch && op.collective == CollectiveKind::all_gather) ++n;
+        return n;
+    };
+    l.framework = Framework::torchtitan;
+    const Program resh = build_program(m, l);
+    CHECK(gathers(resh) == 2 * groups);  // forward and backward
+    CHECK(copies(resh) == 2 * groups);   // FSDP2 copy-out after every gather
+    l.reshard_after_forward = false;
+    const Program keep = build_program(m, l);
+    CHECK(gathers(keep) == groups);  // forward only: kept for backward
+    l.reshard_after_forward = true;
+    l.framework = Framework::composer;  // FSDP1 gathers into the flat parameter: no copy
+    CHECK(copies(build_program(m, l)) == 0);
+    l.framework = Framework::deepspeed;
+    const Program ds = build_program(m, l);
+    CHECK(copies(ds) == 2 * groups);
+    int layer_copies = 0;  // 6 B per gathered element: zeros, flattened all-gather, copy out
+    for (const auto& k : all_kernels(ds))
+        if (std::string(k.name) == "zero3_all_gather_copy_out" &&
+            k.bytes == doctest::Approx(6.0 * m.layer_params()))
+            ++layer_copies;
+    CHECK(layer_copies == 2 * 4);
+}
+
+TEST_CASE("torchtitan without torch.compile: norms, RoPE and SwiGLU as eager ATen ops") {
+    const ModelSpec m = llama_style(2, 1024, 16, 4, 3584, 8192, 1024);
+    const double T = 1024, h = 1024;
+    auto first = [](const Program& p, const std::string& name) {
+        for (const auto& k : all_kernels(p))
+            if (name == k.name) return k.bytes;
+        return -1.0;
+    };
+    Layout l = single_gpu(Precision::bf16, Fp8Recipe::tensorwise);
+    l.framework = Framework::torchtitan;
+    const Program eager = build_program(m, l);
+    CHECK(first(eager, "input_norm") == doctest::Approx(36 * T * h));
+    CHECK(first(eager, "input_norm_bwd") == doctest::Approx(68 * T * h));
+    CHECK(first(eager, "swiglu") == doctest::Approx(10 * T * m.ffn_hidden));
+    CHECK(first(eager, "rope") == doctest::Approx(20 * T * (m.heads + m.kv_heads) * m.head_dim()));
+    l.torch_compile = true;
+    const Program compiled = build_program(m, l);
+    CHECK(first(compiled, "input_norm") == doctest::Approx(4 * T * h));
+    CHECK(first(compiled, "swiglu") == doctest::Approx(6 * T * m.ffn_hidden));
+    CHECK(first(compiled, "rope") < 0);
+    l.framework = Framework::megatron;  // TE / fused kernels whatever torch_compile says
+    l.torch_compile = false;
+    CHECK(first(build_program(m, l), "input_norm") == doctest::Approx(4 * T * h));
+}
+
+TEST_CASE(
+    "FSDP backward prefetch: BACKWARD_POST (Composer) gathers the next group after the current gradients") {
+    const ModelSpec m = small_gpt(4);
+    Layout l;
+    l.dp = 8;
+    l.micro_batch = 1;
+    l.global_batch = 8;
+    l.zero_stage = 3;
+    // Backward all-gathers (after the first) with compute between their launch and the next DP wait: the
+    // gather overlaps a gradient computation.
+    auto overlapped = [](const Program& p) {
+        int n = 0, launched = 0;
+        const auto& ops = p.stages[0].ops;
+        bool backward = false;
+        for (std::size_t i = 0; i < ops.size(); ++i) {
+            if (ops[i].phase == Phase::backward && ops[i].kind == OpKind::compute) backward = true;
+            if (ops[i].kind != OpKind::dp_launch) continue;
+            const int id = ++launched;  // the wait for it has dp_target >= id
+            if (!backward || ops[i].collective != CollectiveKind::all_gather) continue;
+            for (std::size_t j = i + 1; j < ops.size(); ++j) {
+                if (ops[j].kind == OpKind::dp_wait && ops[j].dp_target >= id) break;
+                if (ops[j].kind == OpKind::compute) {
+                    ++n;
+                    break;
+                }
+            }
+        }
+        return n;
+    };
+    l.framework = Framework::torchtitan;  // FSDP2: explicit prefetch before the current gradients
+    CHECK(overlapped(build_program(m, l)) > 0);
+    l.framework = Framework::composer;
+    CHECK(overlapped(build_program(m, l)) == 0);
+}
