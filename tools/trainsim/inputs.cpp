@@ -78,7 +78,8 @@ Inputs resolve_inputs(const InputOptions& o) {
     }
     if (calibration) apply_calibration(*calibration, in.topology);
     if (!o.profile_file.empty())
-        in.topology.profile = load_profile(o.profile_file, in.topology.gpu, in.label);
+        in.topology.profile = load_profile(o.profile_file, in.topology.gpu,
+                                           o.topology_file.empty() ? in.label : o.topology_file);
     return in;
 }
 
