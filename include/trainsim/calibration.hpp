@@ -4,9 +4,9 @@
 // Format `trainsim-calibration/1`:
 //   { "format": "trainsim-calibration/1", "source": "how the values were obtained",
 //     "gpus": { "<catalog name>": { "<constant>": value, ... } }, "fit"?: { ...report of the fit... } }
-// Constants that may be set: gemm_max_efficiency, gemm_k_half, flash_attention_efficiency, hbm_efficiency,
-// kernel_overhead_s, nvlink_efficiency (their meaning: gpu_catalog.hpp). Unknown GPUs or constants are
-// refused.
+// Constants that may be set: gemm_max_efficiency, gemm_k_half, fp8_gemm_efficiency, gemm_min_time_s,
+// flash_attention_efficiency, cudnn_attention_efficiency, hbm_efficiency, kernel_overhead_s,
+// nvlink_efficiency (their meaning: gpu_catalog.hpp). Unknown GPUs or constants are refused.
 #pragma once
 
 #include <map>

@@ -35,6 +35,8 @@
 
 namespace trainsim {
 
+struct Profile;
+
 /// How flows cross the spine layer of the fat-tree (see the header comment).
 enum class ScaleOutRouting { adaptive, ecmp };
 
@@ -65,6 +67,10 @@ struct TopologySpec {
     /// Calibrated constants for this cluster's GPU (a catalog entry with measured or fitted model constants,
     /// from a calibration file); unset: the catalog's entry for `gpu`.
     std::optional<GpuSpec> gpu_calibrated;
+    /// Measured kernel times of this cluster's GPU type (`--profile`, include/trainsim/profile.hpp); null:
+    /// the analytic compute model alone. A profile of another GPU type is refused when the cluster is
+    /// simulated.
+    std::shared_ptr<const Profile> profile;
 
     int gpus() const { return nodes * gpus_per_node; }
 };

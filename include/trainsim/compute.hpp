@@ -1,14 +1,15 @@
 // Compute model: the duration of one GPU kernel from its FLOPs, the bytes it moves and its shape.
 //
 //  GEMM  [M x K] · [K x N], `batch` independent products (2·M·N·K·batch FLOPs):
-//        t = max(FLOPs / (peak · e), bytes / (HBM · hbm_efficiency)) + kernel_overhead
+//        t = max(max(FLOPs / (peak · e), bytes / (HBM · hbm_efficiency)) + kernel_overhead, gemm_min_time_s)
+//        peak: the 16-bit peak, or for FP8 GEMMs the FP8 peak · fp8_gemm_efficiency
 //        e = gemm_max_efficiency · shape(M, N, batch) · K / (K + gemm_k_half)
 //        shape(): the best, over the library's tile shapes, of tile_efficiency · edge · waves, where
 //          edge  = M·N / (ceil(M/tm)·tm · ceil(N/tn)·tn)          (tile quantization)
 //          waves = tiles / (ceil(tiles / SMs) · SMs)               (wave quantization)
 //        (NVIDIA "Matrix Multiplication Background User's Guide": tile and wave quantization.)
-//  flash attention: t = max(FLOPs / (peak · flash_attention_efficiency), bytes / (HBM · hbm_efficiency))
-//                   + kernel_overhead
+//  fused attention: t = max(FLOPs / (peak · eff), bytes / (HBM · hbm_efficiency)) + kernel_overhead,
+//                   eff = cudnn_attention_efficiency or flash_attention_efficiency by backend
 //  memory-bound (element-wise, norms, softmax, optimizer): t = bytes / (HBM · hbm_efficiency) +
 //  kernel_overhead
 //  offloaded optimizer work (ZeRO-Offload / ZeRO-Infinity), no kernel overhead:
@@ -17,14 +18,37 @@
 //        nvme_io       t = bytes / NVMe bandwidth per GPU
 // Constants come from the GpuSpec (one value per GPU type); tile shapes and their relative efficiencies are
 // the same for all GPUs (kTileShapes in sim/compute/compute_model.cpp).
+//
+// With a hardware profile (trainsim-profile/1, profile.hpp) the measured times replace the formulas where the
+// profile measured something close enough (docs/calibration.md, "Interpolation"):
+//  GEMM       rows of the same dtype (fp8 for FP8 GEMMs, else the layout's 16-bit type) and batch. The same
+//             (m, n, k): the geometric mean of their times. Otherwise the rows whose m, n and k are each
+//             within a factor 2 of the kernel's (the "measured hull"), at most 8, nearest first in (log2 m,
+//             log2 n, log2 k): t = t_analytic · exp(sum w_i·log(t_i / t_analytic,i) / sum w_i), w_i = 1 /
+//             distance_i² (the analytic model's shape dependence, corrected by the measured ratio
+//             interpolated in log space). No such row: the analytic model.
+//  attention  (cudnn, flash) rows of the same backend and pass; each row's FLOPs and bytes by the program
+//             builder's formulas (attention_flops_bytes); the row nearest in (log FLOPs, log bytes), scaled
+//             by the FLOP ratio: t = t_row · FLOPs / FLOPs_row (the row's achieved FLOP/s). The pass is
+//             read from the kernel's name (the builder's "..._bwd").
+//  memory-bound  bandwidth = bytes / time of the profile row nearest in bytes among those of the kernel's
+//             class: a row named like the kernel; else norms (*_norm, *_norm_bwd) take layernorm/rmsnorm
+//             rows, activations (gelu*, swiglu*) gelu/swiglu rows, everything else copy rows; t = bytes /
+//             bandwidth + kernel_overhead_s (a bulk measurement holds no per-kernel cost).
+// Measured kernel times are taken as they are (no kernel_overhead_s added: the timing holds the kernel's own
+// ramp and tail). Host-side kernels are always analytic.
 #pragma once
 
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "trainsim/gpu_catalog.hpp"
 #include "trainsim/layout.hpp"
 
 namespace trainsim {
+
+struct Profile;
 
 enum class KernelKind { gemm, flash_attention, memory_bound, host_copy, host_compute, nvme_io };
 
@@ -69,12 +93,38 @@ struct Kernel {
     static Kernel host(KernelKind kind, const char* name, double bytes);
 };
 
+/// FLOPs and HBM bytes of one fused attention kernel as the program builder counts them
+/// (sim/program/layer_ops.cpp): forward 0.5·4·b·h·s²·d FLOPs when causal (4·b·h·s²·d when not), bytes
+/// E·b·s·(2h + 2g)·d with E = 2 (Q, O, K, V); backward 2.5x the FLOPs and 2x the bytes.
+struct AttentionWork {
+    double flops = 0, bytes = 0;
+};
+AttentionWork attention_flops_bytes(double batch, double heads, double kv_heads, double seq, double head_dim,
+                                    bool causal, bool backward);
+
+/// A kernel's duration and where it came from.
+struct KernelCost {
+    double seconds = 0;
+    bool from_profile = false;
+};
+
 class ComputeModel {
   public:
-    ComputeModel(const GpuSpec& gpu, Precision precision, HostLinks host = {});
+    /// `profile` (may be null): measured kernel times of this GPU type. Throws
+    /// InputError naming both when the profile describes another GPU than `gpu`.
+    ComputeModel(const GpuSpec& gpu, Precision precision, HostLinks host = {},
+                 std::shared_ptr<const Profile> profile = nullptr);
+    ~ComputeModel();
+    ComputeModel(const ComputeModel&) = delete;
+    ComputeModel& operator=(const ComputeModel&) = delete;
     /// Duration in seconds of `k` on this GPU. Throws InputError for offloaded work when the host side is
     /// not described (HostLinks zero).
-    double seconds(const Kernel& k) const;
+    double seconds(const Kernel& k) const { return cost(k).seconds; }
+    /// Duration and whether the profile gave it (see the header comment).
+    KernelCost cost(const Kernel& k) const;
+    /// Duration by the analytic model alone (the profile ignored).
+    double analytic_seconds(const Kernel& k) const;
+    const Profile* profile() const { return profile_.get(); }
     /// The shape factor shape(M, N, batch) above, in (0, 1].
     double gemm_shape_efficiency(double m, double n, double batch) const;
     const GpuSpec& gpu() const { return gpu_; }
@@ -84,9 +134,14 @@ class ComputeModel {
   private:
     static double require(double bytes_per_s, const char* field);
     const GpuSpec& gpu_;
-    double peak_;       ///< 16-bit peak (fp16 or bf16)
-    double peak_fp8_;   ///< FP8 peak, 0 when the GPU has none
+    double peak_;      ///< 16-bit peak (fp16 or bf16)
+    double peak_fp8_;  ///< FP8 peak, 0 when the GPU has none
     HostLinks host_;
+    std::shared_ptr<const Profile> profile_;
+    struct Tables;  ///< the profile's rows indexed for lookups (sim/compute/profile_lookup.cpp)
+    std::unique_ptr<Tables> tables_;
+    bool fp16_;
+    bool profile_cost(const Kernel& k, double& seconds) const;
 };
 
 }  // namespace trainsim

@@ -29,6 +29,13 @@ struct GpuSpec {
     double gemm_max_efficiency = 0;
     /// K at which the per-tile prologue/epilogue halves efficiency: factor K / (K + gemm_k_half).
     double gemm_k_half = 0;
+    /// Fraction of the FP8 peak an FP8 GEMM reaches relative to what a 16-bit GEMM of the same shape reaches
+    /// of the 16-bit peak (e4m3 x e4m3 -> bf16 with per-tensor scales; 1 = twice as fast as bf16 on a GPU
+    /// whose FP8 peak is twice the bf16 peak). GPUs without FP8: 1 (unused).
+    double fp8_gemm_efficiency = 1;
+    /// Shortest time of any GEMM kernel, seconds: small GEMMs issued from the framework take this long
+    /// whatever their FLOPs (host-side dispatch and the kernel's fixed cost). 0: no floor.
+    double gemm_min_time_s = 0;
     /// Fraction of the peak that fused (flash) attention reaches, forward; backward reaches the same
     /// fraction.
     double flash_attention_efficiency = 0;

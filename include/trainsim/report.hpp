@@ -33,6 +33,14 @@ struct StageTimes {
     double compute_s = 0, tp_exposed_s = 0, pp_exposed_s = 0, bubble_s = 0, dp_exposed_s = 0, idle_s = 0;
 };
 
+/// Kernel costs of one kind that came from a hardware profile (--profile) or from the analytic model, over
+/// one iteration of one GPU of each pipeline stage (the kernels of every compute op, recomputation included).
+struct ProfileUse {
+    std::string kind;  ///< gemm, attention, memory_bound, host
+    long long from_profile = 0, analytic = 0;
+    double profile_s = 0, analytic_s = 0;  ///< their summed durations
+};
+
 struct Report {
     std::string topology_name, workload_name, gpu_name;
     int gpus = 0;
@@ -52,6 +60,8 @@ struct Report {
     MemoryReport memory;  ///< per stage and phase; memory.fits() false: the layout runs out of memory
     double gpu_memory_bytes = 0;
     std::uint64_t events = 0, flows = 0;
+    std::string profile_file;             ///< the profile used (--profile), empty without one
+    std::vector<ProfileUse> profile_use;  ///< per kernel kind, with a profile
 };
 
 /// Builds the report of one simulated iteration, memory included (simulate_memory, with the simulated times

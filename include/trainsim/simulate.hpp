@@ -29,6 +29,10 @@ struct SimulationResult {
 /// its GPUs), for offloaded optimizer work.
 HostLinks host_links(const TopologySpec& t);
 
+/// Per kernel kind, how many kernels of one iteration of one GPU per stage take their cost from the compute
+/// model's profile, and how many from the analytic model.
+std::vector<ProfileUse> profile_use(const Program& program, const ComputeModel& compute);
+
 /// Checks the layout (InputError naming the field), builds the cluster and the program, simulates one
 /// iteration. `trace` selects the ranks whose timeline slices are kept: none, the ranks of DP replica 0, or
 /// all.

@@ -50,26 +50,66 @@ GpuSpec ampere(std::string name) {
     g.gemm_k_half = 32;
     g.flash_attention_efficiency = 0.65;
     g.cudnn_attention_efficiency = 0.65;  // FusedAttention is only TE's fallback on sm80 (no measurement)
-    g.hbm_efficiency = 0.726;  // fitted, see above
+    g.hbm_efficiency = 0.726;             // fitted, see above
     g.kernel_overhead_s = 4e-6;
     g.nvlink_efficiency = 0.78;
     return g;
 }
 
+// Hopper (H100 SXM5 80GB, 700 W) kernel constants are FITTED to measured kernel times, reproducibly:
+//   trainsim profile import ../shared/calibration/h100/kernels.json
+//       --out topologies/profiles/h100-sxm5-80gb.json
+//   trainsim fit --profile topologies/profiles/h100-sxm5-80gb.json --out calibration/h100-fit.json
+// (one H100 80GB HBM3 at 700 W, driver 580.159.04, PyTorch 2.11 / CUDA 13.0 / cuDNN 9.19, 2026-11-22;
+// Levenberg-Marquardt on log kernel-time errors, docs/calibration.md). GEMM constants fitted on the 150
+// `gemm_grid` shapes only; held out: the 372 bf16 GEMMs of real layers (median |error| 2.5%, catalog
+// before 2.9%) and the 20 whole layers (forward+backward within 6.4%, median 2.3%; before: up to 24% too
+// fast). Record with every residual: calibration/h100-fit.json. What each fitted value says:
+//  - gemm_max_efficiency 0.732: large bf16 GEMMs at 0.732 x 989 = 724 TFLOP/s before K saturation (the grid's
+//    16384-deep shapes reach 700-755).
+//  - gemm_k_half 351: K saturation K / (K + 351): a 4096-deep GEMM at 92% of a very deep one (measured: ~640
+//    against ~720 TFLOP/s); the estimate 48 held K-deep and shallow GEMMs equal.
+//  - gemm_min_time_s 44 us: GEMMs of a few GFLOP take 33-45 us in the measurement whatever their FLOPs
+//    (1024^3: 35 us, 61 TFLOP/s): the cost of issuing one cuBLAS GEMM from PyTorch.
+//  - fp8_gemm_efficiency 0.848: an FP8 GEMM reaches 0.848 of the FP8 peak fraction a bf16 GEMM of its shape
+//    reaches (torch._scaled_mm, e4m3, per-tensor scales): 1.7x its bf16 twin rather than 2x.
+//  - cudnn_attention_efficiency 0.377, flash_attention_efficiency 0.215: causal attention, forward and
+//    backward (FLOPs as the program builder counts them), cuDNN fused attention ~1.75x FlashAttention-2.
+//  - hbm_efficiency 0.751: copy 88%, GeLU 87%, LayerNorm 54% of 3.35 TB/s; one value for all three.
+// Tried and rejected: a saturation in M and N as well (M / (M + m_half), N / (N + n_half)): held-out
+// median 5.1% instead of 2.5% (tile and wave quantization already carry the M and N dependence). H200 and
+// Blackwell take these until measured (same Hopper tensor cores and software; H200 at 700 W too).
 GpuSpec hopper(std::string name) {
     GpuSpec g;
     g.name = std::move(name);
-    g.sm_count = 132;  // H100 SXM5 whitepaper, Table 2: 132 SMs
-    g.gemm_max_efficiency = 0.79 * 0.9;
-    g.gemm_k_half = 48;
-    g.flash_attention_efficiency = 0.55;
-    g.cudnn_attention_efficiency = 0.55;
-    g.hbm_efficiency = 0.75;
+    g.sm_count = 132;                       // H100 SXM5 whitepaper, Table 2: 132 SMs
+    g.gemm_max_efficiency = 0.7318;         // fitted, see above
+    g.gemm_k_half = 351.0;                  // fitted
+    g.gemm_min_time_s = 44.4e-6;            // fitted
+    g.fp8_gemm_efficiency = 0.8478;         // fitted
+    g.flash_attention_efficiency = 0.2146;  // fitted
+    g.cudnn_attention_efficiency = 0.3766;  // fitted
+    g.hbm_efficiency = 0.7510;              // fitted
     g.kernel_overhead_s = 4e-6;
     g.nvlink_efficiency = 0.80;
     g.nvlink_sharp = true;  // DGX/HGX H100 NVSwitch gen3 (NVIDIA H100 whitepaper, "NVLink SHARP")
     return g;
 }
+
+// H100 SXM5 96GB (HBM2e), the part of Meta's Grand Teton hosts on which torchtitan's published benchmarks
+// ran: torchtitan docs/performance.md: "Each H100 GPU is equipped with 96GB HBM2e with 2.4 TB/sec peak memory
+// bandwidth ... We used the default 500W power limit, although tuning it up to 700W TDP can potentially
+// provide further speedups"; the TorchTitan paper (arXiv:2410.06511): "non-standard ... HBM2e and limited to
+// a lower TDP. The actual peak TFLOPs should be between SXM and NVL, and we don't know the exact value".
+// NVIDIA publishes no datasheet for it. Its tensor-core peak at 500 W is taken on the line between NVIDIA's
+// two datasheet points of the same 132-SM die (NVIDIA H100 Tensor Core GPU datasheet: H100 SXM 989.4 dense
+// BF16 TFLOPS at up to 700 W, H100 NVL 835.5 (1,671 with sparsity) at 350-400 W, taken at 400 W): 835.5 +
+// (989.4 - 835.5) x (500 - 400) / (700 - 400) = 886.8 TFLOPS, i.e. a sustained tensor-core clock 0.896 of the
+// 700 W part's. The DVFS rule that dynamic power goes as f·V² with V roughly proportional to f (power ~ f^3)
+// gives (500/700)^(1/3) = 0.894, the same to 0.2%. This is an estimate from sourced points, not a
+// measurement: no kernel was timed on this part.
+constexpr double kH100At500WClockFraction =
+    (835.5 + (989.4 - 835.5) * (500.0 - 400.0) / (700.0 - 400.0)) / 989.4;
 
 std::vector<GpuSpec> build_catalog() {
     std::vector<GpuSpec> c;
@@ -90,8 +130,7 @@ std::vector<GpuSpec> build_catalog() {
         c.push_back(g);
     }
     // NVIDIA H100 Tensor Core GPU datasheet (SXM5): FP16/BF16 989 TFLOPS dense (1,979 with sparsity), FP8
-    // 1,979 dense; 80GB HBM3 3.35 TB/s. The 96GB SXM5 variant has the same compute; bandwidth taken as the
-    // 80GB part's.
+    // 1,979 dense; 80GB HBM3 3.35 TB/s; max TDP 700 W.
     {
         GpuSpec g = hopper("H100-SXM5-80GB");
         g.peak_fp16_flops = g.peak_bf16_flops = 989.4e12;
@@ -100,12 +139,14 @@ std::vector<GpuSpec> build_catalog() {
         g.hbm_bytes_per_s = 3.35e12;
         c.push_back(g);
     }
+    // H100 SXM5 96GB HBM2e at its 500 W default power limit (see kH100At500WClockFraction): 2.4 TB/s
+    // (torchtitan docs/performance.md), peaks scaled by the sustained clock at 500 W.
     {
         GpuSpec g = hopper("H100-SXM5-96GB");
-        g.peak_fp16_flops = g.peak_bf16_flops = 989.4e12;
-        g.peak_fp8_flops = 1978.9e12;
+        g.peak_fp16_flops = g.peak_bf16_flops = 989.4e12 * kH100At500WClockFraction;
+        g.peak_fp8_flops = 1978.9e12 * kH100At500WClockFraction;
         g.hbm_bytes = 96.0 * kGiB;
-        g.hbm_bytes_per_s = 3.35e12;
+        g.hbm_bytes_per_s = 2.4e12;
         c.push_back(g);
     }
     // NVIDIA H200 datasheet (SXM): 141 GB HBM3e at 4.8 TB/s; same tensor cores as H100 SXM (989 / 1,979

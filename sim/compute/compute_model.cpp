@@ -67,11 +67,14 @@ Kernel Kernel::host(KernelKind kind, const char* name, double bytes) {
     return g;
 }
 
-ComputeModel::ComputeModel(const GpuSpec& gpu, Precision precision, HostLinks host)
-    : gpu_(gpu),
-      peak_(gpu.peak_flops(precision == Precision::fp16 ? Precision::fp16 : Precision::bf16)),
-      peak_fp8_(precision == Precision::fp8 ? gpu.peak_flops(Precision::fp8) : gpu.peak_fp8_flops),
-      host_(host) {}
+AttentionWork attention_flops_bytes(double batch, double heads, double kv_heads, double seq, double head_dim,
+                                    bool causal, bool backward) {
+    const double E = 2;
+    AttentionWork w;
+    w.flops = (causal ? 0.5 : 1.0) * 4.0 * batch * heads * seq * seq * head_dim * (backward ? 2.5 : 1.0);
+    w.bytes = E * batch * seq * (2 * heads + 2 * kv_heads) * head_dim * (backward ? 2.0 : 1.0);
+    return w;
+}
 
 double ComputeModel::gemm_shape_efficiency(double m, double n, double batch) const {
     double best = 0;
@@ -95,19 +98,30 @@ double ComputeModel::require(double bytes_per_s, const char* field) {
     return bytes_per_s;
 }
 
-double ComputeModel::seconds(const Kernel& k) const {
+KernelCost ComputeModel::cost(const Kernel& k) const {
+    KernelCost c;
+    if (profile_ && profile_cost(k, c.seconds)) {
+        c.from_profile = true;
+        return c;
+    }
+    c.seconds = analytic_seconds(k);
+    return c;
+}
+
+double ComputeModel::analytic_seconds(const Kernel& k) const {
     const double mem_bw = gpu_.hbm_bytes_per_s * gpu_.hbm_efficiency;
     const double mem_t = k.bytes / mem_bw;
     switch (k.kind) {
         case KernelKind::gemm: {
             const double e = gpu_.gemm_max_efficiency * gemm_shape_efficiency(k.m, k.n, k.batch) * k.k /
                              (k.k + gpu_.gemm_k_half);
-            const double peak = k.fp8 ? peak_fp8_ : peak_;
-            if (!(peak > 0)) throw InputError(fmt::format("precision fp8 is not supported by GPU {}", gpu_.name));
-            return std::max(k.flops / (peak * e), mem_t) + gpu_.kernel_overhead_s;
+            const double peak = k.fp8 ? peak_fp8_ * gpu_.fp8_gemm_efficiency : peak_;
+            if (!(peak > 0))
+                throw InputError(fmt::format("precision fp8 is not supported by GPU {}", gpu_.name));
+            return std::max(std::max(k.flops / (peak * e), mem_t) + gpu_.kernel_overhead_s,
+                            gpu_.gemm_min_time_s);
         }
-        case KernelKind::flash_attention:
-        {
+        case KernelKind::flash_attention: {
             const double eff = k.attention == AttentionKernel::cudnn ? gpu_.cudnn_attention_efficiency
                                                                      : gpu_.flash_attention_efficiency;
             return std::max(k.flops / (peak_ * eff), mem_t) + gpu_.kernel_overhead_s;

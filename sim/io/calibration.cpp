@@ -5,16 +5,25 @@
 namespace trainsim {
 
 const std::vector<std::string>& calibratable_constants() {
-    static const std::vector<std::string> names = {"gemm_max_efficiency",        "gemm_k_half",
-                                                   "flash_attention_efficiency", "hbm_efficiency",
-                                                   "kernel_overhead_s",          "nvlink_efficiency"};
+    static const std::vector<std::string> names = {"gemm_max_efficiency",
+                                                   "gemm_k_half",
+                                                   "fp8_gemm_efficiency",
+                                                   "gemm_min_time_s",
+                                                   "flash_attention_efficiency",
+                                                   "cudnn_attention_efficiency",
+                                                   "hbm_efficiency",
+                                                   "kernel_overhead_s",
+                                                   "nvlink_efficiency"};
     return names;
 }
 
 double& gpu_constant(GpuSpec& g, const std::string& name) {
     if (name == "gemm_max_efficiency") return g.gemm_max_efficiency;
     if (name == "gemm_k_half") return g.gemm_k_half;
+    if (name == "fp8_gemm_efficiency") return g.fp8_gemm_efficiency;
+    if (name == "gemm_min_time_s") return g.gemm_min_time_s;
     if (name == "flash_attention_efficiency") return g.flash_attention_efficiency;
+    if (name == "cudnn_attention_efficiency") return g.cudnn_attention_efficiency;
     if (name == "hbm_efficiency") return g.hbm_efficiency;
     if (name == "kernel_overhead_s") return g.kernel_overhead_s;
     if (name == "nvlink_efficiency") return g.nvlink_efficiency;

@@ -156,6 +156,15 @@ std::string format_text(const Report& r, const Measured* measured) {
                      gib(r.memory.peak_of(ReportedMemory::reserved)));
     for (const auto& n : r.memory.notes)
         o += fmt::format("  note: {}\n", n);
+    if (!r.profile_use.empty()) {
+        o += fmt::format("\ncompute costs from profile {} (kernels of one GPU per stage, one iteration):\n",
+                         r.profile_file);
+        for (const auto& u : r.profile_use)
+            o += fmt::format(
+                "  {:<13} {:>8} of {:>8} kernels from the profile ({:.3f} of {:.3f} s), the rest "
+                "analytic\n",
+                u.kind, u.from_profile, u.from_profile + u.analytic, u.profile_s, u.profile_s + u.analytic_s);
+    }
     o += fmt::format("\nsimulation: {} events, {} network flows\n", r.events, r.flows);
     return o;
 }
@@ -211,6 +220,15 @@ nlohmann::json to_json(const Report& r, const Measured* measured) {
     j["memory"] = memory_json(r.memory, false);
     j["gpu_memory_bytes"] = r.gpu_memory_bytes;
     j["simulation"] = {{"events", r.events}, {"flows", r.flows}};
+    if (!r.profile_use.empty()) {
+        json use = json::object();
+        for (const auto& u : r.profile_use)
+            use[u.kind] = {{"from_profile", u.from_profile},
+                           {"analytic", u.analytic},
+                           {"profile_s", u.profile_s},
+                           {"analytic_s", u.analytic_s}};
+        j["profile"] = {{"file", r.profile_file}, {"kernels", use}};
+    }
     if (measured)
         j["measured"] = {
             {"source", measured->source},

@@ -1,6 +1,7 @@
 #include "trainsim/simulate.hpp"
 
 #include "trainsim/compute.hpp"
+#include "trainsim/profile.hpp"
 #include "trainsim/program.hpp"
 
 namespace trainsim {
@@ -13,6 +14,29 @@ HostLinks host_links(const TopologySpec& t) {
     return h;
 }
 
+std::vector<ProfileUse> profile_use(const Program& program, const ComputeModel& compute) {
+    std::vector<ProfileUse> use(4);
+    use[0].kind = "gemm";
+    use[1].kind = "attention";
+    use[2].kind = "memory_bound";
+    use[3].kind = "host";
+    for (const auto& st : program.stages)
+        for (const auto& op : st.ops) {
+            if (op.kind != OpKind::compute) continue;
+            for (const auto& k : program.segments[static_cast<std::size_t>(op.segment)].kernels) {
+                const KernelCost c = compute.cost(k);
+                ProfileUse& u = use[k.kind == KernelKind::gemm              ? 0
+                                    : k.kind == KernelKind::flash_attention ? 1
+                                    : k.kind == KernelKind::memory_bound    ? 2
+                                                                            : 3];
+                (c.from_profile ? u.from_profile : u.analytic) += 1;
+                (c.from_profile ? u.profile_s : u.analytic_s) += c.seconds;
+            }
+        }
+    std::erase_if(use, [](const ProfileUse& u) { return u.from_profile + u.analytic == 0; });
+    return use;
+}
+
 SimulationResult simulate(const TopologySpec& topology, const ModelSpec& model, const Layout& layout,
                           const std::string& workload_name, TraceRanks trace) {
     check_layout(model, layout, topology.gpus());
@@ -22,7 +46,9 @@ SimulationResult simulate(const TopologySpec& topology, const ModelSpec& model, 
 
 SimulationResult simulate(const Cluster& cluster, const ModelSpec& model, const Layout& layout,
                           Program program, const std::string& workload_name, TraceRanks trace) {
-    assign_durations(program, ComputeModel(cluster.gpu(), layout.precision, host_links(cluster.spec())));
+    const ComputeModel compute(cluster.gpu(), layout.precision, host_links(cluster.spec()),
+                               cluster.spec().profile);
+    assign_durations(program, compute);
     std::vector<bool> traced;
     if (trace != TraceRanks::none) {
         traced.assign(static_cast<std::size_t>(layout.gpus()), false);
@@ -37,6 +63,10 @@ SimulationResult simulate(const Cluster& cluster, const ModelSpec& model, const 
     res.execution = execute(cluster, layout, program, traced);
     res.report = make_report(cluster, model, layout, program, res.execution, cluster.spec().name,
                              workload_name, trace != TraceRanks::none);
+    if (compute.profile()) {
+        res.report.profile_file = compute.profile()->file;
+        res.report.profile_use = profile_use(program, compute);
+    }
     return res;
 }
 

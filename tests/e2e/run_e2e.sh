@@ -315,6 +315,18 @@ else
     fail "3 JSON step_time_s '$json_step' does not match the text report '$text_step'"
 fi
 
+# ---- 9. hardware profiles (--profile, trainsim profile import) ----
+PROFILE=$ROOT/topologies/profiles/h100-sxm5-80gb.json
+check_bad "9a a profile of another GPU type is refused naming both" profile_gpu "h100-sxm5-80gb.json" \
+    "H100-SXM5-80GB" "A100-SXM4-80GB" -- run "${SMALL[@]}" --profile "$PROFILE"
+check_bad "9b profile import: a malformed measurement is refused naming the field" profile_import \
+    "bad-measurements.json" "gemm[0].tflops" -- profile import "$DATA/bad-measurements.json"
+run profile_run run --topology "$ROOT/topologies/dgx-h100.json" --workload "$W" --set topology.nodes=2 \
+    --profile "$PROFILE"
+check_rc "9c run --profile on H100" profile_run 0
+check_has "9c the report counts the kernels timed from the profile" "$TMP/profile_run.out" \
+    "compute costs from profile" "gemm" "attention" "memory_bound"
+
 echo
 echo "e2e: $passes passed, $failures failed in $((SECONDS - START)) s"
 [ "$failures" -eq 0 ]

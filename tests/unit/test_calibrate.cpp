@@ -207,7 +207,7 @@ TEST_CASE("calibrate: version strings") {
 }
 
 TEST_CASE("calibrate: the profile written follows trainsim-profile/1") {
-    Profile p;
+    calibrate::Profile p;  // the writer's, not the reader's trainsim::Profile (profile.hpp)
     p.gpu = "H100-SXM5-80GB";
     p.device = DeviceInfo{"NVIDIA H100 80GB HBM3",
                           132,
@@ -277,7 +277,7 @@ TEST_CASE("calibrate: the profile written follows trainsim-profile/1") {
     CHECK(busbw == doctest::Approx(algbw * 1.75).epsilon(1e-5));
 
     // Empty sections are left out; a row without a positive time is never written.
-    Profile empty = p;
+    calibrate::Profile empty = p;
     empty.gemm.clear();
     empty.collectives.clear();
     const auto e = profile_to_json(empty);

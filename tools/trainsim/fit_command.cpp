@@ -3,6 +3,7 @@
 // Eigen), and writes a calibration file (trainsim-calibration/1) with the fitted values, the residuals before
 // and after, and the command. The constants are fitted as multipliers of the catalog's values; efficiencies
 // are kept at most 1.
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <sstream>
@@ -16,7 +17,9 @@
 #include "trainsim/calibration.hpp"
 #include "trainsim/config.hpp"
 #include "trainsim/errors.hpp"
+#include "trainsim/kernel_fit.hpp"
 #include "trainsim/measured_runs.hpp"
+#include "trainsim/profile.hpp"
 #include "trainsim/simulate.hpp"
 
 namespace po = boost::program_options;
@@ -52,6 +55,100 @@ std::vector<double> predict(const std::vector<const MeasuredRun*>& runs, const G
     return out;
 }
 
+/// n, median, 90th percentile and max of |error| of one group of residuals, before and after.
+nlohmann::json group_summary(const std::vector<FitResidual>& rows, const std::string& group,
+                             std::string& text) {
+    std::vector<double> before, after;
+    for (const auto& r : rows)
+        if (r.group == group) {
+            before.push_back(std::fabs(r.error_before_pct()));
+            after.push_back(std::fabs(r.error_pct()));
+        }
+    if (after.empty()) return nullptr;
+    auto stats = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        const std::size_t n = v.size();
+        const double median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+        return nlohmann::json{{"median_abs_error_pct", median},
+                              {"p90_abs_error_pct", v[std::min(n - 1, n * 9 / 10)]},
+                              {"max_abs_error_pct", v.back()}};
+    };
+    const auto b = stats(before), a = stats(after);
+    text += fmt::format(
+        "  {:<16} {:>4} rows  |error| median {:5.1f}% p90 {:5.1f}% max {:5.1f}%   (catalog: median "
+        "{:.1f}%, max {:.1f}%)\n",
+        group, after.size(), a["median_abs_error_pct"].get<double>(), a["p90_abs_error_pct"].get<double>(),
+        a["max_abs_error_pct"].get<double>(), b["median_abs_error_pct"].get<double>(),
+        b["max_abs_error_pct"].get<double>());
+    return {{"rows", after.size()}, {"after", a}, {"before", b}};
+}
+
+int fit_profile(const std::vector<std::string>& args, const std::string& profile_file, std::string gpu_name,
+                const std::string& fit_prefix, const std::string& out_file) {
+    const Profile profile = read_profile(profile_file);
+    if (gpu_name.empty()) gpu_name = profile.gpu;
+    if (gpu_name != profile.gpu)
+        throw InputError(fmt::format("{}: the profile describes GPU {}, but --gpu is {}", profile_file,
+                                     profile.gpu, gpu_name));
+    KernelFitOptions options;
+    options.fit_prefix = fit_prefix;
+    const KernelFit fit = fit_kernel_model(profile, find_gpu(gpu_name, "--gpu"), options);
+    Calibration cal;
+    std::string cmd = "trainsim fit";
+    for (const auto& a : args)
+        cmd += " " + a;
+    cal.source = fmt::format(
+        "fitted by `{}` to the kernel times of {} ({}, {}); GEMMs fitted on the rows "
+        "labelled \"{}...\", the other bf16 GEMMs and the layers held out",
+        cmd, profile_file, profile.device.name, profile.date, fit_prefix);
+    nlohmann::json catalog = nlohmann::json::object();
+    std::string text = fmt::format("fit of the {} kernel model to {}:\n", gpu_name, profile_file);
+    for (const auto& name : fit.constants) {
+        GpuSpec a = fit.after, b = fit.before;
+        cal.gpus[gpu_name][name] = gpu_constant(a, name);
+        catalog[name] = gpu_constant(b, name);
+        text += fmt::format("  {:<28} {:>12.6g}   (catalog {:.6g})\n", name, gpu_constant(a, name),
+                            gpu_constant(b, name));
+    }
+    text += "residuals, predicted vs measured time (fitted groups, then held out):\n";
+    nlohmann::json summary = nlohmann::json::object();
+    for (const char* g : {"gemm fitted", "gemm fp8", "attention cudnn", "attention flash", "memory",
+                          "gemm held out", "layer fwd+bwd"}) {
+        auto s = group_summary(fit.residuals, g, text);
+        if (!s.is_null()) summary[g] = s;
+    }
+    text += "layers (held out; forward+backward of one TP rank, kernels of the program builder):\n";
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& r : fit.residuals) {
+        rows.push_back({{"group", r.group},
+                        {"label", r.label},
+                        {"measured_s", r.measured_s},
+                        {"error_pct_before", r.error_before_pct()},
+                        {"error_pct_after", r.error_pct()}});
+        if (r.group == "layer fwd+bwd")
+            text += fmt::format(
+                "  {:<34} measured {:8.3f} ms  fitted {:8.3f} ms {:+6.1f}%  (catalog {:+6.1f}%)\n", r.label,
+                r.measured_s * 1e3, r.predicted_after_s * 1e3, r.error_pct(), r.error_before_pct());
+    }
+    nlohmann::json j = to_json(cal);
+    j["fit"] = {
+        {"objective", "per stage, sum of squared log(predicted/measured) kernel time (Levenberg-Marquardt)"},
+        {"profile", profile_file},
+        {"fitted_gemm_rows", fit_prefix + "*"},
+        {"iterations", fit.iterations},
+        {"catalog_values", catalog},
+        {"summary", summary},
+        {"rows", rows}};
+    if (out_file.empty()) {
+        std::cout << j.dump(1) << "\n";
+        std::cerr << text;
+    } else {
+        write_file_atomically(out_file, j.dump(1) + "\n");
+        std::cout << text;
+    }
+    return kExitOk;
+}
+
 }  // namespace
 
 int fit_command(const std::vector<std::string>& args) {
@@ -69,7 +166,7 @@ int fit_command(const std::vector<std::string>& args) {
     std::string gpu_name, constants = "gemm_max_efficiency,hbm_efficiency", out_file;
     int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     int max_iterations = 6;
-    std::string id_prefixes;
+    std::string id_prefixes, profile_file, fit_on = "grid";
     desc.add_options()("help,h", "this help")("gpu", po::value(&gpu_name),
                                               "GPU catalog name whose runs are fitted")(
         "constants", po::value(&constants),
@@ -80,9 +177,22 @@ int fit_command(const std::vector<std::string>& args) {
         "iterations", po::value(&max_iterations), "at most this many Levenberg-Marquardt steps (default 6)")(
         "id-prefix", po::value(&id_prefixes),
         "comma-separated run-id prefixes: fit only the runs whose id starts with one (default: every run of "
-        "the GPU)")("files", po::value(&files)->composing(), "measured-run files");
+        "the GPU)")(
+        "profile", po::value(&profile_file),
+        "instead of measured runs: fit the analytic kernel model (GEMM, fp8 GEMM, attention per "
+        "backend, memory) to the kernel times of a hardware profile (trainsim-profile/1); prints the "
+        "residuals on the fitted and the held-out rows and the layers")(
+        "fit-on", po::value(&fit_on),
+        "with --profile: fit the 16-bit GEMMs whose label starts with this (default \"grid\"); the others "
+        "are "
+        "held out")("files", po::value(&files)->composing(), "measured-run files");
     po::variables_map vm;
     if (!parse_file_command(args, desc, vm, "fit")) return kExitOk;
+    if (!profile_file.empty()) {
+        if (!files.empty())
+            throw InputError("fit: --profile fits kernel times; give no measured-run file with it");
+        return fit_profile(args, profile_file, gpu_name, fit_on, out_file);
+    }
     if (files.empty()) throw InputError("fit: no measured-run file given");
     if (gpu_name.empty()) throw InputError("fit: --gpu is required");
     if (jobs < 1) throw InputError(fmt::format("--jobs = {} must be at least 1", jobs));

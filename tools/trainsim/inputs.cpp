@@ -22,7 +22,17 @@ void add_input_options(po::options_description& desc, InputOptions& o) {
         "simulate one run of a measured-runs file (format trainsim-measured-runs/1) instead; needs --id")(
         "id", po::value(&o.run_id), "the run id in the --from-runs file")(
         "calibration", po::value(&o.calibration_file),
-        "GPU model constants measured or fitted (format trainsim-calibration/1), applied over the catalog");
+        "GPU model constants measured or fitted (format trainsim-calibration/1), applied over the catalog")(
+        "profile", po::value(&o.profile_file), kProfileHelp);
+}
+
+std::shared_ptr<const Profile> load_profile(const std::string& file, const std::string& gpu,
+                                            const std::string& cluster_label) {
+    auto p = std::make_shared<const Profile>(read_profile(file));
+    if (p->gpu != gpu)
+        throw InputError(fmt::format("{}: the profile describes GPU {}, but the cluster of {} has GPU {}",
+                                     file, p->gpu, cluster_label, gpu));
+    return p;
 }
 
 Inputs resolve_inputs(const InputOptions& o) {
@@ -67,6 +77,9 @@ Inputs resolve_inputs(const InputOptions& o) {
         if (work.measured && o.sets.empty()) in.measured = work.measured;
     }
     if (calibration) apply_calibration(*calibration, in.topology);
+    if (!o.profile_file.empty())
+        in.topology.profile = load_profile(o.profile_file, in.topology.gpu,
+                                           o.topology_file.empty() ? in.label : o.topology_file);
     return in;
 }
 

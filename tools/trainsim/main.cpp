@@ -19,7 +19,9 @@ commands:
   memory     memory per GPU of every pipeline stage and phase, by pile, with the peak named; --what-if
              simulates the standard remedies, --svg draws the chart
   validate   simulate measured runs (format trainsim-measured-runs/1) and compare with the measurements
-  fit        fit one GPU type's model constants to measured runs; writes a calibration file (--calibration)
+  fit        fit one GPU type's model constants to measured runs, or (--profile) its kernel model to
+             measured kernel times; writes a calibration file (--calibration)
+  profile    import kernel measurements as a hardware profile (trainsim-profile/1) for --profile
   sweep      simulate every layout of a model on N GPUs (tp, pp, dp, micro-batch, vpp, recompute, ...) and
              rank them by step time, with what limits each and the rejected layouts counted by reason
 
@@ -45,6 +47,7 @@ int main(int argc, char** argv) {
         if (cmd == "fit") return trainsim::cli::fit_command(args);
         if (cmd == "sweep") return trainsim::cli::sweep_command(args);
         if (cmd == "memory") return trainsim::cli::memory_command(args);
+        if (cmd == "profile") return trainsim::cli::profile_command(args);
         std::cerr << "trainsim: unknown command \"" << cmd << "\"; see trainsim --help\n";
         return trainsim::kExitBadInput;
     } catch (const trainsim::InputError& e) {

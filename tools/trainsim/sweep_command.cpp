@@ -13,6 +13,7 @@
 #include <boost/program_options.hpp>
 
 #include "commands.hpp"
+#include "inputs.hpp"
 #include "trainsim/config.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/sweep.hpp"
@@ -83,7 +84,7 @@ int sweep_command(const std::vector<std::string>& args) {
         "when it gives layers_per_stage); cp 1 (--vary cp=1,2,4 for long sequences); micro_batch 1,2,4,8;\n"
         "vpp 1,2,4 (pp > 1); recompute none,selective,full; sequence_parallel false,true (tp > 1);\n"
         "distributed_optimizer false,true.\n\noptions");
-    std::string topology_file, workload_file, csv_file;
+    std::string topology_file, workload_file, csv_file, profile_file;
     std::vector<std::string> fixes, varies;
     int gpus = 0;
     long long global_batch = 0;
@@ -106,7 +107,8 @@ int sweep_command(const std::vector<std::string>& args) {
         "top", po::value(&top_k), "layouts listed, best first (default 10)")(
         "csv", po::value(&csv_file), "write every evaluated layout to FILE as CSV (one row each)")(
         "json", "print every evaluated layout and the best report as JSON on stdout instead of the tables")(
-        "jobs,j", po::value(&jobs), "threads that simulate in parallel (default: the hardware threads)");
+        "jobs,j", po::value(&jobs), "threads that simulate in parallel (default: the hardware threads)")(
+        "profile", po::value(&profile_file), kProfileHelp);
     po::variables_map vm;
     try {
         const auto parsed = po::command_line_parser(args).options(desc).run();
@@ -147,6 +149,7 @@ int sweep_command(const std::vector<std::string>& args) {
         throw InputError(fmt::format("sweep: --gpus = {} is not a multiple of {}: gpus_per_node = {}", gpus,
                                      topo_name, topo.gpus_per_node));
     topo.nodes = gpus / topo.gpus_per_node;
+    if (!profile_file.empty()) topo.profile = load_profile(profile_file, topo.gpu, topo_name);
     Workload work = parse_workload(work_json, work_name);
     if (vm.count("global-batch")) work.layout.global_batch = global_batch;
 

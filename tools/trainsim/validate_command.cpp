@@ -17,6 +17,7 @@
 #include "trainsim/errors.hpp"
 #include "trainsim/measured_runs.hpp"
 #include "trainsim/network.hpp"
+#include "trainsim/profile.hpp"
 #include "trainsim/simulate.hpp"
 
 namespace po = boost::program_options;
@@ -94,7 +95,7 @@ int validate_command(const std::vector<std::string>& args) {
     std::vector<std::string> files;
     double tolerance = 10.0;
     double max_mape = -1;
-    std::string only, calibration_file;
+    std::string only, calibration_file, profile_file;
     desc.add_options()("help,h", "this help")("json", "print the result as JSON")(
         "tolerance", po::value(&tolerance), "allowed absolute step-time error, percent (default 10)")(
         "only", po::value(&only), "comma-separated run ids to simulate (default: all)")(
@@ -102,7 +103,9 @@ int validate_command(const std::vector<std::string>& args) {
         "also fail (exit 4) when the mean absolute step-time error exceeds this, percent (regression gate)")(
         "calibration", po::value(&calibration_file),
         "GPU model constants measured or fitted (format trainsim-calibration/1), applied over the catalog")(
-        "files", po::value(&files)->composing(), "measured-run files");
+        "profile", po::value(&profile_file),
+        "measured kernel times (format trainsim-profile/1) for the runs on the profile's GPU type; runs on "
+        "other GPUs use the analytic model")("files", po::value(&files)->composing(), "measured-run files");
     po::variables_map vm;
     if (!parse_file_command(args, desc, vm, "validate")) return kExitOk;
     if (files.empty()) throw InputError("validate: no measured-run file given");
@@ -118,6 +121,9 @@ int validate_command(const std::vector<std::string>& args) {
     std::optional<Calibration> calibration;
     if (!calibration_file.empty())
         calibration = parse_calibration(read_json_file(calibration_file), calibration_file);
+    std::shared_ptr<const Profile> profile;
+    if (!profile_file.empty()) profile = std::make_shared<const Profile>(read_profile(profile_file));
+    int n_profiled = 0;
     // Every file is read first: one that is not a measured-runs file at all stops the command (exit 2).
     std::vector<MeasuredRunsFile> parsed_files;
     for (const auto& file : files)
@@ -154,6 +160,9 @@ int validate_command(const std::vector<std::string>& args) {
             for (auto& c : parsed.collectives)
                 if (!c.error) apply_calibration(*calibration, c.topology);
         }
+        if (profile)
+            for (auto& run : parsed.runs)
+                if (!run.error && run.topology.gpu == profile->gpu) run.topology.profile = profile, ++n_profiled;
         for (const auto& run : parsed.runs) {
             if (!only_ids.empty() && !only_ids.count(run.id)) continue;
             seen.insert(run.id);
@@ -275,6 +284,9 @@ int validate_command(const std::vector<std::string>& args) {
     }
     for (const auto& id : only_ids)
         if (!seen.count(id)) throw InputError(fmt::format("--only: no run or collective with id \"{}\"", id));
+    if (profile && n_profiled == 0)
+        throw InputError(fmt::format("{}: the profile describes GPU {}, and no run of the files is on it",
+                                     profile_file, profile->gpu));
 
     const int n_scored = step_stats.n;
     nlohmann::json summary = {{"runs", n_runs},

@@ -1,0 +1,194 @@
+#include "trainsim/kernel_fit.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <Eigen/Dense>
+
+#include "trainsim/compute.hpp"
+#include "trainsim/errors.hpp"
+#include "trainsim/layer_time.hpp"
+
+namespace trainsim {
+
+namespace {
+
+using Residuals = std::function<Eigen::VectorXd(const Eigen::VectorXd&)>;
+
+/// Levenberg-Marquardt on r(x) (finite-difference Jacobian, Marquardt damping); returns the steps taken.
+int levenberg_marquardt(const Residuals& f, Eigen::VectorXd& x, int max_iterations) {
+    const Eigen::Index n = x.size();
+    Eigen::VectorXd r = f(x);
+    double lambda = 1e-3;
+    const double h = 1e-5;
+    int it = 0;
+    for (; it < max_iterations; ++it) {
+        Eigen::MatrixXd J(r.size(), n);
+        for (Eigen::Index k = 0; k < n; ++k) {
+            Eigen::VectorXd xk = x;
+            xk(k) += h;
+            J.col(k) = (f(xk) - r) / h;
+        }
+        const Eigen::MatrixXd JtJ = J.transpose() * J;
+        const Eigen::VectorXd g = J.transpose() * r;
+        bool improved = false;
+        while (lambda < 1e10) {
+            Eigen::MatrixXd A = JtJ;
+            A.diagonal() += lambda * (JtJ.diagonal().array() + 1e-12).matrix();
+            const Eigen::VectorXd step = A.ldlt().solve(-g);
+            const Eigen::VectorXd xn = x + step;
+            const Eigen::VectorXd rn = f(xn);
+            if (std::isfinite(rn.squaredNorm()) && rn.squaredNorm() < r.squaredNorm()) {
+                const bool converged =
+                    r.squaredNorm() - rn.squaredNorm() < 1e-12 * (1 + r.squaredNorm()) || step.norm() < 1e-10;
+                x = xn;
+                r = rn;
+                lambda = std::max(lambda * 0.3, 1e-12);
+                improved = true;
+                if (converged) return it + 1;
+                break;
+            }
+            lambda *= 10;
+        }
+        if (!improved) break;
+    }
+    return it;
+}
+
+struct Row {
+    Kernel kernel;
+    double measured_s;
+    bool fp8;
+    FitResidual* out;
+};
+
+double predict(const GpuSpec& g, const Row& row) {
+    const ComputeModel cm(g, row.fp8 ? Precision::fp8 : Precision::bf16);
+    return cm.analytic_seconds(row.kernel);
+}
+
+}  // namespace
+
+double median_abs_error_pct(const std::vector<FitResidual>& r, const std::string& group, bool after) {
+    std::vector<double> e;
+    for (const auto& x : r)
+        if (x.group == group) e.push_back(std::fabs(after ? x.error_pct() : x.error_before_pct()));
+    if (e.empty()) return 0;
+    std::sort(e.begin(), e.end());
+    const std::size_t n = e.size();
+    return n % 2 ? e[n / 2] : 0.5 * (e[n / 2 - 1] + e[n / 2]);
+}
+
+KernelFit fit_kernel_model(const Profile& profile, const GpuSpec& start, const KernelFitOptions& options) {
+    if (profile.gpu != start.name)
+        throw InputError(fmt::format("profile {} describes GPU {}, the fit is for GPU {}", profile.file,
+                                     profile.gpu, start.name));
+    KernelFit fit;
+    fit.before = start;
+    GpuSpec g = start;
+    fit.residuals.reserve(profile.gemm.size() + profile.attention.size() + profile.memory_bound.size() +
+                          profile.layers.size());
+    auto add = [&](const std::string& group, const std::string& label, double t) {
+        fit.residuals.push_back({group, label, t, 0, 0});
+        return &fit.residuals.back();
+    };
+    std::vector<Row> gemm_fit, gemm_held, gemm_fp8, att_cudnn, att_flash, memory;
+    std::vector<std::string> names;  // kernels' names must outlive the rows (Kernel holds a const char*)
+    for (const auto& r : profile.gemm) {
+        const bool fp8 = r.dtype == GemmDtype::fp8;
+        if (r.dtype == GemmDtype::fp16) continue;  // bf16 and fp16 share the 16-bit peak; the fit uses bf16
+        Row row{Kernel::gemm("gemm", r.m, r.n, r.k, r.batch, fp8 ? 1 : 2), r.timing.time_s, fp8, nullptr};
+        const bool fitted = !fp8 && r.timing.label.rfind(options.fit_prefix, 0) == 0;
+        row.out = add(fp8      ? "gemm fp8"
+                      : fitted ? "gemm fitted"
+                               : "gemm held out",
+                      r.timing.label, r.timing.time_s);
+        (fp8 ? gemm_fp8 : fitted ? gemm_fit : gemm_held).push_back(row);
+    }
+    for (const auto& a : profile.attention) {
+        if (a.backend == AttentionKernel::unfused) continue;
+        const auto w =
+            attention_flops_bytes(a.batch, a.heads, a.kv_heads, a.seq, a.head_dim, a.causal, a.backward);
+        Row row{Kernel::flash(a.backward ? "flash_attention_bwd" : "flash_attention_fwd", w.flops, w.bytes,
+                              a.backend),
+                a.timing.time_s, false, nullptr};
+        const bool cudnn = a.backend == AttentionKernel::cudnn;
+        row.out = add(cudnn ? "attention cudnn" : "attention flash",
+                      fmt::format("{} {}", a.timing.label, a.backward ? "bwd" : "fwd"), a.timing.time_s);
+        (cudnn ? att_cudnn : att_flash).push_back(row);
+    }
+    for (const auto& m : profile.memory_bound) {
+        Row row{Kernel::memory("memory", m.bytes), m.timing.time_s, false, nullptr};
+        row.out = add("memory", fmt::format("{} {}", m.kernel, m.timing.label), m.timing.time_s);
+        memory.push_back(row);
+    }
+    for (auto* set : {&gemm_fit, &gemm_held, &gemm_fp8, &att_cudnn, &att_flash, &memory})
+        for (auto& row : *set)
+            row.out->predicted_before_s = predict(g, row);
+
+    // One stage: the constants `params` of `g` fitted in log space over `rows`.
+    auto stage = [&](const std::vector<Row>& rows, const std::vector<std::string>& params, const char* what) {
+        if (rows.size() < params.size())
+            throw InputError(fmt::format("{}: {} {} rows; fitting {} needs at least {}", profile.file,
+                                         rows.size(), what, fmt::join(params, ", "), params.size()));
+        auto ref = [&](GpuSpec& s, const std::string& p) -> double& {
+            if (p == "gemm_max_efficiency") return s.gemm_max_efficiency;
+            if (p == "gemm_k_half") return s.gemm_k_half;
+            if (p == "gemm_min_time_s") return s.gemm_min_time_s;
+            if (p == "fp8_gemm_efficiency") return s.fp8_gemm_efficiency;
+            if (p == "cudnn_attention_efficiency") return s.cudnn_attention_efficiency;
+            if (p == "flash_attention_efficiency") return s.flash_attention_efficiency;
+            if (p == "hbm_efficiency") return s.hbm_efficiency;
+            throw InternalError("kernel fit: unknown constant " + p);
+        };
+        Eigen::VectorXd x(static_cast<Eigen::Index>(params.size()));
+        for (std::size_t i = 0; i < params.size(); ++i) {
+            double v = ref(g, params[i]);
+            if (!(v > 0)) v = params[i] == "gemm_min_time_s" ? 10e-6 : 1.0;  // a start for a neutral 0
+            x(static_cast<Eigen::Index>(i)) = std::log(v);
+        }
+        auto with = [&](const Eigen::VectorXd& p) {
+            GpuSpec s = g;
+            for (std::size_t i = 0; i < params.size(); ++i)
+                ref(s, params[i]) = std::exp(p(static_cast<Eigen::Index>(i)));
+            return s;
+        };
+        auto residuals = [&](const Eigen::VectorXd& p) {
+            const GpuSpec s = with(p);
+            Eigen::VectorXd r(static_cast<Eigen::Index>(rows.size()));
+            for (std::size_t i = 0; i < rows.size(); ++i)
+                r(static_cast<Eigen::Index>(i)) = std::log(predict(s, rows[i]) / rows[i].measured_s);
+            return r;
+        };
+        fit.iterations += levenberg_marquardt(residuals, x, options.max_iterations);
+        g = with(x);
+        for (const auto& p : params)
+            fit.constants.push_back(p);
+    };
+    stage(gemm_fit, {"gemm_max_efficiency", "gemm_k_half", "gemm_min_time_s"}, "fitted 16-bit GEMM");
+    if (!gemm_fp8.empty()) stage(gemm_fp8, {"fp8_gemm_efficiency"}, "fp8 GEMM");
+    if (!att_cudnn.empty()) stage(att_cudnn, {"cudnn_attention_efficiency"}, "cudnn attention");
+    if (!att_flash.empty()) stage(att_flash, {"flash_attention_efficiency"}, "flash attention");
+    if (!memory.empty()) stage(memory, {"hbm_efficiency"}, "memory-bound");
+    fit.after = g;
+    for (auto* set : {&gemm_fit, &gemm_held, &gemm_fp8, &att_cudnn, &att_flash, &memory})
+        for (auto& row : *set)
+            row.out->predicted_after_s = predict(g, row);
+
+    // Held-out test: whole layers timed by the analytic model before and after the fit.
+    for (const auto& l : profile.layers) {
+        const ModelSpec m = layer_model(l);
+        const Layout lay = layer_layout(l);
+        const ComputeModel before(fit.before, Precision::bf16), after(g, Precision::bf16);
+        const auto tb = layer_compute_time(m, lay, before), ta = layer_compute_time(m, lay, after);
+        fit.residuals.push_back({"layer fwd+bwd",
+                                 fmt::format("{} {}", l.label, to_string(l.attention_backend)), l.fwd_bwd_s,
+                                 tb.forward_s + tb.backward_s, ta.forward_s + ta.backward_s});
+    }
+    return fit;
+}
+
+}  // namespace trainsim
