@@ -227,7 +227,7 @@ int run(int argc, char** argv) {
 
     const RepPolicy policy = rep_policy(quick);
     Progress progress(std::cerr, isatty(STDERR_FILENO) != 0);
-    Profile profile;
+    calibrate::Profile profile;
     profile.gpu = gpu_name;
     profile.device = device_info(device);
     profile.date = today_utc();
