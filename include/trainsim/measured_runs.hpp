@@ -33,6 +33,9 @@
 //   compile (optional `training.compile`, default false as torchtitan's job config): the blocks were
 //              compiled with torch.compile; without it a torchtitan run's norms, RoPE and SwiGLU run as eager
 //              ops (Layout::eager_elementwise);
+//   when a row states neither `compile` nor `async_tp`, its own `notes` are read for them: "torch.compile"
+//              or "+ compile" -> compile, "asyncTP" or "async TP" -> async_tp (torchtitan's benchmark tables
+//              name both per row); each use is listed in the run's notes;
 //   recompute "selective" on a torchtitan run is its per-op selective checkpointing (selective_op);
 //   pipeline split when pp (or pp x vpp) does not divide the layers: Megatron rows count the embedding and
 //              the loss as one layer each (account_for_embedding/loss_in_pipeline_split, Megatron-Core

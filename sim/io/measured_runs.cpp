@@ -438,6 +438,29 @@ void read_extensions(const json& ext, const std::string& file, const std::string
     }
 }
 
+/// The row's own `notes` as the documented default for two torchtitan settings the format has no field for,
+/// when `training` does not state them: `compile` when the notes name torch.compile ("torch.compile",
+/// "+ compile"; torchtitan's benchmark tables list it per row), `async_tp` when they name async TP ("asyncTP",
+/// "async TP"). Each use is added to the run's notes.
+void apply_notes_defaults(const json& notes, json& training, std::vector<std::string>& run_notes) {
+    if (!notes.is_string() || !training.is_object()) return;
+    std::string lower = notes.get<std::string>();
+    for (auto& c : lower)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    auto names = [&](std::initializer_list<const char*> words) {
+        return std::any_of(words.begin(), words.end(),
+                           [&](const char* w) { return lower.find(w) != std::string::npos; });
+    };
+    if (!training.contains("compile") && names({"torch.compile", "+ compile"})) {
+        training["compile"] = true;
+        run_notes.push_back("training.compile = true: the row's notes name torch.compile");
+    }
+    if (!training.contains("async_tp") && names({"asynctp", "async tp"})) {
+        training["async_tp"] = true;
+        run_notes.push_back("training.async_tp = true: the row's notes name async TP");
+    }
+}
+
 /// Parses one run row into `run` (whose id is set). Throws InputError naming the file, the run and the field.
 void parse_run(const json& row, const std::string& file, MeasuredRun& run) {
     const std::string where = fmt::format("run \"{}\"", run.id);
@@ -458,6 +481,7 @@ void parse_run(const json& row, const std::string& file, MeasuredRun& run) {
     if (training.is_object() && !training.contains("framework") && ext.is_object() &&
         ext.contains("megatron_fsdp") && is_true(ext.at("megatron_fsdp"), "enabled"))
         training["framework"] = "megatron";
+    apply_notes_defaults(rr.has("notes") ? rr.raw("notes") : json(), training, run.notes);
     run.layout = parse_training(StrictObject(training, file, rr.field("training")), run.model,
                                 run.topology.gpu, run.source, run.unsupported);
     auto m = rr.object("measured");

@@ -441,3 +441,39 @@ TEST_CASE("pipeline split: the sweep keeps the account_for_* flags and counts th
     l.dp = 2;
     CHECK(reject_reason(m, l, 8).empty());
 }
+
+TEST_CASE("measured runs: a torchtitan row's notes naming torch.compile or async TP set compile and async_tp") {
+    auto row = [](const std::string& id, const std::string& notes) {
+        json r = run_row(id);
+        r["source"] = "pytorch/torchtitan benchmarks (constructed for the unit test)";
+        r["notes"] = notes;
+        r["training"]["pp"] = 1;
+        r["training"]["dp"] = 4;
+        r["training"]["zero_stage"] = 3;
+        r["training"]["distributed_optimizer"] = false;
+        return r;
+    };
+    const json doc = {{"format", "trainsim-measured-runs/1"},
+                      {"runs",
+                       {row("eager", "Table 1: FSDP + Float8."), row("compiled", "Table 1: FSDP + torch.compile."),
+                        row("async", "asyncTP; torch.compile"), row("vanilla", "vanillaTP; torch.compile")}}};
+    const auto f = parse_measured_runs(doc, "runs.json");
+    REQUIRE(f.runs.size() == 4);
+    for (const auto& r : f.runs) {
+        REQUIRE_FALSE(r.error);
+        CHECK(r.layout.framework == Framework::torchtitan);
+    }
+    CHECK_FALSE(f.runs[0].layout.torch_compile);
+    CHECK(f.runs[0].layout.eager_elementwise());
+    CHECK(f.runs[1].layout.torch_compile);
+    CHECK_FALSE(f.runs[1].layout.tp_comm_overlap);
+    CHECK(f.runs[2].layout.torch_compile);
+    CHECK(f.runs[2].layout.tp_comm_overlap);  // async TP overlaps the SP collectives (TP 2, SP on)
+    CHECK_FALSE(f.runs[3].layout.tp_comm_overlap);
+    // A row that states the field keeps it whatever its notes say.
+    json stated = row("stated", "torch.compile");
+    stated["training"]["compile"] = false;
+    const auto g =
+        parse_measured_runs(json{{"format", "trainsim-measured-runs/1"}, {"runs", {stated}}}, "runs.json");
+    CHECK_FALSE(g.runs[0].layout.torch_compile);
+}
