@@ -101,6 +101,17 @@ struct Layout {
     Schedule schedule = Schedule::one_f_one_b;
     bool sequence_parallel = false;
     Recompute recompute = Recompute::none;
+    /// With recompute full: Megatron's `--recompute-method block --recompute-num-layers N`: only the first N
+    /// transformer layers of each model chunk are recomputed; the others keep every activation as without
+    /// recompute (megatron/core/transformer/transformer_block.py, _checkpointed_forward, method "block").
+    /// 0: every layer is recomputed.
+    std::int64_t recompute_num_layers = 0;
+    /// True when layer `index_in_chunk` (0-based, forward order within its model chunk) is recomputed.
+    bool layer_recomputed(std::int64_t index_in_chunk) const {
+        if (recompute == Recompute::none) return false;
+        return recompute != Recompute::full || recompute_num_layers <= 0 ||
+               index_in_chunk < recompute_num_layers;
+    }
     Precision precision = Precision::bf16;
     bool distributed_optimizer = false;
     /// ZeRO stage (Rajbhandari et al. 2020, arXiv:1910.02054): 1 shards the optimizer state over DP (as

@@ -67,7 +67,10 @@ struct Op {
 /// What a point of a stage's op list does to memory. The builder marks the points; the memory model
 /// (include/trainsim/memory.hpp) turns them into bytes by pile and walks them in the executed order.
 enum class MemoryEvent {
-    layer_forward,       ///< a transformer layer's forward is done: its activations are stored
+    layer_forward,  ///< a transformer layer's forward is done: its activations are stored
+    /// a layer outside the recomputed block (Layout::recompute_num_layers) is done: it stores every
+    /// activation, as without recompute
+    layer_forward_kept,
     layer_recomputed,    ///< a layer was recomputed before its backward: the recomputed set is alive
     layer_backward,      ///< a layer's backward is done: its activations and recomputed set are freed
     embedding_forward,   ///< the embedding's stored tensors (token ids, dropout mask)

@@ -113,6 +113,12 @@ Layout parse_layout(const json& j, const std::string& file) {
                       : r == "selective_op" ? Recompute::selective_op
                                             : Recompute::none;
     }
+    if (o.has("recompute_num_layers")) {
+        l.recompute_num_layers = o.integer("recompute_num_layers");
+        if (l.recompute_num_layers < 0)
+            o.fail(o.field("recompute_num_layers"),
+                   fmt::format("= {} must be 0 (every layer) or positive", l.recompute_num_layers));
+    }
     if (o.has("precision")) {
         const auto p = o.choice("precision", {"bf16", "fp16", "fp8"});
         l.precision = p == "fp16" ? Precision::fp16 : p == "fp8" ? Precision::fp8 : Precision::bf16;

@@ -182,8 +182,8 @@ Framework framework_from_source(const std::string& source, int zero_stage) {
     return Framework::megatron;
 }
 
-Layout parse_training(StrictObject o, [[maybe_unused]] const ModelSpec& m, const std::string& gpu, const std::string& source,
-                      std::optional<std::string>& unsupported) {
+Layout parse_training(StrictObject o, [[maybe_unused]] const ModelSpec& m, const std::string& gpu,
+                      const std::string& source, std::optional<std::string>& unsupported) {
     Layout l;
     l.tp = static_cast<int>(o.positive("tp"));
     l.pp = static_cast<int>(o.positive("pp"));
@@ -358,11 +358,23 @@ void read_extensions(const json& ext, const std::string& file, const std::string
             Recompute rc = l.recompute;
             if (g == "full") {
                 rc = Recompute::full;
-                const bool partial = v.contains("method") && v.at("method") == "block";
-                if (partial || v.contains("num_layers_per_pp_stage") || v.contains("num_layers"))
+                const bool block = v.contains("method") && v.at("method") == "block";
+                const char* n_key = v.contains("num_layers_per_pp_stage") ? "num_layers_per_pp_stage"
+                                    : v.contains("num_layers")            ? "num_layers"
+                                                                          : nullptr;
+                if (block && n_key && v.at(n_key).is_number_integer() &&
+                    v.at(n_key).get<std::int64_t>() > 0) {
+                    // Megatron --recompute-method block --recompute-num-layers N (per model chunk).
+                    l.recompute_num_layers = v.at(n_key).get<std::int64_t>();
+                    run.notes.push_back(
+                        fmt::format("extensions.recompute: block method, the first {} layers of each model "
+                                    "chunk recomputed",
+                                    l.recompute_num_layers));
+                } else if (block || n_key) {
                     ignore("recompute", v,
-                           "partial full recompute (some layers per stage) is not modelled: every layer is "
-                           "recomputed");
+                           "a partial full recompute other than the block method with a layer count is not "
+                           "modelled: every layer is recomputed");
+                }
             } else if (g == "selective") {
                 if (!v.contains("modules") || v.at("modules") == json::array({"core_attn"})) {
                     rc = Recompute::selective;
@@ -440,8 +452,8 @@ void read_extensions(const json& ext, const std::string& file, const std::string
 
 /// The row's own `notes` as the documented default for two torchtitan settings the format has no field for,
 /// when `training` does not state them: `compile` when the notes name torch.compile ("torch.compile",
-/// "+ compile"; torchtitan's benchmark tables list it per row), `async_tp` when they name async TP ("asyncTP",
-/// "async TP"). Each use is added to the run's notes.
+/// "+ compile"; torchtitan's benchmark tables list it per row), `async_tp` when they name async TP
+/// ("asyncTP", "async TP"). Each use is added to the run's notes.
 void apply_notes_defaults(const json& notes, json& training, std::vector<std::string>& run_notes) {
     if (!notes.is_string() || !training.is_object()) return;
     std::string lower = notes.get<std::string>();

@@ -322,6 +322,11 @@ MemoryReport simulate_memory(const ModelSpec& m, const Layout& l, const Program&
     MemoryReport rep;
     rep.capacity_bytes = gpu.hbm_bytes;
     const LayerActivations act = layer_activations(m, l);
+    // Layers outside Megatron's recomputed block (Layout::recompute_num_layers) store what they would without
+    // recompute.
+    Layout kept_layout = l;
+    kept_layout.recompute = Recompute::none;
+    const LayerActivations act_kept = layer_activations(m, kept_layout);
     const double t = l.tp, E = l.activation_bytes();
     const double T = static_cast<double>(l.micro_batch) * static_cast<double>(m.seq_len) / l.cp;
     const double h = static_cast<double>(m.hidden), V = static_cast<double>(m.vocab);
@@ -426,15 +431,17 @@ MemoryReport simulate_memory(const ModelSpec& m, const Layout& l, const Program&
             const int mb = op ? op->micro_batch : 0;
             const double at = time_at(mk.op);
             switch (mk.event) {
-                case MemoryEvent::layer_forward: {
+                case MemoryEvent::layer_forward:
+                case MemoryEvent::layer_forward_kept: {
                     // The layer's output and stored tensors are created while its forward intermediates
                     // are alive; the intermediates are freed after.
+                    const LayerActivations& la = mk.event == MemoryEvent::layer_forward ? act : act_kept;
                     computed(Last::layer);
                     ++layers_this_pass;
                     std::vector<Tensor> transient, v;
-                    for (double b : act.forward_transient_tensors)
+                    for (double b : la.forward_transient_tensors)
                         transient.push_back(w.allocate(Pile::buffers, b));
-                    for (double b : act.stored_tensors)
+                    for (double b : la.stored_tensors)
                         v.push_back(w.allocate(Pile::activations, b));
                     push(mb, std::move(v));
                     w.in_flight_ = static_cast<double>(++layers_alive) / stage_layers;

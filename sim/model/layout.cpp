@@ -55,6 +55,11 @@ void check_layout(const ModelSpec& m, const Layout& l, int cluster_gpus) {
     require_positive("layout.tp", l.tp);
     require_positive("layout.pp", l.pp);
     require_positive("layout.dp", l.dp);
+    if (l.recompute_num_layers < 0 || (l.recompute_num_layers > 0 && l.recompute != Recompute::full))
+        throw InputError(
+            fmt::format("layout.recompute_num_layers = {} needs layout.recompute = \"full\" (it is "
+                        "Megatron's block recompute of the first N layers of each model chunk)",
+                        l.recompute_num_layers));
     require_positive("layout.vpp", l.vpp);
     require_positive("layout.micro_batch", l.micro_batch);
     require_positive("layout.global_batch", l.global_batch);

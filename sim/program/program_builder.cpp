@@ -554,7 +554,9 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
                     if (first) wait_for_group(c, (vs == last_vs ? 1 : 0) + chunk_layers - 1 - i);
                     zero3_gather(k);
                     append(sp.ops, layer_fwd, Phase::forward, mb);
-                    mark(MemoryEvent::layer_forward);
+                    mark(layout.layer_recomputed(i) || layout.recompute == Recompute::none
+                             ? MemoryEvent::layer_forward
+                             : MemoryEvent::layer_forward_kept);
                     zero3_release(k++);
                 }
                 if (vs == last_vs) {
@@ -627,8 +629,11 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
                 }
                 for (int i = 0; i < chunk_layers; ++i) {
                     group_start();
-                    append(sp.ops, layer_rec, Phase::recompute, mb);
-                    if (layout.recompute != Recompute::none) mark(MemoryEvent::layer_recomputed);
+                    if (layout.layer_recomputed(chunk_layers - 1 -
+                                                i)) {  // backward runs the last layer first
+                        append(sp.ops, layer_rec, Phase::recompute, mb);
+                        mark(MemoryEvent::layer_recomputed);
+                    }
                     append(sp.ops, layer_bwd, Phase::backward, mb);
                     mark(MemoryEvent::layer_backward);
                     group_done();

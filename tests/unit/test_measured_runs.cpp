@@ -187,6 +187,10 @@ TEST_CASE("measured runs: extensions are read where modelled, otherwise listed a
     r["extensions"] = {
         {"recompute", {{"granularity", "full"}, {"method", "block"}, {"num_layers_per_pp_stage", 2}}}};
     CHECK(parse_one(r).layout.recompute == Recompute::full);
+    CHECK(parse_one(r).layout.recompute_num_layers == 2);  // Megatron's block method, read
+    CHECK_FALSE(ignored(parse_one(r), "partial full recompute"));
+    r["extensions"] = {{"recompute", {{"granularity", "full"}, {"method", "uniform"}, {"num_layers", 2}}}};
+    CHECK(parse_one(r).layout.recompute_num_layers == 0);
     CHECK(ignored(parse_one(r), "partial full recompute"));
 
     // Megatron-FSDP is ZeRO-3 run by Megatron.
@@ -442,7 +446,8 @@ TEST_CASE("pipeline split: the sweep keeps the account_for_* flags and counts th
     CHECK(reject_reason(m, l, 8).empty());
 }
 
-TEST_CASE("measured runs: a torchtitan row's notes naming torch.compile or async TP set compile and async_tp") {
+TEST_CASE(
+    "measured runs: a torchtitan row's notes naming torch.compile or async TP set compile and async_tp") {
     auto row = [](const std::string& id, const std::string& notes) {
         json r = run_row(id);
         r["source"] = "pytorch/torchtitan benchmarks (constructed for the unit test)";
@@ -453,10 +458,11 @@ TEST_CASE("measured runs: a torchtitan row's notes naming torch.compile or async
         r["training"]["distributed_optimizer"] = false;
         return r;
     };
-    const json doc = {{"format", "trainsim-measured-runs/1"},
-                      {"runs",
-                       {row("eager", "Table 1: FSDP + Float8."), row("compiled", "Table 1: FSDP + torch.compile."),
-                        row("async", "asyncTP; torch.compile"), row("vanilla", "vanillaTP; torch.compile")}}};
+    const json doc = {
+        {"format", "trainsim-measured-runs/1"},
+        {"runs",
+         {row("eager", "Table 1: FSDP + Float8."), row("compiled", "Table 1: FSDP + torch.compile."),
+          row("async", "asyncTP; torch.compile"), row("vanilla", "vanillaTP; torch.compile")}}};
     const auto f = parse_measured_runs(doc, "runs.json");
     REQUIRE(f.runs.size() == 4);
     for (const auto& r : f.runs) {

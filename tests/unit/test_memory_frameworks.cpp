@@ -240,3 +240,41 @@ TEST_CASE("memory: context parallelism reads the other ranks' K/V (torchtitan ga
     // (cp each).
     CHECK(layer_activations(m, l).backward_transient - base == doctest::Approx(2 * (4 - 2) * kv));
 }
+
+TEST_CASE(
+    "block recompute (recompute_num_layers): only the first N layers of a chunk recomputed and kept small") {
+    const ModelSpec m = small_gpt(4);
+    Layout l;
+    l.dp = 1;
+    l.global_batch = 1;
+    l.recompute = Recompute::full;
+    auto recompute_ops = [&](const Layout& x) {
+        const Program p = build_program(m, x);
+        std::size_t n = 0;
+        for (const auto& op : p.stages[0].ops)
+            if (op.phase == Phase::recompute) ++n;
+        return n;
+    };
+    const std::size_t all = recompute_ops(l);
+    REQUIRE(all > 0);
+    CHECK(all % 4 == 0);  // the same recompute ops for each of the 4 layers
+    l.recompute_num_layers = 1;
+    CHECK(recompute_ops(l) == all / 4);
+    CHECK(l.layer_recomputed(0));
+    CHECK_FALSE(l.layer_recomputed(1));
+    // The three kept layers store what they store without recompute: one layer's input (full) against
+    // the unrecomputed set (none), so the peak lies between the two extremes.
+    Layout none = l;
+    none.recompute = Recompute::none;
+    none.recompute_num_layers = 0;
+    Layout full = l;
+    full.recompute_num_layers = 0;
+    const double a_block = walk(m, l).stages[0].peak_allocated_bytes;
+    const double a_none = walk(m, none).stages[0].peak_allocated_bytes;
+    const double a_full = walk(m, full).stages[0].peak_allocated_bytes;
+    CHECK(a_full < a_block);
+    CHECK(a_block < a_none);
+    Layout bad = l;
+    bad.recompute = Recompute::selective;
+    CHECK_THROWS_AS(check_layout(m, bad, 1), InputError);
+}
