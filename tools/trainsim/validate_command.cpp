@@ -351,9 +351,6 @@ int validate_command(const std::vector<std::string>& args) {
         return kExitOutsideTolerance;
     }
     const bool all_within = step_stats.within == step_stats.n && mem_stats.within == mem_stats.n;
-    if (n_oom > max_oom)
-        std::cerr << fmt::format("validate: {} runs predicted out of memory, more than --max-oom {}\n", n_oom,
-                                 max_oom);
     return all_within && n_oom <= max_oom && n_err == 0 && n_coll_err == 0 ? kExitOk : kExitOutsideTolerance;
 }
 
