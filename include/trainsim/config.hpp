@@ -21,8 +21,8 @@
 //     optimizer?: "adam"|"adam_8bit"|"sgd_momentum"|"sgd",
 //     offload_optimizer?: "none"|"cpu"|"nvme", adapter?: "none"|"lora"|"qlora", lora_rank?,
 //     lora_targets?: ["qkv","proj","fc1","fc2"], checkpoint_save?: "sharded"|"rank0",
-//     framework?: "megatron"|"deepspeed"|"torchtitan"|"composer"|"pytorch" }, "measured"?: { source, step_time_s, tflops_per_gpu,
-//     tflops_convention } }
+//     framework?: "megatron"|"deepspeed"|"torchtitan"|"composer"|"pytorch" }, "measured"?: { source,
+//     step_time_s, tflops_per_gpu, tflops_convention } }
 #pragma once
 
 #include <optional>

@@ -64,7 +64,7 @@ inline constexpr double kNcclChannelBufferBytes = 4194304.0 + 4915200.0 + 524288
 inline constexpr int kNcclChannels = 16;
 /// The stored tensors of one transformer layer for one micro-batch, bytes per GPU.
 struct LayerActivations {
-    double stored = 0;      ///< kept from the end of the layer's forward to the end of its backward
+    double stored = 0;  ///< kept from the end of the layer's forward to the end of its backward
     /// The same four sets tensor by tensor (each sums to its total above), as the caching-allocator model
     /// sees them.
     std::vector<double> stored_tensors, recomputed_tensors, forward_transient_tensors,
@@ -114,8 +114,8 @@ struct MemorySample {
     MemoryPhase phase = MemoryPhase::load;
     PileBytes piles{};
     double in_flight_microbatches = 0;  ///< activations alive, in micro-batches of the stage's layers
-    double allocated_bytes = 0;  ///< the caching allocator's live blocks (rounded), at this point
-    double reserved_bytes = 0;   ///< the caching allocator's segments, at this point
+    double allocated_bytes = 0;         ///< the caching allocator's live blocks (rounded), at this point
+    double reserved_bytes = 0;          ///< the caching allocator's segments, at this point
 };
 
 struct StageMemory {
@@ -123,9 +123,9 @@ struct StageMemory {
     int ranks = 0;                                          ///< GPUs with this memory (tp · cp · dp)
     std::array<MemorySample, kMemoryPhases> phase_peaks{};  ///< the highest sample of each phase
     MemoryPhase peak_phase = MemoryPhase::load;
-    double peak_bytes = 0;            ///< device bytes at the peak: reserved + CUDA context + NCCL buffers
-    double peak_allocated_bytes = 0;  ///< torch.cuda.max_memory_allocated() of one GPU of the stage
-    double peak_reserved_bytes = 0;   ///< torch.cuda.max_memory_reserved() of one GPU of the stage
+    double peak_bytes = 0;               ///< device bytes at the peak: reserved + CUDA context + NCCL buffers
+    double peak_allocated_bytes = 0;     ///< torch.cuda.max_memory_allocated() of one GPU of the stage
+    double peak_reserved_bytes = 0;      ///< torch.cuda.max_memory_reserved() of one GPU of the stage
     double outside_allocator_bytes = 0;  ///< CUDA context and NCCL buffers
     std::array<double, kMemoryPhases> phase_max_allocated_bytes{};  ///< allocator's allocated, max per phase
     std::array<double, kMemoryPhases> phase_max_reserved_bytes{};   ///< allocator's reserved, max per phase

@@ -88,7 +88,8 @@ int validate_command(const std::vector<std::string>& args) {
         "simulated\n"
         "but not scored. Top-level keys the format does not define are ignored with a note; what a run's\n"
         "`extensions` say that trainsim does not model is listed per run as ignored.\n"
-        "Exit code: 0 when every scored run (and peak memory) is within the tolerance and no row is oom (beyond --max-oom) or "
+        "Exit code: 0 when every scored run (and peak memory) is within the tolerance and no row is oom "
+        "(beyond --max-oom) or "
         "error,\n"
         "4 otherwise, 2 when a file is not a measured-runs file at all.\n\n"
         "options");
@@ -166,7 +167,8 @@ int validate_command(const std::vector<std::string>& args) {
         }
         if (profile)
             for (auto& run : parsed.runs)
-                if (!run.error && run.topology.gpu == profile->gpu) run.topology.profile = profile, ++n_profiled;
+                if (!run.error && run.topology.gpu == profile->gpu)
+                    run.topology.profile = profile, ++n_profiled;
         for (const auto& run : parsed.runs) {
             if (!only_ids.empty() && !only_ids.count(run.id)) continue;
             seen.insert(run.id);
