@@ -9,7 +9,17 @@
 //          waves = tiles / (ceil(tiles / SMs) · SMs)               (wave quantization)
 //        (NVIDIA "Matrix Multiplication Background User's Guide": tile and wave quantization.)
 //  fused attention: t = max(FLOPs / (peak · eff), bytes / (HBM · hbm_efficiency)) + kernel_overhead,
-//                   eff = cudnn_attention_efficiency or flash_attention_efficiency by backend
+//        eff = attention_efficiency(backend, shape) = e_max · (backward ? bwd_factor : 1)
+//              · n / (n + cta_half) · w / (w + key_half)    (constants of the backend, gpu_catalog.hpp)
+//        n = batch·heads · ceil(L / 128) / SMs: CTAs per SM, one CTA per 128-row tile of queries (forward,
+//            L = q length) or of keys (backward, L = kv length), FlashAttention-2's and cuDNN's grids on
+//            sm80/sm90 (Dao 2023, arXiv:2307.08691, Sec. 3.2 "parallelism"). The causal tiles are unequal
+//            (tile i visits i+1 key tiles), so the SMs idle while the longest finish: a tail of about one
+//            CTA per SM, hence the saturation in n rather than a hard wave count.
+//        w = keys each tile visits on average · head_dim / 128 (causal: kv length / 2, which holds for
+//            context parallelism's load-balanced chunks too: each rank's s/cp queries meet s/2 keys on
+//            average): the per-tile fixed cost (Q load, softmax rescale, O write) amortised over the key
+//            loop, whose work per key grows with head_dim.
 //  memory-bound (element-wise, norms, softmax, optimizer): t = bytes / (HBM · hbm_efficiency) +
 //  kernel_overhead
 //  offloaded optimizer work (ZeRO-Offload / ZeRO-Infinity), no kernel overhead:
@@ -68,6 +78,22 @@ struct HostLinks {
     double nvme_bytes_per_s = 0;         ///< NVMe bandwidth per GPU (the node's / GPUs per node)
 };
 
+/// The shape of one fused attention kernel on one GPU (after TP division; with context parallelism the
+/// rank's queries against the whole sequence's keys).
+struct FusedAttentionShape {
+    double batch_heads = 0;  ///< micro-batch · query heads on this GPU
+    double q_len = 0;        ///< queries per sequence (s / cp)
+    double kv_len = 0;       ///< keys per sequence (s)
+    double head_dim = 0;     ///< d
+    bool causal = true;      ///< causal mask (the kernel skips the masked tiles)
+    bool backward = false;   ///< the backward kernel (names ending in _bwd)
+};
+
+/// Fraction of the 16-bit peak that fused attention of `backend` reaches on `shape` (the formula in the
+/// header comment; constants from `gpu`). Throws InternalError when the shape is not given (a size <= 0)
+/// or the backend is unfused.
+double attention_efficiency(const GpuSpec& gpu, AttentionKernel backend, const FusedAttentionShape& shape);
+
 /// One GPU kernel's work. Shapes are per GPU (after TP division).
 struct Kernel {
     KernelKind kind = KernelKind::memory_bound;
@@ -82,12 +108,14 @@ struct Kernel {
     bool fp8 = false;
     /// Fused attention backend (kind == flash_attention): flash (FlashAttention-2) or cudnn.
     AttentionKernel attention = AttentionKernel::flash;
+    /// Fused attention's shape (kind == flash_attention; required by the analytic model).
+    FusedAttentionShape attention_shape;
 
     /// `elem_bytes` 1 marks an FP8 GEMM (fp8 = true), 2 a 16-bit one.
     static Kernel gemm(const char* name, double m, double n, double k, double batch = 1,
                        double elem_bytes = 2);
-    static Kernel flash(const char* name, double flops, double bytes,
-                        AttentionKernel backend = AttentionKernel::flash);
+    static Kernel flash(const char* name, double flops, double bytes, AttentionKernel backend,
+                        const FusedAttentionShape& shape);
     static Kernel memory(const char* name, double bytes);
     /// Offloaded work of kind host_copy, host_compute or nvme_io moving `bytes`.
     static Kernel host(KernelKind kind, const char* name, double bytes);

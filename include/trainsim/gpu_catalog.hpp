@@ -36,12 +36,31 @@ struct GpuSpec {
     /// Shortest time of any GEMM kernel, seconds: small GEMMs issued from the framework take this long
     /// whatever their FLOPs (host-side dispatch and the kernel's fixed cost). 0: no floor.
     double gemm_min_time_s = 0;
-    /// Fraction of the peak that fused (flash) attention reaches, forward; backward reaches the same
-    /// fraction.
+    /// Fused attention (compute.hpp, attention_efficiency()): the fraction of the 16-bit peak reached is
+    ///   e = <backend>_attention_efficiency · (backward ? <backend>_attention_bwd_factor : 1)
+    ///       · n / (n + <backend>_attention_cta_half) · w / (w + <backend>_attention_key_half)
+    /// n: thread blocks (CTAs, one per 128-row tile of queries, forward, or of keys, backward, per
+    /// batch·head) per SM; w: keys each tile visits on average (causal: half the key length) · head_dim /
+    /// 128. Backends: flash (FlashAttention-2) and cudnn (TransformerEngine's FusedAttention, chosen over
+    /// flash-attn on sm90+). Neutral values (bwd_factor 1, cta_half 0, key_half 0) make e the efficiency
+    /// alone, whatever the shape.
+    /// Fraction of the 16-bit peak FlashAttention-2 reaches forward on a large, long attention (no tail,
+    /// keys saturated).
     double flash_attention_efficiency = 0;
-    /// Fraction of the 16-bit peak that cuDNN fused attention reaches (TransformerEngine's FusedAttention,
-    /// chosen over flash-attn on sm90+), forward and backward.
+    /// Backward's fraction relative to forward (FlashAttention-2's backward: 5 matmuls, dQ accumulated
+    /// atomically). 1: the same.
+    double flash_attention_bwd_factor = 1;
+    /// CTAs per SM at which the last-wave tail halves the efficiency (the causal tiles are unequal: the
+    /// SMs idle while the longest ones finish). 0: no tail.
+    double flash_attention_cta_half = 0;
+    /// Keys per tile (at head_dim 128) at which the tile's fixed cost (Q load, softmax rescale, output
+    /// write) halves the efficiency. 0: no fixed cost.
+    double flash_attention_key_half = 0;
+    /// cuDNN fused attention's counterparts of the four constants above.
     double cudnn_attention_efficiency = 0;
+    double cudnn_attention_bwd_factor = 1;  ///< see flash_attention_bwd_factor
+    double cudnn_attention_cta_half = 0;    ///< see flash_attention_cta_half
+    double cudnn_attention_key_half = 0;    ///< see flash_attention_key_half
     /// Fraction of HBM bandwidth reached by streaming element-wise, norm and softmax kernels.
     double hbm_efficiency = 0;
     /// Fixed cost per kernel on the GPU stream: launch latency, ramp-up and tail of one kernel, seconds.

@@ -6,7 +6,8 @@
 //      gemm_max_efficiency, gemm_k_half, gemm_min_time_s (compute.hpp has the formula: tile and wave
 //      quantization from the tile table, saturation in K, the floor)
 //   2. fp8_gemm_efficiency over the fp8 rows, stage 1's constants kept
-//   3. cudnn_attention_efficiency and flash_attention_efficiency, each over its backend's rows (fwd and bwd)
+//   3. per backend (cudnn, flash) over its attention rows, fwd and bwd, except those held out:
+//      <backend>_attention_efficiency, _bwd_factor, _cta_half, _key_half (compute.hpp, attention_efficiency)
 //   4. hbm_efficiency over the memory-bound rows
 // kernel_overhead_s and the tile table are kept. The profile's `layers` rows are never fitted: they are the
 // held-out test (forward+backward of each layer, timed by the fitted analytic model).
@@ -22,12 +23,16 @@ namespace trainsim {
 
 struct KernelFitOptions {
     std::string fit_prefix = "grid";  ///< GEMM rows fitted: label starts with this (empty: every 16-bit row)
-    int max_iterations = 100;         ///< per stage
+    /// Attention rows held out of stage 3 (label starts with one of these): reported as
+    /// "attention held out"; the remaining rows of each backend are fitted.
+    std::vector<std::string> attention_held_out = {"llama2_", "nemo_"};
+    int max_iterations = 100;  ///< per stage
 };
 
 /// One row's time against the model's.
 struct FitResidual {
     std::string group;  ///< "gemm fitted", "gemm held out", "gemm fp8", "attention cudnn", "attention flash",
+                        ///< "attention cudnn held out", "attention flash held out",
                         ///< "memory", "layer fwd+bwd"
     std::string label;
     double measured_s = 0, predicted_before_s = 0, predicted_after_s = 0;

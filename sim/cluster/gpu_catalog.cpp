@@ -73,8 +73,15 @@ GpuSpec ampere(std::string name) {
 //    (1024^3: 35 us, 61 TFLOP/s): the cost of issuing one cuBLAS GEMM from PyTorch.
 //  - fp8_gemm_efficiency 0.848: an FP8 GEMM reaches 0.848 of the FP8 peak fraction a bf16 GEMM of its shape
 //    reaches (torch._scaled_mm, e4m3, per-tensor scales): 1.7x its bf16 twin rather than 2x.
-//  - cudnn_attention_efficiency 0.377, flash_attention_efficiency 0.215: causal attention, forward and
-//    backward (FLOPs as the program builder counts them), cuDNN fused attention ~1.75x FlashAttention-2.
+//  - fused attention (compute.hpp, attention_efficiency: e_max · bwd · n/(n + cta_half) · w/(w + key_half)),
+//    fitted per backend on 40 of its 52 rows (causal, fwd and bwd; the llama2_* and nemo_* shapes held out:
+//    median |error| cudnn 2.8%, flash 3.3%; fitted rows 3.8% / 4.2%; one efficiency per backend: 23% / 16%):
+//    cudnn  e_max 0.719, backward 0.783 of forward, cta_half 2.22 CTAs per SM, key_half 385 keys
+//    flash  e_max 0.381, backward 0.871 of forward, cta_half 2.00 CTAs per SM, key_half 411 keys
+//    i.e. a long, wide attention reaches 711 (cuDNN) and 377 (FlashAttention-2) TFLOP/s forward; a tail of
+//    about two CTAs per SM (causal tiles of unequal length) costs half at 2 CTAs per SM, 8% at 24 (a 4096
+//    sequence with 8 heads); the tile's fixed cost halves the rate at ~400 keys per tile (a 4096 causal
+//    sequence visits 2048 on average: 84%).
 //  - hbm_efficiency 0.751: copy 88%, GeLU 87%, LayerNorm 54% of 3.35 TB/s; one value for all three.
 // Tried and rejected: a saturation in M and N as well (M / (M + m_half), N / (N + n_half)): held-out
 // median 5.1% instead of 2.5% (tile and wave quantization already carry the M and N dependence). H200 and
@@ -87,8 +94,14 @@ GpuSpec hopper(std::string name) {
     g.gemm_k_half = 351.0;                  // fitted
     g.gemm_min_time_s = 44.4e-6;            // fitted
     g.fp8_gemm_efficiency = 0.8478;         // fitted
-    g.flash_attention_efficiency = 0.2146;  // fitted
-    g.cudnn_attention_efficiency = 0.3766;  // fitted
+    g.flash_attention_efficiency = 0.3806;  // fitted
+    g.flash_attention_bwd_factor = 0.8714;  // fitted
+    g.flash_attention_cta_half = 2.002;     // fitted
+    g.flash_attention_key_half = 411.0;     // fitted
+    g.cudnn_attention_efficiency = 0.7188;  // fitted
+    g.cudnn_attention_bwd_factor = 0.7833;  // fitted
+    g.cudnn_attention_cta_half = 2.217;     // fitted
+    g.cudnn_attention_key_half = 384.9;     // fitted
     g.hbm_efficiency = 0.7510;              // fitted
     g.kernel_overhead_s = 4e-6;
     g.nvlink_efficiency = 0.80;

@@ -25,6 +25,9 @@ constexpr std::array<TileShape, 4> kTileShapes = {{
     {128, 64, 0.85},
     {64, 64, 0.70},
 }};
+/// Rows of queries (forward) or keys (backward) per CTA of FlashAttention-2 and cuDNN fused attention at
+/// head_dim 64-256 on sm80/sm90 (flash-attn's kBlockM = 128 forward; cuDNN's fprop/bprop 128-row tiles).
+constexpr double kAttentionTile = 128;
 }  // namespace
 
 Kernel Kernel::gemm(const char* name, double m, double n, double k, double batch, double elem_bytes) {
@@ -41,9 +44,11 @@ Kernel Kernel::gemm(const char* name, double m, double n, double k, double batch
     return g;
 }
 
-Kernel Kernel::flash(const char* name, double flops, double bytes, AttentionKernel backend) {
+Kernel Kernel::flash(const char* name, double flops, double bytes, AttentionKernel backend,
+                     const FusedAttentionShape& shape) {
     Kernel g;
     g.attention = backend;
+    g.attention_shape = shape;
     g.kind = KernelKind::flash_attention;
     g.name = name;
     g.flops = flops;
@@ -74,6 +79,25 @@ AttentionWork attention_flops_bytes(double batch, double heads, double kv_heads,
     w.flops = (causal ? 0.5 : 1.0) * 4.0 * batch * heads * seq * seq * head_dim * (backward ? 2.5 : 1.0);
     w.bytes = E * batch * seq * (2 * heads + 2 * kv_heads) * head_dim * (backward ? 2.0 : 1.0);
     return w;
+}
+
+double attention_efficiency(const GpuSpec& gpu, AttentionKernel backend, const FusedAttentionShape& s) {
+    if (!(s.batch_heads > 0 && s.q_len > 0 && s.kv_len > 0 && s.head_dim > 0))
+        throw InternalError(
+            fmt::format("fused attention without its shape (batch·heads {}, q {}, kv {}, d {})",
+                        s.batch_heads, s.q_len, s.kv_len, s.head_dim));
+    if (backend == AttentionKernel::unfused) throw InternalError("attention_efficiency of unfused attention");
+    const bool cudnn = backend == AttentionKernel::cudnn;
+    const double e_max = cudnn ? gpu.cudnn_attention_efficiency : gpu.flash_attention_efficiency;
+    const double bwd = cudnn ? gpu.cudnn_attention_bwd_factor : gpu.flash_attention_bwd_factor;
+    const double cta_half = cudnn ? gpu.cudnn_attention_cta_half : gpu.flash_attention_cta_half;
+    const double key_half = cudnn ? gpu.cudnn_attention_key_half : gpu.flash_attention_key_half;
+    const double ctas = s.batch_heads * std::ceil((s.backward ? s.kv_len : s.q_len) / kAttentionTile);
+    const double per_sm = ctas / gpu.sm_count;
+    const double fill = cta_half > 0 ? per_sm / (per_sm + cta_half) : 1.0;
+    const double work = (s.causal ? 0.5 : 1.0) * s.kv_len * s.head_dim / 128.0;
+    const double sat = key_half > 0 ? work / (work + key_half) : 1.0;
+    return e_max * (s.backward ? bwd : 1.0) * fill * sat;
 }
 
 double ComputeModel::gemm_shape_efficiency(double m, double n, double batch) const {
@@ -122,8 +146,7 @@ double ComputeModel::analytic_seconds(const Kernel& k) const {
                             gpu_.gemm_min_time_s);
         }
         case KernelKind::flash_attention: {
-            const double eff = k.attention == AttentionKernel::cudnn ? gpu_.cudnn_attention_efficiency
-                                                                     : gpu_.flash_attention_efficiency;
+            const double eff = attention_efficiency(gpu_, k.attention, k.attention_shape);
             return std::max(k.flops / (peak_ * eff), mem_t) + gpu_.kernel_overhead_s;
         }
         case KernelKind::memory_bound:

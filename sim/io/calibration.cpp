@@ -10,7 +10,13 @@ const std::vector<std::string>& calibratable_constants() {
                                                    "fp8_gemm_efficiency",
                                                    "gemm_min_time_s",
                                                    "flash_attention_efficiency",
+                                                   "flash_attention_bwd_factor",
+                                                   "flash_attention_cta_half",
+                                                   "flash_attention_key_half",
                                                    "cudnn_attention_efficiency",
+                                                   "cudnn_attention_bwd_factor",
+                                                   "cudnn_attention_cta_half",
+                                                   "cudnn_attention_key_half",
                                                    "hbm_efficiency",
                                                    "kernel_overhead_s",
                                                    "nvlink_efficiency"};
@@ -24,6 +30,12 @@ double& gpu_constant(GpuSpec& g, const std::string& name) {
     if (name == "gemm_min_time_s") return g.gemm_min_time_s;
     if (name == "flash_attention_efficiency") return g.flash_attention_efficiency;
     if (name == "cudnn_attention_efficiency") return g.cudnn_attention_efficiency;
+    if (name == "flash_attention_bwd_factor") return g.flash_attention_bwd_factor;
+    if (name == "flash_attention_cta_half") return g.flash_attention_cta_half;
+    if (name == "flash_attention_key_half") return g.flash_attention_key_half;
+    if (name == "cudnn_attention_bwd_factor") return g.cudnn_attention_bwd_factor;
+    if (name == "cudnn_attention_cta_half") return g.cudnn_attention_cta_half;
+    if (name == "cudnn_attention_key_half") return g.cudnn_attention_key_half;
     if (name == "hbm_efficiency") return g.hbm_efficiency;
     if (name == "kernel_overhead_s") return g.kernel_overhead_s;
     if (name == "nvlink_efficiency") return g.nvlink_efficiency;

@@ -200,7 +200,8 @@ void BlockBuilder::attention_core_forward(OpTemplate& t) {
         if (pt_ring) tp_wait(t);
         const double flops = 0.5 * 4.0 * heads * s_ * s_ * d_ / cp_;
         const double bytes = E_ * T_ * (2 * a_) * d_ / t_ + kv_full;
-        kernel(t, Kernel::flash("flash_attention_fwd", flops, bytes, l_.attention));
+        kernel(t, Kernel::flash("flash_attention_fwd", flops, bytes, l_.attention,
+                                {heads, s_ / cp_, s_, d_, true, false}));
         if (pt_ring)
             kernel(t, Kernel::memory("cp_lse_merge", cp_ * T_ * a_ * d_ / t_ * (E_ + 8)));
         else if (l_.cp > 1)
@@ -230,7 +231,8 @@ void BlockBuilder::attention_core_backward(OpTemplate& t) {
         if (pt_ring) {
             cp_collective(t, CollectiveKind::all_gather, kv_full);
             tp_wait(t);
-            kernel(t, Kernel::flash("flash_attention_bwd", flops, bytes, l_.attention));
+            kernel(t, Kernel::flash("flash_attention_bwd", flops, bytes, l_.attention,
+                                    {heads, s_ / cp_, s_, d_, true, true}));
             kernel(t,
                    Kernel::memory("cp_grad_accumulate", cp_ * (T_ * a_ * d_ / t_ + kv_full / E_) * (E_ + 8)));
             cp_collective(t, CollectiveKind::reduce_scatter, kv_full);
@@ -241,7 +243,8 @@ void BlockBuilder::attention_core_backward(OpTemplate& t) {
             cp_collective(t, CollectiveKind::all_gather, kv_full);
             cp_collective(t, CollectiveKind::reduce_scatter, kv_full);
         }
-        kernel(t, Kernel::flash("flash_attention_bwd", flops, bytes, l_.attention));
+        kernel(t, Kernel::flash("flash_attention_bwd", flops, bytes, l_.attention,
+                                {heads, s_ / cp_, s_, d_, true, true}));
         if (l_.cp > 1) tp_wait(t);
     } else {
         kernel(t, Kernel::gemm("attn_values_bmm_dgrad", s_, s_, d_, heads));

@@ -65,6 +65,15 @@ struct Row {
     FitResidual* out;
 };
 
+/// Where a constant whose value is neutral (0) starts: a minimum GEMM time of 10 us, a tail at 1 CTA per SM,
+/// a tile fixed cost worth 500 keys; a factor at 1.
+double neutral_start(const std::string& p) {
+    if (p == "gemm_min_time_s") return 10e-6;
+    if (p.size() > 8 && p.compare(p.size() - 8, 8, "cta_half") == 0) return 1.0;
+    if (p.size() > 8 && p.compare(p.size() - 8, 8, "key_half") == 0) return 500.0;
+    return 1.0;
+}
+
 double predict(const GpuSpec& g, const Row& row) {
     const ComputeModel cm(g, row.fp8 ? Precision::fp8 : Precision::bf16);
     return cm.analytic_seconds(row.kernel);
@@ -95,7 +104,7 @@ KernelFit fit_kernel_model(const Profile& profile, const GpuSpec& start, const K
         fit.residuals.push_back({group, label, t, 0, 0});
         return &fit.residuals.back();
     };
-    std::vector<Row> gemm_fit, gemm_held, gemm_fp8, att_cudnn, att_flash, memory;
+    std::vector<Row> gemm_fit, gemm_held, gemm_fp8, att_cudnn, att_flash, att_held, memory;
     std::vector<std::string> names;  // kernels' names must outlive the rows (Kernel holds a const char*)
     for (const auto& r : profile.gemm) {
         const bool fp8 = r.dtype == GemmDtype::fp8;
@@ -112,20 +121,23 @@ KernelFit fit_kernel_model(const Profile& profile, const GpuSpec& start, const K
         if (a.backend == AttentionKernel::unfused) continue;
         const auto w =
             attention_flops_bytes(a.batch, a.heads, a.kv_heads, a.seq, a.head_dim, a.causal, a.backward);
+        const FusedAttentionShape shape{a.batch * a.heads, a.seq, a.seq, a.head_dim, a.causal, a.backward};
         Row row{Kernel::flash(a.backward ? "flash_attention_bwd" : "flash_attention_fwd", w.flops, w.bytes,
-                              a.backend),
+                              a.backend, shape),
                 a.timing.time_s, false, nullptr};
         const bool cudnn = a.backend == AttentionKernel::cudnn;
-        row.out = add(cudnn ? "attention cudnn" : "attention flash",
+        const bool held = std::any_of(options.attention_held_out.begin(), options.attention_held_out.end(),
+                                      [&](const std::string& p) { return a.timing.label.rfind(p, 0) == 0; });
+        row.out = add(fmt::format("attention {}{}", cudnn ? "cudnn" : "flash", held ? " held out" : ""),
                       fmt::format("{} {}", a.timing.label, a.backward ? "bwd" : "fwd"), a.timing.time_s);
-        (cudnn ? att_cudnn : att_flash).push_back(row);
+        (held ? att_held : cudnn ? att_cudnn : att_flash).push_back(row);
     }
     for (const auto& m : profile.memory_bound) {
         Row row{Kernel::memory("memory", m.bytes), m.timing.time_s, false, nullptr};
         row.out = add("memory", fmt::format("{} {}", m.kernel, m.timing.label), m.timing.time_s);
         memory.push_back(row);
     }
-    for (auto* set : {&gemm_fit, &gemm_held, &gemm_fp8, &att_cudnn, &att_flash, &memory})
+    for (auto* set : {&gemm_fit, &gemm_held, &gemm_fp8, &att_cudnn, &att_flash, &att_held, &memory})
         for (auto& row : *set)
             row.out->predicted_before_s = predict(g, row);
 
@@ -140,14 +152,20 @@ KernelFit fit_kernel_model(const Profile& profile, const GpuSpec& start, const K
             if (p == "gemm_min_time_s") return s.gemm_min_time_s;
             if (p == "fp8_gemm_efficiency") return s.fp8_gemm_efficiency;
             if (p == "cudnn_attention_efficiency") return s.cudnn_attention_efficiency;
+            if (p == "cudnn_attention_bwd_factor") return s.cudnn_attention_bwd_factor;
+            if (p == "cudnn_attention_cta_half") return s.cudnn_attention_cta_half;
+            if (p == "cudnn_attention_key_half") return s.cudnn_attention_key_half;
             if (p == "flash_attention_efficiency") return s.flash_attention_efficiency;
+            if (p == "flash_attention_bwd_factor") return s.flash_attention_bwd_factor;
+            if (p == "flash_attention_cta_half") return s.flash_attention_cta_half;
+            if (p == "flash_attention_key_half") return s.flash_attention_key_half;
             if (p == "hbm_efficiency") return s.hbm_efficiency;
             throw InternalError("kernel fit: unknown constant " + p);
         };
         Eigen::VectorXd x(static_cast<Eigen::Index>(params.size()));
         for (std::size_t i = 0; i < params.size(); ++i) {
             double v = ref(g, params[i]);
-            if (!(v > 0)) v = params[i] == "gemm_min_time_s" ? 10e-6 : 1.0;  // a start for a neutral 0
+            if (!(v > 0)) v = neutral_start(params[i]);  // a start for a neutral 0
             x(static_cast<Eigen::Index>(i)) = std::log(v);
         }
         auto with = [&](const Eigen::VectorXd& p) {
@@ -170,11 +188,17 @@ KernelFit fit_kernel_model(const Profile& profile, const GpuSpec& start, const K
     };
     stage(gemm_fit, {"gemm_max_efficiency", "gemm_k_half", "gemm_min_time_s"}, "fitted 16-bit GEMM");
     if (!gemm_fp8.empty()) stage(gemm_fp8, {"fp8_gemm_efficiency"}, "fp8 GEMM");
-    if (!att_cudnn.empty()) stage(att_cudnn, {"cudnn_attention_efficiency"}, "cudnn attention");
-    if (!att_flash.empty()) stage(att_flash, {"flash_attention_efficiency"}, "flash attention");
+    for (const char* b : {"cudnn", "flash"}) {
+        const auto& rows = std::string(b) == "cudnn" ? att_cudnn : att_flash;
+        if (rows.empty()) continue;
+        std::vector<std::string> params;
+        for (const char* c : {"efficiency", "bwd_factor", "cta_half", "key_half"})
+            params.push_back(fmt::format("{}_attention_{}", b, c));
+        stage(rows, params, std::string(b) == "cudnn" ? "fitted cudnn attention" : "fitted flash attention");
+    }
     if (!memory.empty()) stage(memory, {"hbm_efficiency"}, "memory-bound");
     fit.after = g;
-    for (auto* set : {&gemm_fit, &gemm_held, &gemm_fp8, &att_cudnn, &att_flash, &memory})
+    for (auto* set : {&gemm_fit, &gemm_held, &gemm_fp8, &att_cudnn, &att_flash, &att_held, &memory})
         for (auto& row : *set)
             row.out->predicted_after_s = predict(g, row);
 

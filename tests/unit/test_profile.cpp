@@ -234,18 +234,20 @@ TEST_CASE(
     auto profile = std::make_shared<Profile>(base);
     const ComputeModel cm(h100, Precision::bf16, {}, profile);
     const auto w = attention_flops_bytes(1, 16, 16, 4096, 128, true, false);
-    const Kernel fwd = Kernel::flash("flash_attention_fwd", w.flops, w.bytes, AttentionKernel::cudnn);
+    const FusedAttentionShape sh{16, 4096, 4096, 128, true, false}, sh_bwd{16, 4096, 4096, 128, true, true};
+    const Kernel fwd = Kernel::flash("flash_attention_fwd", w.flops, w.bytes, AttentionKernel::cudnn, sh);
     CHECK(cm.cost(fwd).from_profile);
     CHECK(cm.seconds(fwd) == doctest::Approx(0.175e-3));
     // Twice the heads: the same achieved FLOP/s, twice the time.
     const auto w2 = attention_flops_bytes(1, 32, 32, 4096, 128, true, false);
-    CHECK(cm.seconds(Kernel::flash("flash_attention_fwd", w2.flops, w2.bytes, AttentionKernel::cudnn)) ==
-          doctest::Approx(0.35e-3));
+    CHECK(cm.seconds(Kernel::flash("flash_attention_fwd", w2.flops, w2.bytes, AttentionKernel::cudnn,
+                                   {32, 4096, 4096, 128, true, false})) == doctest::Approx(0.35e-3));
     // No flash rows, no backward rows: analytic.
+    CHECK_FALSE(cm.cost(Kernel::flash("flash_attention_fwd", w.flops, w.bytes, AttentionKernel::flash, sh))
+                    .from_profile);
     CHECK_FALSE(
-        cm.cost(Kernel::flash("flash_attention_fwd", w.flops, w.bytes, AttentionKernel::flash)).from_profile);
-    CHECK_FALSE(
-        cm.cost(Kernel::flash("flash_attention_bwd", w.flops, w.bytes, AttentionKernel::cudnn)).from_profile);
+        cm.cost(Kernel::flash("flash_attention_bwd", w.flops, w.bytes, AttentionKernel::cudnn, sh_bwd))
+            .from_profile);
     // Memory-bound: 1 GiB at the copy's 2 GiB / 0.727872 ms, plus the per-kernel overhead.
     const auto c = cm.cost(Kernel::memory("gelu", kGiB));
     CHECK(c.from_profile);
@@ -268,8 +270,14 @@ TEST_CASE("fit: recovers known kernel constants from a synthetic profile") {
     truth.gemm_k_half = 300;
     truth.gemm_min_time_s = 20e-6;
     truth.fp8_gemm_efficiency = 0.8;
-    truth.cudnn_attention_efficiency = 0.45;
-    truth.flash_attention_efficiency = 0.25;
+    truth.cudnn_attention_efficiency = 0.70;
+    truth.cudnn_attention_bwd_factor = 0.80;
+    truth.cudnn_attention_cta_half = 2.0;
+    truth.cudnn_attention_key_half = 400;
+    truth.flash_attention_efficiency = 0.40;
+    truth.flash_attention_bwd_factor = 0.85;
+    truth.flash_attention_cta_half = 1.5;
+    truth.flash_attention_key_half = 300;
     truth.hbm_efficiency = 0.85;
     Profile p = empty_profile();
     const ComputeModel t16(truth, Precision::bf16), t8(truth, Precision::fp8);
@@ -281,15 +289,18 @@ TEST_CASE("fit: recovers known kernel constants from a synthetic profile") {
                 p.gemm.push_back(gemm_row(m, n, k, t8.analytic_seconds(Kernel::gemm("g", m, n, k, 1, 1)),
                                           GemmDtype::fp8, "fp8"));
             }
-    for (double s : {2048.0, 4096.0, 8192.0})
-        for (auto b : {AttentionKernel::cudnn, AttentionKernel::flash})
-            for (bool bwd : {false, true}) {
-                ProfileAttention a;
-                a.backend = b, a.backward = bwd, a.heads = 16, a.kv_heads = 16, a.seq = s, a.head_dim = 128;
-                const auto w = attention_flops_bytes(1, 16, 16, s, 128, true, bwd);
-                a.timing.time_s = t16.analytic_seconds(Kernel::flash("a", w.flops, w.bytes, b));
-                p.attention.push_back(a);
-            }
+    for (double s : {1024.0, 4096.0, 16384.0})
+        for (double heads : {8.0, 32.0, 96.0})
+            for (auto b : {AttentionKernel::cudnn, AttentionKernel::flash})
+                for (bool bwd : {false, true}) {
+                    ProfileAttention a;
+                    a.backend = b, a.backward = bwd, a.batch = 1, a.heads = heads, a.kv_heads = heads,
+                    a.seq = s, a.head_dim = 128;
+                    const auto w = attention_flops_bytes(1, heads, heads, s, 128, true, bwd);
+                    a.timing.time_s = t16.analytic_seconds(
+                        Kernel::flash("a", w.flops, w.bytes, b, {heads, s, s, 128, true, bwd}));
+                    p.attention.push_back(a);
+                }
     for (double bytes : {1e8, 1e9}) {
         ProfileMemoryBound m;
         m.kernel = "copy", m.bytes = bytes;
@@ -303,8 +314,20 @@ TEST_CASE("fit: recovers known kernel constants from a synthetic profile") {
     CHECK(fit.after.fp8_gemm_efficiency == doctest::Approx(truth.fp8_gemm_efficiency).epsilon(0.01));
     CHECK(fit.after.cudnn_attention_efficiency ==
           doctest::Approx(truth.cudnn_attention_efficiency).epsilon(0.01));
+    CHECK(fit.after.cudnn_attention_bwd_factor ==
+          doctest::Approx(truth.cudnn_attention_bwd_factor).epsilon(0.01));
+    CHECK(fit.after.cudnn_attention_cta_half ==
+          doctest::Approx(truth.cudnn_attention_cta_half).epsilon(0.01));
+    CHECK(fit.after.cudnn_attention_key_half ==
+          doctest::Approx(truth.cudnn_attention_key_half).epsilon(0.01));
     CHECK(fit.after.flash_attention_efficiency ==
           doctest::Approx(truth.flash_attention_efficiency).epsilon(0.01));
+    CHECK(fit.after.flash_attention_bwd_factor ==
+          doctest::Approx(truth.flash_attention_bwd_factor).epsilon(0.01));
+    CHECK(fit.after.flash_attention_cta_half ==
+          doctest::Approx(truth.flash_attention_cta_half).epsilon(0.01));
+    CHECK(fit.after.flash_attention_key_half ==
+          doctest::Approx(truth.flash_attention_key_half).epsilon(0.01));
     CHECK(fit.after.hbm_efficiency == doctest::Approx(truth.hbm_efficiency).epsilon(0.01));
     CHECK(median_abs_error_pct(fit.residuals, "gemm fitted") < 0.1);
     CHECK(median_abs_error_pct(fit.residuals, "gemm fitted", false) > 1.0);  // the catalog's values were off

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <Eigen/Dense>
 #include <boost/program_options.hpp>
 
@@ -84,7 +85,8 @@ nlohmann::json group_summary(const std::vector<FitResidual>& rows, const std::st
 }
 
 int fit_profile(const std::vector<std::string>& args, const std::string& profile_file, std::string gpu_name,
-                const std::string& fit_prefix, const std::string& out_file) {
+                const std::string& fit_prefix, const std::vector<std::string>& attention_held_out,
+                const std::string& out_file) {
     const Profile profile = read_profile(profile_file);
     if (gpu_name.empty()) gpu_name = profile.gpu;
     if (gpu_name != profile.gpu)
@@ -92,6 +94,7 @@ int fit_profile(const std::vector<std::string>& args, const std::string& profile
                                      profile.gpu, gpu_name));
     KernelFitOptions options;
     options.fit_prefix = fit_prefix;
+    options.attention_held_out = attention_held_out;
     const KernelFit fit = fit_kernel_model(profile, find_gpu(gpu_name, "--gpu"), options);
     Calibration cal;
     std::string cmd = "trainsim fit";
@@ -99,8 +102,10 @@ int fit_profile(const std::vector<std::string>& args, const std::string& profile
         cmd += " " + a;
     cal.source = fmt::format(
         "fitted by `{}` to the kernel times of {} ({}, {}); GEMMs fitted on the rows "
-        "labelled \"{}...\", the other bf16 GEMMs and the layers held out",
-        cmd, profile_file, profile.device.name, profile.date, fit_prefix);
+        "labelled \"{}...\", the other bf16 GEMMs and the layers held out; attention rows labelled "
+        "\"{}...\" held out",
+        cmd, profile_file, profile.device.name, profile.date, fit_prefix,
+        fmt::join(attention_held_out, "...\", \""));
     nlohmann::json catalog = nlohmann::json::object();
     std::string text = fmt::format("fit of the {} kernel model to {}:\n", gpu_name, profile_file);
     for (const auto& name : fit.constants) {
@@ -112,8 +117,9 @@ int fit_profile(const std::vector<std::string>& args, const std::string& profile
     }
     text += "residuals, predicted vs measured time (fitted groups, then held out):\n";
     nlohmann::json summary = nlohmann::json::object();
-    for (const char* g : {"gemm fitted", "gemm fp8", "attention cudnn", "attention flash", "memory",
-                          "gemm held out", "layer fwd+bwd"}) {
+    for (const char* g :
+         {"gemm fitted", "gemm fp8", "attention cudnn", "attention flash", "memory", "gemm held out",
+          "attention cudnn held out", "attention flash held out", "layer fwd+bwd"}) {
         auto s = group_summary(fit.residuals, g, text);
         if (!s.is_null()) summary[g] = s;
     }
@@ -135,6 +141,7 @@ int fit_profile(const std::vector<std::string>& args, const std::string& profile
         {"objective", "per stage, sum of squared log(predicted/measured) kernel time (Levenberg-Marquardt)"},
         {"profile", profile_file},
         {"fitted_gemm_rows", fit_prefix + "*"},
+        {"held_out_attention_rows", attention_held_out},
         {"iterations", fit.iterations},
         {"catalog_values", catalog},
         {"summary", summary},
@@ -166,7 +173,7 @@ int fit_command(const std::vector<std::string>& args) {
     std::string gpu_name, constants = "gemm_max_efficiency,hbm_efficiency", out_file;
     int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     int max_iterations = 6;
-    std::string id_prefixes, profile_file, fit_on = "grid";
+    std::string id_prefixes, profile_file, fit_on = "grid", attention_held_out = "llama2_,nemo_";
     desc.add_options()("help,h", "this help")("gpu", po::value(&gpu_name),
                                               "GPU catalog name whose runs are fitted")(
         "constants", po::value(&constants),
@@ -185,13 +192,23 @@ int fit_command(const std::vector<std::string>& args) {
         "fit-on", po::value(&fit_on),
         "with --profile: fit the 16-bit GEMMs whose label starts with this (default \"grid\"); the others "
         "are "
-        "held out")("files", po::value(&files)->composing(), "measured-run files");
+        "held out")(
+        "attention-held-out", po::value(&attention_held_out),
+        "with --profile: comma-separated label prefixes of the attention rows held out of the fit "
+        "(default \"llama2_,nemo_\"; empty: fit every row)")("files", po::value(&files)->composing(),
+                                                             "measured-run files");
     po::variables_map vm;
     if (!parse_file_command(args, desc, vm, "fit")) return kExitOk;
     if (!profile_file.empty()) {
         if (!files.empty())
             throw InputError("fit: --profile fits kernel times; give no measured-run file with it");
-        return fit_profile(args, profile_file, gpu_name, fit_on, out_file);
+        std::vector<std::string> held;
+        for (std::size_t a = 0; a < attention_held_out.size();) {
+            const std::size_t b = std::min(attention_held_out.find(',', a), attention_held_out.size());
+            if (b > a) held.push_back(attention_held_out.substr(a, b - a));
+            a = b + 1;
+        }
+        return fit_profile(args, profile_file, gpu_name, fit_on, held, out_file);
     }
     if (files.empty()) throw InputError("fit: no measured-run file given");
     if (gpu_name.empty()) throw InputError("fit: --gpu is required");
