@@ -121,7 +121,8 @@ TEST_CASE("DeepSpeed ZeRO-3 2021: stage3_max_live_parameters stops the prefetch 
     // is prefetched while they are gathered; only the attention projection (4.2e8) computes with the next
     // module (fc1) in flight.
     const Ds3Case c(20480, 128);
-    const auto st = steps(build_program(c.m, c.l));
+    const Program p = build_program(c.m, c.l);  // kept alive: the steps point into its ops
+    const auto st = steps(p);
     int forward_units = 0;
     std::vector<std::string> overlapped;
     for (const auto& s : st)
