@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "embedded_defaults.hpp"
+#include "layout_fields.hpp"
 #include "strict_json.hpp"
 
 namespace trainsim {
@@ -129,20 +130,7 @@ Layout parse_layout(const json& j, const std::string& file) {
     l.overlap_grad_reduce = o.boolean_or("overlap_grad_reduce", false);
     l.overlap_param_gather = o.boolean_or("overlap_param_gather", false);
     l.tp_comm_overlap = o.boolean_or("tp_comm_overlap", false);
-    if (o.has("attention")) {
-        const auto a = o.choice("attention", {"flash", "cudnn", "unfused"});
-        l.attention = a == "unfused" ? AttentionKernel::unfused
-                      : a == "cudnn" ? AttentionKernel::cudnn
-                                     : AttentionKernel::flash;
-    }
-    if (o.has("fp8_recipe")) {
-        const auto v = o.choice("fp8_recipe", {"delayed", "tensorwise", "rowwise", "mxfp8"});
-        l.fp8_recipe = v == "tensorwise" ? Fp8Recipe::tensorwise
-                       : v == "rowwise"  ? Fp8Recipe::rowwise
-                       : v == "mxfp8"    ? Fp8Recipe::mxfp8
-                                         : Fp8Recipe::delayed;
-    }
-    l.reshard_after_forward = o.boolean_or("reshard_after_forward", l.reshard_after_forward);
+    detail::read_kernel_choices(o, l);
     l.torch_compile = o.boolean_or("compile", false);
     // null: the even split (lets `--set layout.layers_per_stage=null` drop a workload's uneven split).
     if (o.has("layers_per_stage") && !o.raw("layers_per_stage").is_null()) {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <set>
 
+#include "layout_fields.hpp"
 #include "strict_json.hpp"
 
 #include "trainsim/config.hpp"
@@ -215,20 +216,7 @@ Layout parse_training(StrictObject o, [[maybe_unused]] const ModelSpec& m, const
     const bool async_tp = o.boolean_or("async_tp", false);
     l.torch_compile = o.boolean_or("compile", false);
     apply_framework_defaults(l, find_gpu(gpu, "cluster.gpu"), async_tp);
-    if (o.has("attention")) {
-        const auto a = o.choice("attention", {"flash", "cudnn", "unfused"});
-        l.attention = a == "unfused" ? AttentionKernel::unfused
-                      : a == "cudnn" ? AttentionKernel::cudnn
-                                     : AttentionKernel::flash;
-    }
-    if (o.has("fp8_recipe")) {
-        const auto v = o.choice("fp8_recipe", {"delayed", "tensorwise", "rowwise", "mxfp8"});
-        l.fp8_recipe = v == "tensorwise" ? Fp8Recipe::tensorwise
-                       : v == "rowwise"  ? Fp8Recipe::rowwise
-                       : v == "mxfp8"    ? Fp8Recipe::mxfp8
-                                         : Fp8Recipe::delayed;
-    }
-    l.reshard_after_forward = o.boolean_or("reshard_after_forward", l.reshard_after_forward);
+    detail::read_kernel_choices(o, l);
     l.overlap_grad_reduce = o.boolean_or("overlap_grad_reduce", l.overlap_grad_reduce);
     l.overlap_param_gather = o.boolean_or("overlap_param_gather", l.overlap_param_gather);
     l.tp_comm_overlap = o.boolean_or("tp_comm_overlap", l.tp_comm_overlap);
