@@ -224,8 +224,15 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
             sp.ops.push_back(op);
         };
         // Launches a 16-bit all-gather of one parameter group; returns its index on the DP stream.
+        // Bytes per all-gathered parameter: 16-bit, or (fp8_param_gather) FP8 for the linear weights and
+        // 16-bit for the rest, averaged over the stage's parameters.
+        const double stage_linear_rank = static_cast<double>(stage_layers) * model.linear_params() / t;
+        const double gather_bytes =
+            layout.precision == Precision::fp8 && layout.fp8_param_gather && stage_params_rank > 0
+                ? 2.0 - std::min(stage_linear_rank, stage_params_rank) / stage_params_rank
+                : 2.0;
         auto param_gather = [&](double elements) {
-            dp_launch(CollectiveKind::all_gather, elements * 2.0);
+            dp_launch(CollectiveKind::all_gather, elements * gather_bytes);
             return dp_launched - 1;
         };
         // DeepSpeed's BF16_Optimizer (bf16 + ZeRO-1) all-reduces the fp32 gradients, then all-gathers the
@@ -238,10 +245,10 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
                 b.elements * grad_bytes);
         };
         auto launch_param_gather = [&](int c) {
-            // Parameters are all-gathered in 16-bit, in forward order.
+            // Parameters are all-gathered in 16-bit (or FP8, see gather_bytes), in forward order.
             const auto& bs = buckets[static_cast<std::size_t>(c)];
             for (auto it = bs.rbegin(); it != bs.rend(); ++it) {
-                dp_launch(CollectiveKind::all_gather, it->elements * 2.0);
+                dp_launch(CollectiveKind::all_gather, it->elements * gather_bytes);
                 sp.ops.back().phase = Phase::forward;
             }
         };
