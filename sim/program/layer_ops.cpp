@@ -15,6 +15,9 @@
 //   the loss's gradient, read and write E).
 #include "layer_ops.hpp"
 
+#include <algorithm>
+#include <string_view>
+
 #include <fmt/format.h>
 
 namespace trainsim::detail {
@@ -50,10 +53,17 @@ void BlockBuilder::kernel(OpTemplate& /*t*/, const Kernel& k) {
 void BlockBuilder::flush(OpTemplate& t) {
     if (open_.empty()) return;
     Segment seg;
-    for (const auto& k : open_) {
+    // Kernel names joined by '+'; a run of kernels of one name is written once with its count ("x 1120").
+    for (std::size_t i = 0; i < open_.size();) {
+        std::size_t j = i + 1;
+        while (j < open_.size() && std::string_view(open_[j].name) == open_[i].name)
+            ++j;
         if (!seg.name.empty()) seg.name.push_back('+');
-        seg.name.append(k.name);
-        seg.flops += k.flops;
+        seg.name.append(open_[i].name);
+        if (j - i > 1) seg.name.append(fmt::format(" x {}", j - i));
+        for (std::size_t k = i; k < j; ++k)
+            seg.flops += open_[k].flops;
+        i = j;
     }
     seg.kernels = std::move(open_);
     open_.clear();
@@ -581,6 +591,16 @@ OpTemplate BlockBuilder::fp8_weight_casts_per_step(double layers) {
     else
         kernel(t,
                Kernel::memory("fp8_cast_transpose_weights", c.weight_fwd * layer_linear_weights() * layers));
+    flush(t);
+    return t;
+}
+
+OpTemplate BlockBuilder::list_all_gather_copy_out(double elements, int partitions) {
+    OpTemplate t;
+    kernel(t, Kernel::memory("zero3_all_gather_zero_buffer", 2.0 * elements));
+    const int n = std::max(partitions, 1);
+    for (int i = 0; i < n; ++i)
+        kernel(t, Kernel::memory("zero3_all_gather_copy_out_partition", 4.0 * elements / n));
     flush(t);
     return t;
 }

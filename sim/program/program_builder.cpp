@@ -182,7 +182,11 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
         // parameter, read and write 2 B per element); DeepSpeed stage 3 (2021, partition_parameters.py
         // _allgather_param: torch.zeros of the full flat buffer, 2 B, then torch.distributed.all_gather into
         // a list of partitions, which ProcessGroupNCCL runs on a flattened copy and copies out, 2 + 2 B): 6
-        // B. FSDP1 (Composer) gathers into the flat parameter itself: none.
+        // B, the copy out being one copy_ per partition (ProcessGroupNCCL::allgather in PyTorch 1.8-1.10,
+        // torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp: outputTensors[i][j].copy_(outputFlattened[i][j])
+        // for each of the DP world's partitions): DP kernels, each paying the kernel overhead, so the
+        // gather's fixed cost grows with the number of GPUs. FSDP1 (Composer) gathers into the flat
+        // parameter itself: none.
         const double copy_out_bytes = layout.framework == Framework::torchtitan  ? 4.0
                                       : layout.framework == Framework::pytorch   ? 4.0
                                       : layout.framework == Framework::deepspeed ? 6.0
@@ -199,8 +203,9 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
             auto it = copy_out.find(elements);
             if (it == copy_out.end())
                 it = copy_out
-                         .emplace(elements,
-                                  blocks.memory_pass("zero3_all_gather_copy_out", copy_out_bytes * elements))
+                         .emplace(elements, ds3 ? blocks.list_all_gather_copy_out(elements, layout.dp)
+                                                : blocks.memory_pass("zero3_all_gather_copy_out",
+                                                                     copy_out_bytes * elements))
                          .first;
             append(sp.ops, it->second, phase, mb);
         };

@@ -247,7 +247,9 @@ TEST_CASE("ZeRO-3 / FSDP: backward gathers follow reshard_after_forward; copy-ou
     auto copies = [](const Program& p) {
         int n = 0;
         for (const auto& k : all_kernels(p))
-            if (std::string(k.name) == "zero3_all_gather_copy_out") ++n;
+            if (std::string(k.name) == "zero3_all_gather_copy_out" ||
+                std::string(k.name) == "zero3_all_gather_zero_buffer")
+                ++n;
         return n;
     };
     auto gathers = [](const Program& p) {
@@ -272,12 +274,19 @@ TEST_CASE("ZeRO-3 / FSDP: backward gathers follow reshard_after_forward; copy-ou
     const Program ds = build_program(m, l);
     CHECK(copies(ds) == 4 * 4 + 2);
     CHECK(gathers(ds) == 4 * 4 + 2);
-    int qkv_copies = 0;  // 6 B per gathered element: zeros, flattened all-gather, copy out
-    for (const auto& k : all_kernels(ds))
-        if (std::string(k.name) == "zero3_all_gather_copy_out" &&
-            k.bytes == doctest::Approx(6.0 * 3.0 * m.hidden * m.hidden))
-            ++qkv_copies;
-    CHECK(qkv_copies == 4);
+    // 6 B per gathered element: the zeroed flat buffer (2 B), then ProcessGroupNCCL's copy of the flattened
+    // result into each of the DP world's partitions, one copy kernel each (4 B in all).
+    const double qkv = 3.0 * m.hidden * m.hidden;
+    int qkv_zero = 0, qkv_partitions = 0;
+    for (const auto& k : all_kernels(ds)) {
+        if (std::string(k.name) == "zero3_all_gather_zero_buffer" && k.bytes == doctest::Approx(2.0 * qkv))
+            ++qkv_zero;
+        if (std::string(k.name) == "zero3_all_gather_copy_out_partition" &&
+            k.bytes == doctest::Approx(4.0 * qkv / l.dp))
+            ++qkv_partitions;
+    }
+    CHECK(qkv_zero == 4);
+    CHECK(qkv_partitions == 4 * l.dp);
 }
 
 TEST_CASE("torchtitan without torch.compile: norms, RoPE and SwiGLU as eager ATen ops") {
