@@ -7,6 +7,7 @@
 #include "commands.hpp"
 #include "inputs.hpp"
 #include "trainsim/errors.hpp"
+#include "trainsim/fingerprint.hpp"
 #include "trainsim/simulate.hpp"
 
 namespace po = boost::program_options;
@@ -29,7 +30,11 @@ int run_command(const std::vector<std::string>& args) {
         "trace", po::value(&trace_file),
         "write a Chrome trace / Perfetto JSON timeline (times in microseconds) to FILE")(
         "trace-ranks", po::value(&trace_ranks),
-        "which GPUs the trace holds: first-replica (DP rank 0: every TP and PP rank; default) or all");
+        "which GPUs the trace holds: first-replica (DP rank 0: every TP and PP rank; default) or all")(
+        "fingerprint",
+        "print the run's fingerprint (events, flows, ranks, step time, hash of every rank's time accounts; "
+        "include/trainsim/fingerprint.hpp) as one line instead of the table; with --json, add it under "
+        "\"fingerprint\"");
     add_input_options(desc, in_opts);
     po::variables_map vm;
     if (!parse_input_command(args, desc, vm, "run")) return kExitOk;
@@ -51,8 +56,12 @@ int run_command(const std::vector<std::string>& args) {
     // The trace first: if it cannot be written, the run fails (exit 2) with nothing on stdout.
     if (!trace_file.empty())
         write_file_atomically(trace_file, chrome_trace(res.execution, in.layout).dump() + "\n");
-    if (vm.count("json"))
-        std::cout << to_json(res.report, measured).dump(2) << "\n";
+    if (vm.count("json")) {
+        nlohmann::json j = to_json(res.report, measured);
+        if (vm.count("fingerprint")) j["fingerprint"] = to_json(fingerprint(res.execution));
+        std::cout << j.dump(2) << "\n";
+    } else if (vm.count("fingerprint"))
+        std::cout << to_string(fingerprint(res.execution)) << "\n";
     else
         std::cout << format_text(res.report, measured);
     if (!res.report.memory.fits()) {
