@@ -46,8 +46,17 @@ struct Workload {
     std::optional<Measured> measured;
 };
 
-/// Reads and parses a JSON file. Throws InputError naming the file when it is missing or not valid JSON.
+/// Largest input file read (bytes): the shipped inputs are below 1 MB.
+inline constexpr std::size_t kMaxInputFileBytes = 64u << 20;
+/// Deepest nesting of arrays and objects accepted in an input document (the formats need 5 levels).
+inline constexpr int kMaxJsonDepth = 64;
+
+/// Reads and parses a JSON file. Throws InputError naming the file when it is missing, a directory or another
+/// non-file, larger than kMaxInputFileBytes, not valid JSON, or nested deeper than kMaxJsonDepth.
 nlohmann::json read_json_file(const std::string& path);
+
+/// Parses JSON `text` read from `name` (as read_json_file does after reading it). Throws InputError.
+nlohmann::json parse_json_text(std::string_view text, const std::string& name);
 
 TopologySpec parse_topology(const nlohmann::json& j, const std::string& file);
 Workload parse_workload(const nlohmann::json& j, const std::string& file);

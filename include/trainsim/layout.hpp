@@ -219,6 +219,10 @@ std::int64_t layers_on_virtual_stage(const ModelSpec& m, const Layout& l, int st
 /// The layer count the pipeline split divides: model.layers plus one for each account_for_* flag set.
 std::int64_t pipeline_split_layers(const ModelSpec& m, const Layout& l);
 
+/// Refuses sizes above trainsim/limits.hpp (model dimensions, batch, micro-batches and layer passes per
+/// step), naming the field and the limit. Throws InputError. check_layout calls it.
+void check_sizes(const ModelSpec& m, const Layout& l);
+
 /// Checks the layout against the model and the cluster size. Throws InputError with a message naming the
 /// field and the values, e.g. "layout.tp = 7 does not divide model.heads = 96". `cluster_gpus` is the
 /// cluster's GPU count.

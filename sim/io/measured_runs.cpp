@@ -41,11 +41,9 @@ std::string string_or_empty(const json& o, const char* key) {
     return o.is_object() && o.contains(key) && o.at(key).is_string() ? o.at(key).get<std::string>() : "";
 }
 
-/// A JSON value for a one-line message, cut to 60 characters.
+/// A JSON value for a one-line message, cut to 80 characters.
 std::string short_dump(const json& v) {
-    std::string s = v.dump();
-    if (s.size() > 60) s = s.substr(0, 57) + "...";
-    return s;
+    return detail::shown(v);
 }
 
 }  // namespace
@@ -341,8 +339,8 @@ void read_extensions(const json& ext, const std::string& file, const std::string
         if (k == "moe") {
             std::string what = "mixture of experts (extensions.moe";
             if (v.is_object() && v.contains("num_experts"))
-                what += ": " + v.at("num_experts").dump() + " experts";
-            if (v.is_object() && v.contains("top_k")) what += ", top-" + v.at("top_k").dump();
+                what += ": " + detail::shown(v.at("num_experts")) + " experts";
+            if (v.is_object() && v.contains("top_k")) what += ", top-" + detail::shown(v.at("top_k"));
             set_unsupported(what + ") is not simulated");
         } else if (k == "precision_detail") {
             const std::string d = v.is_string() ? lower(v.get<std::string>()) : "";

@@ -63,6 +63,7 @@ int run_command(const std::vector<std::string>& args) {
     const TraceRanks trace_sel = trace_file.empty()
                                      ? TraceRanks::none
                                      : (trace_ranks == "all" ? TraceRanks::all : TraceRanks::first_replica);
+    if (!trace_file.empty()) check_output_path(trace_file);
     const Inputs in = resolve_inputs(in_opts);
     options.trace = trace_sel;
     SimulationResult res;
