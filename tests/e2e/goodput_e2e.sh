@@ -33,6 +33,14 @@ check "marks the simulated optimum in the sweep" grep -q '<- simulated optimum' 
 check "prints the optimum beside Young/Daly" grep -Eq 'simulated optimum: every [0-9]+ steps .*Young/Daly' "$tmp/auto.txt"
 check "prints failures by component" grep -Eq 'failures: gpu +[0-9]+' "$tmp/auto.txt"
 
+# The check: the bare command (the embedded GPT-3 175B default) prints goodput and the simulated
+# optimum beside Young/Daly's interval.
+"$bin" goodput --seeds 20 --jobs 2 >"$tmp/bare.txt" 2>&1
+check "bare goodput exits 0" test $? -eq 0
+check "bare goodput prints goodput" grep -Eq '^    goodput +0\.[0-9]{4}' "$tmp/bare.txt"
+check "bare goodput prints the optimum beside Young/Daly" \
+    grep -Eq 'simulated optimum: every [0-9]+ steps .*Young/Daly: [0-9.]+ / [0-9.]+ steps' "$tmp/bare.txt"
+
 "$bin" goodput "${SMALL[@]}" "${FAST[@]}" --seeds 30 --seed 5 --jobs 1 --json >"$tmp/j1.json" 2>/dev/null
 "$bin" goodput "${SMALL[@]}" "${FAST[@]}" --seeds 30 --seed 5 --jobs 2 --json >"$tmp/j2.json" 2>/dev/null
 check "same seed: --jobs 1 and --jobs 2 give byte-identical JSON" cmp -s "$tmp/j1.json" "$tmp/j2.json"
