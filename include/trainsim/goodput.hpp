@@ -149,13 +149,15 @@ struct GoodputConfig {
     double target_work_s = 0;  ///< stop when this much work is done and checkpointed (0: none)
     FailureModel failures;
 };
-/// Throws InputError naming the field when a value is out of range (negative times, no stop condition...).
+/// Throws InputError naming the field when a value is out of range (negative times, no stop condition...),
+/// or when the run is expected to see more than a million failures (over the horizon, or over Daly's
+/// expected run time for a target: MTBFs far too small for the recovery time).
 void check_goodput_config(const GoodputConfig& c);
 
 /// One simulated run.
 struct RunOutcome {
-    double wall_s = 0;                ///< when the run stopped (target reached, or the horizon)
-    double useful_s = 0;              ///< work done and kept
+    double wall_s = 0;    ///< when the run stopped (target reached, or the horizon)
+    double useful_s = 0;  ///< work done and kept (at the horizon: all work done so far, checkpointed or not)
     double lost_work_s = 0;           ///< work rolled back by failures
     double checkpoint_blocked_s = 0;  ///< time the job stood still for checkpoints
     double recovery_s = 0;            ///< detection, relaunch and checkpoint load (restarted ones included)

@@ -22,6 +22,8 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 /// A run stops (unfinished) after this many events: a failure rate so high that no checkpoint interval
 /// completes would otherwise loop for ever.
 constexpr std::int64_t kMaxEvents = 50'000'000;
+/// check_goodput_config refuses runs expected to see more failures than this (each is a few events).
+constexpr double kMaxExpectedFailures = 1e6;
 /// Weibull classes keep one clock per unit: at most this many units per class.
 constexpr double kMaxWeibullUnits = 1e7;
 
@@ -127,6 +129,24 @@ void check_goodput_config(const GoodputConfig& c) {
         throw InputError("the run needs a stop condition: a horizon (days) or a target (tokens)");
     if (!(c.failures.weibull_shape > 0) || !std::isfinite(c.failures.weibull_shape))
         throw InputError(fmt::format("Weibull shape = {} must be > 0", c.failures.weibull_shape));
+    // Expected failures per run: over the horizon, or (target only) over Daly's expected run time, which
+    // grows as e^(R/M) when a recovery R rarely completes within the MTBF M.
+    const double rate = c.failures.rate_per_s();
+    if (rate > 0) {
+        const double block = c.mode == CheckpointMode::sync ? c.save_s : c.copy_s;
+        const double recovery = c.detection_s + c.restart_s + c.load_s;
+        const double span =
+            c.horizon_s > 0
+                ? c.horizon_s
+                : expected_run_time_s(c.target_work_s, static_cast<double>(c.interval_steps) * c.step_s,
+                                      block, 1.0 / rate, recovery);
+        const double expected = rate * span;
+        if (!(expected <= kMaxExpectedFailures))
+            throw InputError(fmt::format(
+                "the MTBFs give {:.3g} expected failures per run (system MTBF {:.3g} s against a recovery of "
+                "{:.3g} s); at most {:.0e} are simulated",
+                expected, 1.0 / rate, recovery, kMaxExpectedFailures));
+    }
     for (int i = 0; i < kFailureComponents; ++i) {
         const auto& r = c.failures.components[static_cast<std::size_t>(i)];
         const std::string name = to_string(static_cast<FailureComponent>(i));

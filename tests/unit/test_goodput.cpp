@@ -247,6 +247,13 @@ TEST_CASE("goodput: bad configurations are refused naming the value") {
     CHECK(contains(message_of<InputError>([&] { check_goodput_config(c); }), "Weibull shape = 0"));
     c.failures.weibull_shape = 1;
     CHECK(contains(message_of<InputError>([&] { simulate_goodput(c, 1, 0, 1); }), "seeds = 0"));
+    c.failures = one_class(0.01);  // a failure every 10 ms over 100 s: 10^4 failures, fine
+    CHECK_NOTHROW(check_goodput_config(c));
+    c.horizon_s = 1e5;  // 10^7 failures: refused
+    CHECK(contains(message_of<InputError>([&] { check_goodput_config(c); }), "expected failures per run"));
+    c.horizon_s = 0;  // a target whose recovery (180 s) never completes within the 10 ms MTBF
+    c.target_work_s = 1000;
+    CHECK(contains(message_of<InputError>([&] { check_goodput_config(c); }), "expected failures per run"));
 }
 
 TEST_CASE("config: the topology's optional storage bandwidths are read and range-checked") {

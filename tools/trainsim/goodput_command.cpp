@@ -230,8 +230,6 @@ int goodput_command(const std::vector<std::string>& args) {
     const double delta_s = c.mode == CheckpointMode::sync ? c.save_s : c.copy_s;
     const double recovery_s = c.detection_s + c.restart_s + c.load_s;
     const IntervalFormulas formulas = interval_formulas(delta_s, mtbf_s, recovery_s);
-    c.interval_steps = 1;
-    check_goodput_config(c);
 
     // The intervals simulated: the one given, or the sweep around Young's.
     std::vector<std::int64_t> intervals;
