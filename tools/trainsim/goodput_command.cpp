@@ -243,7 +243,11 @@ int goodput_command(const std::vector<std::string>& args) {
     for (auto n : intervals) {
         GoodputConfig ci = c;
         ci.interval_steps = n;
-        sweep.push_back(simulate_goodput(ci, o.first_seed, o.seeds, o.jobs));
+        try {
+            sweep.push_back(simulate_goodput(ci, o.first_seed, o.seeds, o.jobs));
+        } catch (const InputError& e) {
+            throw InputError(fmt::format("goodput: {} (see --mtbf-*-h, --days, --tokens)", e.what()));
+        }
     }
     std::size_t best = 0;
     for (std::size_t i = 1; i < sweep.size(); ++i)
@@ -290,6 +294,7 @@ int goodput_command(const std::vector<std::string>& args) {
                                   {"restart_aware_s", formulas.restart_aware_s},
                                   {"exact_exponential_s", formulas.exact_s}};
         j["result"] = summary_json(s, c);
+        if (tokens) j["result"]["time_to_train_days"] = stats_json(s.wall_s, kDay);
         if (!interval) {
             nlohmann::json arr = nlohmann::json::array();
             for (const auto& x : sweep)
