@@ -41,6 +41,11 @@ struct Profile;
 /// How flows cross the spine layer of the fat-tree (see the header comment).
 enum class ScaleOutRouting { adaptive, ecmp };
 
+/// Shared-storage bandwidth per node, read and write, bytes/s: Meta's Tectonic file system sustained 2 TB/s
+/// for the Llama 3 405B pre-training on 2,048 servers (arXiv:2407.21783, Sec. 3.3.1 "Storage": 2 TB/s
+/// sustained, 7 TB/s peak): 2e12 / 2,048 = 976.6 MB/s. A cluster's aggregate is nodes x this.
+inline constexpr double kDefaultStorageBandwidthPerNode = 2e12 / 2048.0;
+
 struct TopologySpec {
     std::string name;
     std::string gpu;  ///< GPU catalog name
@@ -64,6 +69,9 @@ struct TopologySpec {
     // host side of a node (optional; needed to offload the optimizer): DRAM and NVMe bandwidth per node
     Bandwidth host_memory_bandwidth;  ///< zero: not described
     Bandwidth nvme_bandwidth;         ///< zero: not described
+    // shared storage (checkpoints; optional "storage" object of the topology file, default below)
+    Bandwidth storage_read_bandwidth_per_node{kDefaultStorageBandwidthPerNode};   ///< checkpoint load
+    Bandwidth storage_write_bandwidth_per_node{kDefaultStorageBandwidthPerNode};  ///< checkpoint save
 
     /// Calibrated constants for this cluster's GPU (a catalog entry with measured or fitted model constants,
     /// from a calibration file); unset: the catalog's entry for `gpu`.

@@ -9,7 +9,10 @@
 //                    "pcie_bandwidth": "32GBps", "nic_latency": "2us", "switch_latency": "0.5us",
 //                    "topology": "rail-optimized-fat-tree", "nodes_per_leaf", "oversubscription",
 //                    "routing"?: "adaptive"|"ecmp" (default: adaptive for infiniband, ecmp for roce) },
-//     "host"?: { "memory_bandwidth": "614.4GBps", "nvme_bandwidth": "25GBps" } }   (per node; for offload)
+//     "host"?: { "memory_bandwidth": "614.4GBps", "nvme_bandwidth": "25GBps" },   (per node; for offload)
+//     "storage"?: { "read_bandwidth_per_node"?: "1GBps", "write_bandwidth_per_node"?: "1GBps" } }
+//                  (shared storage for checkpoints, `trainsim goodput`; 1 MB/s .. 1 PB/s; default
+//                  kDefaultStorageBandwidthPerNode)
 // Workload file:
 //   { "name", "description"?, "model": { layers, hidden, heads, kv_heads, ffn_hidden, vocab, seq_len,
 //     mlp: "gelu"|"swiglu", tied_embeddings, dropout? }, "layout": { tp, pp, dp, cp?, vpp?, micro_batch,

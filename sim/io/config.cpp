@@ -121,6 +121,16 @@ TopologySpec parse_topology(const json& j, const std::string& file) {
         t.nvme_bandwidth = Bandwidth{ho.quantity("nvme_bandwidth", Dimension::bandwidth)};
         ho.finish();
     }
+    if (o.has("storage")) {  // shared storage for checkpoints (optional; default in cluster.hpp)
+        auto st = o.object("storage");
+        if (st.has("read_bandwidth_per_node"))
+            t.storage_read_bandwidth_per_node =
+                Bandwidth{st.quantity("read_bandwidth_per_node", Dimension::bandwidth)};
+        if (st.has("write_bandwidth_per_node"))
+            t.storage_write_bandwidth_per_node =
+                Bandwidth{st.quantity("write_bandwidth_per_node", Dimension::bandwidth)};
+        st.finish();
+    }
     o.finish();
     try {  // the counts together (GPU count, limits) here, so the error names this file
         check_topology(t);

@@ -28,6 +28,9 @@ commands:
   profile    import kernel measurements as a hardware profile (trainsim-profile/1) for --profile
   sweep      simulate every layout of a model on N GPUs (tp, pp, dp, micro-batch, vpp, recompute, ...) and
              rank them by step time, with what limits each and the rejected layouts counted by reason
+  goodput    simulate a whole training run (days to months) with failures, checkpoints and restarts over
+             many seeds: goodput, lost work, failures by component, time to train; the checkpoint interval
+             swept beside Young/Daly's
 
   trainsim <command> --help   lists the command's options with their units (also: trainsim help <command>)
   trainsim --version          prints the version
@@ -45,6 +48,7 @@ int dispatch(const std::string& cmd, const std::vector<std::string>& args) {
     if (cmd == "sweep") return trainsim::cli::sweep_command(args);
     if (cmd == "memory") return trainsim::cli::memory_command(args);
     if (cmd == "profile") return trainsim::cli::profile_command(args);
+    if (cmd == "goodput") return trainsim::cli::goodput_command(args);
     throw trainsim::InputError(
         fmt::format("unknown command \"{}\"; see trainsim --help", trainsim::clip_for_message(cmd)));
 }

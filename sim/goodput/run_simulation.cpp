@@ -1,0 +1,311 @@
+// One simulated training run: failures, checkpoints and recoveries as events on a small dedicated loop (the
+// next failure of each component class, the next checkpoint boundary, the end of a blocking phase, the end
+// of an asynchronous write). A run of 54 days on 16,384 GPUs is a few thousand events.
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <queue>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "trainsim/errors.hpp"
+#include "trainsim/goodput.hpp"
+
+namespace trainsim {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+/// A run stops (unfinished) after this many events: a failure rate so high that no checkpoint interval
+/// completes would otherwise loop for ever.
+constexpr std::int64_t kMaxEvents = 50'000'000;
+/// check_goodput_config refuses runs expected to see more failures than this (each is a few events).
+constexpr double kMaxExpectedFailures = 1e6;
+/// Weibull classes keep one clock per unit: at most this many units per class.
+constexpr double kMaxWeibullUnits = 1e7;
+
+/// SplitMix64's finalizer (Steele, Lea & Flood, "Fast splittable pseudorandom number generators", OOPSLA
+/// 2014): a bijective 64-bit mix.
+std::uint64_t mix64(std::uint64_t z) {
+    z += 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/// Counter-based uniform draw in (0, 1) keyed by (seed, stream, counter).
+double uniform(std::uint64_t seed, std::uint64_t stream, std::uint64_t counter) {
+    const std::uint64_t x = mix64(mix64(mix64(seed) ^ stream) ^ counter);
+    return (static_cast<double>(x >> 11) + 0.5) * 0x1.0p-53;
+}
+
+/// The failure clock of one component class.
+class ClassClock {
+  public:
+    ClassClock(const ComponentReliability& r, double shape, int index, std::uint64_t seed)
+        : seed_(seed), stream_(static_cast<std::uint64_t>(index + 1) << 40) {
+        if (r.mtbf_h <= 0 || r.count <= 0) return;  // never fails
+        const double mean_s = r.mtbf_h * 3600.0;
+        if (shape == 1.0) {
+            mean_gap_s_ = mean_s / r.count;
+            next_ = draw_exponential(0.0);
+            return;
+        }
+        weibull_ = true;
+        inv_shape_ = 1.0 / shape;
+        scale_s_ = mean_s / std::tgamma(1.0 + 1.0 / shape);
+        const auto units = static_cast<std::uint32_t>(std::llround(r.count));
+        counters_.assign(units, 0);
+        std::vector<std::pair<double, std::uint32_t>> init;
+        init.reserve(units);
+        for (std::uint32_t u = 0; u < units; ++u)
+            init.emplace_back(draw_weibull(0.0, u), u);
+        heap_ = Heap(std::greater<>(), std::move(init));
+        next_ = heap_.empty() ? kInf : heap_.top().first;
+    }
+    double next() const { return next_; }
+    /// The unit that failed at next() is replaced by a new one; draws the class's next failure.
+    void advance() {
+        if (!weibull_) {
+            next_ = draw_exponential(next_);
+            return;
+        }
+        const auto [t, u] = heap_.top();
+        heap_.pop();
+        heap_.emplace(draw_weibull(t, u), u);
+        next_ = heap_.top().first;
+    }
+
+  private:
+    using Heap = std::priority_queue<std::pair<double, std::uint32_t>,
+                                     std::vector<std::pair<double, std::uint32_t>>, std::greater<>>;
+    double draw_exponential(double from) {
+        return from - mean_gap_s_ * std::log(uniform(seed_, stream_, counter_++));
+    }
+    double draw_weibull(double from, std::uint32_t unit) {
+        const double u = uniform(seed_, stream_ | unit, counters_[unit]++);
+        return from + scale_s_ * std::pow(-std::log(u), inv_shape_);
+    }
+    std::uint64_t seed_, stream_;
+    std::uint64_t counter_ = 0;
+    double next_ = kInf;
+    double mean_gap_s_ = 0;
+    bool weibull_ = false;
+    double inv_shape_ = 1, scale_s_ = 0;
+    std::vector<std::uint32_t> counters_;
+    Heap heap_;
+};
+
+bool node_local(int cls) {
+    const auto c = static_cast<FailureComponent>(cls);
+    return c == FailureComponent::gpu || c == FailureComponent::node || c == FailureComponent::nic;
+}
+
+}  // namespace
+
+void check_goodput_config(const GoodputConfig& c) {
+    auto finite_nonneg = [](double v, const char* name) {
+        if (!(v >= 0) || !std::isfinite(v))
+            throw InputError(fmt::format("{} = {} must be a finite number >= 0", name, v));
+    };
+    if (!(c.step_s > 0) || !std::isfinite(c.step_s))
+        throw InputError(fmt::format("step time = {} s must be > 0", c.step_s));
+    if (c.interval_steps < 1)
+        throw InputError(fmt::format("checkpoint interval = {} steps must be >= 1", c.interval_steps));
+    finite_nonneg(c.save_s, "checkpoint save time");
+    finite_nonneg(c.copy_s, "checkpoint copy time");
+    finite_nonneg(c.load_s, "checkpoint load time");
+    finite_nonneg(c.detection_s, "detection time");
+    finite_nonneg(c.restart_s, "restart time");
+    finite_nonneg(c.spare_restart_s, "spare restart time");
+    finite_nonneg(c.repair_s, "repair time");
+    finite_nonneg(c.horizon_s, "horizon");
+    finite_nonneg(c.target_work_s, "target work");
+    if (c.hot_spares < 0) throw InputError(fmt::format("hot spares = {} must be >= 0", c.hot_spares));
+    if (c.horizon_s <= 0 && c.target_work_s <= 0)
+        throw InputError("the run needs a stop condition: a horizon (days) or a target (tokens)");
+    if (!(c.failures.weibull_shape > 0) || !std::isfinite(c.failures.weibull_shape))
+        throw InputError(fmt::format("Weibull shape = {} must be > 0", c.failures.weibull_shape));
+    // Expected failures per run: over the horizon, or (target only) over Daly's expected run time, which
+    // grows as e^(R/M) when a recovery R rarely completes within the MTBF M.
+    const double rate = c.failures.rate_per_s();
+    if (rate > 0) {
+        const double block = c.mode == CheckpointMode::sync ? c.save_s : c.copy_s;
+        const double recovery = c.detection_s + c.restart_s + c.load_s;
+        const double span =
+            c.horizon_s > 0
+                ? c.horizon_s
+                : expected_run_time_s(c.target_work_s, static_cast<double>(c.interval_steps) * c.step_s,
+                                      block, 1.0 / rate, recovery);
+        const double expected = rate * span;
+        if (!(expected <= kMaxExpectedFailures))
+            throw InputError(fmt::format(
+                "the MTBFs give {:.3g} expected failures per run (system MTBF {:.3g} s against a recovery of "
+                "{:.3g} s); at most {:.0e} are simulated",
+                expected, 1.0 / rate, recovery, kMaxExpectedFailures));
+    }
+    for (int i = 0; i < kFailureComponents; ++i) {
+        const auto& r = c.failures.components[static_cast<std::size_t>(i)];
+        const std::string name = to_string(static_cast<FailureComponent>(i));
+        finite_nonneg(r.count, (name + " count").c_str());
+        finite_nonneg(r.mtbf_h, (name + " MTBF").c_str());
+        if (c.failures.weibull_shape != 1.0 && r.count > kMaxWeibullUnits)
+            throw InputError(fmt::format("{} count = {} exceeds {} units (Weibull keeps a clock per unit)",
+                                         name, r.count, kMaxWeibullUnits));
+    }
+}
+
+RunOutcome simulate_run(const GoodputConfig& c, std::uint64_t seed) {
+    std::vector<ClassClock> clocks;
+    clocks.reserve(kFailureComponents);
+    for (int i = 0; i < kFailureComponents; ++i)
+        clocks.emplace_back(c.failures.components[static_cast<std::size_t>(i)], c.failures.weibull_shape, i,
+                            seed);
+
+    enum class Phase { running, blocking, recovering };
+    const double interval_work = static_cast<double>(c.interval_steps) * c.step_s;
+    const double target = c.target_work_s > 0 ? c.target_work_s : kInf;
+    const double horizon = c.horizon_s > 0 ? c.horizon_s : kInf;
+    const bool async = c.mode == CheckpointMode::async;
+
+    RunOutcome o;
+    Phase phase = Phase::running;
+    double t = 0, work = 0, durable = 0, next_ckpt = interval_work;
+    double phase_end = 0;        // end of the blocking or recovering phase
+    double ckpt_work = 0;        // the work the checkpoint being taken holds
+    bool final_ckpt = false;     // the blocking phase is the run's last checkpoint
+    bool waiting_write = false;  // blocked until the previous asynchronous write is durable
+    bool pending = false;        // an asynchronous write in flight
+    double pending_end = 0, pending_work = 0;
+    int spares_free = c.hot_spares;
+    std::priority_queue<double, std::vector<double>, std::greater<>> repaired_at;
+
+    auto advance = [&](double to) {
+        const double dt = to - t;
+        if (phase == Phase::running)
+            work += dt;
+        else if (phase == Phase::blocking)
+            o.checkpoint_blocked_s += dt;
+        else
+            o.recovery_s += dt;
+        t = to;
+    };
+    // Starts the blocking part of the checkpoint at `work` (now): the copy (async) or the write (sync), after
+    // the previous asynchronous write if one is in flight.
+    auto start_checkpoint = [&](bool final) {
+        phase = Phase::blocking;
+        ckpt_work = work;
+        final_ckpt = final;
+        waiting_write = async && pending;
+        const double block = !async ? c.save_s : final ? c.copy_s + c.save_s : c.copy_s;
+        phase_end = waiting_write ? kInf : t + block;
+    };
+
+    for (std::int64_t events = 0;; ++events) {
+        if (events >= kMaxEvents) break;
+        int cls = 0;
+        for (int i = 1; i < kFailureComponents; ++i)
+            if (clocks[static_cast<std::size_t>(i)].next() < clocks[static_cast<std::size_t>(cls)].next())
+                cls = i;
+        const double tf = clocks[static_cast<std::size_t>(cls)].next();
+
+        enum class Ev { work, phase_end, write_done, horizon } ev = Ev::phase_end;
+        double te = phase_end;
+        if (phase == Phase::running) {
+            te = t + (std::min(next_ckpt, target) - work);
+            ev = Ev::work;
+        }
+        if (pending && pending_end < te) {
+            te = pending_end;
+            ev = Ev::write_done;
+        }
+        if (horizon <= te && horizon <= tf) {
+            advance(horizon);
+            break;
+        }
+        if (tf < te) {
+            advance(tf);
+            clocks[static_cast<std::size_t>(cls)].advance();
+            ++o.failures[static_cast<std::size_t>(cls)];
+            if (phase != Phase::recovering) {
+                o.lost_work_s += work - durable;
+                work = durable;
+                if (phase == Phase::blocking) ++o.checkpoints_lost;
+            }
+            if (pending) {
+                pending = false;
+                ++o.checkpoints_lost;
+            }
+            waiting_write = false;
+            final_ckpt = false;
+            next_ckpt = durable + interval_work;
+            while (!repaired_at.empty() && repaired_at.top() <= t) {
+                repaired_at.pop();
+                ++spares_free;
+            }
+            double relaunch = c.restart_s;
+            if (spares_free > 0 && node_local(cls)) {
+                --spares_free;
+                repaired_at.push(t + c.repair_s);
+                relaunch = c.spare_restart_s;
+                ++o.spare_swaps;
+            }
+            phase = Phase::recovering;
+            phase_end = t + c.detection_s + relaunch + c.load_s;
+            continue;
+        }
+        advance(te);
+        switch (ev) {
+            case Ev::work:
+                if (next_ckpt < target) {
+                    work = next_ckpt;  // exact boundary (no rounding drift)
+                    start_checkpoint(false);
+                } else {
+                    work = target;
+                    start_checkpoint(true);
+                }
+                break;
+            case Ev::write_done:
+                pending = false;
+                durable = pending_work;
+                ++o.checkpoints_durable;
+                if (phase == Phase::blocking && waiting_write) {
+                    waiting_write = false;
+                    phase_end = t + (final_ckpt ? c.copy_s + c.save_s : c.copy_s);
+                }
+                break;
+            case Ev::phase_end:
+                if (phase == Phase::recovering) {
+                    phase = Phase::running;
+                    break;
+                }
+                // blocking phase over
+                if (final_ckpt || !async) {
+                    durable = ckpt_work;
+                    ++o.checkpoints_durable;
+                } else {
+                    pending = true;
+                    pending_end = t + c.save_s;
+                    pending_work = ckpt_work;
+                }
+                if (final_ckpt) {
+                    o.finished = true;
+                    break;
+                }
+                next_ckpt += interval_work;
+                phase = Phase::running;
+                break;
+            case Ev::horizon:
+                break;
+        }
+        if (o.finished) break;
+    }
+    o.wall_s = t;
+    o.useful_s = work;
+    return o;
+}
+
+}  // namespace trainsim
