@@ -213,7 +213,8 @@ class Executor {
             res.caused_wait_s.assign(static_cast<std::size_t>(layout_.gpus()), 0.0);
             for (auto& s : units_)
                 for (int m : s.members)
-                    res.caused_wait_s[static_cast<std::size_t>(m)] = caused_[static_cast<std::size_t>(s.id)];
+                    res.caused_wait_s[static_cast<std::size_t>(m)] =  // shared by the unit's GPUs
+                        caused_[static_cast<std::size_t>(s.id)] / static_cast<double>(s.members.size());
             res.link_bytes = net_.link_bytes();
         }
         std::stable_sort(trace_.begin(), trace_.end(),

@@ -369,3 +369,19 @@ TEST_CASE(
     CHECK(best.report.step_time_s >
           run_sweep(topo, m, base, grid, "dedupe", SweepOptions{}).entries.front().report.step_time_s);
 }
+
+TEST_CASE("what-if: the waiting each GPU caused does not depend on the folding") {
+    const TopologySpec topo = small_topology(2);
+    const ModelSpec m = small_gpt(8, 1024, 16, 512);
+    const Layout l = make_layout(2, 2, 4, 16);
+    SimulationOptions o;
+    o.attribute = true;
+    const ExecutionResult folded = run_with(topo, m, l, o, kAllOn);
+    const ExecutionResult unfolded = run_with(topo, m, l, o, kAllOff);
+    CHECK(folded.tp_folded);
+    REQUIRE(folded.caused_wait_s.size() == 16);
+    for (std::size_t g = 0; g < 16; ++g) {
+        CAPTURE(g);
+        CHECK(folded.caused_wait_s[g] == doctest::Approx(unfolded.caused_wait_s[g]).epsilon(1e-6));
+    }
+}
