@@ -73,8 +73,14 @@ struct TopologySpec {
     /// simulated.
     std::shared_ptr<const Profile> profile;
 
-    int gpus() const { return nodes * gpus_per_node; }
+    int gpus() const { return nodes * gpus_per_node; }  ///< after check_topology: at most limits::kMaxGpus
 };
+
+/// Checks `spec`'s counts: positive, nics_per_node <= gpus_per_node, oversubscription >= 1, and the sizes of
+/// trainsim/limits.hpp (GPUs, GPUs per node, nodes per leaf, oversubscription), computed without overflow.
+/// Throws InputError naming the field ("topology.nodes * topology.gpus_per_node = ..."). The Cluster
+/// constructor and the topology reader call it.
+void check_topology(const TopologySpec& spec);
 
 enum class VertexKind { gpu, nvswitch, nic, leaf, spine };
 enum class LinkKind { nvlink, pcie, nic_to_leaf, leaf_to_spine };

@@ -9,6 +9,7 @@
 #include <boost/graph/adjacency_list.hpp>
 
 #include "trainsim/errors.hpp"
+#include "trainsim/limits.hpp"
 
 namespace trainsim {
 
@@ -56,11 +57,7 @@ Cluster::Cluster(Cluster&&) noexcept = default;
 Cluster& Cluster::operator=(Cluster&&) noexcept = default;
 Cluster::~Cluster() = default;
 
-Cluster::Cluster(const TopologySpec& spec) : Cluster(spec, {}) {}
-
-Cluster::Cluster(const TopologySpec& spec, const std::vector<LinkPerturbation>& perturbations,
-                 const ClusterOptions& options)
-    : spec_(spec), gpu_(spec.gpu_calibrated ? *spec.gpu_calibrated : find_gpu(spec.gpu, "topology.gpu")) {
+void check_topology(const TopologySpec& spec) {
     if (spec.nodes <= 0) throw InputError(fmt::format("topology.nodes = {} must be positive", spec.nodes));
     if (spec.gpus_per_node <= 0)
         throw InputError(fmt::format("topology.gpus_per_node = {} must be positive", spec.gpus_per_node));
@@ -74,12 +71,37 @@ Cluster::Cluster(const TopologySpec& spec, const std::vector<LinkPerturbation>& 
     if (!(spec.oversubscription >= 1.0))
         throw InputError(
             fmt::format("topology.scale_out.oversubscription = {} must be >= 1", spec.oversubscription));
+    if (spec.gpus_per_node > limits::kMaxGpusPerNode)
+        throw InputError(
+            fmt::format("topology.gpus_per_node = {} is above the limit of {} (trainsim/limits.hpp)",
+                        spec.gpus_per_node, limits::kMaxGpusPerNode));
+    const std::int64_t gpus = static_cast<std::int64_t>(spec.nodes) * spec.gpus_per_node;
+    if (gpus > limits::kMaxGpus)
+        throw InputError(
+            fmt::format("topology.nodes * topology.gpus_per_node = {} * {} = {} GPUs is above the "
+                        "limit of {} (trainsim/limits.hpp)",
+                        spec.nodes, spec.gpus_per_node, gpus, limits::kMaxGpus));
+    if (spec.nodes_per_leaf > limits::kMaxNodesPerLeaf)
+        throw InputError(fmt::format(
+            "topology.scale_out.nodes_per_leaf = {} is above the limit of {} (trainsim/limits.hpp)",
+            spec.nodes_per_leaf, limits::kMaxNodesPerLeaf));
+    if (spec.oversubscription > limits::kMaxOversubscription)
+        throw InputError(fmt::format(
+            "topology.scale_out.oversubscription = {} is above the limit of {} (trainsim/limits.hpp)",
+            spec.oversubscription, limits::kMaxOversubscription));
+}
 
+Cluster::Cluster(const TopologySpec& spec) : Cluster(spec, {}) {}
+
+Cluster::Cluster(const TopologySpec& spec, const std::vector<LinkPerturbation>& perturbations,
+                 const ClusterOptions& options)
+    : spec_(spec), gpu_(spec.gpu_calibrated ? *spec.gpu_calibrated : find_gpu(spec.gpu, "topology.gpu")) {
+    check_topology(spec);
     impl_ = std::make_unique<Impl>();
     Graph& g = impl_->graph;
     const int gpn = spec.gpus_per_node;
     const int nics = spec.nics_per_node;
-    const int groups = (spec.nodes + spec.nodes_per_leaf - 1) / spec.nodes_per_leaf;
+    const int groups = (spec.nodes - 1) / spec.nodes_per_leaf + 1;  // (no overflow near INT_MAX)
     const int uplinks =
         static_cast<int>(std::ceil(static_cast<double>(spec.nodes_per_leaf) / spec.oversubscription));
 

@@ -81,6 +81,7 @@ int memory_command(const std::vector<std::string>& args) {
     add_input_options(desc, in_opts);
     po::variables_map vm;
     if (!parse_input_command(args, desc, vm, "memory")) return kExitOk;
+    if (!svg_file.empty()) check_output_path(svg_file);
     const Inputs in = resolve_inputs(in_opts);
     SimulationResult res;
     WhatIf what_if;

@@ -11,6 +11,7 @@
 #include "inputs.hpp"
 #include "scenario_options.hpp"
 #include "trainsim/errors.hpp"
+#include "trainsim/fingerprint.hpp"
 #include "trainsim/scenario_study.hpp"
 #include "trainsim/simulate.hpp"
 
@@ -34,7 +35,11 @@ int run_command(const std::vector<std::string>& args) {
         "trace", po::value(&trace_file),
         "write a Chrome trace / Perfetto JSON timeline (times in microseconds) to FILE")(
         "trace-ranks", po::value(&trace_ranks),
-        "which GPUs the trace holds: first-replica (DP rank 0: every TP and PP rank; default) or all");
+        "which GPUs the trace holds: first-replica (DP rank 0: every TP and PP rank; default) or all")(
+        "fingerprint",
+        "print the run's fingerprint (events, flows, ranks, step time, hash of every rank's time accounts; "
+        "include/trainsim/fingerprint.hpp) as one line instead of the table; with --json, add it under "
+        "\"fingerprint\"");
     add_input_options(desc, in_opts);
     ScenarioOptions scenario;
     add_scenario_options(desc, scenario, /*study=*/true);
@@ -58,6 +63,7 @@ int run_command(const std::vector<std::string>& args) {
     const TraceRanks trace_sel = trace_file.empty()
                                      ? TraceRanks::none
                                      : (trace_ranks == "all" ? TraceRanks::all : TraceRanks::first_replica);
+    if (!trace_file.empty()) check_output_path(trace_file);
     const Inputs in = resolve_inputs(in_opts);
     options.trace = trace_sel;
     SimulationResult res;
@@ -78,8 +84,11 @@ int run_command(const std::vector<std::string>& args) {
         write_file_atomically(trace_file, chrome_trace(res.execution, in.layout).dump() + "\n");
     if (vm.count("json")) {
         nlohmann::json j = to_json(res.report, measured);
+        if (vm.count("fingerprint")) j["fingerprint"] = to_json(fingerprint(res.execution));
         if (study) j["what_if"] = study_json(*study);
         std::cout << j.dump(2) << "\n";
+    } else if (vm.count("fingerprint")) {
+        std::cout << to_string(fingerprint(res.execution)) << "\n";
     } else {
         std::cout << format_text(res.report, measured);
         if (study) std::cout << format_study_text(*study);

@@ -127,6 +127,7 @@ int sweep_command(const std::vector<std::string>& args) {
         std::cout << desc << "\n";
         return kExitOk;
     }
+    if (!csv_file.empty()) check_output_path(csv_file);
     if (!vm.count("gpus")) throw InputError("sweep: --gpus N is required (the cluster size in GPUs)");
     if (gpus <= 0) throw InputError(fmt::format("sweep: --gpus = {} must be positive", gpus));
     if (vm.count("global-batch") && global_batch <= 0)

@@ -1,0 +1,160 @@
+// ComputeModel against rooflines computed by hand (include/trainsim/compute.hpp's formulas) on a made-up GPU
+// whose constants are round numbers, so every expected time below is written out from the formula.
+#include <doctest/doctest.h>
+
+#include "trainsim/compute.hpp"
+#include "trainsim/errors.hpp"
+#include "trainsim/gpu_catalog.hpp"
+
+using namespace trainsim;
+
+namespace {
+
+/// 100 TFLOP/s bf16 and fp16, 200 TFLOP/s fp8, 1 TB/s HBM at 50 %, 128 SMs, 2 us per kernel.
+GpuSpec round_gpu() {
+    GpuSpec g;
+    g.name = "round-test-gpu";
+    g.peak_fp16_flops = 100e12;
+    g.peak_bf16_flops = 100e12;
+    g.peak_fp8_flops = 200e12;
+    g.hbm_bytes = 80e9;
+    g.hbm_bytes_per_s = 1e12;
+    g.sm_count = 128;
+    g.gemm_max_efficiency = 0.8;
+    g.gemm_k_half = 1024;
+    g.fp8_gemm_efficiency = 0.75;
+    g.gemm_min_time_s = 5e-6;
+    g.flash_attention_efficiency = 0.5;
+    g.flash_attention_bwd_factor = 0.8;
+    g.flash_attention_cta_half = 1;
+    g.flash_attention_key_half = 2;
+    g.hbm_efficiency = 0.5;
+    g.kernel_overhead_s = 2e-6;
+    return g;
+}
+
+constexpr double kMemBw = 1e12 * 0.5;  // HBM · hbm_efficiency, bytes/s
+constexpr double kOverhead = 2e-6;
+
+}  // namespace
+
+TEST_CASE("compute model: a large square GEMM is compute-bound at max efficiency · K / (K + k_half)") {
+    const GpuSpec gpu = round_gpu();
+    const ComputeModel cm(gpu, Precision::bf16);
+    // 4096³: 256x128 tiles -> 16 x 32 = 512 tiles, exactly 4 waves on 128 SMs, no edge: shape factor 1.
+    CHECK(cm.gemm_shape_efficiency(4096, 4096, 1) == 1.0);
+    const Kernel k = Kernel::gemm("fc1", 4096, 4096, 4096);
+    CHECK(k.flops == 2.0 * 4096 * 4096 * 4096);
+    CHECK(k.bytes == 2.0 * 3 * 4096 * 4096);
+    // e = 0.8 · 1 · 4096 / (4096 + 1024) = 0.64; compute 2·4096³ / (100e12 · 0.64) = 2.147 ms against
+    // memory 100.7 MB / 0.5 TB/s = 0.201 ms.
+    const double e = 0.8 * 4096.0 / (4096.0 + 1024.0);
+    const double expected = 2.0 * 4096 * 4096 * 4096 / (100e12 * e) + kOverhead;
+    CHECK(cm.seconds(k) == doctest::Approx(expected).epsilon(1e-12));
+    CHECK(cm.seconds(k) == doctest::Approx(2.14950e-3).epsilon(1e-4));
+    // FP8 operands: against the FP8 peak · fp8_gemm_efficiency = 150 TFLOP/s; 1-byte operands.
+    const ComputeModel cm8(gpu, Precision::fp8);
+    const Kernel k8 = Kernel::gemm("fc1", 4096, 4096, 4096, 1, 1);
+    CHECK(k8.fp8);
+    CHECK(cm8.seconds(k8) == doctest::Approx(2.0 * 4096 * 4096 * 4096 / (150e12 * e) + kOverhead));
+    // The 16-bit GEMMs of an fp8 layout stay at the bf16 peak.
+    CHECK(cm8.seconds(k) == doctest::Approx(expected).epsilon(1e-12));
+}
+
+TEST_CASE("compute model: a thin-K GEMM is memory-bound") {
+    GpuSpec gpu = round_gpu();
+    gpu.gemm_k_half = 0;  // no K prologue cost: e = 0.8 · shape
+    const ComputeModel cm(gpu, Precision::bf16);
+    // 8192 x 8192 x 64: 256x128 tiles -> 32 x 64 = 2048 tiles, 16 full waves: shape 1, e = 0.8.
+    // compute 2·8192²·64 / 80e12 = 0.107 ms; memory 2·(8192·64 + 64·8192 + 8192²) B = 136.3 MB at
+    // 0.5 TB/s = 0.273 ms.
+    const Kernel k = Kernel::gemm("wgrad", 8192, 8192, 64);
+    const double bytes = 2.0 * (8192.0 * 64 + 64.0 * 8192 + 8192.0 * 8192);
+    CHECK(k.bytes == bytes);
+    CHECK(cm.seconds(k) == doctest::Approx(bytes / kMemBw + kOverhead).epsilon(1e-12));
+    CHECK(cm.seconds(k) == doctest::Approx(0.274630e-3).epsilon(1e-4));
+}
+
+TEST_CASE("compute model: wave quantization and the GEMM floor") {
+    GpuSpec gpu = round_gpu();
+    gpu.sm_count = 100;
+    const ComputeModel cm(gpu, Precision::bf16);
+    // 4096 x 4096 on 100 SMs, per tile shape (edge 1 everywhere):
+    //   256x128: 512 tiles / (6 waves · 100)    = 0.8533 · 1.00
+    //   128x128: 1024 tiles / (11 · 100)        = 0.9309 · 0.95 = 0.8844   <- best
+    //   128x64:  2048 tiles / (21 · 100)        = 0.9752 · 0.85 = 0.8290
+    //   64x64:   4096 tiles / (41 · 100)        = 0.9990 · 0.70 = 0.6993
+    CHECK(cm.gemm_shape_efficiency(4096, 4096, 1) == doctest::Approx(1024.0 / 1100.0 * 0.95).epsilon(1e-12));
+    // Tile quantization: 100 x 100 in one 128x128 tile (edge 10000 / 16384), 1 tile on 100 SMs (waves
+    // 0.01); the 64x64 tiles do better: 4 tiles, edge 10000 / 16384, waves 0.04, · 0.70.
+    CHECK(cm.gemm_shape_efficiency(100, 100, 1) ==
+          doctest::Approx(0.70 * 10000.0 / 16384.0 * 0.04).epsilon(1e-12));
+    // 64³: one 64x64 tile (edge 1, waves 0.01, · 0.70) beats 128x64 (edge 0.5 · 0.85): shape 0.007;
+    // e = 0.8 · 0.007 · 64 / (64 + 1024); 2·64³ FLOPs take 15.9 us + 2 us, above the 5 us floor.
+    CHECK(cm.gemm_shape_efficiency(64, 64, 1) == doctest::Approx(0.007).epsilon(1e-12));
+    const double tiny_e = 0.8 * 0.007 * 64.0 / (64.0 + 1024.0);
+    const Kernel tiny = Kernel::gemm("tiny", 64, 64, 64);
+    CHECK(cm.seconds(tiny) ==
+          doctest::Approx(2.0 * 64 * 64 * 64 / (100e12 * tiny_e) + kOverhead).epsilon(1e-12));
+    // With a 20 us floor (gemm_min_time_s) the same GEMM takes the floor.
+    gpu.gemm_min_time_s = 20e-6;
+    const ComputeModel floored(gpu, Precision::bf16);
+    CHECK(floored.seconds(tiny) == 20e-6);
+}
+
+TEST_CASE("compute model: fused attention at its shape-dependent efficiency") {
+    const GpuSpec gpu = round_gpu();
+    const ComputeModel cm(gpu, Precision::bf16);
+    // b·h = 32, s = 4096, d = 128, causal. Forward: 32 · ceil(4096 / 128) = 1024 CTAs, 8 per SM: fill 8 / 9;
+    // keys per tile 0.5 · 4096 · 128 / 128 = 2048: saturation 2048 / 2050; eff = 0.5 · 8/9 · 2048/2050.
+    FusedAttentionShape s;
+    s.batch_heads = 32;
+    s.q_len = 4096;
+    s.kv_len = 4096;
+    s.head_dim = 128;
+    s.causal = true;
+    const double eff = 0.5 * (8.0 / 9.0) * (2048.0 / 2050.0);
+    CHECK(attention_efficiency(gpu, AttentionKernel::flash, s) == doctest::Approx(eff).epsilon(1e-12));
+    const AttentionWork w = attention_flops_bytes(1, 32, 32, 4096, 128, true, false);
+    CHECK(w.flops == 0.5 * 4 * 32 * 4096.0 * 4096 * 128);
+    CHECK(w.bytes == 2.0 * 4096 * (2 * 32 + 2 * 32) * 128);
+    // compute 68.7 GFLOP / (100e12 · 0.4440) = 1.548 ms against memory 134 MB / 0.5 TB/s = 0.268 ms.
+    const Kernel fwd = Kernel::flash("attn", w.flops, w.bytes, AttentionKernel::flash, s);
+    CHECK(cm.seconds(fwd) == doctest::Approx(w.flops / (100e12 * eff) + kOverhead).epsilon(1e-12));
+    // Backward: 2.5x the FLOPs and 2x the bytes, at eff · bwd_factor 0.8 (CTAs over keys: the same count).
+    s.backward = true;
+    const AttentionWork wb = attention_flops_bytes(1, 32, 32, 4096, 128, true, true);
+    CHECK(wb.flops == 2.5 * w.flops);
+    CHECK(wb.bytes == 2.0 * w.bytes);
+    const Kernel bwd = Kernel::flash("attn_bwd", wb.flops, wb.bytes, AttentionKernel::flash, s);
+    CHECK(cm.seconds(bwd) == doctest::Approx(wb.flops / (100e12 * eff * 0.8) + kOverhead).epsilon(1e-12));
+    // A short sequence with few heads: 2 CTAs on 128 SMs, fill (2/128) / (2/128 + 1); keys per tile 64:
+    // saturation 64 / 66.
+    FusedAttentionShape small = s;
+    small.backward = false;
+    small.batch_heads = 1;
+    small.q_len = small.kv_len = 256;
+    const double per_sm = 2.0 / 128.0;
+    CHECK(attention_efficiency(gpu, AttentionKernel::flash, small) ==
+          doctest::Approx(0.5 * per_sm / (per_sm + 1) * (128.0 / 130.0)).epsilon(1e-12));
+    CHECK_THROWS_AS(attention_efficiency(gpu, AttentionKernel::unfused, s), InternalError);
+}
+
+TEST_CASE("compute model: element-wise kernels stream at the HBM efficiency; host work at its links") {
+    const GpuSpec gpu = round_gpu();
+    HostLinks host;
+    host.pcie_bytes_per_s = 32e9;
+    host.host_memory_bytes_per_s = 100e9;
+    host.nvme_bytes_per_s = 4e9;
+    const ComputeModel cm(gpu, Precision::bf16, host);
+    // 1 GB read + written at 1 TB/s · 0.5: 2 ms, plus the 2 us kernel overhead.
+    CHECK(cm.seconds(Kernel::memory("gelu", 1e9)) == doctest::Approx(2.002e-3).epsilon(1e-12));
+    CHECK(cm.seconds(Kernel::host(KernelKind::host_copy, "d2h", 1e9)) ==
+          doctest::Approx(1e9 / (32e9 * kPcieCopyEfficiency)).epsilon(1e-12));
+    CHECK(cm.seconds(Kernel::host(KernelKind::host_compute, "cpu_adam", 1e9)) ==
+          doctest::Approx(1e9 / (100e9 * kHostStreamEfficiency)).epsilon(1e-12));
+    CHECK(cm.seconds(Kernel::host(KernelKind::nvme_io, "swap", 1e9)) == doctest::Approx(0.25).epsilon(1e-12));
+    // Without the host side described, offloaded work is refused.
+    const ComputeModel bare(gpu, Precision::bf16);
+    CHECK_THROWS_AS(bare.seconds(Kernel::host(KernelKind::host_copy, "d2h", 1e9)), InputError);
+}
