@@ -78,6 +78,10 @@ std::uint64_t splitmix64(std::uint64_t x);
 double counter_uniform(std::uint64_t seed, std::uint64_t stream, std::uint64_t a, std::uint64_t b);
 /// A standard normal draw (Box-Muller on two counter_uniform draws of the same key).
 double counter_normal(std::uint64_t seed, std::uint64_t stream, std::uint64_t a, std::uint64_t b);
+/// The key folded up to `a`, for many draws of one (seed, stream, a): counter_normal(seed, stream, a, b) ==
+/// counter_normal_at(counter_prefix(seed, stream, a), b) (the executor's jitter draws, one prefix per GPU).
+std::uint64_t counter_prefix(std::uint64_t seed, std::uint64_t stream, std::uint64_t a);
+double counter_normal_at(std::uint64_t prefix, std::uint64_t b);
 
 /// Parsers of the CLI's option values (without the option name). Each throws InputError naming the option
 /// and the value: "--straggler gpu=x,slowdown=1.3: gpu = \"x\" is not a non-negative integer".

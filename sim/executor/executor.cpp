@@ -89,6 +89,7 @@ struct Unit {
     const double* seg_secs = nullptr;             ///< [segment] seg_time in seconds
     double factor = 1;                            ///< compute factor of its GPUs
     std::uint64_t kernels_run = 0;                ///< kernel index, for the jitter's draws
+    std::uint64_t jitter_prefix = 0;              ///< counter_prefix(seed, kJitterStream, its GPU)
     Time tp_arrived;                        ///< when it reached the collective at the front of its TP stream
     Time dp_arrived;                        ///< when it reached the collective at the front of its DP stream
     struct GroupCache* tp_group = nullptr;  ///< its TP group's, once looked up
@@ -166,6 +167,10 @@ class Executor {
             s.seg_time = it->second.first.data();
             s.seg_secs = it->second.second.data();
         }
+        if (jitter_)
+            for (auto& s : units_)
+                s.jitter_prefix = counter_prefix(scenario.seed, kJitterStream,
+                                                 static_cast<std::uint64_t>(s.members.front()));
         if (attribute_) caused_.assign(units_.size(), 0.0);
         // Running ahead times compute from the unit's segment table: not with jitter (per-kernel draws).
         ahead_ = options.run_local_ops_ahead && tp_private_ && fold_ == layout.tp && !jitter_;
@@ -213,7 +218,8 @@ class Executor {
             res.caused_wait_s.assign(static_cast<std::size_t>(layout_.gpus()), 0.0);
             for (auto& s : units_)
                 for (int m : s.members)
-                    res.caused_wait_s[static_cast<std::size_t>(m)] = caused_[static_cast<std::size_t>(s.id)];
+                    res.caused_wait_s[static_cast<std::size_t>(m)] =  // shared by the unit's GPUs
+                        caused_[static_cast<std::size_t>(s.id)] / static_cast<double>(s.members.size());
             res.link_bytes = net_.link_bytes();
         }
         std::stable_sort(trace_.begin(), trace_.end(),
@@ -241,10 +247,9 @@ class Executor {
     /// exp(sigma·z - sigma²/2), z drawn for (seed, GPU, the unit's kernel index) (ExecutionScenario).
     double jittered_seconds(Unit& s, std::size_t seg) {
         const double sigma = scenario_.jitter_sigma;
-        const auto gpu = static_cast<std::uint64_t>(s.members.front());
         double secs = 0;
         for (double k : scenario_.kernel_seconds[seg]) {
-            const double z = counter_normal(scenario_.seed, kJitterStream, gpu, s.kernels_run++);
+            const double z = counter_normal_at(s.jitter_prefix, s.kernels_run++);
             secs += k * s.factor * std::exp(sigma * z - 0.5 * sigma * sigma);
         }
         return secs;

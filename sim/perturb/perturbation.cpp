@@ -21,21 +21,26 @@ std::uint64_t splitmix64(std::uint64_t x) {
 }
 
 namespace {
-std::uint64_t key_of(std::uint64_t seed, std::uint64_t stream, std::uint64_t a, std::uint64_t b) {
-    return splitmix64(splitmix64(splitmix64(splitmix64(seed) ^ stream) ^ a) ^ b);
-}
 /// The top 53 bits as a double in (0, 1): never 0 (log is taken).
 double to_unit(std::uint64_t h) {
     return (static_cast<double>(h >> 11) + 0.5) * 0x1.0p-53;
 }
 }  // namespace
 
+std::uint64_t counter_prefix(std::uint64_t seed, std::uint64_t stream, std::uint64_t a) {
+    return splitmix64(splitmix64(splitmix64(seed) ^ stream) ^ a);
+}
+
 double counter_uniform(std::uint64_t seed, std::uint64_t stream, std::uint64_t a, std::uint64_t b) {
-    return to_unit(key_of(seed, stream, a, b));
+    return to_unit(splitmix64(counter_prefix(seed, stream, a) ^ b));
 }
 
 double counter_normal(std::uint64_t seed, std::uint64_t stream, std::uint64_t a, std::uint64_t b) {
-    const std::uint64_t h = key_of(seed, stream, a, b);
+    return counter_normal_at(counter_prefix(seed, stream, a), b);
+}
+
+double counter_normal_at(std::uint64_t prefix, std::uint64_t b) {
+    const std::uint64_t h = splitmix64(prefix ^ b);
     const double u1 = to_unit(h);
     const double u2 = to_unit(splitmix64(h));
     return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);

@@ -212,7 +212,7 @@ std::string format_study_text(const ScenarioStudy& s) {
     for (const auto& p : s.perturbations)
         o += " " + p;
     o += fmt::format(" (seed {})\n", s.seed);
-    o += fmt::format("  step time {:.3f} s unperturbed, {:.3f} s perturbed: {:+.3f} s ({:.3f}x)\n",
+    o += fmt::format("  step time {:.4f} s unperturbed, {:.4f} s perturbed: {:+.4f} s ({:.4f}x)\n",
                      s.base_step_time_s, s.step_time_s, s.cost_s, s.slowdown);
     o += fmt::format("  shortcuts: TP folding {}, run-ahead {}, spine bundles {}\n",
                      s.tp_folded ? "on" : "off", s.ran_ahead ? "on" : "off",

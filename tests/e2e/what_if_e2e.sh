@@ -97,6 +97,18 @@ check_has "3a the what-if section" "$TMP/text.out" "what-if: --straggler gpu=5,s
 run plain run "${SMALL[@]}" --json
 if grep -q what_if "$TMP/plain.out"; then fail "3b an unperturbed run has a what_if section"; else pass "3b no what_if section without a perturbation"; fi
 
+# ---- 5. sweep under a perturbation: ranked by the median over seeds, the same with 1 and 2 threads ----
+SWEEP=(sweep --topology "$TOPO" --workload "$DATA/small.json" --gpus 16 --global-batch 32 --vary micro_batch=1
+    --vary recompute=none --vary tp=1,2 --vary pp=1,2 --vary vpp=1 --vary distributed_optimizer=false
+    --straggler gpu=3,slowdown=1.3 --jitter lognormal,sigma=0.05 --seeds 3)
+run sweep1 "${SWEEP[@]}" --jobs 1
+run sweep2 "${SWEEP[@]}" --jobs 2
+check_rc "5a sweep --straggler --jitter --seeds 3" sweep1 0
+check_has "5a the sweep names the perturbations" "$TMP/sweep1.out" \
+    "what-if: every layout under --straggler gpu=3,slowdown=1.3 --jitter lognormal,sigma=0.05; ranked by the median step time over 3 seeds"
+if cmp -s "$TMP/sweep1.out" "$TMP/sweep2.out"; then pass "5b perturbed sweep: --jobs 1 and 2 identical"; else fail "5b perturbed sweep: --jobs 1 and 2 differ"; fi
+check_bad "5c sweep: a bad --link" sweep_bad "--link" "node9.nic0" -- "${SWEEP[@]}" --link node9.nic0,bandwidth=0.5
+
 # ---- 4. bad perturbation options: exit 2 naming the option and the value ----
 check_bad "4a a GPU that is not a number" bad_gpu "--straggler" "gpu=x,slowdown=1.3" '"x"' -- run "${SMALL[@]}" --straggler gpu=x,slowdown=1.3
 check_bad "4b a GPU out of range" bad_range "--straggler" "gpu = 16" -- run "${SMALL[@]}" --straggler gpu=16,slowdown=1.3

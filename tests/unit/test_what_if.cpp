@@ -75,6 +75,7 @@ TEST_CASE("what-if: the counter-based draws depend on their key only") {
     CHECK(counter_uniform(7, 1, 3, 9) != counter_uniform(8, 1, 3, 9));
     CHECK(counter_uniform(7, 1, 3, 9) != counter_uniform(7, 2, 3, 9));
     CHECK(counter_uniform(7, 1, 3, 9) != counter_uniform(7, 1, 3, 10));
+    CHECK(counter_normal(7, 1, 3, 9) == counter_normal_at(counter_prefix(7, 1, 3), 9));
     double sum = 0, sq = 0;
     const int n = 200000;
     for (int i = 0; i < n; ++i) {
@@ -368,4 +369,46 @@ TEST_CASE(
     CHECK(best.report.step_time_s == nearest_rank_percentile(steps, 0.5));
     CHECK(best.report.step_time_s >
           run_sweep(topo, m, base, grid, "dedupe", SweepOptions{}).entries.front().report.step_time_s);
+}
+
+TEST_CASE("what-if: the waiting each GPU caused does not depend on the folding") {
+    const TopologySpec topo = small_topology(2);
+    const ModelSpec m = small_gpt(8, 1024, 16, 512);
+    const Layout l = make_layout(2, 2, 4, 16);
+    SimulationOptions o;
+    o.attribute = true;
+    const ExecutionResult folded = run_with(topo, m, l, o, kAllOn);
+    const ExecutionResult unfolded = run_with(topo, m, l, o, kAllOff);
+    CHECK(folded.tp_folded);
+    REQUIRE(folded.caused_wait_s.size() == 16);
+    for (std::size_t g = 0; g < 16; ++g) {
+        CAPTURE(g);
+        CHECK(folded.caused_wait_s[g] == doctest::Approx(unfolded.caused_wait_s[g]).epsilon(1e-6));
+    }
+}
+
+TEST_CASE("what-if: a straggler whose slack covers the delay costs nothing") {
+    // PP 2 with 7 of the 8 layers on stage 0 and a small vocabulary: stage 1's forward and backward of a
+    // micro-batch take less than stage 0's backward, so in 1F1B stage 1 always waits for stage 0 (its slack);
+    // its step-end work (the optimizer step) runs while stage 0 does its last backward and its own optimizer
+    // step.
+    const TopologySpec topo = small_topology(1, 2, 2);
+    ModelSpec m = small_gpt(8, 1024, 16, 512, 1024);
+    m.tied_embeddings = false;
+    Layout l = make_layout(1, 2, 1, 4);
+    l.layers_per_stage = {7, 1};
+    const SimulationResult base = simulate(topo, m, l, "slack");
+    const auto& s0 = base.execution.ranks[0];
+    const auto& s1 = base.execution.ranks[1];
+    const auto fwd = static_cast<std::size_t>(Phase::forward),
+               bwd = static_cast<std::size_t>(Phase::backward);
+    const double f = 1.5;
+    // The premise: slowed, stage 1's pass still fits in stage 0's backward of a micro-batch.
+    REQUIRE(f * (s1.compute_by_phase_s[fwd] + s1.compute_by_phase_s[bwd]) < 0.8 * s0.compute_by_phase_s[bwd]);
+    const SimulationResult slow = simulate(topo, m, l, "slack", straggle(1, f));
+    CHECK(slow.execution.ranks[1].compute_s > 1.4 * s1.compute_s);  // it is slower
+    CHECK(slow.execution.step_time_s == doctest::Approx(base.execution.step_time_s).epsilon(1e-9));
+    // The same straggler on stage 0 (no slack) costs.
+    CHECK(simulate(topo, m, l, "slack", straggle(0, f)).execution.step_time_s >
+          1.2 * base.execution.step_time_s);
 }
