@@ -11,6 +11,8 @@ source "$(dirname "$0")/check_lib.sh"
 script="$src/tools/scripts/check_layering.py"
 
 check "the tree's layering passes" python3 "$script" --root "$src"
+check "docs/architecture.md holds the module table of sim/modules.txt" \
+    python3 "$script" --root "$src" --check-doc "$src/docs/architecture.md"
 
 fresh_copy() {
     rm -rf "$tmp/tree"
