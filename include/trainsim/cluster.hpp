@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "trainsim/gpu_catalog.hpp"
+#include "trainsim/perturbation.hpp"
 #include "trainsim/units.hpp"
 
 namespace trainsim {
@@ -72,8 +73,14 @@ struct TopologySpec {
     /// simulated.
     std::shared_ptr<const Profile> profile;
 
-    int gpus() const { return nodes * gpus_per_node; }
+    int gpus() const { return nodes * gpus_per_node; }  ///< after check_topology: at most limits::kMaxGpus
 };
+
+/// Checks `spec`'s counts: positive, nics_per_node <= gpus_per_node, oversubscription >= 1, and the sizes of
+/// trainsim/limits.hpp (GPUs, GPUs per node, nodes per leaf, oversubscription), computed without overflow.
+/// Throws InputError naming the field ("topology.nodes * topology.gpus_per_node = ..."). The Cluster
+/// constructor and the topology reader call it.
+void check_topology(const TopologySpec& spec);
 
 enum class VertexKind { gpu, nvswitch, nic, leaf, spine };
 enum class LinkKind { nvlink, pcie, nic_to_leaf, leaf_to_spine };
@@ -96,10 +103,31 @@ struct Route {
 /// (nccl-tests multi-node all_reduce on DGX A100 with 8x HDR: ~185 GB/s busbw per node of 200 GB/s = 0.92).
 inline constexpr double kScaleOutEfficiency = 0.92;
 
+/// The route shortcuts a cluster may take (on by default; tests turn them off to check they are exact).
+struct ClusterOptions {
+    /// Adaptive routing on a non-blocking fabric: routes leave out the spine bundles, which can never bind
+    /// (see the constructor). Declined when a perturbation lowers a bundle's capacity (leaf<L>.uplink).
+    bool omit_unbinding_bundles = true;
+};
+
+/// A link perturbation as applied: its option text and the directed links it changed.
+struct PerturbedLinks {
+    std::string name;  ///< the documented link name (include/trainsim/perturbation.hpp)
+    std::string text;  ///< the option as given
+    std::vector<int> links;
+};
+
 class Cluster {
   public:
     /// Builds the graph. Throws InputError on inconsistent parameters (e.g. nics_per_node > gpus_per_node).
     explicit Cluster(const TopologySpec& spec);
+    /// The same graph with `perturbations` applied to its links (include/trainsim/perturbation.hpp): a
+    /// capacity times the bandwidth factor, the extra latency added to the link's, a NIC that is down carries
+    /// nothing (its GPUs use the node's next working NIC). Throws InputError naming the option when a name is
+    /// out of this cluster's range ("--link node300.nic2,down: node 300 is not one of the 128 nodes") or
+    /// when every NIC of a node is down.
+    Cluster(const TopologySpec& spec, const std::vector<LinkPerturbation>& perturbations,
+            const ClusterOptions& options = {});
     ~Cluster();
     Cluster(Cluster&&) noexcept;
     Cluster& operator=(Cluster&&) noexcept;
@@ -115,11 +143,17 @@ class Cluster {
     /// Route between two GPUs (src != dst). Deterministic. Throws InternalError if no path exists.
     Route route(int src_gpu, int dst_gpu) const;
 
+    /// The perturbed links, one entry per perturbation in order (empty without perturbations).
+    const std::vector<PerturbedLinks>& perturbed_links() const { return perturbed_; }
+    /// Routes leave out the spine bundles (ClusterOptions::omit_unbinding_bundles, taken).
+    bool bundles_omitted() const;
+
   private:
     struct Impl;
     TopologySpec spec_;
     GpuSpec gpu_;
     std::vector<Link> links_;
+    std::vector<PerturbedLinks> perturbed_;
     std::unique_ptr<Impl> impl_;
 };
 

@@ -15,7 +15,8 @@
 //     mlp: "gelu"|"swiglu", tied_embeddings, dropout? }, "layout": { tp, pp, dp, cp?, vpp?, micro_batch,
 //     global_batch, schedule?: "1f1b"|"gpipe", sequence_parallel?, recompute?: "none"|"selective"|"full",
 //     precision?: "bf16"|"fp16"|"fp8", distributed_optimizer?, zero_stage?, dp_bucket_size?: "160MB",
-//     overlap_grad_reduce?, overlap_param_gather?, tp_comm_overlap?, attention?: "flash"|"unfused",
+//     overlap_grad_reduce?, overlap_param_gather?, tp_comm_overlap?, attention?: "flash"|"cudnn"|"unfused",
+//     fp8_recipe?, fp8_param_gather?, cross_entropy_fusion? (Megatron-LM's flags, see Layout),
 //     layers_per_stage?: [..] | null (even split), account_for_embedding_in_pipeline_split?,
 //     account_for_loss_in_pipeline_split? (Megatron-LM's, see Layout),
 //     optimizer?: "adam"|"adam_8bit"|"sgd_momentum"|"sgd",
@@ -45,8 +46,17 @@ struct Workload {
     std::optional<Measured> measured;
 };
 
-/// Reads and parses a JSON file. Throws InputError naming the file when it is missing or not valid JSON.
+/// Largest input file read (bytes): the shipped inputs are below 1 MB.
+inline constexpr std::size_t kMaxInputFileBytes = 64u << 20;
+/// Deepest nesting of arrays and objects accepted in an input document (the formats need 5 levels).
+inline constexpr int kMaxJsonDepth = 64;
+
+/// Reads and parses a JSON file. Throws InputError naming the file when it is missing, a directory or another
+/// non-file, larger than kMaxInputFileBytes, not valid JSON, or nested deeper than kMaxJsonDepth.
 nlohmann::json read_json_file(const std::string& path);
+
+/// Parses JSON `text` read from `name` (as read_json_file does after reading it). Throws InputError.
+nlohmann::json parse_json_text(std::string_view text, const std::string& name);
 
 TopologySpec parse_topology(const nlohmann::json& j, const std::string& file);
 Workload parse_workload(const nlohmann::json& j, const std::string& file);

@@ -3,8 +3,12 @@
 // exits.
 #pragma once
 
+#include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+
+#include <fmt/format.h>
 
 namespace trainsim {
 
@@ -20,6 +24,32 @@ class InternalError : public std::logic_error {
   public:
     using std::logic_error::logic_error;
 };
+
+/// `value` as echoed in an error message: control characters (NUL, newline, ...) written as \xHH or \n so the
+/// message stays one line and is not cut at a NUL, and a value longer than `max_chars` cut there, with its
+/// length told ("...(100000 characters)").
+inline std::string clip_for_message(std::string_view value, std::size_t max_chars = 80) {
+    std::string out;
+    for (std::size_t i = 0; i < value.size() && i < max_chars; ++i) {
+        const auto c = static_cast<unsigned char>(value[i]);
+        if (c == '\n')
+            out += "\\n";
+        else if (c == '\t')
+            out += "\\t";
+        else if (c < 0x20 || c == 0x7f)
+            out += fmt::format("\\x{:02x}", c);
+        else
+            out += static_cast<char>(c);
+    }
+    if (value.size() > max_chars) out += fmt::format("...({} characters)", value.size());
+    return out;
+}
+
+/// A whole error message made printable on one line: control characters escaped, at most 600 characters (the
+/// values inside are cut at 80 where they are echoed; this bounds what is left, e.g. a long file name).
+inline std::string one_line(std::string_view message) {
+    return clip_for_message(message, 600);
+}
 
 /// Exit codes of the `trainsim` CLI.
 inline constexpr int kExitOk = 0;

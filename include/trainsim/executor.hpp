@@ -23,6 +23,7 @@
 #include "trainsim/collectives.hpp"
 #include "trainsim/engine.hpp"
 #include "trainsim/layout.hpp"
+#include "trainsim/perturbation.hpp"
 #include "trainsim/program.hpp"
 
 namespace trainsim {
@@ -36,6 +37,12 @@ struct RankTimes {
     double idle_s = 0;
     double finish_s = 0;
     std::array<double, 4> compute_by_phase_s{};  ///< indexed by Phase
+    // The collective waits split (what-if attribution, docs/what-if.md): the part of a blocked wait before
+    // the collective started, i.e. waiting for its last member to arrive; the rest is its transfer.
+    double tp_wait_s = 0;     ///< part of tp_exposed_s, TP collectives
+    double cp_exposed_s = 0;  ///< part of tp_exposed_s: CP collectives (they run on the TP stream)
+    double cp_wait_s = 0;     ///< part of cp_exposed_s
+    double dp_wait_s = 0;     ///< part of dp_exposed_s
 };
 
 /// One slice of the timeline, for the Chrome trace.
@@ -53,6 +60,25 @@ struct ExecutionResult {
     std::vector<TraceSlice> trace;  ///< only for traced ranks, in execution order
     std::uint64_t events = 0;
     std::uint64_t flows = 0;
+    bool tp_folded = false;  ///< ExecutionOptions::fold_tp_groups was taken
+    bool ran_ahead = false;  ///< ExecutionOptions::run_local_ops_ahead was taken
+    /// With ExecutionScenario::attribute: [GPU] the waiting this GPU caused others, in GPU-seconds: at each
+    /// TP/CP/DP collective whose last member it was, the others' wait for it; at each P2P receive whose
+    /// message it sent, the receiver's wait before the transfer started. Empty otherwise.
+    std::vector<double> caused_wait_s;
+    std::vector<double> link_bytes;  ///< with ExecutionScenario::attribute: bytes per link
+};
+
+/// What a what-if scenario changes in the executor (include/trainsim/perturbation.hpp), resolved per GPU by
+/// simulate(). The default changes nothing.
+struct ExecutionScenario {
+    std::vector<double> compute_factor;  ///< [GPU] multiplies every kernel's time; empty: all 1
+    double jitter_sigma = 0;             ///< > 0: per-kernel log-normal jitter (Jitter)
+    std::uint64_t seed = kDefaultSeed;
+    std::vector<std::vector<double>> kernel_seconds;  ///< [segment][kernel] seconds, needed with jitter
+    /// The links are perturbed (the cluster's perturbed_links() is not empty).
+    bool links_perturbed = false;
+    bool attribute = false;  ///< fill ExecutionResult::caused_wait_s and link_bytes
 };
 
 /// How the executor may exploit symmetry.
@@ -74,6 +100,11 @@ struct ExecutionOptions {
     /// one per compute run and per TP collective. Not for traced ranks (their slices are recorded as before).
     /// Same times; a test checks on == off.
     bool run_local_ops_ahead = true;
+    // Each shortcut checks the scenario (ExecutionScenario) and declines where a perturbation breaks the
+    // symmetry it relies on: TP folding (and with it running ahead) when the members of a TP group would not
+    // run alike: jitter, different compute factors within a TP group, or any link perturbation (a NIC, rail
+    // or leaf uplink serves one member of a group and not the others). Private TP links stay exact under
+    // perturbations: a perturbed NVLink capacity or latency is in the links the closed form reads.
     // DP replicas are not folded: on the fat-tree presets they are not identical in the full simulation (the
     // ECMP hash puts some replicas' P2P transfers on a shared spine uplink and not others), so simulating one
     // replica would change the result (docs/performance.md, "Folding identical DP replicas").
@@ -82,7 +113,8 @@ struct ExecutionOptions {
 /// Simulates one iteration. `traced[r]` selects the ranks whose slices are recorded (may be empty: none).
 /// Throws InternalError if some rank cannot finish (a deadlock in the program).
 ExecutionResult execute(const Cluster& cluster, const Layout& layout, const Program& program,
-                        const std::vector<bool>& traced, const ExecutionOptions& options = {});
+                        const std::vector<bool>& traced, const ExecutionOptions& options = {},
+                        const ExecutionScenario& scenario = {});
 
 /// Rank coordinates in Megatron-LM's default order `tp-cp-ep-dp-pp` (megatron/core/parallel_state.py): tp
 /// fastest, then cp, then dp, then pp: rank = tp + TP·(cp + CP·(dp + DP·pp)).

@@ -130,6 +130,19 @@ struct Layout {
     /// True when the attention kernel is fused (flash or cuDNN): the s x s scores are never stored.
     bool fused_attention() const { return attention != AttentionKernel::unfused; }
     Fp8Recipe fp8_recipe = Fp8Recipe::delayed;
+    /// Megatron-LM `--fp8-param-gather` (precision fp8, TransformerEngine recipes): the model keeps its linear
+    /// weights in FP8 (TE `fp8_model_init`: a Float8Tensor of 1 B per element, its transpose cached for the
+    /// step, 1 B), the distributed optimizer's fp32 master shard is quantized to FP8 after each step, and the
+    /// DP all-gather of those weights moves 1 B per element; no weight is cast in the forward. Off in
+    /// Megatron-LM (arguments.py); set by Megatron-Bridge's FP8 recipes (bf16_with_fp8_mixed,
+    /// bf16_with_fp8_current_scaling_mixed in src/megatron/bridge/training/mixed_precision.py).
+    bool fp8_param_gather = false;
+    /// Megatron-LM `--cross-entropy-loss-fusion` with `--cross-entropy-fusion-impl te` (TransformerEngine's
+    /// parallel_cross_entropy, Triton): the loss reads the 16-bit logits twice (online max / sum of
+    /// exponentials, then loss and gradient) and writes the gradient in place in the forward; the backward
+    /// scales it. Off in Megatron-LM; on in Megatron-Bridge (GPTModelProvider cross_entropy_loss_fusion = True;
+    /// the Llama 3 providers select impl "te"). Off: the unfused fp32 loss of tensor_parallel/cross_entropy.py.
+    bool cross_entropy_fusion = false;
     /// ZeRO-3 / FSDP: parameters are freed after each module's forward and all-gathered again for its
     /// backward (FSDP2 reshard_after_forward=True, FSDP1 FULL_SHARD, DeepSpeed stage 3). False keeps the
     /// gathered parameters from forward to backward (torchtitan under PP: reshard_after_forward = not
@@ -205,6 +218,10 @@ std::int64_t layers_on_virtual_stage(const ModelSpec& m, const Layout& l, int st
 
 /// The layer count the pipeline split divides: model.layers plus one for each account_for_* flag set.
 std::int64_t pipeline_split_layers(const ModelSpec& m, const Layout& l);
+
+/// Refuses sizes above trainsim/limits.hpp (model dimensions, batch, micro-batches and layer passes per
+/// step), naming the field and the limit. Throws InputError. check_layout calls it.
+void check_sizes(const ModelSpec& m, const Layout& l);
 
 /// Checks the layout against the model and the cluster size. Throws InputError with a message naming the
 /// field and the values, e.g. "layout.tp = 7 does not divide model.heads = 96". `cluster_gpus` is the

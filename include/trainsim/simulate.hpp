@@ -11,6 +11,7 @@
 #include "trainsim/executor.hpp"
 #include "trainsim/layout.hpp"
 #include "trainsim/model.hpp"
+#include "trainsim/perturbation.hpp"
 #include "trainsim/program.hpp"
 #include "trainsim/report.hpp"
 
@@ -19,6 +20,24 @@ namespace trainsim {
 /// Which ranks' timelines are kept: none; the GPUs of DP replica 0; one GPU per pipeline stage (tp = cp = dp
 /// = 0: what the memory timeline needs); or all.
 enum class TraceRanks { none, first_replica, stage_leaders, all };
+
+/// Everything about one simulation besides its inputs: the scenario seam (what the CLI builds).
+struct SimulationOptions {
+    TraceRanks trace = TraceRanks::none;  ///< the ranks whose timeline slices are kept
+    ExecutionOptions execution;           ///< the executor's symmetry shortcuts (all on by default)
+    ClusterOptions cluster;               ///< the cluster's route shortcuts (the topology overload only)
+    Perturbations perturbations;          ///< what-if perturbations (include/trainsim/perturbation.hpp)
+    std::uint64_t seed = kDefaultSeed;    ///< for the random draws of the perturbations
+    /// Fill ExecutionResult::caused_wait_s and link_bytes (the what-if attribution).
+    bool attribute = false;
+};
+
+/// The default options with `trace` selected.
+inline SimulationOptions traced(TraceRanks trace) {
+    SimulationOptions o;
+    o.trace = trace;
+    return o;
+}
 
 struct SimulationResult {
     Report report;
@@ -33,17 +52,24 @@ HostLinks host_links(const TopologySpec& t);
 /// model's profile, and how many from the analytic model.
 std::vector<ProfileUse> profile_use(const Program& program, const ComputeModel& compute);
 
-/// Checks the layout (InputError naming the field), builds the cluster and the program, simulates one
-/// iteration. `trace` selects the ranks whose timeline slices are kept: none, the ranks of DP replica 0, or
-/// all.
+/// Checks the layout (InputError naming the field), builds the cluster (with the link perturbations of
+/// `options`) and the program, simulates one iteration. Throws InputError for a perturbation that does not
+/// fit the cluster (a GPU or link name out of range), naming the option.
 SimulationResult simulate(const TopologySpec& topology, const ModelSpec& model, const Layout& layout,
-                          const std::string& workload_name, TraceRanks trace = TraceRanks::none);
+                          const std::string& workload_name, const SimulationOptions& options = {});
 
 /// The same path on a cluster already built and a program already built by build_program(model, layout)
 /// (durations not yet assigned; they are assigned here). The cluster is only read, so parallel calls may
-/// share one (the sweep does). Does not check the layout: the caller has called check_layout.
+/// share one (the sweep does). Does not check the layout: the caller has called check_layout. The link
+/// perturbations are the cluster's (Cluster(spec, links)): options.perturbations.links and
+/// options.cluster are not read here.
 SimulationResult simulate(const Cluster& cluster, const ModelSpec& model, const Layout& layout,
                           Program program, const std::string& workload_name,
-                          TraceRanks trace = TraceRanks::none);
+                          const SimulationOptions& options = {});
+
+/// The executor's scenario for `options` on `cluster` (per-GPU compute factors, the jitter with each
+/// segment's kernel times from `compute`).
+ExecutionScenario execution_scenario(const Cluster& cluster, const Program& program,
+                                     const ComputeModel& compute, const SimulationOptions& options);
 
 }  // namespace trainsim

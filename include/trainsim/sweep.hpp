@@ -41,6 +41,7 @@
 #include "trainsim/cluster.hpp"
 #include "trainsim/layout.hpp"
 #include "trainsim/model.hpp"
+#include "trainsim/perturbation.hpp"
 #include "trainsim/report.hpp"
 
 namespace trainsim {
@@ -116,6 +117,9 @@ struct SweepResult {
     std::size_t simulated = 0, out_of_memory = 0, rejected = 0;
     /// (reason, count) over the out-of-memory and rejected layouts, by count descending, then reason.
     std::vector<std::pair<std::string, std::size_t>> reject_counts;
+    /// What-if: the perturbation options every layout ran under (empty: none), and over how many seeds.
+    std::vector<std::string> perturbations;
+    int seeds = 1;
 };
 
 /// Where a sweep stands: every point is checked first (layout checks, memory), then the points that pass are
@@ -132,6 +136,18 @@ struct SweepProgress {
 
 struct SweepOptions {
     int jobs = 1;  ///< worker threads (>= 1)
+    /// What-if: every layout simulated under these perturbations (docs/what-if.md); the links are applied to
+    /// the sweep's cluster. The GPU ids of --straggler are global ranks, so each layout meets the slow GPU in
+    /// its own role.
+    Perturbations perturbations;
+    std::uint64_t seed = kDefaultSeed;
+    /// With perturbations: each layout runs seeds seed .. seed+seeds-1 and is ranked by its median step time
+    /// (nearest rank); its report is that of the median seed.
+    int seeds = 1;
+    /// Layouts whose programs are identical on the same rank grid are simulated once. Exact with
+    /// perturbations too: a run is a function of the program, the rank grid and (seed, GPU, kernel index),
+    /// all equal for the copies. A test checks on == off.
+    bool deduplicate = true;
     /// Called after each point is checked, once when every point is checked (checks_done), and after each
     /// point is simulated; from the worker threads, one call at a time. May be empty.
     std::function<void(const SweepProgress&)> progress;

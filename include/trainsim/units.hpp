@@ -14,27 +14,48 @@
 
 namespace trainsim {
 
-/// Simulated time, integer picoseconds. Arithmetic is plain int64; callers stay far from the range limit.
+/// Simulated time, integer picoseconds. Overflow is impossible by construction: conversions from seconds
+/// refuse durations beyond kMaxSeconds and sums, differences and products are checked; both throw InputError
+/// ("a simulated time ... is beyond ..."), since only an input (a huge size, a tiny bandwidth or efficiency)
+/// can take a training step there. Commands prefix the message with the input file.
 class Time {
   public:
+    /// Longest duration one conversion from seconds accepts: 10^6 s (11.6 days; a step takes minutes).
+    static constexpr double kMaxSeconds = 1e6;
     constexpr Time() = default;
     static constexpr Time ps(std::int64_t v) { return Time(v); }
-    /// From seconds (double), rounded to the nearest picosecond.
+    /// From seconds (double), rounded to the nearest picosecond. Throws InputError beyond ±kMaxSeconds or
+    /// NaN.
     static Time seconds(double s);
+    /// From seconds (double), rounded up to the next picosecond. Throws InputError as seconds() does.
+    static Time seconds_up(double s);
     static constexpr Time max() { return Time(std::numeric_limits<std::int64_t>::max()); }
     constexpr std::int64_t picoseconds() const { return ps_; }
     constexpr double to_seconds() const { return static_cast<double>(ps_) * 1e-12; }
     constexpr double to_us() const { return static_cast<double>(ps_) * 1e-6; }
-    constexpr Time operator+(Time o) const { return Time(ps_ + o.ps_); }
-    constexpr Time operator-(Time o) const { return Time(ps_ - o.ps_); }
-    constexpr Time& operator+=(Time o) {
-        ps_ += o.ps_;
-        return *this;
+    constexpr Time operator+(Time o) const {
+        std::int64_t r = 0;
+        if (__builtin_add_overflow(ps_, o.ps_, &r)) overflow();
+        return Time(r);
+    }
+    constexpr Time operator-(Time o) const {
+        std::int64_t r = 0;
+        if (__builtin_sub_overflow(ps_, o.ps_, &r)) overflow();
+        return Time(r);
+    }
+    constexpr Time& operator+=(Time o) { return *this = *this + o; }
+    /// This duration `n` times (checked like +).
+    constexpr Time times(std::int64_t n) const {
+        std::int64_t r = 0;
+        if (__builtin_mul_overflow(ps_, n, &r)) overflow();
+        return Time(r);
     }
     constexpr auto operator<=>(const Time&) const = default;
 
   private:
     constexpr explicit Time(std::int64_t v) : ps_(v) {}
+    /// Throws InputError: a simulated time passed the 64-bit picosecond range.
+    [[noreturn]] static void overflow();
     std::int64_t ps_ = 0;
 };
 

@@ -9,6 +9,7 @@
 #include <boost/graph/adjacency_list.hpp>
 
 #include "trainsim/errors.hpp"
+#include "trainsim/limits.hpp"
 
 namespace trainsim {
 
@@ -38,7 +39,8 @@ struct Cluster::Impl {
     std::vector<VertexId> nvswitch_of_node;
     std::vector<VertexId> nic_vertex;   ///< [node * nics + k]
     std::vector<VertexId> leaf_vertex;  ///< [group * nics + rail]
-    std::vector<int> nic_of_gpu_local;  ///< local GPU -> local NIC
+    std::vector<int> nic_of_gpu_local;  ///< local GPU -> local NIC (every NIC up)
+    std::vector<int> nic_of_gpu;        ///< GPU -> local NIC, NICs that are down avoided
     /// The switch layer is a complete bipartite graph (every leaf to every spine), so the shortest paths
     /// between leaves are closed-form: leaf -> any spine -> leaf, two hops. These hold its links.
     std::vector<int> link_leaf_to_spine;  ///< [leaf index * spines + spine]
@@ -55,8 +57,7 @@ Cluster::Cluster(Cluster&&) noexcept = default;
 Cluster& Cluster::operator=(Cluster&&) noexcept = default;
 Cluster::~Cluster() = default;
 
-Cluster::Cluster(const TopologySpec& spec)
-    : spec_(spec), gpu_(spec.gpu_calibrated ? *spec.gpu_calibrated : find_gpu(spec.gpu, "topology.gpu")) {
+void check_topology(const TopologySpec& spec) {
     if (spec.nodes <= 0) throw InputError(fmt::format("topology.nodes = {} must be positive", spec.nodes));
     if (spec.gpus_per_node <= 0)
         throw InputError(fmt::format("topology.gpus_per_node = {} must be positive", spec.gpus_per_node));
@@ -70,12 +71,37 @@ Cluster::Cluster(const TopologySpec& spec)
     if (!(spec.oversubscription >= 1.0))
         throw InputError(
             fmt::format("topology.scale_out.oversubscription = {} must be >= 1", spec.oversubscription));
+    if (spec.gpus_per_node > limits::kMaxGpusPerNode)
+        throw InputError(
+            fmt::format("topology.gpus_per_node = {} is above the limit of {} (trainsim/limits.hpp)",
+                        spec.gpus_per_node, limits::kMaxGpusPerNode));
+    const std::int64_t gpus = static_cast<std::int64_t>(spec.nodes) * spec.gpus_per_node;
+    if (gpus > limits::kMaxGpus)
+        throw InputError(
+            fmt::format("topology.nodes * topology.gpus_per_node = {} * {} = {} GPUs is above the "
+                        "limit of {} (trainsim/limits.hpp)",
+                        spec.nodes, spec.gpus_per_node, gpus, limits::kMaxGpus));
+    if (spec.nodes_per_leaf > limits::kMaxNodesPerLeaf)
+        throw InputError(fmt::format(
+            "topology.scale_out.nodes_per_leaf = {} is above the limit of {} (trainsim/limits.hpp)",
+            spec.nodes_per_leaf, limits::kMaxNodesPerLeaf));
+    if (spec.oversubscription > limits::kMaxOversubscription)
+        throw InputError(fmt::format(
+            "topology.scale_out.oversubscription = {} is above the limit of {} (trainsim/limits.hpp)",
+            spec.oversubscription, limits::kMaxOversubscription));
+}
 
+Cluster::Cluster(const TopologySpec& spec) : Cluster(spec, {}) {}
+
+Cluster::Cluster(const TopologySpec& spec, const std::vector<LinkPerturbation>& perturbations,
+                 const ClusterOptions& options)
+    : spec_(spec), gpu_(spec.gpu_calibrated ? *spec.gpu_calibrated : find_gpu(spec.gpu, "topology.gpu")) {
+    check_topology(spec);
     impl_ = std::make_unique<Impl>();
     Graph& g = impl_->graph;
     const int gpn = spec.gpus_per_node;
     const int nics = spec.nics_per_node;
-    const int groups = (spec.nodes + spec.nodes_per_leaf - 1) / spec.nodes_per_leaf;
+    const int groups = (spec.nodes - 1) / spec.nodes_per_leaf + 1;  // (no overflow near INT_MAX)
     const int uplinks =
         static_cast<int>(std::ceil(static_cast<double>(spec.nodes_per_leaf) / spec.oversubscription));
 
@@ -105,8 +131,55 @@ Cluster::Cluster(const TopologySpec& spec)
     for (int s = 0; s < spine_vertices; ++s)
         spines.push_back(add_vertex(VertexKind::spine, s));
 
+    // NICs that are down (--link node<N>.nic<K>,down or rail<K>,down): their GPUs use the node's next
+    // working NIC.
+    std::vector<char> nic_down(static_cast<std::size_t>(spec.nodes * nics), 0);
+    std::vector<LinkName> names;
+    for (const LinkPerturbation& p : perturbations) {
+        const std::string option = fmt::format("--link {}", p.text.empty() ? p.name : p.text);
+        const LinkName n = parse_link_name(p.name, option);
+        auto range = [&](int v, int count, const char* what, const char* whats) {
+            if (v >= count)
+                throw InputError(
+                    fmt::format("{}: {} {} is not one of the {} {}", option, what, v, count, whats));
+        };
+        switch (n.kind) {
+            case LinkName::Kind::node_nic:
+                range(n.a, spec.nodes, "node", "nodes");
+                range(n.b, nics, "NIC", "NICs per node");
+                break;
+            case LinkName::Kind::node_nvlink:
+                range(n.a, spec.nodes, "node", "nodes");
+                break;
+            case LinkName::Kind::gpu_nvlink:
+                range(n.a, spec.gpus(), "GPU", "GPUs");
+                break;
+            case LinkName::Kind::leaf_uplink:
+                range(n.a, groups * nics, "leaf", "leaf switches");
+                break;
+            case LinkName::Kind::rail:
+                range(n.a, nics, "rail", "rails (NICs per node)");
+                break;
+        }
+        names.push_back(n);
+        if (p.down)
+            for (int node = 0; node < spec.nodes; ++node)
+                if (n.kind == LinkName::Kind::rail || node == n.a)
+                    nic_down[static_cast<std::size_t>(node * nics +
+                                                      (n.kind == LinkName::Kind::rail ? n.a : n.b))] = 1;
+    }
     for (int l = 0; l < gpn; ++l)
         impl_->nic_of_gpu_local.push_back(l * nics / gpn);
+    impl_->nic_of_gpu.resize(static_cast<std::size_t>(spec.gpus()));
+    for (int i = 0; i < spec.gpus(); ++i) {
+        const int node = i / gpn;
+        int k = impl_->nic_of_gpu_local[static_cast<std::size_t>(i % gpn)];
+        for (int tries = 0; nic_down[static_cast<std::size_t>(node * nics + k)]; ++tries) {
+            if (tries == nics) throw InputError(fmt::format("--link: every NIC of node {} is down", node));
+            k = (k + 1) % nics;
+        }
+        impl_->nic_of_gpu[static_cast<std::size_t>(i)] = k;
+    }
 
     const Bandwidth nvlink{spec.nvlink_bandwidth.bytes_per_s * gpu_.nvlink_efficiency};
     const Bandwidth nic{spec.nic_bandwidth.bytes_per_s * kScaleOutEfficiency};
@@ -118,8 +191,8 @@ Cluster::Cluster(const TopologySpec& spec)
         const VertexId nvs = impl_->nvswitch_of_node[static_cast<std::size_t>(node)];
         impl_->link_gpu_to_nvs.push_back(add_link(gv, nvs, LinkKind::nvlink, nvlink, half_nvlink));
         impl_->link_nvs_to_gpu.push_back(add_link(nvs, gv, LinkKind::nvlink, nvlink, half_nvlink));
-        const VertexId nv =
-            impl_->nic_vertex[static_cast<std::size_t>(node * nics + impl_->nic_of_gpu_local[i % gpn])];
+        const VertexId nv = impl_->nic_vertex[static_cast<std::size_t>(
+            node * nics + impl_->nic_of_gpu[static_cast<std::size_t>(i)])];
         impl_->link_gpu_to_nic.push_back(add_link(gv, nv, LinkKind::pcie, pcie, spec.nic_latency));
         impl_->link_nic_to_gpu.push_back(add_link(nv, gv, LinkKind::pcie, pcie, Time{}));
     }
@@ -139,7 +212,14 @@ Cluster::Cluster(const TopologySpec& spec)
     // with one uplink per node (no oversubscription) that is the bundle's capacity, and likewise for the down
     // bundle. Such a link never binds under max-min sharing, and leaving it out of the routes gives the same
     // rates while keeping the flow components small (the bundle would couple every flow crossing the spines).
-    impl_->bundles_never_bind = adaptive && uplinks >= spec.nodes_per_leaf;
+    // A perturbation that lowers a bundle's capacity breaks that argument (a lower NIC capacity, or a NIC
+    // down, only lowers the load); the routes then list the bundles.
+    bool bundle_degraded = false;
+    for (std::size_t i = 0; i < names.size(); ++i)
+        bundle_degraded = bundle_degraded || (names[i].kind == LinkName::Kind::leaf_uplink &&
+                                              perturbations[i].bandwidth_factor < 1.0);
+    impl_->bundles_never_bind =
+        options.omit_unbinding_bundles && adaptive && uplinks >= spec.nodes_per_leaf && !bundle_degraded;
     const Bandwidth uplink{adaptive ? nic.bytes_per_s * uplinks : nic.bytes_per_s};
     for (VertexId leaf : impl_->leaf_vertex)
         for (VertexId sp : spines) {
@@ -147,6 +227,56 @@ Cluster::Cluster(const TopologySpec& spec)
                 add_link(leaf, sp, LinkKind::leaf_to_spine, uplink, spec.switch_latency));
             impl_->link_spine_to_leaf.push_back(add_link(sp, leaf, LinkKind::leaf_to_spine, uplink, Time{}));
         }
+
+    for (std::size_t i = 0; i < names.size(); ++i) {
+        const LinkName& n = names[i];
+        const LinkPerturbation& p = perturbations[i];
+        PerturbedLinks out;
+        out.name = p.name;
+        out.text = p.text.empty() ? p.name : p.text;
+        auto nic_wire = [&](int node, int k) {
+            const auto j = static_cast<std::size_t>(node * nics + k);
+            out.links.push_back(impl_->link_nic_to_leaf[j]);
+            out.links.push_back(impl_->link_leaf_to_nic[j]);
+        };
+        auto nvlink_port = [&](int gpu) {
+            out.links.push_back(impl_->link_gpu_to_nvs[static_cast<std::size_t>(gpu)]);
+            out.links.push_back(impl_->link_nvs_to_gpu[static_cast<std::size_t>(gpu)]);
+        };
+        switch (n.kind) {
+            case LinkName::Kind::node_nic:
+                nic_wire(n.a, n.b);
+                break;
+            case LinkName::Kind::rail:
+                for (int node = 0; node < spec.nodes; ++node)
+                    nic_wire(node, n.a);
+                break;
+            case LinkName::Kind::node_nvlink:
+                for (int l = 0; l < gpn; ++l)
+                    nvlink_port(n.a * gpn + l);
+                break;
+            case LinkName::Kind::gpu_nvlink:
+                nvlink_port(n.a);
+                break;
+            case LinkName::Kind::leaf_uplink:
+                for (int sp = 0; sp < spine_vertices; ++sp) {
+                    const auto j = static_cast<std::size_t>(n.a * spine_vertices + sp);
+                    out.links.push_back(impl_->link_leaf_to_spine[j]);
+                    out.links.push_back(impl_->link_spine_to_leaf[j]);
+                }
+                break;
+        }
+        for (int l : out.links) {
+            Link& link = links_[static_cast<std::size_t>(l)];
+            link.bandwidth.bytes_per_s *= p.bandwidth_factor;
+            link.latency += p.extra_latency;
+        }
+        perturbed_.push_back(std::move(out));
+    }
+}
+
+bool Cluster::bundles_omitted() const {
+    return impl_->bundles_never_bind;
 }
 
 int Cluster::num_vertices() const {
@@ -173,12 +303,12 @@ Route Cluster::route(int src, int dst) const {
         return r;
     }
     push(impl_->link_gpu_to_nic[s]);
-    const int src_local_nic = impl_->nic_of_gpu_local[s % static_cast<std::size_t>(spec_.gpus_per_node)];
+    const int src_local_nic = impl_->nic_of_gpu[s];
     push(
         impl_
             ->link_nic_to_leaf[static_cast<std::size_t>(node_of(src) * spec_.nics_per_node + src_local_nic)]);
     const int src_leaf_index = (node_of(src) / spec_.nodes_per_leaf) * spec_.nics_per_node + src_local_nic;
-    const int dst_local_nic = impl_->nic_of_gpu_local[d % static_cast<std::size_t>(spec_.gpus_per_node)];
+    const int dst_local_nic = impl_->nic_of_gpu[d];
     const int dst_nic_index = node_of(dst) * spec_.nics_per_node + dst_local_nic;
     const int dst_leaf_index = (node_of(dst) / spec_.nodes_per_leaf) * spec_.nics_per_node + dst_local_nic;
     if (src_leaf_index != dst_leaf_index) {

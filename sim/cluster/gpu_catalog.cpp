@@ -239,7 +239,8 @@ const GpuSpec& find_gpu(const std::string& name, const std::string& where) {
         if (g.name == name) return g;
         known += (known.empty() ? "" : ", ") + g.name;
     }
-    throw InputError(fmt::format("{} = \"{}\" is not a known GPU; known: {}", where, name, known));
+    throw InputError(
+        fmt::format("{} = \"{}\" is not a known GPU; known: {}", where, clip_for_message(name), known));
 }
 
 double GpuSpec::peak_flops(Precision p) const {

@@ -162,8 +162,7 @@ Collectives::FlowPlan Collectives::plan(CollectiveKind kind, const Communicator&
     // The flows add their own route latency once; the pipeline fill adds the other (steps - 1) step
     // latencies.
     const Time step = wire + Time::seconds(best->step_s);
-    const Time fill = Time::seconds(best->launch_s) +
-                      Time::ps(step.picoseconds() * (steps - 1) + Time::seconds(best->step_s).picoseconds());
+    const Time fill = Time::seconds(best->launch_s) + step.times(steps - 1) + Time::seconds(best->step_s);
     const double flow_bytes = per_edge / channels / best->bandwidth_factor;
     return FlowPlan{fill, flow_bytes,
                     comm.channel_routes.size() == 1 ? &comm.channel_routes.front() : nullptr};

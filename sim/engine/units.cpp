@@ -13,8 +13,32 @@
 
 namespace trainsim {
 
+namespace {
+void check_seconds(double s) {
+    if (!(std::fabs(s) <= Time::kMaxSeconds))
+        throw InputError(fmt::format(
+            "a simulated duration of {:.3g} s is beyond the supported {:.0e} s: an input (a huge model size "
+            "or "
+            "batch, a tiny bandwidth or efficiency) makes one operation or the step take that long",
+            s, Time::kMaxSeconds));
+}
+}  // namespace
+
 Time Time::seconds(double s) {
+    check_seconds(s);
     return Time(static_cast<std::int64_t>(std::llround(s * 1e12)));
+}
+
+Time Time::seconds_up(double s) {
+    check_seconds(s);
+    return Time(static_cast<std::int64_t>(std::ceil(s * 1e12)));
+}
+
+void Time::overflow() {
+    throw InputError(
+        "a simulated time passed the supported range (2^63 ps, 106 days): an input (a huge model size or "
+        "batch, "
+        "a tiny bandwidth or efficiency) makes the step take that long");
 }
 
 namespace {
@@ -78,27 +102,29 @@ double parse_quantity(std::string_view text, Dimension dim, const std::string& w
     }
     const std::string number = s.substr(0, i);
     std::string unit = s.substr(i);
+    const std::string shown = clip_for_message(s);
     while (!unit.empty() && unit.front() == ' ')
         unit.erase(unit.begin());
     if (number.empty())
-        throw InputError(fmt::format("{} = \"{}\" is not a number with a unit; expected {}", where, s,
+        throw InputError(fmt::format("{} = \"{}\" is not a number with a unit; expected {}", where, shown,
                                      dimension_name(dim)));
     if (unit.empty())
-        throw InputError(fmt::format("{} = \"{}\" has no unit; expected {}", where, s, dimension_name(dim)));
+        throw InputError(
+            fmt::format("{} = \"{}\" has no unit; expected {}", where, shown, dimension_name(dim)));
     char* end = nullptr;
     const double value = std::strtod(number.c_str(), &end);
     if (end != number.c_str() + number.size() || !std::isfinite(value))
-        throw InputError(fmt::format("{} = \"{}\" is not a number with a unit", where, s));
+        throw InputError(fmt::format("{} = \"{}\" is not a number with a unit", where, shown));
     for (const auto& u : units_of(dim)) {
         if (u.name == unit) {
-            if (value < 0.0) throw InputError(fmt::format("{} = \"{}\" must not be negative", where, s));
+            if (value < 0.0) throw InputError(fmt::format("{} = \"{}\" must not be negative", where, shown));
             if (value == 0.0 && !allow_zero)
-                throw InputError(fmt::format("{} = \"{}\" must be positive", where, s));
+                throw InputError(fmt::format("{} = \"{}\" must be positive", where, shown));
             return value * u.scale;
         }
     }
-    throw InputError(
-        fmt::format("{} = \"{}\" has unit \"{}\"; expected {}", where, s, unit, dimension_name(dim)));
+    throw InputError(fmt::format("{} = \"{}\" has unit \"{}\"; expected {}", where, shown,
+                                 clip_for_message(unit), dimension_name(dim)));
 }
 
 Time parse_time(std::string_view text, const std::string& where) {

@@ -5,7 +5,9 @@
 #include "trainsim/executor.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
+#include <map>
 #include <memory>
 #include <unordered_map>
 
@@ -32,6 +34,9 @@ int rank_of(const Layout& l, RankCoord c) {
 namespace {
 
 enum class Block { none, tp, dp, p2p, compute, done };
+
+/// Which collective a unit waited for on its TP stream (for the wait split of RankTimes).
+enum class StreamWait { tp, cp, pipeline };
 
 /// One P2P message between two units. Its transfer starts when both sides have posted (NCCL send/recv pair
 /// up: the data moves once the receiver's kernel runs), as Megatron-LM's p2p_communication.py batches them.
@@ -80,7 +85,13 @@ struct Unit {
     RankCoord coord;           ///< of the first member
     const StageProgram* program = nullptr;
     const std::vector<char>* ahead_ok = nullptr;  ///< [pc]: the local ops from pc may run ahead
-    struct GroupCache* tp_group = nullptr;        ///< its TP group's, once looked up
+    const Time* seg_time = nullptr;               ///< [segment] its time on this unit (compute factor)
+    const double* seg_secs = nullptr;             ///< [segment] seg_time in seconds
+    double factor = 1;                            ///< compute factor of its GPUs
+    std::uint64_t kernels_run = 0;                ///< kernel index, for the jitter's draws
+    Time tp_arrived;                        ///< when it reached the collective at the front of its TP stream
+    Time dp_arrived;                        ///< when it reached the collective at the front of its DP stream
+    struct GroupCache* tp_group = nullptr;  ///< its TP group's, once looked up
     std::size_t pc = 0;
     Block block = Block::none;
     Time block_start;
@@ -101,13 +112,22 @@ struct Unit {
 class Executor {
   public:
     Executor(const Cluster& cluster, const Layout& layout, const Program& program,
-             const std::vector<bool>& traced, const ExecutionOptions& options)
+             const std::vector<bool>& traced, const ExecutionOptions& options,
+             const ExecutionScenario& scenario)
         : layout_(layout),
           program_(program),
           traced_(traced),
+          scenario_(scenario),
           net_(sim_, link_capacities(cluster)),
           coll_(sim_, net_, cluster) {
-        fold_ = options.fold_tp_groups ? layout.tp : 1;
+        if (!scenario.compute_factor.empty() &&
+            scenario.compute_factor.size() != static_cast<std::size_t>(layout.gpus()))
+            throw InternalError("a compute factor per GPU expected");
+        jitter_ = scenario.jitter_sigma > 0;
+        if (jitter_ && scenario.kernel_seconds.size() != program.segments.size())
+            throw InternalError("the jitter needs every segment's kernel times");
+        attribute_ = scenario.attribute;
+        fold_ = options.fold_tp_groups && fold_symmetric(layout, scenario) ? layout.tp : 1;
         tp_private_ = options.private_tp_links && layout.tp > 1 && layout.tp == cluster.spec().gpus_per_node;
         const int n = layout.gpus() / fold_;
         units_.resize(static_cast<std::size_t>(n));
@@ -127,7 +147,28 @@ class Executor {
             seg_time_.push_back(Time::seconds(seg.seconds));
             seg_secs_.push_back(seg_time_.back().to_seconds());
         }
-        ahead_ = options.run_local_ops_ahead && tp_private_ && fold_ == layout.tp;
+        // Per compute factor, the segments' times on a unit of that speed (the nominal table for 1).
+        for (auto& s : units_) {
+            s.factor = scenario.compute_factor.empty()
+                           ? 1.0
+                           : scenario.compute_factor[static_cast<std::size_t>(s.members.front())];
+            if (s.factor == 1.0) {
+                s.seg_time = seg_time_.data();
+                s.seg_secs = seg_secs_.data();
+                continue;
+            }
+            auto [it, added] = factor_tables_.try_emplace(s.factor);
+            if (added)
+                for (const Segment& seg : program.segments) {
+                    it->second.first.push_back(Time::seconds(seg.seconds * s.factor));
+                    it->second.second.push_back(it->second.first.back().to_seconds());
+                }
+            s.seg_time = it->second.first.data();
+            s.seg_secs = it->second.second.data();
+        }
+        if (attribute_) caused_.assign(units_.size(), 0.0);
+        // Running ahead times compute from the unit's segment table: not with jitter (per-kernel draws).
+        ahead_ = options.run_local_ops_ahead && tp_private_ && fold_ == layout.tp && !jitter_;
         if (ahead_) {
             for (const StageProgram& st : program.stages)
                 ahead_ok_.push_back(ahead_ok(st.ops));
@@ -166,6 +207,15 @@ class Executor {
                 res.ranks[static_cast<std::size_t>(m)] = s.times;
         }
         res.step_time_s = step;
+        res.tp_folded = fold_ > 1;
+        res.ran_ahead = ahead_;
+        if (attribute_) {
+            res.caused_wait_s.assign(static_cast<std::size_t>(layout_.gpus()), 0.0);
+            for (auto& s : units_)
+                for (int m : s.members)
+                    res.caused_wait_s[static_cast<std::size_t>(m)] = caused_[static_cast<std::size_t>(s.id)];
+            res.link_bytes = net_.link_bytes();
+        }
         std::stable_sort(trace_.begin(), trace_.end(),
                          [](const TraceSlice& a, const TraceSlice& b) { return a.rank < b.rank; });
         res.trace = std::move(trace_);
@@ -175,6 +225,31 @@ class Executor {
     }
 
   private:
+    /// TP folding needs every member of a TP group to run alike: no jitter, no link perturbation (a NIC,
+    /// rail or leaf uplink serves one member of a group), one compute factor per TP group.
+    static bool fold_symmetric(const Layout& layout, const ExecutionScenario& sc) {
+        if (sc.jitter_sigma > 0 || sc.links_perturbed) return false;
+        const auto& f = sc.compute_factor;
+        if (f.empty()) return true;
+        for (int g = 0; g < layout.gpus(); g += layout.tp)
+            for (int i = 1; i < layout.tp; ++i)
+                if (f[static_cast<std::size_t>(g + i)] != f[static_cast<std::size_t>(g)]) return false;
+        return true;
+    }
+
+    /// Seconds of one compute op's segment on unit s with jitter: each kernel's time times its factor
+    /// exp(sigma·z - sigma²/2), z drawn for (seed, GPU, the unit's kernel index) (ExecutionScenario).
+    double jittered_seconds(Unit& s, std::size_t seg) {
+        const double sigma = scenario_.jitter_sigma;
+        const auto gpu = static_cast<std::uint64_t>(s.members.front());
+        double secs = 0;
+        for (double k : scenario_.kernel_seconds[seg]) {
+            const double z = counter_normal(scenario_.seed, kJitterStream, gpu, s.kernels_run++);
+            secs += k * s.factor * std::exp(sigma * z - 0.5 * sigma * sigma);
+        }
+        return secs;
+    }
+
     bool traced(const Unit& u) const {
         if (traced_.empty()) return false;
         for (int m : u.members)
@@ -268,10 +343,10 @@ class Executor {
             const Op& op = ops[s.pc];
             if (op.kind == OpKind::compute) {
                 const auto seg = static_cast<std::size_t>(op.segment);
-                const double secs = seg_secs_[seg];
+                const double secs = s.seg_secs[seg];
                 s.times.compute_s += secs;
                 s.times.compute_by_phase_s[static_cast<std::size_t>(op.phase)] += secs;
-                t += seg_time_[seg];
+                t += s.seg_time[seg];
                 priority = Priority::kDefault;
                 event = true;
             } else if (op.kind == OpKind::tp_launch) {
@@ -380,8 +455,12 @@ class Executor {
                     while (s.pc < ops.size() && ops[s.pc].kind == OpKind::compute) {
                         const Op& c = ops[s.pc];
                         const auto seg = static_cast<std::size_t>(c.segment);
-                        const Time end = t + seg_time_[seg];
-                        const double secs = seg_secs_[seg];  // (end - t).to_seconds()
+                        Time end = t + s.seg_time[seg];
+                        double secs = s.seg_secs[seg];  // (end - t).to_seconds()
+                        if (jitter_) {
+                            end = t + Time::seconds(jittered_seconds(s, seg));
+                            secs = (end - t).to_seconds();
+                        }
                         s.times.compute_s += secs;
                         s.times.compute_by_phase_s[static_cast<std::size_t>(c.phase)] += secs;
                         if (tr) add_slice(s, 0, program_.segments[seg].name, t, end);
@@ -474,6 +553,12 @@ class Executor {
         }
         const Time from = std::min(now, std::max(s.block_start, started));
         s.times.bubble_s += (from - s.block_start).to_seconds();
+        if (attribute_ && s.waiting_recv) {
+            auto it = messages_.find(s.waiting_key);
+            if (it != messages_.end() && it->second.sender >= 0)
+                caused_[static_cast<std::size_t>(it->second.sender)] +=
+                    (from - s.block_start).to_seconds() * static_cast<double>(s.members.size());
+        }
         s.times.pp_exposed_s += (now - from).to_seconds();
         finish_recv(s);
         s.block = Block::none;
@@ -529,6 +614,7 @@ class Executor {
 
     // ---- TP stream: a collective starts when every unit of the TP group has reached it ----
     void arrive_tp(Unit& s) {
+        s.tp_arrived = sim_.now();
         const Op& op = s.program->ops[s.tp_queue.front()];
         if (op.group == CommGroup::cp) return arrive_cp(s, op);
         if (op.group == CommGroup::embedding) return arrive_embedding(s, op);
@@ -546,9 +632,11 @@ class Executor {
         const Time start = sim_.now();
         const char* name = collective_name(op.collective, "tp");
         const GroupCache* gp = &g;
+        const int last = s.id;
         coll_.run(
             op.collective, *g.comm, op.bytes,
-            [this, gp, start, name] { finish_tp_stream(gp->units, name, start); }, tp_private_);
+            [this, gp, start, name, last] { finish_tp_stream(gp->units, name, start, StreamWait::tp, last); },
+            tp_private_);
     }
 
     void flush_pool(GroupCache& g) {
@@ -574,20 +662,39 @@ class Executor {
 
     /// `pipeline`: the collective couples the first and the last stage (tied embeddings): waiting for the
     /// peer stage to arrive is pipeline bubble (the drain), the transfer itself exposed PP communication.
-    void finish_tp_stream(const std::vector<Unit*>& units, const char* name, Time start,
-                          bool pipeline = false) {
+    /// `last`: the unit whose arrival started the collective (it made the others wait).
+    void finish_tp_stream(const std::vector<Unit*>& units, const char* name, Time start, StreamWait kind,
+                          int last) {
         for (Unit* r : units) {
             add_slice(*r, 1, name, start, sim_.now());
+            // The part of a blocked wait spent waiting for the collective's last member: from when this unit
+            // was both blocked and at the collective until it started.
+            if (r->block == Block::tp && kind != StreamWait::pipeline) {
+                const Time from = std::max(r->block_start, r->tp_arrived);
+                if (start > from) {
+                    const double wait = (start - from).to_seconds();
+                    (kind == StreamWait::cp ? r->times.cp_wait_s : r->times.tp_wait_s) += wait;
+                    if (attribute_)
+                        caused_[static_cast<std::size_t>(last)] +=
+                            wait * static_cast<double>(r->members.size());
+                }
+            }
             r->tp_queue.pop_front();
             if (!r->tp_queue.empty()) arrive_tp(*r);
             if (r->tp_queue.empty() && r->block == Block::tp) {
                 ++r->pc;
-                if (pipeline) {
+                if (kind == StreamWait::pipeline) {
                     const Time from = std::max(r->block_start, start);
-                    r->times.bubble_s += (from - r->block_start).to_seconds();
+                    const double wait = (from - r->block_start).to_seconds();
+                    if (attribute_)
+                        caused_[static_cast<std::size_t>(last)] +=
+                            wait * static_cast<double>(r->members.size());
+                    r->times.bubble_s += wait;
                     r->block_start = from;
                     unblock(*r, r->times.pp_exposed_s);
                 } else {
+                    if (kind == StreamWait::cp)
+                        r->times.cp_exposed_s += (sim_.now() - r->block_start).to_seconds();
                     unblock(*r, r->times.tp_exposed_s);
                 }
             }
@@ -607,13 +714,14 @@ class Executor {
                                     &unit_of(rank_of(layout_, at(s.coord.tp, s.coord.cp, s.coord.dp, last)))};
         const Time start = sim_.now();
         auto remaining = std::make_shared<int>(fold_);
+        const int last_unit = s.id;
         for (int i = 0; i < fold_; ++i) {
             const std::vector<int> pair = {
                 rank_of(layout_, at(s.coord.tp + i, s.coord.cp, s.coord.dp, 0)),
                 rank_of(layout_, at(s.coord.tp + i, s.coord.cp, s.coord.dp, last))};
-            coll_.run(op.collective, pair, op.bytes, [this, units, start, remaining] {
+            coll_.run(op.collective, pair, op.bytes, [this, units, start, remaining, last_unit] {
                 if (--*remaining == 0)
-                    finish_tp_stream(units, "embedding all_reduce", start, /*pipeline=*/true);
+                    finish_tp_stream(units, "embedding all_reduce", start, StreamWait::pipeline, last_unit);
             });
         }
     }
@@ -632,16 +740,18 @@ class Executor {
         const Time start = sim_.now();
         const char* name = collective_name(op.collective, "cp");
         auto remaining = std::make_shared<int>(fold_);
+        const int last = s.id;
         for (int i = 0; i < fold_; ++i)
             coll_.run(op.collective, cp_group(s.coord.tp + i, s.coord), op.bytes,
-                      [this, units, start, name, remaining] {
-                          if (--*remaining == 0) finish_tp_stream(units, name, start);
+                      [this, units, start, name, remaining, last] {
+                          if (--*remaining == 0) finish_tp_stream(units, name, start, StreamWait::cp, last);
                       });
     }
 
     // ---- DP stream: a DP collective starts when every DP replica has reached it; a folded unit runs the DP
     // collectives of all its members' TP indices and completes when all of them are done ----
     void arrive_dp(Unit& s) {
+        s.dp_arrived = sim_.now();
         const Op& op = s.program->ops[s.dp_queue.front()];
         const std::uint64_t group = static_cast<std::uint64_t>(s.coord.tp + layout_.tp * s.coord.pp);
         const std::uint64_t key = (group << 32) | s.dp_seq++;
@@ -655,13 +765,24 @@ class Executor {
         const Time start = sim_.now();
         const char* name = collective_name(op.collective, "dp");
         auto remaining = std::make_shared<int>(fold_);
+        const int last = s.id;
         for (int i = 0; i < fold_; ++i) {
             GroupCache& gi = dp_group_cache(s.coord.tp + i, s.coord.pp);
             if (!gi.comm) gi.comm = &coll_.communicator(dp_group(s.coord.tp + i, s.coord.pp));
-            coll_.run(op.collective, *gi.comm, op.bytes, [this, units, start, name, remaining] {
+            coll_.run(op.collective, *gi.comm, op.bytes, [this, units, start, name, remaining, last] {
                 if (--*remaining > 0) return;
                 for (Unit* r : *units) {
                     add_slice(*r, 2, name, start, sim_.now());
+                    if (r->block == Block::dp) {  // the wait for the last member, as on the TP stream
+                        const Time from = std::max(r->block_start, r->dp_arrived);
+                        if (start > from) {
+                            const double wait = (start - from).to_seconds();
+                            r->times.dp_wait_s += wait;
+                            if (attribute_)
+                                caused_[static_cast<std::size_t>(last)] +=
+                                    wait * static_cast<double>(r->members.size());
+                        }
+                    }
                     r->dp_queue.pop_front();
                     ++r->dp_completed;
                     if (!r->dp_queue.empty()) arrive_dp(*r);
@@ -689,6 +810,11 @@ class Executor {
     const Layout& layout_;
     const Program& program_;
     const std::vector<bool>& traced_;
+    const ExecutionScenario& scenario_;
+    bool jitter_ = false;         ///< ExecutionScenario::jitter_sigma > 0
+    bool attribute_ = false;      ///< ExecutionScenario::attribute
+    std::vector<double> caused_;  ///< [unit] with attribute_: the waiting it caused (caused_wait_s)
+    std::map<double, std::pair<std::vector<Time>, std::vector<double>>> factor_tables_;
     Simulator sim_;
     FlowNetwork net_;
     Collectives coll_;
@@ -712,10 +838,11 @@ class Executor {
 }  // namespace
 
 ExecutionResult execute(const Cluster& cluster, const Layout& layout, const Program& program,
-                        const std::vector<bool>& traced, const ExecutionOptions& options) {
+                        const std::vector<bool>& traced, const ExecutionOptions& options,
+                        const ExecutionScenario& scenario) {
     if (layout.gpus() != cluster.gpus())
         throw InternalError(fmt::format("layout has {} GPUs, cluster {}", layout.gpus(), cluster.gpus()));
-    Executor ex(cluster, layout, program, traced, options);
+    Executor ex(cluster, layout, program, traced, options, scenario);
     return ex.run();
 }
 

@@ -1,7 +1,10 @@
 #include "trainsim/config.hpp"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
 #include <fstream>
-#include <sstream>
 
 #include "embedded_defaults.hpp"
 #include "layout_fields.hpp"
@@ -12,16 +15,65 @@ namespace trainsim {
 using detail::StrictObject;
 using nlohmann::json;
 
-json read_json_file(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw InputError(fmt::format("{}: cannot open the file", path));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    try {
-        return json::parse(ss.str());
-    } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e400
-        throw InputError(fmt::format("{}: not valid JSON ({})", path, e.what()));
+namespace {
+/// Refuses JSON `text` nested deeper than kMaxJsonDepth, by a scan outside strings (before parsing: a
+/// 100,000-deep value would overflow the stack wherever it is later printed or copied recursively).
+void check_json_depth(std::string_view text, const std::string& name) {
+    int depth = 0;
+    bool in_string = false, escaped = false;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (in_string) {
+            if (escaped)
+                escaped = false;
+            else if (c == '\\')
+                escaped = true;
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > kMaxJsonDepth)
+                throw InputError(
+                    fmt::format("{}: arrays and objects nested deeper than {} levels (at byte {})", name,
+                                kMaxJsonDepth, i));
+        } else if (c == ']' || c == '}') {
+            --depth;
+        }
     }
+}
+}  // namespace
+
+json parse_json_text(std::string_view text, const std::string& name) {
+    check_json_depth(text, name);
+    try {
+        return json::parse(text);
+    } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e400
+        throw InputError(fmt::format("{}: not valid JSON ({})", name, clip_for_message(e.what(), 200)));
+    }
+}
+
+json read_json_file(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0)
+        throw InputError(fmt::format("{}: cannot open the file ({})", path, std::strerror(errno)));
+    if (S_ISDIR(st.st_mode)) throw InputError(fmt::format("{}: is a directory, not a JSON file", path));
+    if (S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) > kMaxInputFileBytes)
+        throw InputError(fmt::format("{}: {} bytes is larger than the {} bytes an input file may have", path,
+                                     st.st_size, kMaxInputFileBytes));
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw InputError(fmt::format("{}: cannot open the file", path));
+    // Read at most one byte past the limit: a device or pipe (/dev/zero) is refused rather than read forever.
+    std::string text;
+    char buf[65536];
+    while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+        text.append(buf, static_cast<std::size_t>(in.gcount()));
+        if (text.size() > kMaxInputFileBytes)
+            throw InputError(
+                fmt::format("{}: larger than the {} bytes an input file may have", path, kMaxInputFileBytes));
+    }
+    if (in.bad()) throw InputError(fmt::format("{}: reading failed", path));
+    return parse_json_text(text, path);
 }
 
 TopologySpec parse_topology(const json& j, const std::string& file) {
@@ -70,6 +122,11 @@ TopologySpec parse_topology(const json& j, const std::string& file) {
         ho.finish();
     }
     o.finish();
+    try {  // the counts together (GPU count, limits) here, so the error names this file
+        check_topology(t);
+    } catch (const InputError& e) {
+        throw InputError(fmt::format("{}: {}", file, e.what()));
+    }
     return t;
 }
 
@@ -136,10 +193,10 @@ Layout parse_layout(const json& j, const std::string& file) {
     if (o.has("layers_per_stage") && !o.raw("layers_per_stage").is_null()) {
         const auto& v = o.raw("layers_per_stage");
         if (!v.is_array())
-            o.fail(o.field("layers_per_stage"), fmt::format("= {} must be an array", v.dump()));
+            o.fail(o.field("layers_per_stage"), fmt::format("= {} must be an array", detail::shown(v)));
         for (const auto& x : v) {
             if (!x.is_number_integer())
-                o.fail(o.field("layers_per_stage"), fmt::format("= {} must hold integers", v.dump()));
+                o.fail(o.field("layers_per_stage"), fmt::format("= {} must hold integers", detail::shown(v)));
             l.layers_per_stage.push_back(x.get<std::int64_t>());
         }
     }
@@ -164,10 +221,11 @@ Layout parse_layout(const json& j, const std::string& file) {
     l.lora_rank = o.integer_or("lora_rank", l.lora_rank);
     if (o.has("lora_targets")) {
         const auto& v = o.raw("lora_targets");
-        if (!v.is_array()) o.fail(o.field("lora_targets"), fmt::format("= {} must be an array", v.dump()));
+        if (!v.is_array())
+            o.fail(o.field("lora_targets"), fmt::format("= {} must be an array", detail::shown(v)));
         l.lora_targets = LoraTargets{false, false, false, false};
         for (const auto& x : v) {
-            const std::string name = x.is_string() ? x.get<std::string>() : x.dump();
+            const std::string name = x.is_string() ? x.get<std::string>() : detail::shown(x);
             if (name == "qkv")
                 l.lora_targets.qkv = true;
             else if (name == "proj")
@@ -178,7 +236,7 @@ Layout parse_layout(const json& j, const std::string& file) {
                 l.lora_targets.fc2 = true;
             else
                 o.fail(o.field("lora_targets"),
-                       fmt::format("holds {}; expected qkv, proj, fc1 or fc2", x.dump()));
+                       fmt::format("holds {}; expected qkv, proj, fc1 or fc2", detail::shown(x)));
         }
     }
     if (o.has("framework")) l.framework = *framework_from_string(o.choice("framework", framework_names()));
@@ -216,20 +274,30 @@ Workload parse_workload(const json& j, const std::string& file) {
 
 void apply_override(json& topology, json& workload, const std::string& assignment) {
     const auto eq = assignment.find('=');
+    const std::string shown_assignment = clip_for_message(assignment);
     if (eq == std::string::npos || eq == 0)
-        throw InputError(fmt::format("--set \"{}\": expected key=value, e.g. layout.tp=4", assignment));
+        throw InputError(fmt::format("--set \"{}\": expected key=value, e.g. layout.tp=4", shown_assignment));
     std::string key = assignment.substr(0, eq);
     const std::string value = assignment.substr(eq + 1);
+    // The same limits as a file's: nesting depth, and valid UTF-8 in a value taken as a string.
+    if (value.size() > kMaxInputFileBytes)
+        throw InputError(fmt::format("--set \"{}\": the value is too long", shown_assignment));
     json* doc = &workload;
     if (key.rfind("topology.", 0) == 0) {
         doc = &topology;
         key = key.substr(9);
     }
+    check_json_depth(value, fmt::format("--set \"{}\"", shown_assignment));
     json parsed;
     try {
         parsed = json::parse(value);
     } catch (const json::exception&) {  // not JSON (or a number out of range, e.g. "1e400GBps"): a string
         parsed = value;
+        try {
+            (void)parsed.dump();
+        } catch (const json::exception&) {
+            throw InputError(fmt::format("--set \"{}\": the value is not valid UTF-8", shown_assignment));
+        }
     }
     json* at = doc;
     std::size_t start = 0;
@@ -238,7 +306,8 @@ void apply_override(json& topology, json& workload, const std::string& assignmen
         const std::string part =
             key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
         if (part.empty() || !at->is_object())
-            throw InputError(fmt::format("--set \"{}\": \"{}\" does not name a field", assignment, key));
+            throw InputError(fmt::format("--set \"{}\": \"{}\" does not name a field", shown_assignment,
+                                         clip_for_message(key)));
         if (dot == std::string::npos) {
             (*at)[part] = parsed;
             return;

@@ -42,11 +42,9 @@ std::string string_or_empty(const json& o, const char* key) {
     return o.is_object() && o.contains(key) && o.at(key).is_string() ? o.at(key).get<std::string>() : "";
 }
 
-/// A JSON value for a one-line message, cut to 60 characters.
+/// A JSON value for a one-line message, cut to 80 characters.
 std::string short_dump(const json& v) {
-    std::string s = v.dump();
-    if (s.size() > 60) s = s.substr(0, 57) + "...";
-    return s;
+    return detail::shown(v);
 }
 
 }  // namespace
@@ -184,6 +182,15 @@ Framework framework_from_source(const std::string& source, int zero_stage) {
     return Framework::megatron;
 }
 
+/// Megatron-Bridge's recipe defaults where they differ from Megatron-LM's (see the header). Called before the
+/// row's own keys are read, so a row may state them otherwise.
+void apply_recipe_defaults(Layout& l, const std::string& source) {
+    if (l.framework != Framework::megatron || source.find("Megatron-Bridge") == std::string::npos) return;
+    l.cross_entropy_fusion = true;
+    l.fp8_param_gather = l.precision == Precision::fp8 &&
+                         (l.fp8_recipe == Fp8Recipe::delayed || l.fp8_recipe == Fp8Recipe::tensorwise);
+}
+
 Layout parse_training(StrictObject o, [[maybe_unused]] const ModelSpec& m, const std::string& gpu,
                       const std::string& source, std::optional<std::string>& unsupported) {
     Layout l;
@@ -217,6 +224,7 @@ Layout parse_training(StrictObject o, [[maybe_unused]] const ModelSpec& m, const
     const bool async_tp = o.boolean_or("async_tp", false);
     l.torch_compile = o.boolean_or("compile", false);
     apply_framework_defaults(l, find_gpu(gpu, "cluster.gpu"), async_tp);
+    apply_recipe_defaults(l, source);
     detail::read_kernel_choices(o, l);
     l.overlap_grad_reduce = o.boolean_or("overlap_grad_reduce", l.overlap_grad_reduce);
     l.overlap_param_gather = o.boolean_or("overlap_param_gather", l.overlap_param_gather);
@@ -281,6 +289,22 @@ const std::set<std::string>& provenance_keys() {
     return k;
 }
 
+/// True when the run's extensions.mlperf names a NeMo submission of MLPerf Training v4.0 or later.
+bool mlperf_nemo_fp8_params(const json& ext) {
+    if (!ext.is_object() || !ext.contains("mlperf") || !ext.at("mlperf").is_object()) return false;
+    const json& m = ext.at("mlperf");
+    const std::string framework = m.contains("framework") && m.at("framework").is_string()
+                                      ? lower(m.at("framework").get<std::string>())
+                                      : "";
+    const std::string version =
+        m.contains("version") && m.at("version").is_string() ? m.at("version").get<std::string>() : "";
+    if (framework.find("nemo") == std::string::npos || version.size() < 2 || version[0] != 'v') return false;
+    int major = 0;
+    for (std::size_t i = 1; i < version.size() && std::isdigit(static_cast<unsigned char>(version[i])); ++i)
+        major = major * 10 + (version[i] - '0');
+    return major >= 4;
+}
+
 DomainInfo read_domain(const json& ext) {
     DomainInfo d;
     if (!ext.is_object() || !ext.contains("cluster") || !ext.at("cluster").is_object()) return d;
@@ -316,8 +340,8 @@ void read_extensions(const json& ext, const std::string& file, const std::string
         if (k == "moe") {
             std::string what = "mixture of experts (extensions.moe";
             if (v.is_object() && v.contains("num_experts"))
-                what += ": " + v.at("num_experts").dump() + " experts";
-            if (v.is_object() && v.contains("top_k")) what += ", top-" + v.at("top_k").dump();
+                what += ": " + detail::shown(v.at("num_experts")) + " experts";
+            if (v.is_object() && v.contains("top_k")) what += ", top-" + detail::shown(v.at("top_k"));
             set_unsupported(what + ") is not simulated");
         } else if (k == "precision_detail") {
             const std::string d = v.is_string() ? lower(v.get<std::string>()) : "";
@@ -482,6 +506,16 @@ void parse_run(const json& row, const std::string& file, MeasuredRun& run) {
     if (training.is_object() && !training.contains("framework") && ext.is_object() &&
         ext.contains("megatron_fsdp") && is_true(ext.at("megatron_fsdp"), "enabled"))
         training["framework"] = "megatron";
+    // NVIDIA's MLPerf Training NeMo submissions from v4.0 on keep FP8 weights (their config_common.sh:
+    // FP8_PARAMS=True, e.g. training_results_v4.1 NVIDIA/benchmarks/gpt3/implementations/*/config_common.sh;
+    // absent from v3.1's conf/custom.yaml), unless the row states fp8_param_gather.
+    if (training.is_object() && !training.contains("fp8_param_gather") &&
+        training.value("precision", "") == "fp8" && mlperf_nemo_fp8_params(ext)) {
+        training["fp8_param_gather"] = true;
+        run.notes.push_back(
+            "training.fp8_param_gather = true: NVIDIA's MLPerf NeMo submissions from v4.0 set "
+            "FP8_PARAMS=True");
+    }
     apply_notes_defaults(rr.has("notes") ? rr.raw("notes") : json(), training, run.notes);
     run.layout = parse_training(StrictObject(training, file, rr.field("training")), run.model,
                                 run.topology.gpu, run.source, run.unsupported);

@@ -15,12 +15,18 @@
 
 namespace trainsim::detail {
 
+/// A JSON value as echoed in an error message: its JSON text cut at 80 characters (errors.hpp
+/// clip_for_message).
+inline std::string shown(const nlohmann::json& v) {
+    return clip_for_message(v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
 class StrictObject {
   public:
     StrictObject(const nlohmann::json& j, std::string file, std::string path)
         : j_(j), file_(std::move(file)), path_(std::move(path)) {
         if (!j_.is_object())
-            fail(path_.empty() ? "the document" : path_, fmt::format("must be an object, got {}", j_.dump()));
+            fail(path_.empty() ? "the document" : path_, fmt::format("must be an object, got {}", shown(j_)));
     }
 
     [[noreturn]] void fail(const std::string& field, const std::string& what) const {
@@ -43,13 +49,13 @@ class StrictObject {
 
     std::int64_t integer(const std::string& key) {
         const auto& v = raw(key);
-        if (!v.is_number_integer()) fail(field(key), fmt::format("= {} must be an integer", v.dump()));
+        if (!v.is_number_integer()) fail(field(key), fmt::format("= {} must be an integer", shown(v)));
         // Integer fields are counts held in an int (GPUs, layers, batch sizes): refuse what does not fit
         // rather than truncate it (nodes = 4294967298 would silently become 2).
         constexpr std::int64_t kMax = std::numeric_limits<int>::max();
         if (v.is_number_unsigned() ? v.get<std::uint64_t>() > static_cast<std::uint64_t>(kMax)
                                    : (v.get<std::int64_t>() > kMax || v.get<std::int64_t>() < -kMax))
-            fail(field(key), fmt::format("= {} is out of range (at most {})", v.dump(), kMax));
+            fail(field(key), fmt::format("= {} is out of range (at most {})", shown(v), kMax));
         return v.get<std::int64_t>();
     }
     std::int64_t integer_or(const std::string& key, std::int64_t def) {
@@ -62,18 +68,18 @@ class StrictObject {
     }
     double number(const std::string& key) {
         const auto& v = raw(key);
-        if (!v.is_number()) fail(field(key), fmt::format("= {} must be a number", v.dump()));
+        if (!v.is_number()) fail(field(key), fmt::format("= {} must be a number", shown(v)));
         return v.get<double>();
     }
     bool boolean(const std::string& key) {
         const auto& v = raw(key);
-        if (!v.is_boolean()) fail(field(key), fmt::format("= {} must be true or false", v.dump()));
+        if (!v.is_boolean()) fail(field(key), fmt::format("= {} must be true or false", shown(v)));
         return v.get<bool>();
     }
     bool boolean_or(const std::string& key, bool def) { return has(key) ? boolean(key) : def; }
     std::string string(const std::string& key) {
         const auto& v = raw(key);
-        if (!v.is_string()) fail(field(key), fmt::format("= {} must be a string", v.dump()));
+        if (!v.is_string()) fail(field(key), fmt::format("= {} must be a string", shown(v)));
         return v.get<std::string>();
     }
     std::string choice(const std::string& key, std::initializer_list<const char*> allowed) {
@@ -83,7 +89,7 @@ class StrictObject {
             if (v == a) return v;
             list += (list.empty() ? "\"" : ", \"") + std::string(a) + "\"";
         }
-        fail(field(key), fmt::format("= \"{}\" is not one of {}", v, list));
+        fail(field(key), fmt::format("= \"{}\" is not one of {}", clip_for_message(v), list));
     }
     std::string choice(const std::string& key, const std::vector<std::string>& allowed) {
         const std::string v = string(key);
@@ -92,12 +98,12 @@ class StrictObject {
             if (v == a) return v;
             list += (list.empty() ? "\"" : ", \"") + a + "\"";
         }
-        fail(field(key), fmt::format("= \"{}\" is not one of {}", v, list));
+        fail(field(key), fmt::format("= \"{}\" is not one of {}", clip_for_message(v), list));
     }
     double quantity(const std::string& key, Dimension dim, bool allow_zero = false) {
         const auto& v = raw(key);
         if (!v.is_string())
-            fail(field(key), fmt::format("= {} must be a string with its unit, e.g. \"{}\"", v.dump(),
+            fail(field(key), fmt::format("= {} must be a string with its unit, e.g. \"{}\"", shown(v),
                                          dim == Dimension::time        ? "2us"
                                          : dim == Dimension::bandwidth ? "300GBps"
                                                                        : "160MB"));
@@ -113,7 +119,7 @@ class StrictObject {
         const double hi = dim == Dimension::time ? 1.0 : 1e15;
         if (value < lo || value > hi)
             fail(field(key), fmt::format("= \"{}\" is outside the supported range [{} .. {}] {}",
-                                         v.get<std::string>(), lo, hi,
+                                         clip_for_message(v.get<std::string>()), lo, hi,
                                          dim == Dimension::time        ? "s"
                                          : dim == Dimension::bandwidth ? "B/s"
                                                                        : "B"));
@@ -123,7 +129,7 @@ class StrictObject {
     /// Throws for any key that was not read.
     void finish() const {
         for (auto it = j_.begin(); it != j_.end(); ++it)
-            if (!used_.count(it.key())) fail(field(it.key()), "is not a known field");
+            if (!used_.count(it.key())) fail(clip_for_message(field(it.key())), "is not a known field");
     }
 
   private:

@@ -96,8 +96,11 @@ StaticPiles static_piles(const ModelSpec& m, const Layout& l, const StageProgram
     if (fp32_shards) weights = 4.0 * params;
     if (zero3) weights /= dpc;
     // fp8 GEMMs under Megatron (TransformerEngine with is_first_microbatch): an fp8 copy of each linear
-    // weight and its transpose, cached across the micro-batches of a step, sharded like the weights.
-    if (l.precision == Precision::fp8 && caches_fp8_weights(l)) weights += 2.0 * linear / (zero3 ? dpc : 1.0);
+    // weight and its transpose, cached across the micro-batches of a step, sharded like the weights. With
+    // fp8_param_gather the linear weights are FP8 themselves (1 B) with their cached transpose (1 B): the
+    // 2 B already counted.
+    if (l.precision == Precision::fp8 && caches_fp8_weights(l) && !l.fp8_param_gather)
+        weights += 2.0 * linear / (zero3 ? dpc : 1.0);
     s.piles[P(Pile::parameters)] = weights;
 
     const double grad_shard = l.zero_stage >= 2 && dpc > 1 ? dpc : 1.0;
@@ -281,7 +284,11 @@ std::vector<std::string> memory_notes(const ModelSpec& m, const Layout& l, const
     if (l.optimizer != Optimizer::adam)
         notes.push_back(fmt::format("optimizer {}: {:.3f} B of state per trainable parameter (Adam: 12)",
                                     to_string(l.optimizer), l.optimizer_bytes_per_param()));
-    if (l.precision == Precision::fp8)
+    if (l.precision == Precision::fp8 && l.fp8_param_gather && caches_fp8_weights(l))
+        notes.push_back(
+            "fp8 GEMMs (TransformerEngine) with fp8_param_gather: the linear weights held in fp8 with "
+            "their transpose (1 + 1 B), all-gathered in fp8, GEMM inputs stored in fp8");
+    else if (l.precision == Precision::fp8)
         notes.push_back(
             caches_fp8_weights(l)
                 ? "fp8 GEMMs (TransformerEngine): an fp8 copy and transpose of each linear weight "
@@ -504,6 +511,10 @@ MemoryReport simulate_memory(const ModelSpec& m, const Layout& l, const Program&
                         w.sample(ph, at);
                         w.release(fp32);
                         w.release(logits);
+                    } else if (l.cross_entropy_fusion) {
+                        // TE's fused cross entropy writes the gradient into the 16-bit logits, kept.
+                        v.push_back(w.allocate(Pile::activations, E * TV));
+                        w.sample(ph, at);
                     } else {
                         v.push_back(w.allocate(Pile::activations, 4.0 * TV));  // fp32 softmax
                         w.sample(ph, at, E * TV);

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "trainsim/errors.hpp"
+#include "trainsim/limits.hpp"
 
 namespace trainsim {
 
@@ -40,7 +41,42 @@ void require_divides(const char* what, std::int64_t divisor, const char* of, std
 void require_positive(const char* what, std::int64_t v) {
     if (v <= 0) throw InputError(fmt::format("{} = {} must be positive", what, v));
 }
+void require_at_most(const char* what, std::int64_t v, std::int64_t limit) {
+    if (v > limit)
+        throw InputError(
+            fmt::format("{} = {} is above the limit of {} (trainsim/limits.hpp)", what, v, limit));
+}
 }  // namespace
+
+void check_sizes(const ModelSpec& m, const Layout& l) {
+    require_at_most("model.layers", m.layers, limits::kMaxLayers);
+    require_at_most("model.hidden", m.hidden, limits::kMaxHidden);
+    require_at_most("model.ffn_hidden", m.ffn_hidden, limits::kMaxHidden);
+    require_at_most("model.heads", m.heads, limits::kMaxHeads);
+    require_at_most("model.kv_heads", m.kv_heads, limits::kMaxHeads);
+    require_at_most("model.vocab", m.vocab, limits::kMaxVocab);
+    require_at_most("model.seq_len", m.seq_len, limits::kMaxSeqLen);
+    require_at_most("layout.global_batch", l.global_batch, limits::kMaxGlobalBatch);
+    require_at_most("layout.tp", l.tp, limits::kMaxGpus);
+    require_at_most("layout.pp", l.pp, limits::kMaxGpus);
+    require_at_most("layout.dp", l.dp, limits::kMaxGpus);
+    require_at_most("layout.cp", l.cp, limits::kMaxGpus);
+    require_at_most("layout.vpp", l.vpp, limits::kMaxLayers);
+    require_at_most("layout.micro_batch", l.micro_batch, limits::kMaxGlobalBatch);
+    if (m.seq_len > 0 && l.micro_batch > 0)
+        require_at_most("layout.micro_batch * model.seq_len (tokens per micro-batch)",
+                        l.micro_batch * m.seq_len, limits::kMaxTokensPerMicroBatch);
+    if (l.micro_batch > 0 && l.dp > 0 && l.global_batch > 0) {
+        const std::int64_t micro_batches = l.global_batch / (l.micro_batch * l.dp);
+        require_at_most("layout.global_batch / (layout.micro_batch * layout.dp) (micro-batches per step)",
+                        micro_batches, limits::kMaxMicroBatchesPerStep);
+        if (m.layers > 0)
+            require_at_most("model.layers * micro-batches per step (layer passes per step)",
+                            m.layers * micro_batches, limits::kMaxLayerPassesPerStep);
+    }
+    if (l.lora_rank > limits::kMaxHidden)
+        require_at_most("layout.lora_rank", l.lora_rank, limits::kMaxHidden);
+}
 
 void check_layout(const ModelSpec& m, const Layout& l, int cluster_gpus) {
     require_positive("model.layers", m.layers);
@@ -55,6 +91,7 @@ void check_layout(const ModelSpec& m, const Layout& l, int cluster_gpus) {
     require_positive("layout.tp", l.tp);
     require_positive("layout.pp", l.pp);
     require_positive("layout.dp", l.dp);
+    check_sizes(m, l);
     if (l.recompute_num_layers < 0 || (l.recompute_num_layers > 0 && l.recompute != Recompute::full))
         throw InputError(
             fmt::format("layout.recompute_num_layers = {} needs layout.recompute = \"full\" (it is "
@@ -102,8 +139,10 @@ void check_layout(const ModelSpec& m, const Layout& l, int cluster_gpus) {
         if (static_cast<int>(l.layers_per_stage.size()) != l.pp)
             throw InputError(fmt::format("layout.layers_per_stage has {} entries; layout.pp = {}",
                                          l.layers_per_stage.size(), l.pp));
-        for (auto n : l.layers_per_stage)
+        for (auto n : l.layers_per_stage) {
             if (n < 0) throw InputError(fmt::format("layout.layers_per_stage has a negative entry {}", n));
+            require_at_most("a layout.layers_per_stage entry", n, limits::kMaxLayers);
+        }
         const auto sum =
             std::accumulate(l.layers_per_stage.begin(), l.layers_per_stage.end(), std::int64_t{0});
         if (sum != m.layers)

@@ -86,7 +86,7 @@ Time FlowNetwork::private_flow_time(const Route& route, double bytes) {
     for (int l : route.links)
         use_count_[static_cast<std::size_t>(l)] = 0;
     const double secs = bytes / rate;
-    return Time::ps(static_cast<std::int64_t>(std::ceil(secs * 1e12))) + route.latency;
+    return Time::seconds_up(secs) + route.latency;
 }
 
 int FlowNetwork::new_flow(const Route& route, double bytes, Simulator::Callback on_done) {
@@ -217,7 +217,7 @@ void FlowNetwork::push_on_link(int link, int fid, int j) {
 void FlowNetwork::schedule_completion(int fid) {
     Flow& f = flows_[static_cast<std::size_t>(fid)];
     const double secs = f.rate > 0 ? f.remaining / f.rate : 0.0;
-    const Time at = sim_.now() + Time::ps(static_cast<std::int64_t>(std::ceil(secs * 1e12)));
+    const Time at = sim_.now() + Time::seconds_up(secs);
     const std::uint64_t v = f.version;
     sim_.schedule(at, Priority::kFlowCompletion, [this, fid, v] { finish(fid, v); });
 }

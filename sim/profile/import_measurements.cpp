@@ -112,7 +112,7 @@ Profile import_kernel_measurements(const nlohmann::json& j, const std::string& f
         const auto& errors = top.raw("errors");
         if (!errors.is_array()) top.fail("errors", "must be an array");
         if (!errors.empty())
-            top.fail("errors", fmt::format("= {}: the measurement reported errors", errors.dump()));
+            top.fail("errors", fmt::format("= {}: the measurement reported errors", detail::shown(errors)));
     }
     Profile p;
     p.gpu = gpu;

@@ -98,7 +98,7 @@ Profile parse_profile(const nlohmann::json& j, const std::string& file) {
             for (auto it = libs.begin(); it != libs.end(); ++it) {
                 if (!it->is_string())
                     d.fail(d.field("libraries." + it.key()),
-                           fmt::format("= {} must be a string", it->dump()));
+                           fmt::format("= {} must be a string", detail::shown(*it)));
                 p.device.libraries[it.key()] = it->get<std::string>();
             }
         }

@@ -9,12 +9,23 @@
 //   backward 3E and 2E+1 bytes per score element, b·(a/t)·s² elements; vocab-parallel cross-entropy
 //   (Megatron-LM tensor_parallel/cross_entropy.py on logits.float()): forward 38 bytes per logit (cast to
 //   fp32 2+4, max 4, subtract max 8, exp in place 8, sum 4, divide in place 8), backward 14 (scale the saved
-//   softmax 8, cast back to 16 bits 4+2).
+//   softmax 8, cast back to 16 bits 4+2). Fused (Layout::cross_entropy_fusion, TransformerEngine
+//   pytorch/triton/cross_entropy.py): forward 6 bytes per logit (online max and sum of exponentials read
+//   E; loss and gradient pass read E, write the gradient in place E), backward 4 (the gradient scaled by
+//   the loss's gradient, read and write E).
 #include "layer_ops.hpp"
+
+#include <algorithm>
+#include <string_view>
 
 #include <fmt/format.h>
 
 namespace trainsim::detail {
+
+namespace {
+constexpr double kFusedCrossEntropyFwdBytes = 6.0;
+constexpr double kFusedCrossEntropyBwdBytes = 4.0;
+}  // namespace
 
 BlockBuilder::BlockBuilder(const ModelSpec& m, const Layout& l, std::vector<Segment>& segments)
     : m_(m), l_(l), segments_(segments) {
@@ -42,10 +53,17 @@ void BlockBuilder::kernel(OpTemplate& /*t*/, const Kernel& k) {
 void BlockBuilder::flush(OpTemplate& t) {
     if (open_.empty()) return;
     Segment seg;
-    for (const auto& k : open_) {
+    // Kernel names joined by '+'; a run of kernels of one name is written once with its count ("x 1120").
+    for (std::size_t i = 0; i < open_.size();) {
+        std::size_t j = i + 1;
+        while (j < open_.size() && std::string_view(open_[j].name) == open_[i].name)
+            ++j;
         if (!seg.name.empty()) seg.name.push_back('+');
-        seg.name.append(k.name);
-        seg.flops += k.flops;
+        seg.name.append(open_[i].name);
+        if (j - i > 1) seg.name.append(fmt::format(" x {}", j - i));
+        for (std::size_t k = i; k < j; ++k)
+            seg.flops += open_[k].flops;
+        i = j;
     }
     seg.kernels = std::move(open_);
     open_.clear();
@@ -498,16 +516,26 @@ OpTemplate BlockBuilder::embedding_backward() {
 //   mxfp8 (TE MXFP8BlockScaling: 32-element blocks, the E8M0 scale computed in the cast kernel): one pass
 //     writing row- and column-wise copies with their scales, E + 2 + 2/32, for inputs and output gradients;
 //     weights once per step as with delayed scaling.
+//   tensorwise under TransformerEngine (Megatron's --fp8-recipe tensorwise, TE Float8CurrentScaling): the
+//     quantizer takes the tensor's amax first (read E), then cast_transpose writes the fp8 tensor and its
+//     transpose (read E, write 1 + 1): 2E + 2, for inputs and output gradients; the saved fp8 input already
+//     has its transpose, so nothing is re-laid out in the backward; weights are quantized once per step and
+//     cached as with delayed scaling (is_first_microbatch; transformer_engine/pytorch/tensor/
+//     float8_tensor.py Float8CurrentScalingQuantizer, module/linear.py).
+// With fp8_param_gather (Layout) the weights are FP8 already: no weight cast at all; their transpose is made
+// once per step (read 1, write 1 B per weight) and the optimizer quantizes its fp32 master shard after the
+// step (optimizer()).
 namespace {
 struct Fp8CastBytes {
     double input_fwd, weight_fwd, grad_bwd, input_bwd, weight_bwd;
     bool weight_per_step;  ///< the fp8 weight is cast once per step and cached (TE)
 };
-Fp8CastBytes fp8_cast_bytes(Fp8Recipe r, double E) {
+Fp8CastBytes fp8_cast_bytes(Fp8Recipe r, double E, Framework f) {
     switch (r) {
         case Fp8Recipe::delayed:
             return {E + 2, E + 2, E + 2, 0, 0, true};
         case Fp8Recipe::tensorwise:
+            if (f == Framework::megatron) return {2 * E + 2, 2 * E + 2, 2 * E + 2, 0, 0, true};
             return {2 * E + 1, 2 * E + 1, 2 * E + 3, 2, 2, false};
         case Fp8Recipe::rowwise:
             return {2 * E + 1, 2 * E + 1, 2 * (2 * E + 1), 2 * E + 1, 2 * E + 1, false};
@@ -534,29 +562,45 @@ bool BlockBuilder::fp8_cast_in_norm() const {
 
 void BlockBuilder::fp8_forward_casts(OpTemplate& t, double input_elements, double weights, bool after_norm) {
     if (!fp8_) return;
-    const auto c = fp8_cast_bytes(l_.fp8_recipe, E_);
+    const auto c = fp8_cast_bytes(l_.fp8_recipe, E_, l_.framework);
     if (!(after_norm && fp8_cast_in_norm()))
         kernel(t, Kernel::memory("fp8_cast_input", c.input_fwd * input_elements));
-    if (!c.weight_per_step) kernel(t, Kernel::memory("fp8_cast_weight", c.weight_fwd * weights));
+    if (!c.weight_per_step && !l_.fp8_param_gather)
+        kernel(t, Kernel::memory("fp8_cast_weight", c.weight_fwd * weights));
 }
 
 void BlockBuilder::fp8_backward_casts(OpTemplate& t, double grad_elements, double input_elements,
                                       double weights, bool after_norm) {
     if (!fp8_) return;
-    const auto c = fp8_cast_bytes(l_.fp8_recipe, E_);
+    const auto c = fp8_cast_bytes(l_.fp8_recipe, E_, l_.framework);
     kernel(t, Kernel::memory("fp8_cast_grad_output", c.grad_bwd * grad_elements));
     if (after_norm && fp8_cast_in_norm())
         kernel(t, Kernel::memory("fp8_transpose_input", 2.0 * input_elements));
     if (c.input_bwd > 0) kernel(t, Kernel::memory("fp8_relayout_input", c.input_bwd * input_elements));
-    if (c.weight_bwd > 0) kernel(t, Kernel::memory("fp8_relayout_weight", c.weight_bwd * weights));
+    if (c.weight_bwd > 0 && !l_.fp8_param_gather)
+        kernel(t, Kernel::memory("fp8_relayout_weight", c.weight_bwd * weights));
 }
 
 OpTemplate BlockBuilder::fp8_weight_casts_per_step(double layers) {
     OpTemplate t;
     if (!fp8_ || layers <= 0) return t;
-    const auto c = fp8_cast_bytes(l_.fp8_recipe, E_);
+    const auto c = fp8_cast_bytes(l_.fp8_recipe, E_, l_.framework);
     if (!c.weight_per_step) return t;
-    kernel(t, Kernel::memory("fp8_cast_transpose_weights", c.weight_fwd * layer_linear_weights() * layers));
+    if (l_.fp8_param_gather)
+        kernel(t, Kernel::memory("fp8_transpose_weights", 2.0 * layer_linear_weights() * layers));
+    else
+        kernel(t,
+               Kernel::memory("fp8_cast_transpose_weights", c.weight_fwd * layer_linear_weights() * layers));
+    flush(t);
+    return t;
+}
+
+OpTemplate BlockBuilder::list_all_gather_copy_out(double elements, int partitions) {
+    OpTemplate t;
+    kernel(t, Kernel::memory("zero3_all_gather_zero_buffer", 2.0 * elements));
+    const int n = std::max(partitions, 1);
+    for (int i = 0; i < n; ++i)
+        kernel(t, Kernel::memory("zero3_all_gather_copy_out_partition", 4.0 * elements / n));
     flush(t);
     return t;
 }
@@ -576,7 +620,10 @@ OpTemplate BlockBuilder::head_forward() {
     kernel(t, Kernel::memory("final_norm", norm_fwd_bytes() * h_ * Tsp_));
     if (l_.sequence_parallel) tp(t, CollectiveKind::all_gather, act, true);
     kernel(t, Kernel::gemm("lm_head_gemm", T_, V_ / t_, h_));
-    kernel(t, Kernel::memory("vocab_parallel_cross_entropy", 38 * logits));
+    if (l_.cross_entropy_fusion)
+        kernel(t, Kernel::memory("fused_cross_entropy", kFusedCrossEntropyFwdBytes * logits));
+    else
+        kernel(t, Kernel::memory("vocab_parallel_cross_entropy", 38 * logits));
     // Max, sum of exponentials and target logit are all-reduced over TP: 3 fp32 values per token.
     tp(t, CollectiveKind::all_reduce, 3 * 4 * T_, true);
     flush(t);
@@ -588,7 +635,10 @@ OpTemplate BlockBuilder::head_backward() {
     const double act = T_ * h_ * E_;
     const double logits = T_ * V_ / t_;
     const bool sp = l_.sequence_parallel;
-    kernel(t, Kernel::memory("vocab_parallel_cross_entropy_bwd", 14 * logits));
+    if (l_.cross_entropy_fusion)
+        kernel(t, Kernel::memory("fused_cross_entropy_bwd", kFusedCrossEntropyBwdBytes * logits));
+    else
+        kernel(t, Kernel::memory("vocab_parallel_cross_entropy_bwd", 14 * logits));
     if (sp) tp(t, CollectiveKind::all_gather, act, false);
     kernel(t, Kernel::gemm("lm_head_dgrad", T_, h_, V_ / t_));
     if (sp) tp_wait(t);
@@ -644,6 +694,13 @@ OpTemplate BlockBuilder::optimizer(double params_per_rank) {
         if (!l_.deepspeed_bf16_optimizer())
             kernel(t, Kernel::memory("grad_norm_and_inf_check", 4 * params_per_rank));
         kernel(t, Kernel::memory(step_name, step_bytes * params_per_rank));
+        // fp8_param_gather: the updated fp32 master shard becomes the FP8 weight shard (Megatron
+        // fp8_utils.py quantize_param_shard): its amax (read 4 B; current scaling), then the cast (read 4,
+        // write 1 B), counted over the whole shard (the norms and embeddings, a few percent of it, stay
+        // 16-bit), and the 16-bit copy the Adam step writes is kept (an upper bound by 1-2 B per element).
+        if (l_.precision == Precision::fp8 && l_.fp8_param_gather)
+            kernel(t, Kernel::memory("fp8_quantize_param_shard",
+                                     (l_.fp8_recipe == Fp8Recipe::delayed ? 5.0 : 9.0) * params_per_rank));
     } else {
         // ZeRO-Offload (Ren et al. 2021, Sec. 4): gradients go to host memory over PCIe, the CPU runs the
         // step over the fp32 master weights and moments, the updated 16-bit weights come back. ZeRO-Infinity

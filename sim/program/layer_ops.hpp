@@ -44,6 +44,11 @@ class BlockBuilder {
     OpTemplate fp8_weight_casts_per_step(double layers);
     /// One memory-bound pass of `bytes` on the main stream (FSDP / ZeRO-3 all-gather copy-out).
     OpTemplate memory_pass(const char* name, double bytes);
+    /// DeepSpeed 2021 ZeRO-3's all-gather of `elements` parameters into a list of `partitions` tensors
+    /// (partition_parameters.py _allgather_param): the zeroed 16-bit flat buffer (2 B per element), then
+    /// ProcessGroupNCCL's copy of the flattened result into each partition, one copy kernel per partition
+    /// (read and write 2 B per element in all).
+    OpTemplate list_all_gather_copy_out(double elements, int partitions);
     /// Optimizer step over `params_per_rank` parameters (Adam, mixed precision).
     OpTemplate optimizer(double params_per_rank);
     /// DeepSpeed BF16_Optimizer: after each micro-batch's backward, the bf16 gradients of `params_per_rank`

@@ -182,7 +182,11 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
         // parameter, read and write 2 B per element); DeepSpeed stage 3 (2021, partition_parameters.py
         // _allgather_param: torch.zeros of the full flat buffer, 2 B, then torch.distributed.all_gather into
         // a list of partitions, which ProcessGroupNCCL runs on a flattened copy and copies out, 2 + 2 B): 6
-        // B. FSDP1 (Composer) gathers into the flat parameter itself: none.
+        // B, the copy out being one copy_ per partition (ProcessGroupNCCL::allgather in PyTorch 1.8-1.10,
+        // torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp: outputTensors[i][j].copy_(outputFlattened[i][j])
+        // for each of the DP world's partitions): DP kernels, each paying the kernel overhead, so the
+        // gather's fixed cost grows with the number of GPUs. FSDP1 (Composer) gathers into the flat
+        // parameter itself: none.
         const double copy_out_bytes = layout.framework == Framework::torchtitan  ? 4.0
                                       : layout.framework == Framework::pytorch   ? 4.0
                                       : layout.framework == Framework::deepspeed ? 6.0
@@ -199,8 +203,9 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
             auto it = copy_out.find(elements);
             if (it == copy_out.end())
                 it = copy_out
-                         .emplace(elements,
-                                  blocks.memory_pass("zero3_all_gather_copy_out", copy_out_bytes * elements))
+                         .emplace(elements, ds3 ? blocks.list_all_gather_copy_out(elements, layout.dp)
+                                                : blocks.memory_pass("zero3_all_gather_copy_out",
+                                                                     copy_out_bytes * elements))
                          .first;
             append(sp.ops, it->second, phase, mb);
         };
@@ -224,8 +229,15 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
             sp.ops.push_back(op);
         };
         // Launches a 16-bit all-gather of one parameter group; returns its index on the DP stream.
+        // Bytes per all-gathered parameter: 16-bit, or (fp8_param_gather) FP8 for the linear weights and
+        // 16-bit for the rest, averaged over the stage's parameters.
+        const double stage_linear_rank = static_cast<double>(stage_layers) * model.linear_params() / t;
+        const double gather_bytes =
+            layout.precision == Precision::fp8 && layout.fp8_param_gather && stage_params_rank > 0
+                ? 2.0 - std::min(stage_linear_rank, stage_params_rank) / stage_params_rank
+                : 2.0;
         auto param_gather = [&](double elements) {
-            dp_launch(CollectiveKind::all_gather, elements * 2.0);
+            dp_launch(CollectiveKind::all_gather, elements * gather_bytes);
             return dp_launched - 1;
         };
         // DeepSpeed's BF16_Optimizer (bf16 + ZeRO-1) all-reduces the fp32 gradients, then all-gathers the
@@ -238,10 +250,10 @@ Program build_program(const ModelSpec& model, const Layout& layout) {
                 b.elements * grad_bytes);
         };
         auto launch_param_gather = [&](int c) {
-            // Parameters are all-gathered in 16-bit, in forward order.
+            // Parameters are all-gathered in 16-bit (or FP8, see gather_bytes), in forward order.
             const auto& bs = buckets[static_cast<std::size_t>(c)];
             for (auto it = bs.rbegin(); it != bs.rend(); ++it) {
-                dp_launch(CollectiveKind::all_gather, it->elements * 2.0);
+                dp_launch(CollectiveKind::all_gather, it->elements * gather_bytes);
                 sp.ops.back().phase = Phase::forward;
             }
         };

@@ -38,14 +38,39 @@ std::vector<ProfileUse> profile_use(const Program& program, const ComputeModel& 
 }
 
 SimulationResult simulate(const TopologySpec& topology, const ModelSpec& model, const Layout& layout,
-                          const std::string& workload_name, TraceRanks trace) {
+                          const std::string& workload_name, const SimulationOptions& options) {
     check_layout(model, layout, topology.gpus());
-    const Cluster cluster(topology);
-    return simulate(cluster, model, layout, build_program(model, layout), workload_name, trace);
+    const Cluster cluster(topology, options.perturbations.links, options.cluster);
+    return simulate(cluster, model, layout, build_program(model, layout), workload_name, options);
+}
+
+ExecutionScenario execution_scenario(const Cluster& cluster, const Program& program,
+                                     const ComputeModel& compute, const SimulationOptions& options) {
+    ExecutionScenario sc;
+    const Perturbations& p = options.perturbations;
+    sc.seed = options.seed;
+    sc.attribute = options.attribute;
+    sc.links_perturbed = !cluster.perturbed_links().empty();
+    if (!p.stragglers.empty())
+        sc.compute_factor = compute_factors(p.stragglers, cluster.gpus(), options.seed);
+    if (p.jitter) {
+        sc.jitter_sigma = p.jitter->sigma;
+        sc.kernel_seconds.reserve(program.segments.size());
+        for (const auto& seg : program.segments) {
+            std::vector<double> k;
+            k.reserve(seg.kernels.size());
+            for (const auto& kernel : seg.kernels)
+                k.push_back(compute.seconds(kernel));
+            sc.kernel_seconds.push_back(std::move(k));
+        }
+    }
+    return sc;
 }
 
 SimulationResult simulate(const Cluster& cluster, const ModelSpec& model, const Layout& layout,
-                          Program program, const std::string& workload_name, TraceRanks trace) {
+                          Program program, const std::string& workload_name,
+                          const SimulationOptions& options) {
+    const TraceRanks trace = options.trace;
     const ComputeModel compute(cluster.gpu(), layout.precision, host_links(cluster.spec()),
                                cluster.spec().profile);
     assign_durations(program, compute);
@@ -60,7 +85,8 @@ SimulationResult simulate(const Cluster& cluster, const ModelSpec& model, const 
         }
     }
     SimulationResult res;
-    res.execution = execute(cluster, layout, program, traced);
+    res.execution = execute(cluster, layout, program, traced, options.execution,
+                            execution_scenario(cluster, program, compute, options));
     res.report = make_report(cluster, model, layout, program, res.execution, cluster.spec().name,
                              workload_name, trace != TraceRanks::none);
     if (compute.profile()) {

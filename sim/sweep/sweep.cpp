@@ -242,9 +242,26 @@ void check_point(SweepEntry& e, double& cost, std::size_t& program_hash, const C
 /// Phase 2: one simulated iteration of a point that passed check_point (the program is built again rather
 /// than kept: a program of a large layout holds millions of ops).
 void simulate_point(SweepEntry& e, const Cluster& cluster, const ModelSpec& model,
-                    const std::string& workload_name) {
+                    const std::string& workload_name, const SweepOptions& options) {
     try {
-        e.report = simulate(cluster, model, e.layout, build_program(model, e.layout), workload_name).report;
+        if (options.perturbations.empty()) {
+            e.report =
+                simulate(cluster, model, e.layout, build_program(model, e.layout), workload_name).report;
+        } else {
+            // Each seed's run; the report of the median one (nearest rank, the lower seed on ties).
+            SimulationOptions o;
+            o.perturbations = options.perturbations;
+            const Program program = build_program(model, e.layout);
+            std::vector<std::pair<double, Report>> runs;
+            for (int k = 0; k < options.seeds; ++k) {
+                o.seed = options.seed + static_cast<std::uint64_t>(k);
+                Report r = simulate(cluster, model, e.layout, program, workload_name, o).report;
+                runs.emplace_back(r.step_time_s, std::move(r));
+            }
+            std::stable_sort(runs.begin(), runs.end(),
+                             [](const auto& a, const auto& b) { return a.first < b.first; });
+            e.report = std::move(runs[(runs.size() + 1) / 2 - 1].second);
+        }
         e.limit = explain_limit(e.report, cluster.spec());
     } catch (const InputError& err) {
         e.status = SweepStatus::rejected;
@@ -425,7 +442,7 @@ std::string explain_limit(const Report& r, const TopologySpec& topology) {
 
 SweepResult run_sweep(const TopologySpec& topology, const ModelSpec& model, const Layout& base,
                       const SweepGrid& grid, const std::string& workload_name, const SweepOptions& options) {
-    const Cluster cluster(topology);
+    const Cluster cluster(topology, options.perturbations.links);
     const auto layouts = enumerate_layouts(model, base, grid, topology.gpus(), topology.gpus_per_node);
     const std::size_t n = layouts.size();
     std::vector<SweepEntry> entries(n);
@@ -461,6 +478,10 @@ SweepResult run_sweep(const TopologySpec& topology, const ModelSpec& model, cons
         std::map<std::string, std::vector<std::size_t>> first;  // execution key -> representatives
         for (std::size_t i = 0; i < n; ++i) {
             if (entries[i].status != SweepStatus::simulated) continue;
+            if (!options.deduplicate) {
+                todo.push_back(i);
+                continue;
+            }
             auto& reps = first[execution_key(entries[i].layout, program_hash[i])];
             const std::string sig = program_signature(build_program(model, entries[i].layout));
             for (std::size_t r : reps)
@@ -484,7 +505,7 @@ SweepResult run_sweep(const TopologySpec& topology, const ModelSpec& model, cons
     }
     std::vector<std::exception_ptr> sim_errors(todo.size());
     parallel_for(todo.size(), options.jobs, sim_errors, [&](std::size_t k) {
-        simulate_point(entries[todo[k]], cluster, model, workload_name);
+        simulate_point(entries[todo[k]], cluster, model, workload_name, options);
         report_progress(true);
     });
     for (std::size_t k = 0; k < todo.size(); ++k)
@@ -511,6 +532,15 @@ SweepResult run_sweep(const TopologySpec& topology, const ModelSpec& model, cons
     res.gpus = topology.gpus();
     res.global_batch = base.global_batch;
     res.hbm_bytes = cluster.gpu().hbm_bytes;
+    if (!options.perturbations.empty()) {
+        for (const auto& st : options.perturbations.stragglers)
+            res.perturbations.push_back("--straggler " + st.text);
+        if (options.perturbations.jitter)
+            res.perturbations.push_back("--jitter " + options.perturbations.jitter->text);
+        for (const auto& l : options.perturbations.links)
+            res.perturbations.push_back("--link " + l.text);
+        res.seeds = options.seeds;
+    }
     std::vector<SweepEntry> simulated, oom, rejected;
     std::map<std::string, std::size_t> counts;
     for (auto& e : entries) {
@@ -555,6 +585,17 @@ std::string format_sweep_text(const SweepResult& r, std::size_t top_k) {
         "layouts: {} in the grid: {} simulated, {} out of memory ({:.1f} GiB of HBM per GPU), {} "
         "rejected\n\n",
         r.entries.size(), r.simulated, r.out_of_memory, r.hbm_bytes / kGiB, r.rejected);
+    if (!r.perturbations.empty()) {
+        o.pop_back();
+        o += "what-if: every layout under";
+        for (const auto& p : r.perturbations)
+            o += " " + p;
+        o +=
+            r.seeds > 1
+                ? fmt::format("; ranked by the median step time over {} seeds (the median seed's report)\n\n",
+                              r.seeds)
+                : std::string("\n\n");
+    }
     const std::size_t k = std::min(top_k, r.simulated);
     if (k > 0) {
         o += fmt::format("top {} of {} by step time (exposed communication: mean over GPUs)\n", k,
@@ -638,6 +679,7 @@ nlohmann::json sweep_json(const SweepResult& r) {
     j["gpus"] = r.gpus;
     j["global_batch"] = r.global_batch;
     j["hbm_bytes"] = r.hbm_bytes;
+    if (!r.perturbations.empty()) j["what_if"] = {{"perturbations", r.perturbations}, {"seeds", r.seeds}};
     j["counts"] = {{"layouts", r.entries.size()},
                    {"simulated", r.simulated},
                    {"out_of_memory", r.out_of_memory},

@@ -117,9 +117,9 @@ TEST_CASE(
 
 TEST_CASE("executor: simulation is deterministic") {
     const SimulationResult a =
-        simulate(small_topology(2), small_gpt(), small_layout(), "small", TraceRanks::all);
+        simulate(small_topology(2), small_gpt(), small_layout(), "small", traced(TraceRanks::all));
     const SimulationResult b =
-        simulate(small_topology(2), small_gpt(), small_layout(), "small", TraceRanks::all);
+        simulate(small_topology(2), small_gpt(), small_layout(), "small", traced(TraceRanks::all));
     CHECK(a.execution.step_time_s == b.execution.step_time_s);
     CHECK(a.execution.events == b.execution.events);
     CHECK(to_json(a.report, nullptr).dump() == to_json(b.report, nullptr).dump());
@@ -135,9 +135,9 @@ TEST_CASE("executor: simulation is deterministic") {
 
 TEST_CASE("executor: tracing does not change the timeline") {
     const SimulationResult a =
-        simulate(small_topology(2), small_gpt(), small_layout(), "small", TraceRanks::none);
+        simulate(small_topology(2), small_gpt(), small_layout(), "small", traced(TraceRanks::none));
     const SimulationResult b =
-        simulate(small_topology(2), small_gpt(), small_layout(), "small", TraceRanks::first_replica);
+        simulate(small_topology(2), small_gpt(), small_layout(), "small", traced(TraceRanks::first_replica));
     CHECK(a.execution.trace.empty());
     CHECK(!b.execution.trace.empty());
     for (const auto& s : b.execution.trace)

@@ -179,7 +179,10 @@ TEST_CASE("FP8: cast and amax kernels as memory passes with their bytes, per rec
         return v;
     };
     // torchao tensorwise: amax pass + cast, 2E + 1 per input element; the weight every forward.
-    const Program tw = build_program(m, single_gpu(Precision::fp8, Fp8Recipe::tensorwise));
+    Layout torchao = single_gpu(Precision::fp8, Fp8Recipe::tensorwise);
+    torchao.framework = Framework::torchtitan;
+    torchao.torch_compile = true;
+    const Program tw = build_program(m, torchao);
     const auto in_tw = bytes_of(tw, Phase::forward, "fp8_cast_input");
     REQUIRE(in_tw.size() == 4 * 2);
     CHECK(in_tw[0] == doctest::Approx((2 * E + 1) * T * h));  // qkv input [T, h]
@@ -244,7 +247,9 @@ TEST_CASE("ZeRO-3 / FSDP: backward gathers follow reshard_after_forward; copy-ou
     auto copies = [](const Program& p) {
         int n = 0;
         for (const auto& k : all_kernels(p))
-            if (std::string(k.name) == "zero3_all_gather_copy_out") ++n;
+            if (std::string(k.name) == "zero3_all_gather_copy_out" ||
+                std::string(k.name) == "zero3_all_gather_zero_buffer")
+                ++n;
         return n;
     };
     auto gathers = [](const Program& p) {
@@ -269,12 +274,19 @@ TEST_CASE("ZeRO-3 / FSDP: backward gathers follow reshard_after_forward; copy-ou
     const Program ds = build_program(m, l);
     CHECK(copies(ds) == 4 * 4 + 2);
     CHECK(gathers(ds) == 4 * 4 + 2);
-    int qkv_copies = 0;  // 6 B per gathered element: zeros, flattened all-gather, copy out
-    for (const auto& k : all_kernels(ds))
-        if (std::string(k.name) == "zero3_all_gather_copy_out" &&
-            k.bytes == doctest::Approx(6.0 * 3.0 * m.hidden * m.hidden))
-            ++qkv_copies;
-    CHECK(qkv_copies == 4);
+    // 6 B per gathered element: the zeroed flat buffer (2 B), then ProcessGroupNCCL's copy of the flattened
+    // result into each of the DP world's partitions, one copy kernel each (4 B in all).
+    const double qkv = 3.0 * m.hidden * m.hidden;
+    int qkv_zero = 0, qkv_partitions = 0;
+    for (const auto& k : all_kernels(ds)) {
+        if (std::string(k.name) == "zero3_all_gather_zero_buffer" && k.bytes == doctest::Approx(2.0 * qkv))
+            ++qkv_zero;
+        if (std::string(k.name) == "zero3_all_gather_copy_out_partition" &&
+            k.bytes == doctest::Approx(4.0 * qkv / l.dp))
+            ++qkv_partitions;
+    }
+    CHECK(qkv_zero == 4);
+    CHECK(qkv_partitions == 4 * l.dp);
 }
 
 TEST_CASE("torchtitan without torch.compile: norms, RoPE and SwiGLU as eager ATen ops") {
@@ -335,4 +347,137 @@ TEST_CASE(
     CHECK(overlapped(build_program(m, l)) > 0);
     l.framework = Framework::composer;
     CHECK(overlapped(build_program(m, l)) == 0);
+}
+
+TEST_CASE("FP8 under TransformerEngine: current scaling casts, fp8_param_gather, fused cross entropy") {
+    const ModelSpec m = llama_style(2, 1024, 16, 4, 3584, 8192, 1024);
+    const double T = 1024, h = 1024, E = 2, V = 8192;
+    auto bytes_of = [](const Program& p, Phase ph, const std::string& name) {
+        std::vector<double> v;
+        for (const auto& k : kernels_of(p, ph))
+            if (name == k.name) v.push_back(k.bytes);
+        return v;
+    };
+    const double weights = m.hidden * (m.heads + 2 * m.kv_heads) * m.head_dim() +
+                           m.heads * m.head_dim() * m.hidden + 2.0 * m.hidden * m.ffn_hidden +
+                           m.ffn_hidden * m.hidden;
+    // TE Float8CurrentScaling (Megatron, tensorwise): amax E + cast_transpose E + 2 for every GEMM input
+    // (the norm cannot write fp8 without the amax), the weights once per step, nothing re-laid out after.
+    Layout te = single_gpu(Precision::fp8, Fp8Recipe::tensorwise);
+    const Program cs = build_program(m, te);
+    const auto in = bytes_of(cs, Phase::forward, "fp8_cast_input");
+    REQUIRE(in.size() == 4 * 2);
+    CHECK(in[0] == doctest::Approx((2 * E + 2) * T * h));
+    CHECK(bytes_of(cs, Phase::forward, "fp8_cast_weight").empty());
+    const auto w = bytes_of(cs, Phase::forward, "fp8_cast_transpose_weights");
+    REQUIRE(w.size() == 1);
+    CHECK(w[0] == doctest::Approx((2 * E + 2) * weights * 2));
+    const auto g = bytes_of(cs, Phase::backward, "fp8_cast_grad_output");
+    REQUIRE(g.size() == 4 * 2);
+    CHECK(g[0] == doctest::Approx((2 * E + 2) * T * h));
+    CHECK(bytes_of(cs, Phase::backward, "fp8_relayout_input").empty());
+    CHECK(bytes_of(cs, Phase::backward, "fp8_relayout_weight").empty());
+    // fp8_param_gather: the weights are FP8 already; their transpose once per step (1 + 1 B), and the
+    // optimizer quantizes its master shard (amax 4 + cast 4 + 1 B per element).
+    te.fp8_param_gather = true;
+    const Program pg = build_program(m, te);
+    CHECK(bytes_of(pg, Phase::forward, "fp8_cast_transpose_weights").empty());
+    const auto tr = bytes_of(pg, Phase::forward, "fp8_transpose_weights");
+    REQUIRE(tr.size() == 1);
+    CHECK(tr[0] == doctest::Approx(2.0 * weights * 2));
+    const auto q = bytes_of(pg, Phase::optimizer, "fp8_quantize_param_shard");
+    REQUIRE(q.size() == 1);
+    CHECK(q[0] == doctest::Approx(9.0 * m.total_params()));
+    // Fused cross entropy (TE parallel_cross_entropy): 6 B per logit forward, 4 backward, instead of the
+    // unfused fp32 loss's 38 and 14.
+    CHECK(bytes_of(cs, Phase::forward, "vocab_parallel_cross_entropy")[0] == doctest::Approx(38 * T * V));
+    te.cross_entropy_fusion = true;
+    const Program ce = build_program(m, te);
+    CHECK(bytes_of(ce, Phase::forward, "vocab_parallel_cross_entropy").empty());
+    CHECK(bytes_of(ce, Phase::forward, "fused_cross_entropy")[0] == doctest::Approx(6 * T * V));
+    CHECK(bytes_of(ce, Phase::backward, "fused_cross_entropy_bwd")[0] == doctest::Approx(4 * T * V));
+}
+
+TEST_CASE("fp8_param_gather: the DP all-gather of a stage's parameters moves FP8 linear weights") {
+    const ModelSpec m = llama_style(2, 1024, 16, 4, 3584, 8192, 1024);
+    Layout l;
+    l.dp = 4;
+    l.micro_batch = 1;
+    l.global_batch = 4;
+    l.distributed_optimizer = true;
+    l.precision = Precision::fp8;
+    auto gathered = [&](const Layout& x) {
+        double bytes = 0;
+        const Program p = build_program(m, x);
+        for (const auto& op : p.stages[0].ops)
+            if (op.kind == OpKind::dp_launch && op.collective == CollectiveKind::all_gather)
+                bytes += op.bytes;
+        return bytes;
+    };
+    const double bf16_bytes = gathered(l);
+    CHECK(bf16_bytes == doctest::Approx(2.0 * m.total_params()));
+    l.fp8_param_gather = true;
+    const double linear = 2 * m.linear_params();
+    CHECK(gathered(l) == doctest::Approx(1.0 * linear + 2.0 * (m.total_params() - linear)));
+}
+
+TEST_CASE("measured runs: Megatron-Bridge and MLPerf NeMo recipe defaults, overridable per row") {
+    nlohmann::json run = {
+        {"id", "r"},
+        {"source", "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md"},
+        {"cluster",
+         {{"gpu", "H100-SXM5-80GB"},
+          {"gpus", 8},
+          {"gpus_per_node", 8},
+          {"scale_up", {{"kind", "nvswitch"}, {"bandwidth_GBps_per_gpu", 450}}},
+          {"scale_out", {{"kind", "infiniband"}, {"nics_per_node", 8}, {"nic_Gbps", 400}}}}},
+        {"model",
+         {{"layers", 4},
+          {"hidden", 1024},
+          {"heads", 16},
+          {"ffn_hidden", 4096},
+          {"vocab", 8192},
+          {"seq_len", 512},
+          {"mlp", "swiglu"}}},
+        {"training",
+         {{"tp", 1},
+          {"pp", 1},
+          {"dp", 8},
+          {"micro_batch", 1},
+          {"global_batch", 8},
+          {"sequence_parallel", false},
+          {"recompute", "none"},
+          {"zero_stage", 0},
+          {"distributed_optimizer", true},
+          {"precision", "fp8"}}},
+        {"measured", {{"step_time_s", 1.0}}}};
+    auto layout = [](const nlohmann::json& r) {
+        const nlohmann::json doc{{"format", "trainsim-measured-runs/1"},
+                                 {"runs", nlohmann::json::array({r})}};
+        return parse_measured_runs(doc, "f.json").runs[0].layout;
+    };
+    Layout l = layout(run);
+    CHECK(l.cross_entropy_fusion);
+    CHECK(l.fp8_param_gather);
+    run["training"]["fp8_param_gather"] = false;
+    run["training"]["cross_entropy_fusion"] = false;
+    l = layout(run);
+    CHECK_FALSE(l.cross_entropy_fusion);
+    CHECK_FALSE(l.fp8_param_gather);
+    run["training"].erase("fp8_param_gather");
+    run["training"].erase("cross_entropy_fusion");
+    run["training"]["precision"] = "bf16";
+    CHECK_FALSE(layout(run).fp8_param_gather);
+    // Megatron-LM and NeMo sources keep Megatron-LM's defaults ...
+    run["training"]["precision"] = "fp8";
+    run["source"] = "NVIDIA/NeMo docs/source/performance/performance_summary.md";
+    l = layout(run);
+    CHECK_FALSE(l.cross_entropy_fusion);
+    CHECK_FALSE(l.fp8_param_gather);
+    // ... except NVIDIA's MLPerf NeMo submissions from v4.0 (FP8_PARAMS=True); v3.1 did not set it.
+    run["extensions"] = {
+        {"mlperf", {{"version", "v4.1"}, {"framework", "NVIDIA NeMo Framework Release 24.09"}}}};
+    CHECK(layout(run).fp8_param_gather);
+    run["extensions"]["mlperf"]["version"] = "v3.1";
+    CHECK_FALSE(layout(run).fp8_param_gather);
 }

@@ -144,6 +144,9 @@ TEST_CASE("memory: the fp8 weight cache is Megatron's (sharded like the weights)
     CHECK(walk(m, l).stages[0].phase_peaks[0].piles[kParams] == doctest::Approx(2 * P / 8));
     l.framework = Framework::megatron;
     CHECK(walk(m, l).stages[0].phase_peaks[0].piles[kParams] == doctest::Approx(2 * P / 8 + 2 * linear / 8));
+    l.fp8_param_gather = true;  // FP8 weights with their transpose: 1 + 1 B instead of 2 + 2
+    CHECK(walk(m, l).stages[0].phase_peaks[0].piles[kParams] == doctest::Approx(2 * P / 8));
+    l.fp8_param_gather = false;
     l.framework = Framework::torchtitan;  // torchao Float8: fp32 shards, no cache
     CHECK(walk(m, l).stages[0].phase_peaks[0].piles[kParams] == doctest::Approx(4 * P / 8));
     // ... its fp8 cast of the widest weight (w1/w3: 2·14336·4096 B at 1 B) exists only around the GEMM.

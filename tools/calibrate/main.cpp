@@ -22,6 +22,7 @@
 #include "progress.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/gpu_catalog.hpp"
+#include "trainsim/output_file.hpp"
 
 namespace po = boost::program_options;
 using namespace trainsim;
@@ -60,14 +61,9 @@ std::string join_command_line(int argc, char** argv) {
     return s;
 }
 
-/// Fails early (exit 2) when --out cannot be written, rather than after the measurements.
+/// Fails early (exit 2) when --out cannot be written, rather than after the measurements (creates nothing).
 void check_writable(const std::string& path) {
-    const std::string probe = path + ".tmp";
-    {
-        std::ofstream out(probe, std::ios::binary | std::ios::trunc);
-        if (!out) throw InputError(fmt::format("{}: cannot write the file", path));
-    }
-    std::remove(probe.c_str());
+    check_output_path(path);
 }
 
 struct Sections {

@@ -7,6 +7,8 @@
 
 #include <boost/program_options.hpp>
 
+#include "trainsim/output_file.hpp"
+
 namespace trainsim::cli {
 
 int run_command(const std::vector<std::string>& args);
@@ -28,7 +30,8 @@ bool parse_input_command(const std::vector<std::string>& args,
                          const boost::program_options::options_description& desc,
                          boost::program_options::variables_map& vm, const char* command);
 
-/// Writes `text` to `path` atomically (temporary file in the same folder, then rename). Throws InputError.
+/// Writes `text` to `path` atomically (trainsim/output_file.hpp: mkstemp in the target's folder, fsync,
+/// rename; devices, FIFOs and directories refused). Throws InputError.
 void write_file_atomically(const std::string& path, const std::string& text);
 
 }  // namespace trainsim::cli

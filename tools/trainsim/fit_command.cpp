@@ -199,6 +199,7 @@ int fit_command(const std::vector<std::string>& args) {
                                                              "measured-run files");
     po::variables_map vm;
     if (!parse_file_command(args, desc, vm, "fit")) return kExitOk;
+    if (!out_file.empty()) check_output_path(out_file);
     if (!profile_file.empty()) {
         if (!files.empty())
             throw InputError("fit: --profile fits kernel times; give no measured-run file with it");

@@ -1,8 +1,12 @@
 // trainsim: simulate one training iteration of a large language model on a GPU cluster, event by event.
+#include <csignal>
+#include <cstdio>
 #include <exception>
 #include <iostream>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "commands.hpp"
 #include "trainsim/errors.hpp"
@@ -25,33 +29,62 @@ commands:
   sweep      simulate every layout of a model on N GPUs (tp, pp, dp, micro-batch, vpp, recompute, ...) and
              rank them by step time, with what limits each and the rejected layouts counted by reason
 
-  trainsim <command> --help   lists the command's options with their units
+  trainsim <command> --help   lists the command's options with their units (also: trainsim help <command>)
+  trainsim --version          prints the version
 
 exit codes: 0 success, 1 internal error (a bug in trainsim), 2 bad input (message names the file and field),
             3 out of memory (run, memory: a stage does not fit; sweep: no layout fits),
             4 validate: a run outside the tolerance, predicted out of memory, or a malformed row
 )";
+
+/// Runs the command `cmd` with `args`; exit code. Throws for an unknown command.
+int dispatch(const std::string& cmd, const std::vector<std::string>& args) {
+    if (cmd == "run") return trainsim::cli::run_command(args);
+    if (cmd == "validate") return trainsim::cli::validate_command(args);
+    if (cmd == "fit") return trainsim::cli::fit_command(args);
+    if (cmd == "sweep") return trainsim::cli::sweep_command(args);
+    if (cmd == "memory") return trainsim::cli::memory_command(args);
+    if (cmd == "profile") return trainsim::cli::profile_command(args);
+    throw trainsim::InputError(
+        fmt::format("unknown command \"{}\"; see trainsim --help", trainsim::clip_for_message(cmd)));
 }
 
+/// Flushes stdout and reports a failed write (disk full, closed pipe): exit 2, not a silent success.
+int finish_stdout(int code) {
+    std::cout.flush();
+    const bool failed = !std::cout || std::fflush(stdout) != 0 || std::ferror(stdout);
+    if (!failed) return code;
+    std::cerr << "trainsim: error: writing failed: standard output\n";
+    return trainsim::kExitBadInput;
+}
+
+int run_main(std::vector<std::string> args) {
+    if (args.empty() || args[0] == "--help" || args[0] == "-h" || (args[0] == "help" && args.size() == 1)) {
+        std::cout << kUsage;
+        return args.empty() ? trainsim::kExitBadInput : trainsim::kExitOk;
+    }
+    if (args[0] == "--version" || args[0] == "version") {
+        std::cout << "trainsim " << TRAINSIM_VERSION << "\n";
+        return trainsim::kExitOk;
+    }
+    if (args[0] == "help") {  // trainsim help CMD [SUBCMD]: that command's help
+        std::vector<std::string> rest(args.begin() + 2, args.end());
+        rest.push_back("--help");
+        return dispatch(args[1], rest);
+    }
+    const std::string cmd = args[0];
+    args.erase(args.begin());
+    return dispatch(cmd, args);
+}
+}  // namespace
+
 int main(int argc, char** argv) {
-    std::vector<std::string> args(argv + 1, argv + argc);
+    // A closed pipe is a failed write (exit 2 below), not a silent death by SIGPIPE.
+    std::signal(SIGPIPE, SIG_IGN);
     try {
-        if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-            std::cout << kUsage;
-            return args.empty() ? trainsim::kExitBadInput : trainsim::kExitOk;
-        }
-        const std::string cmd = args[0];
-        args.erase(args.begin());
-        if (cmd == "run") return trainsim::cli::run_command(args);
-        if (cmd == "validate") return trainsim::cli::validate_command(args);
-        if (cmd == "fit") return trainsim::cli::fit_command(args);
-        if (cmd == "sweep") return trainsim::cli::sweep_command(args);
-        if (cmd == "memory") return trainsim::cli::memory_command(args);
-        if (cmd == "profile") return trainsim::cli::profile_command(args);
-        std::cerr << "trainsim: unknown command \"" << cmd << "\"; see trainsim --help\n";
-        return trainsim::kExitBadInput;
+        return finish_stdout(run_main(std::vector<std::string>(argv + 1, argv + argc)));
     } catch (const trainsim::InputError& e) {
-        std::cerr << "trainsim: error: " << e.what() << "\n";
+        std::cerr << "trainsim: error: " << trainsim::one_line(e.what()) << "\n";
         return trainsim::kExitBadInput;
     } catch (const trainsim::InternalError& e) {
         std::cerr << "trainsim: internal error (a bug in trainsim, please report it): " << e.what() << "\n";

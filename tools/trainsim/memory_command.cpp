@@ -81,11 +81,12 @@ int memory_command(const std::vector<std::string>& args) {
     add_input_options(desc, in_opts);
     po::variables_map vm;
     if (!parse_input_command(args, desc, vm, "memory")) return kExitOk;
+    if (!svg_file.empty()) check_output_path(svg_file);
     const Inputs in = resolve_inputs(in_opts);
     SimulationResult res;
     WhatIf what_if;
     try {
-        res = simulate(in.topology, in.model, in.layout, in.name, TraceRanks::stage_leaders);
+        res = simulate(in.topology, in.model, in.layout, in.name, traced(TraceRanks::stage_leaders));
         if (vm.count("what-if")) what_if = memory_what_if(in.topology, in.model, in.layout, in.name);
     } catch (const InputError& e) {
         throw InputError(fmt::format("{}: {}", in.label, e.what()));

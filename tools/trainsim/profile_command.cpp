@@ -41,6 +41,7 @@ int import_command(const std::vector<std::string>& args) {
     po::variables_map vm;
     if (!parse_file_command(args, desc, vm, "profile import")) return kExitOk;
     if (files.size() != 1) throw InputError("profile import: give exactly one measurements file");
+    if (!out_file.empty()) check_output_path(out_file);
     const std::string& in = files.front();
     const nlohmann::json j = read_json_file(in);
     if (gpu.empty()) {

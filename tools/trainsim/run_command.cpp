@@ -1,13 +1,18 @@
 // `trainsim run`: one iteration of one configuration, with the full report.
+#include <algorithm>
 #include <iostream>
+#include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 #include <boost/program_options.hpp>
 
 #include "commands.hpp"
 #include "inputs.hpp"
+#include "scenario_options.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/fingerprint.hpp"
+#include "trainsim/scenario_study.hpp"
 #include "trainsim/simulate.hpp"
 
 namespace po = boost::program_options;
@@ -36,18 +41,39 @@ int run_command(const std::vector<std::string>& args) {
         "include/trainsim/fingerprint.hpp) as one line instead of the table; with --json, add it under "
         "\"fingerprint\"");
     add_input_options(desc, in_opts);
+    ScenarioOptions scenario;
+    add_scenario_options(desc, scenario, /*study=*/true);
+    int jobs = static_cast<int>(std::thread::hardware_concurrency());
+    desc.add_options()("jobs,j", po::value(&jobs),
+                       "what-if with --seeds: threads that simulate seeds in parallel (default: the hardware "
+                       "threads; the output does not depend on it)");
     po::variables_map vm;
     if (!parse_input_command(args, desc, vm, "run")) return kExitOk;
+    if (vm.count("jobs") && jobs <= 0)
+        throw InputError(fmt::format("run: --jobs = {} must be positive", jobs));
+    jobs = std::max(jobs, 1);
+    SimulationOptions options;
+    options.perturbations = scenario_perturbations(scenario);
+    options.seed = scenario.seed;
+    if (options.perturbations.empty() && (vm.count("seeds") || vm.count("seed")))
+        throw InputError("run: --seed and --seeds need a perturbation (--straggler, --jitter or --link)");
     if (trace_ranks != "first-replica" && trace_ranks != "all")
         throw InputError(fmt::format("--trace-ranks = \"{}\" is not one of first-replica, all", trace_ranks));
 
     const TraceRanks trace_sel = trace_file.empty()
                                      ? TraceRanks::none
                                      : (trace_ranks == "all" ? TraceRanks::all : TraceRanks::first_replica);
+    if (!trace_file.empty()) check_output_path(trace_file);
     const Inputs in = resolve_inputs(in_opts);
+    options.trace = trace_sel;
     SimulationResult res;
+    std::optional<ScenarioStudy> study;
     try {
-        res = simulate(in.topology, in.model, in.layout, in.name, trace_sel);
+        if (options.perturbations.empty())
+            res = simulate(in.topology, in.model, in.layout, in.name, options);
+        else
+            study =
+                study_scenario(in.topology, in.model, in.layout, in.name, options, scenario.seeds, jobs, res);
     } catch (const InputError& e) {
         throw InputError(fmt::format("{}: {}", in.label, e.what()));
     }
@@ -59,11 +85,14 @@ int run_command(const std::vector<std::string>& args) {
     if (vm.count("json")) {
         nlohmann::json j = to_json(res.report, measured);
         if (vm.count("fingerprint")) j["fingerprint"] = to_json(fingerprint(res.execution));
+        if (study) j["what_if"] = study_json(*study);
         std::cout << j.dump(2) << "\n";
-    } else if (vm.count("fingerprint"))
+    } else if (vm.count("fingerprint")) {
         std::cout << to_string(fingerprint(res.execution)) << "\n";
-    else
+    } else {
         std::cout << format_text(res.report, measured);
+        if (study) std::cout << format_study_text(*study);
+    }
     if (!res.report.memory.fits()) {
         std::cerr << "trainsim: " << res.report.memory.oom_message() << "\n";
         return kExitOutOfMemory;

@@ -14,6 +14,7 @@
 
 #include "commands.hpp"
 #include "inputs.hpp"
+#include "scenario_options.hpp"
 #include "trainsim/config.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/sweep.hpp"
@@ -109,6 +110,8 @@ int sweep_command(const std::vector<std::string>& args) {
         "json", "print every evaluated layout and the best report as JSON on stdout instead of the tables")(
         "jobs,j", po::value(&jobs), "threads that simulate in parallel (default: the hardware threads)")(
         "profile", po::value(&profile_file), kProfileHelp);
+    ScenarioOptions scenario;
+    add_scenario_options(desc, scenario, /*study=*/true);
     po::variables_map vm;
     try {
         const auto parsed = po::command_line_parser(args).options(desc).run();
@@ -124,6 +127,7 @@ int sweep_command(const std::vector<std::string>& args) {
         std::cout << desc << "\n";
         return kExitOk;
     }
+    if (!csv_file.empty()) check_output_path(csv_file);
     if (!vm.count("gpus")) throw InputError("sweep: --gpus N is required (the cluster size in GPUs)");
     if (gpus <= 0) throw InputError(fmt::format("sweep: --gpus = {} must be positive", gpus));
     if (vm.count("global-batch") && global_batch <= 0)
@@ -155,6 +159,11 @@ int sweep_command(const std::vector<std::string>& args) {
 
     SweepOptions options;
     options.jobs = jobs;
+    options.perturbations = scenario_perturbations(scenario);
+    options.seed = scenario.seed;
+    options.seeds = scenario.seeds;
+    if (options.perturbations.empty() && (vm.count("seeds") || vm.count("seed")))
+        throw InputError("sweep: --seed and --seeds need a perturbation (--straggler, --jitter or --link)");
     Progress progress;
     if (isatty(STDERR_FILENO)) options.progress = std::ref(progress);
     const SweepResult res = run_sweep(topo, work.model, work.layout, grid, work.name, options);

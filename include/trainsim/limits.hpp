@@ -1,0 +1,41 @@
+// Size limits of the inputs trainsim simulates. Each bounds the time or memory one simulation may take (the
+// budget: a run answers within 20 s and 4 GiB on one core) or keeps the arithmetic of sizes, bytes and
+// simulated time far from the 64-bit range; all are far above any published training run (docs/inputs.md,
+// docs/reliability.md list them). Exceeding one is an InputError naming the field and the limit (exit 2).
+#pragma once
+
+#include <cstdint>
+
+namespace trainsim::limits {
+
+/// GPUs of a cluster (topology.nodes * topology.gpus_per_node): 131,072 simulate in seconds (the event count
+/// and the network graph grow with the GPUs); the largest published runs use 16,384-100,000.
+inline constexpr std::int64_t kMaxGpus = 131072;
+/// GPUs in one scale-up domain (topology.gpus_per_node): NVL72 racks have 72, announced NVL576 576.
+inline constexpr std::int64_t kMaxGpusPerNode = 1024;
+/// Nodes under one leaf switch (topology.scale_out.nodes_per_leaf): leaf switches have at most a few hundred
+/// ports; the spine layer grows with it.
+inline constexpr std::int64_t kMaxNodesPerLeaf = 4096;
+/// Leaf down:up bandwidth ratio (topology.scale_out.oversubscription).
+inline constexpr double kMaxOversubscription = 1024;
+/// Transformer layers (model.layers): the largest published dense models have 126-160.
+inline constexpr std::int64_t kMaxLayers = 4096;
+/// model.hidden and model.ffn_hidden: published models reach 25,600 and 106,496.
+inline constexpr std::int64_t kMaxHidden = 1 << 20;
+/// model.heads and model.kv_heads.
+inline constexpr std::int64_t kMaxHeads = 1 << 16;
+/// model.vocab: published tokenizers reach 256,000.
+inline constexpr std::int64_t kMaxVocab = 1 << 24;
+/// model.seq_len in tokens: context-parallel runs reach 1,048,576.
+inline constexpr std::int64_t kMaxSeqLen = 1 << 24;
+/// Tokens of one micro-batch (layout.micro_batch * model.seq_len): bounds activation bytes.
+inline constexpr std::int64_t kMaxTokensPerMicroBatch = std::int64_t{1} << 26;
+/// Sequences of one step (layout.global_batch): published runs use up to ~16,000.
+inline constexpr std::int64_t kMaxGlobalBatch = std::int64_t{1} << 24;
+/// Micro-batches one pipeline runs per step (global_batch / (micro_batch * dp)): the schedule holds an
+/// operation per micro-batch, layer and stage.
+inline constexpr std::int64_t kMaxMicroBatchesPerStep = 16384;
+/// Layer passes of one pipeline per step (model.layers * micro-batches per step), the simulation's work.
+inline constexpr std::int64_t kMaxLayerPassesPerStep = std::int64_t{1} << 21;
+
+}  // namespace trainsim::limits

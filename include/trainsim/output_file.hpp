@@ -1,0 +1,27 @@
+// Safe output files: every file trainsim writes (run --trace, memory --svg, sweep --csv, fit --out, profile
+// import --out, trainsim-calibrate --out) goes through write_output_file, which never leaves a half-written
+// file, never replaces anything that is not a regular file, and never touches a file of the user's beside the
+// target (no fixed "PATH.tmp").
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace trainsim {
+
+/// Checks that `path` can be written as an output file, without creating anything: it is missing or a
+/// regular file (a symbolic link is followed to its target, which must itself be missing in an existing
+/// folder, or a regular file), and its folder exists. Throws InputError "PATH: is a directory" (device, FIFO,
+/// socket, a dangling symbolic link, a missing folder) naming `path`. Commands call it before simulating so a
+/// bad output path fails at once (exit 2).
+void check_output_path(const std::string& path);
+
+/// Writes `text` to `path` atomically: a new file from mkstemp in the target's folder (a unique name, so no
+/// file of the user's is overwritten), written in full, fsync'd, given the target's permissions (0666 less
+/// the umask for a new file), then renamed over the target. A symbolic link is followed: its target is
+/// replaced and the link is kept. Devices, FIFOs, sockets and directories are refused (InputError naming
+/// `path`), as are write failures (disk full: "PATH: writing failed (...)"); on any failure the temporary
+/// file is removed and the target is untouched.
+void write_output_file(const std::string& path, std::string_view text);
+
+}  // namespace trainsim

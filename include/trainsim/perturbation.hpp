@@ -1,0 +1,104 @@
+// What-if perturbations of one simulated iteration (docs/what-if.md): slow GPUs, per-kernel jitter, degraded
+// or failed links. They are data: the CLI parses them (parse_straggler, parse_jitter, parse_link), simulate()
+// resolves them on the cluster (per-GPU compute factors, link capacities and latencies), and the executor
+// couples the ranks as it always does (a collective starts when its last member arrives, a stage waits for
+// its neighbour's message): nothing here is a closed-form multiplier of the step time.
+//
+// Random draws come from a counter-based generator (counter_uniform): a pure function of (seed, stream, a,
+// b), the SplitMix64 finalizer applied to the key folded in one word at a time (Steele, Lea, Flood,
+// "Fast splittable pseudorandom number generators", OOPSLA 2014; the finalizer is Stafford's Mix13). The
+// draw for kernel i of GPU r is counter_uniform(seed, kJitterStream, r, i): it depends on nothing else, so a
+// result never depends on the order of events or the number of threads.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trainsim/units.hpp"
+
+namespace trainsim {
+
+/// `--straggler gpu=G,slowdown=F` (one GPU) or `--straggler fraction=X,slowdown=F` (round(X * GPUs) GPUs, at
+/// least one, drawn from the seed). Every compute kernel of a slowed GPU takes F times as long (F >= 1:
+/// throttling, a degraded HBM stack, a noisy neighbour...). Factors of several options on one GPU multiply.
+struct Straggler {
+    int gpu = -1;         ///< >= 0: this GPU; -1: `fraction` of the GPUs
+    double fraction = 0;  ///< in (0, 1]
+    double slowdown = 1;  ///< >= 1
+    std::string text;     ///< the option as given, for messages
+};
+
+/// `--jitter lognormal,sigma=S`: every kernel of every GPU takes its time times exp(S·z - S²/2), z standard
+/// normal drawn per (seed, GPU, kernel index): a log-normal factor of mean 1 (the mean kernel time is
+/// unchanged; what costs is that the others wait for the slowest).
+struct Jitter {
+    double sigma = 0;  ///< > 0, the standard deviation of the log of the factor
+    std::string text;
+};
+
+/// `--link NAME,bandwidth=F` / `--link NAME,latency=T` / `--link NAME,down`. Names (docs/what-if.md):
+///   node<N>.nic<K>   NIC K of node N: its wire to the leaf, both directions
+///   node<N>.nvlink   the NVLink ports (GPU <-> NVSwitch, both directions) of every GPU of node N
+///   gpu<G>.nvlink    GPU G's NVLink port, both directions
+///   leaf<L>.uplink   leaf switch L's links to the spine layer, up and down (L = leaf group · NICs per node +
+///                    rail; with adaptive routing one bundle each way, with ECMP one link per spine)
+///   rail<K>          NIC K of every node (all of rail K's wires)
+/// bandwidth multiplies the link's capacity (> 0); latency adds to each traversal; down (NICs and rails only)
+/// takes the NIC out: its GPUs use the node's next working NIC, as NCCL does with the HCAs it finds.
+struct LinkPerturbation {
+    std::string name;
+    double bandwidth_factor = 1;
+    Time extra_latency;
+    bool down = false;
+    std::string text;
+};
+
+/// Every perturbation of a scenario; empty(): the plain simulation.
+struct Perturbations {
+    std::vector<Straggler> stragglers;
+    std::optional<Jitter> jitter;
+    std::vector<LinkPerturbation> links;
+    bool empty() const { return stragglers.empty() && !jitter && links.empty(); }
+    /// Perturbs compute (stragglers or jitter).
+    bool compute() const { return !stragglers.empty() || jitter.has_value(); }
+};
+
+/// The default seed (`--seed`).
+inline constexpr std::uint64_t kDefaultSeed = 1;
+
+/// Draw streams of counter_uniform (so that two uses of one seed are independent).
+inline constexpr std::uint64_t kJitterStream = 1;
+inline constexpr std::uint64_t kStragglerStream = 2;
+
+/// SplitMix64's finalizer (the golden-ratio increment, then Mix13): a bijection of 64-bit words.
+std::uint64_t splitmix64(std::uint64_t x);
+/// A uniform draw in (0, 1) that depends only on its arguments (see the file comment).
+double counter_uniform(std::uint64_t seed, std::uint64_t stream, std::uint64_t a, std::uint64_t b);
+/// A standard normal draw (Box-Muller on two counter_uniform draws of the same key).
+double counter_normal(std::uint64_t seed, std::uint64_t stream, std::uint64_t a, std::uint64_t b);
+
+/// Parsers of the CLI's option values (without the option name). Each throws InputError naming the option
+/// and the value: "--straggler gpu=x,slowdown=1.3: gpu = \"x\" is not a non-negative integer".
+Straggler parse_straggler(const std::string& value);
+Jitter parse_jitter(const std::string& value);
+LinkPerturbation parse_link(const std::string& value);
+
+/// The GPUs slowed by `stragglers` on a cluster of `gpus` GPUs: their compute factor per GPU ([gpus], 1 for
+/// the others). `fraction` draws its GPUs from `seed` (the round(fraction·gpus) GPUs with the smallest
+/// counter_uniform(seed, kStragglerStream, gpu, index of the option)). Throws InputError for a GPU id out of
+/// range, naming the option.
+std::vector<double> compute_factors(const std::vector<Straggler>& stragglers, int gpus, std::uint64_t seed);
+
+/// A link name split into its parts (see LinkPerturbation); parse_link checks the syntax, the cluster the
+/// ranges.
+struct LinkName {
+    enum class Kind { node_nic, node_nvlink, gpu_nvlink, leaf_uplink, rail } kind = Kind::node_nic;
+    int a = 0;  ///< node, GPU, leaf or rail
+    int b = 0;  ///< NIC (node_nic)
+};
+/// Throws InputError naming `option` ("--link node3.nic2,down") when `name` matches no documented form.
+LinkName parse_link_name(const std::string& name, const std::string& option);
+
+}  // namespace trainsim

@@ -1,0 +1,220 @@
+// Hardening (issue 14): safe output files, limits at the door, checked simulated time, error messages that
+// stay one short line.
+#include <doctest/doctest.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "test_helpers.hpp"
+#include "trainsim/cluster.hpp"
+#include "trainsim/config.hpp"
+#include "trainsim/errors.hpp"
+#include "trainsim/layout.hpp"
+#include "trainsim/limits.hpp"
+#include "trainsim/output_file.hpp"
+#include "trainsim/units.hpp"
+
+using namespace trainsim;
+using trainsim::test::contains;
+using trainsim::test::message_of;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// A fresh empty folder under the system's temporary folder, removed at the end of the test.
+struct TempDir {
+    fs::path path;
+    TempDir() {
+        std::string templ = (fs::temp_directory_path() / "trainsim-hardening-XXXXXX").string();
+        path = ::mkdtemp(templ.data());
+    }
+    ~TempDir() { fs::remove_all(path); }
+    std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+std::string read_text(const std::string& file) {
+    std::ifstream in(file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+std::size_t entries(const fs::path& dir) {
+    std::size_t n = 0;
+    for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir))
+        ++n;
+    return n;
+}
+
+}  // namespace
+
+TEST_CASE("write_output_file: writes new and existing files, never touches PATH.tmp, leaves no temporary") {
+    TempDir d;
+    write_output_file(d / "a.json", "one\n");
+    CHECK(read_text(d / "a.json") == "one\n");
+    std::ofstream(d / "a.json.tmp") << "the user's own file";
+    ::chmod((d / "a.json").c_str(), 0640);
+    write_output_file(d / "a.json", "two\n");
+    CHECK(read_text(d / "a.json") == "two\n");
+    CHECK(read_text(d / "a.json.tmp") == "the user's own file");
+    struct stat st {};
+    REQUIRE(::stat((d / "a.json").c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0640);  // the permissions of the file it replaces
+    CHECK(entries(d.path) == 2);
+}
+
+TEST_CASE("write_output_file: a symbolic link is written through, its target replaced and the link kept") {
+    TempDir d;
+    std::ofstream(d / "target.svg") << "old";
+    fs::create_symlink("target.svg", d.path / "link.svg");
+    write_output_file(d / "link.svg", "new");
+    CHECK(fs::is_symlink(d.path / "link.svg"));
+    CHECK(read_text(d / "target.svg") == "new");
+    // A dangling link is refused, not replaced by a regular file.
+    fs::create_symlink("missing.svg", d.path / "dangling.svg");
+    CHECK(contains(message_of<InputError>([&] { write_output_file(d / "dangling.svg", "x"); }),
+                   "dangling.svg: is a symbolic link"));
+    CHECK(fs::is_symlink(d.path / "dangling.svg"));
+    CHECK(entries(d.path) == 3);
+}
+
+TEST_CASE(
+    "write_output_file and check_output_path: directories, devices and FIFOs are refused, naming the path") {
+    TempDir d;
+    CHECK(message_of<InputError>([&] { write_output_file(d.path.string(), "x"); }) ==
+          d.path.string() + ": is a directory; not written");
+    CHECK(message_of<InputError>([&] { check_output_path("/dev/null"); }) ==
+          "/dev/null: is a device; not written");
+    REQUIRE(::mkfifo((d / "fifo").c_str(), 0600) == 0);
+    CHECK(contains(message_of<InputError>([&] { write_output_file(d / "fifo", "x"); }), "fifo: is a FIFO"));
+    CHECK(fs::is_fifo(d.path / "fifo"));
+    CHECK(contains(message_of<InputError>([&] { check_output_path(d / "no/such/file.csv"); }),
+                   "does not exist"));
+    CHECK(message_of<InputError>([&] { check_output_path(""); }) == "an output file name is empty");
+    CHECK(entries(d.path) == 1);
+}
+
+TEST_CASE("write_output_file: /dev/full is refused as a device, not replaced by a regular file") {
+    CHECK(contains(message_of<InputError>([] { write_output_file("/dev/full", "x"); }), "is a device"));
+}
+
+TEST_CASE("clip_for_message: values cut at 80 characters, NUL and newlines escaped") {
+    const std::string big(100000, 'x');
+    const std::string c = clip_for_message(big);
+    CHECK(c.size() < 120);
+    CHECK(contains(c, "(100000 characters)"));
+    CHECK(clip_for_message(std::string("a\0b\nc", 5)) == "a\\x00b\\nc");
+    CHECK(one_line("line one\nline two") == "line one\\nline two");
+}
+
+TEST_CASE("parse_json_text: 100,000-deep nesting refused at load, with a short message") {
+    const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+    const std::string m = message_of<InputError>([&] { parse_json_text(deep, "deep.json"); });
+    CHECK(m == "deep.json: arrays and objects nested deeper than 64 levels (at byte 64)");
+    // Brackets inside strings do not count.
+    CHECK(parse_json_text("{\"a\": \"" + std::string(1000, '[') + "\"}", "s.json").is_object());
+    nlohmann::json topo = default_topology_json(), work = default_workload_json();
+    CHECK(contains(message_of<InputError>([&] { apply_override(topo, work, "layout.tp=" + deep); }),
+                   "nested deeper than 64"));
+}
+
+TEST_CASE("read_json_file: a directory is reported as a directory; a device as too large") {
+    TempDir d;
+    CHECK(message_of<InputError>([&] { read_json_file(d.path.string()); }) ==
+          d.path.string() + ": is a directory, not a JSON file");
+    CHECK(contains(message_of<InputError>([] { read_json_file("/dev/zero"); }), "larger than"));
+    CHECK(contains(message_of<InputError>([&] { read_json_file(d / "missing.json"); }),
+                   "cannot open the file"));
+}
+
+TEST_CASE("a string value echoed in an error is cut at about 80 characters") {
+    nlohmann::json t = default_topology_json();
+    t["gpu"] = std::string(100000, 'G');
+    const std::string m = message_of<InputError>([&] { parse_topology(t, "t.json"); });
+    CHECK(m.size() < 400);
+    CHECK(contains(m, "(100000 characters)"));
+    nlohmann::json w = default_workload_json();
+    w["layout"]["precision"] = std::string(
+        "bf\0"
+        "16",
+        5);
+    const std::string n = message_of<InputError>([&] { parse_workload(w, "w.json"); });
+    CHECK(contains(n, "bf\\x0016"));
+}
+
+TEST_CASE("--set: a value that is not valid UTF-8 is refused, not an internal error") {
+    nlohmann::json topo = default_topology_json(), work = default_workload_json();
+    CHECK(contains(message_of<InputError>([&] { apply_override(topo, work, "name=\xff\xfe"); }),
+                   "not valid UTF-8"));
+}
+
+TEST_CASE("check_topology: GPU count overflow and size limits, computed in 64 bits") {
+    auto t = test::small_topology(1 << 30);
+    CHECK(contains(
+        message_of<InputError>([&] { check_topology(t); }),
+        "topology.nodes * topology.gpus_per_node = 1073741824 * 8 = 8589934592 GPUs is above the limit "
+        "of 131072"));
+    t = test::small_topology(2, 8, 8, INT_MAX);
+    CHECK(contains(message_of<InputError>([&] { check_topology(t); }),
+                   "topology.scale_out.nodes_per_leaf = 2147483647 is above the limit"));
+    t = test::small_topology(16384);
+    CHECK_NOTHROW(check_topology(t));  // 131,072 GPUs
+    t = test::small_topology(4, 8, 16);
+    CHECK(contains(message_of<InputError>([&] { check_topology(t); }), "nics_per_node = 16 must be between"));
+}
+
+TEST_CASE("the topology reader blames the topology file for a topology error") {
+    nlohmann::json t = default_topology_json();
+    t["scale_out"]["nics_per_node"] = 16;
+    CHECK(contains(message_of<InputError>([&] { parse_topology(t, "topo.json"); }),
+                   "topo.json: topology.scale_out.nics_per_node = 16"));
+    t = default_topology_json();
+    t["nodes"] = INT_MAX;
+    CHECK(contains(message_of<InputError>([&] { parse_topology(t, "topo.json"); }),
+                   "topo.json: topology.nodes"));
+}
+
+TEST_CASE("check_sizes: layers, global batch and micro-batches per step have limits naming the field") {
+    auto m = test::small_gpt();
+    Layout l;
+    l.tp = 1;
+    l.pp = 1;
+    l.dp = 1;
+    l.micro_batch = 1;
+    l.global_batch = 8;
+    CHECK_NOTHROW(check_sizes(m, l));
+    m.layers = 1000000;
+    CHECK(contains(message_of<InputError>([&] { check_sizes(m, l); }),
+                   "model.layers = 1000000 is above the limit of 4096"));
+    m = test::small_gpt();
+    l.global_batch = 1000000000;
+    CHECK(contains(message_of<InputError>([&] { check_sizes(m, l); }), "layout.global_batch = 1000000000"));
+    l.global_batch = 1 << 20;
+    CHECK(contains(message_of<InputError>([&] { check_sizes(m, l); }), "micro-batches per step"));
+}
+
+TEST_CASE("Time: conversions and arithmetic refuse overflow with an InputError") {
+    CHECK(contains(message_of<InputError>([] { Time::seconds(1e300); }), "beyond the supported"));
+    CHECK(contains(message_of<InputError>([] { Time::seconds(std::nan("")); }), "beyond the supported"));
+    CHECK(contains(message_of<InputError>([] { Time::seconds_up(1e7); }), "beyond the supported"));
+    const Time big = Time::seconds(9e5);
+    Time sum;
+    CHECK(contains(message_of<InputError>([&] {
+                       for (int i = 0; i < 20; ++i)
+                           sum += big;
+                   }),
+                   "passed the supported range"));
+    CHECK(contains(message_of<InputError>([&] { big.times(1000); }), "passed the supported range"));
+    CHECK(Time::seconds_up(1.5e-12) == Time::ps(2));
+    CHECK(Time::ps(5).times(3) == Time::ps(15));
+}
