@@ -23,12 +23,11 @@
 #include <vector>
 
 #include "trainsim/cluster.hpp"
+#include "trainsim/collective_kind.hpp"
 #include "trainsim/engine.hpp"
 #include "trainsim/network.hpp"
 
 namespace trainsim {
-
-enum class CollectiveKind { all_reduce, all_gather, reduce_scatter };
 
 /// NCCL's fixed cost per collective launch (ring, Simple protocol base latency in NCCL src/graph/tuning.cc),
 /// s.

@@ -37,8 +37,8 @@
 
 #include "trainsim/cluster.hpp"
 #include "trainsim/layout.hpp"
+#include "trainsim/measured.hpp"
 #include "trainsim/model.hpp"
-#include "trainsim/report.hpp"
 
 namespace trainsim {
 

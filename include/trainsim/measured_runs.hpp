@@ -66,7 +66,7 @@
 #include <nlohmann/json.hpp>
 
 #include "trainsim/cluster.hpp"
-#include "trainsim/collectives.hpp"
+#include "trainsim/collective_kind.hpp"
 #include "trainsim/layout.hpp"
 #include "trainsim/model.hpp"
 

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "trainsim/collectives.hpp"
+#include "trainsim/collective_kind.hpp"
 #include "trainsim/compute.hpp"
 #include "trainsim/layout.hpp"
 #include "trainsim/model.hpp"

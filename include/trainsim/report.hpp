@@ -22,6 +22,7 @@
 #include "trainsim/cluster.hpp"
 #include "trainsim/executor.hpp"
 #include "trainsim/layout.hpp"
+#include "trainsim/measured.hpp"
 #include "trainsim/memory.hpp"
 #include "trainsim/model.hpp"
 #include "trainsim/program.hpp"
@@ -69,14 +70,6 @@ struct Report {
 Report make_report(const Cluster& cluster, const ModelSpec& m, const Layout& l, const Program& p,
                    const ExecutionResult& r, const std::string& topology_name,
                    const std::string& workload_name, bool memory_timeline = false);
-
-/// Measured figures printed beside the prediction (the embedded default's published run).
-struct Measured {
-    std::string source;
-    double step_time_s = 0;
-    double tflops_per_gpu = 0;  ///< as the source counts it
-    std::string tflops_convention;
-};
 
 std::string format_text(const Report& r, const Measured* measured);
 nlohmann::json to_json(const Report& r, const Measured* measured);

@@ -8,6 +8,7 @@
 #include "layout_fields.hpp"
 #include "strict_json.hpp"
 
+#include "trainsim/collectives.hpp"
 #include "trainsim/config.hpp"
 #include "trainsim/framework_defaults.hpp"
 
