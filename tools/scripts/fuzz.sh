@@ -39,7 +39,7 @@ for h in "${HARNESSES[@]}"; do
   corpus="$BUILD/corpus/$h"
   mkdir -p "$corpus"
   grep -v '^#' tests/fuzz/seeds/files.txt | while read -r name file; do
-    [ "$name" = "$h" ] && cp "$file" "$corpus/seed-$(basename "$file")"
+    if [ "$name" = "$h" ]; then cp "$file" "$corpus/seed-$(basename "$file")"; fi
   done
   log="$BUILD/fuzz-$h.log"
   start=$(date +%s.%N)
