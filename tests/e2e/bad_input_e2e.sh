@@ -270,5 +270,22 @@ else
     failures=$((failures + 1))
 fi
 
+## --version and `help CMD` (issue 14's small things; exit 0).
+if "$BIN" --version | grep -qE '^trainsim [0-9]+\.[0-9]+\.[0-9]+$'; then
+    echo "PASS: --version"
+    passes=$((passes + 1))
+else
+    echo "FAIL: --version: $("$BIN" --version 2>&1 | head -c 200)"
+    failures=$((failures + 1))
+fi
+if "$BIN" help run >"$TMP/help1" && "$BIN" run --help >"$TMP/help2" && cmp -s "$TMP/help1" "$TMP/help2" &&
+    grep -q "trace-ranks" "$TMP/help1" && "$BIN" help profile import | grep -q -- "--gpu"; then
+    echo "PASS: help CMD prints that command's help"
+    passes=$((passes + 1))
+else
+    echo "FAIL: help CMD"
+    failures=$((failures + 1))
+fi
+
 echo "bad input: $passes passed, $failures failed"
 [ "$failures" -eq 0 ]
