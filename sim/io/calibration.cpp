@@ -1,5 +1,7 @@
 #include "trainsim/calibration.hpp"
 
+#include <utility>
+
 #include "strict_json.hpp"
 
 namespace trainsim {
@@ -42,6 +44,17 @@ double& gpu_constant(GpuSpec& g, const std::string& name) {
     throw InputError(fmt::format("\"{}\" is not a calibratable GPU constant", name));
 }
 
+namespace {
+/// The supported range of a calibratable constant (docs/inputs.md): efficiencies from 1% (below, one kernel
+/// would take hours), backward factors 0.1-100, half-saturation sizes up to 10^9, times up to 1 s.
+std::pair<double, double> constant_range(const std::string& name) {
+    if (name.find("efficiency") != std::string::npos) return {0.01, 1.0};
+    if (name.find("bwd_factor") != std::string::npos) return {0.1, 100.0};
+    if (name.find("_half") != std::string::npos) return {1e-9, 1e9};
+    return {1e-12, 1.0};  // gemm_min_time_s, kernel_overhead_s
+}
+}  // namespace
+
 Calibration parse_calibration(const nlohmann::json& j, const std::string& file) {
     detail::StrictObject o(j, file, "");
     const auto f = o.string("format");
@@ -65,6 +78,8 @@ Calibration parse_calibration(const nlohmann::json& j, const std::string& file) 
             if (!(v > 0)) g.fail(g.field(name), fmt::format("= {} must be positive", v));
             if (name.find("efficiency") != std::string::npos && v > 1)
                 g.fail(g.field(name), fmt::format("= {} is an efficiency, at most 1", v));
+            const auto [lo, hi] = constant_range(name);
+            g.number_in(name, lo, hi);
             c.gpus[it.key()][name] = v;
         }
         g.finish();

@@ -9,6 +9,7 @@
 #include "embedded_defaults.hpp"
 #include "layout_fields.hpp"
 #include "strict_json.hpp"
+#include "trainsim/limits.hpp"
 
 namespace trainsim {
 
@@ -106,7 +107,7 @@ TopologySpec parse_topology(const json& j, const std::string& file) {
         t.switch_latency = Time::seconds(so.quantity("switch_latency", Dimension::time, true));
         so.choice("topology", {"rail-optimized-fat-tree"});
         t.nodes_per_leaf = static_cast<int>(so.positive("nodes_per_leaf"));
-        t.oversubscription = so.number("oversubscription");
+        t.oversubscription = so.number_in("oversubscription", 1.0, limits::kMaxOversubscription);
         if (!(t.oversubscription >= 1.0))
             so.fail(so.field("oversubscription"), fmt::format("= {} must be >= 1", t.oversubscription));
         // Spine-layer routing: InfiniBand fabrics route adaptively, RoCE hashes flows (ECMP) unless told.
@@ -272,8 +273,8 @@ Workload parse_workload(const json& j, const std::string& file) {
         auto m = o.object("measured");
         Measured meas;
         meas.source = m.string("source");
-        meas.step_time_s = m.number("step_time_s");
-        meas.tflops_per_gpu = m.number("tflops_per_gpu");
+        meas.step_time_s = m.number_in("step_time_s", 0, 1e6, "s");
+        meas.tflops_per_gpu = m.number_in("tflops_per_gpu", 0, 1e6);
         meas.tflops_convention = m.choice("tflops_convention", {"narayanan2021-eq3", "megatron-model-flops"});
         m.finish();
         w.measured = meas;

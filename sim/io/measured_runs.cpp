@@ -7,6 +7,7 @@
 
 #include "layout_fields.hpp"
 #include "strict_json.hpp"
+#include "trainsim/limits.hpp"
 
 #include "trainsim/collectives.hpp"
 #include "trainsim/config.hpp"
@@ -119,17 +120,20 @@ TopologySpec parse_cluster(StrictObject c, const DomainInfo& domain, std::vector
         throw InputError(fmt::format("{}: {}", c.file(), e.what()));
     }
     const int gpus = static_cast<int>(c.positive("gpus"));
+    if (gpus > limits::kMaxGpus)
+        c.fail(c.field("gpus"),
+               fmt::format("= {} is above the limit of {} (trainsim/limits.hpp)", gpus, limits::kMaxGpus));
     int gpn = static_cast<int>(c.positive("gpus_per_node"));
     auto su = c.object("scale_up");
     su.choice("kind", {"nvswitch"});
-    const double nvlink = su.number("bandwidth_GBps_per_gpu");
+    const double nvlink = su.number_in("bandwidth_GBps_per_gpu", 1e-3, 1e6, "GBps");
     if (!(nvlink > 0))
         su.fail(su.field("bandwidth_GBps_per_gpu"), fmt::format("= {} must be positive", nvlink));
     su.finish();
     auto so = c.object("scale_out");
     const std::string kind = so.choice("kind", {"infiniband", "roce"});
     int nics = static_cast<int>(so.positive("nics_per_node"));
-    const double nic = so.number("nic_Gbps");
+    const double nic = so.number_in("nic_Gbps", 1e-3, 1e7, "Gbps");
     if (!(nic > 0)) so.fail(so.field("nic_Gbps"), fmt::format("= {} must be positive", nic));
     so.finish();
     c.finish();
@@ -521,13 +525,13 @@ void parse_run(const json& row, const std::string& file, MeasuredRun& run) {
                                 run.topology.gpu, run.source, run.unsupported);
     auto m = rr.object("measured");
     if (!m.raw("step_time_s").is_null()) {
-        run.step_time_s = m.number("step_time_s");
+        run.step_time_s = m.number_in("step_time_s", 0, 1e6, "s");
         if (!(*run.step_time_s > 0))
             m.fail(m.field("step_time_s"),
                    fmt::format("= {} must be positive (null: not reported)", *run.step_time_s));
     }
     if (m.has("peak_memory_GiB") && !m.raw("peak_memory_GiB").is_null()) {
-        run.peak_memory_gib = m.number("peak_memory_GiB");
+        run.peak_memory_gib = m.number_in("peak_memory_GiB", 0, 1e6, "GiB");
         if (!(*run.peak_memory_gib > 0))
             m.fail(m.field("peak_memory_GiB"),
                    fmt::format("= {} must be positive (null: not reported)", *run.peak_memory_gib));
@@ -555,7 +559,7 @@ CollectiveKind parse_op(StrictObject& o) {
 /// A number that may be null (not reported); must be positive when given.
 std::optional<double> reported(StrictObject& o, const std::string& key) {
     if (!o.has(key) || o.raw(key).is_null()) return std::nullopt;
-    const double v = o.number(key);
+    const double v = o.number_in(key, 0, 1e18);
     if (!(v > 0)) o.fail(o.field(key), fmt::format("= {} must be positive (null: not reported)", v));
     return v;
 }
@@ -566,7 +570,7 @@ void parse_collective(const json& row, const std::string& file, CollectiveRow& o
     out.op = parse_op(r);
     out.gpus = static_cast<int>(r.positive("gpus"));
     out.nodes = static_cast<int>(r.positive("nodes"));
-    out.bytes = r.number("bytes");
+    out.bytes = r.number_in("bytes", 0, 1e15, "B");
     if (!(out.bytes > 0)) r.fail(r.field("bytes"), fmt::format("= {} must be positive", out.bytes));
     out.algbw_GBps = reported(r, "algbw_GBps");
     out.busbw_GBps = reported(r, "busbw_GBps");

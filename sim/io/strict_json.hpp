@@ -71,6 +71,14 @@ class StrictObject {
         if (!v.is_number()) fail(field(key), fmt::format("= {} must be a number", shown(v)));
         return v.get<double>();
     }
+    /// A finite number in [lo, hi] (`unit` follows the range in the message, e.g. "s"). Throws InputError.
+    double number_in(const std::string& key, double lo, double hi, const char* unit = "") {
+        const double v = number(key);
+        if (!(v >= lo && v <= hi))
+            fail(field(key), fmt::format("= {} is outside the supported range [{} .. {}]{}{}",
+                                         shown(raw(key)), lo, hi, *unit ? " " : "", unit));
+        return v;
+    }
     bool boolean(const std::string& key) {
         const auto& v = raw(key);
         if (!v.is_boolean()) fail(field(key), fmt::format("= {} must be true or false", shown(v)));

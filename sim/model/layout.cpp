@@ -1,5 +1,6 @@
 #include "trainsim/layout.hpp"
 
+#include <algorithm>
 #include <numeric>
 #include <string>
 
@@ -70,9 +71,14 @@ void check_sizes(const ModelSpec& m, const Layout& l) {
         const std::int64_t micro_batches = l.global_batch / (l.micro_batch * l.dp);
         require_at_most("layout.global_batch / (layout.micro_batch * layout.dp) (micro-batches per step)",
                         micro_batches, limits::kMaxMicroBatchesPerStep);
-        if (m.layers > 0)
-            require_at_most("model.layers * micro-batches per step (layer passes per step)",
-                            m.layers * micro_batches, limits::kMaxLayerPassesPerStep);
+        // One factor at a time, so the product cannot overflow (each is bounded above).
+        std::int64_t passes = std::max<std::int64_t>(m.layers, 0) * micro_batches;
+        for (const std::int64_t f : {std::int64_t{1}, std::int64_t{l.dp}, std::int64_t{l.cp}}) {
+            passes *= std::max<std::int64_t>(f, 1);
+            require_at_most(
+                "model.layers * micro-batches per step * layout.dp * layout.cp (layer passes per step)",
+                passes, limits::kMaxLayerPassesPerStep);
+        }
     }
     if (l.lora_rank > limits::kMaxHidden)
         require_at_most("layout.lora_rank", l.lora_rank, limits::kMaxHidden);

@@ -20,7 +20,8 @@ ProfileTiming timing_ms(StrictObject& o) {
     ProfileTiming t;
     auto ms = [&](const char* key) {
         const double v = o.number(key);
-        if (!(v > 0) || !std::isfinite(v)) o.fail(o.field(key), fmt::format("= {} must be positive", v));
+        if (!(v > 0)) o.fail(o.field(key), fmt::format("= {} must be positive", v));
+        o.number_in(key, 0, 1e9, "ms");
         return v * 1e-3;
     };
     t.time_s = ms("median_ms");
@@ -64,7 +65,7 @@ ProfileGemm gemm_row(StrictObject& o, GemmDtype dtype, const std::string& kind, 
     g.batch = 1;
     g.timing = timing_ms(o);
     g.timing.label = label;
-    const double tflops = o.number("tflops");
+    const double tflops = o.number_in("tflops", 0, 1e9);
     const double expect = 2.0 * M * N * K / g.timing.time_s / 1e12;
     if (std::fabs(tflops - expect) > 0.01 * expect)
         o.fail(o.field("tflops"),
@@ -90,7 +91,7 @@ ProfileMemoryBound memory_row(StrictObject& top, const std::string& name) {
     StrictObject o = top.object(name);
     r.timing = timing_ms(o);
     r.timing.label = name;
-    const double gbps = o.number("GBps_read_plus_write");
+    const double gbps = o.number_in("GBps_read_plus_write", 0, 1e9);
     const double expect = r.bytes / r.timing.time_s / 1e9;
     if (std::fabs(gbps - expect) > 0.01 * expect)
         o.fail(o.field("GBps_read_plus_write"),
@@ -121,7 +122,7 @@ Profile import_kernel_measurements(const nlohmann::json& j, const std::string& f
         StrictObject d = top.object("device");
         p.device.name = d.string("gpu");
         p.device.sm_count = static_cast<int>(d.positive("sm_count"));
-        const double gib = d.number("memory_GiB");
+        const double gib = d.number_in("memory_GiB", 0, 1e6, "GiB");
         if (!(gib > 0)) d.fail(d.field("memory_GiB"), fmt::format("= {} must be positive", gib));
         p.device.memory_bytes = gib * kGiB;
         p.device.cuda = d.string("cuda");

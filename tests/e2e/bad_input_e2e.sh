@@ -1,0 +1,291 @@
+#!/usr/bin/env bash
+# The bad-input catalog (issue 14, docs/reliability.md): hostile and broken inputs, each run in a fresh empty
+# folder, each asserting
+#   - the exit code (2 bad input, unless stated),
+#   - exactly one line on stderr, naming what is wrong (the file, the field, the value: substrings given),
+#     at most 400 characters (values echoed are cut at ~80),
+#   - nothing on stdout,
+#   - no file left behind (the folder holds what it held before).
+#   usage: bash tests/e2e/bad_input_e2e.sh <path-to-trainsim> <repo-root>
+# Plain bash + grep/wc/ls. Prints one PASS/FAIL line per case; exits 1 if any case fails.
+set -u
+if [ $# -ne 2 ]; then
+    echo "usage: $0 <path-to-trainsim> <repo-root>" >&2
+    exit 2
+fi
+BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+ROOT=$(cd "$2" && pwd)
+DATA=$ROOT/tests/e2e/data
+TOPO=$ROOT/topologies/dgx-a100.json
+SMALL_W=$DATA/small.json
+RUNS=$DATA/runs-with-memory.json
+PROFILE=$ROOT/topologies/profiles/h100-sxm5-80gb.json
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/trainsim-bad.XXXXXX") || exit 1
+trap 'rm -rf "$TMP"' EXIT
+SMALL=(--topology "$TOPO" --workload "$SMALL_W" --set topology.nodes=2)
+
+passes=0
+failures=0
+n=0
+# bad NAME RC "NEEDLE|NEEDLE|..." -- ARGS...   (runs in a fresh folder $TMP/cN, where $CASE_DIR files may be
+# prepared by `prep` beforehand; an ARG "@/..." is taken relative to that folder)
+CASE_DIR=""
+new_case() {
+    n=$((n + 1))
+    CASE_DIR=$TMP/c$n
+    mkdir -p "$CASE_DIR"
+}
+bad() {
+    local name=$1 want_rc=$2 needles=$3
+    shift 4
+    [ -n "$CASE_DIR" ] || new_case
+    local before after rc lines problems=()
+    before=$(cd "$CASE_DIR" && ls -A | sort)
+    (cd "$CASE_DIR" && timeout 20 "$BIN" "$@" >"$TMP/out" 2>"$TMP/err")
+    rc=$?
+    after=$(cd "$CASE_DIR" && ls -A | sort)
+    [ "$rc" = "$want_rc" ] || problems+=("exit code $rc, expected $want_rc")
+    [ -s "$TMP/out" ] && problems+=("stdout not empty: $(head -c 200 "$TMP/out")")
+    lines=$(wc -l <"$TMP/err")
+    [ "$lines" = 1 ] || problems+=("stderr has $lines lines")
+    [ "$(wc -c <"$TMP/err")" -le 400 ] || problems+=("stderr longer than 400 characters")
+    local IFS='|'
+    for needle in $needles; do
+        grep -qF -- "$needle" "$TMP/err" || problems+=("stderr lacks: $needle")
+    done
+    unset IFS
+    [ "$before" = "$after" ] || problems+=("files changed: $(echo "$after" | tr '\n' ' ')")
+    if [ ${#problems[@]} -eq 0 ]; then
+        echo "PASS: $name"
+        passes=$((passes + 1))
+    else
+        echo "FAIL: $name"
+        for p in "${problems[@]}"; do echo "      $p"; done
+        echo "      stderr: $(head -c 400 "$TMP/err")"
+        failures=$((failures + 1))
+    fi
+    CASE_DIR=""
+}
+# prep FILE CONTENT: writes FILE (relative) into a fresh case folder.
+prep() {
+    [ -n "$CASE_DIR" ] || new_case
+    printf '%s' "$2" >"$CASE_DIR/$1"
+}
+# The small workload with one JSON fragment replaced (sed on its single-line layout/model objects).
+workload_with() {  # workload_with FILE SED-EXPRESSION
+    [ -n "$CASE_DIR" ] || new_case
+    sed "$2" "$SMALL_W" >"$CASE_DIR/$1"
+}
+topology_with() {
+    [ -n "$CASE_DIR" ] || new_case
+    sed "$2" "$TOPO" >"$CASE_DIR/$1"
+}
+runs_with() {
+    [ -n "$CASE_DIR" ] || new_case
+    sed "$2" "$RUNS" >"$CASE_DIR/$1"
+}
+deep() { printf '%*s' "$1" '' | tr ' ' '['; }
+
+## Output paths: refused with exit 2 naming the path, nothing replaced, nothing created.
+new_case; mkdir "$CASE_DIR/outdir"
+bad "run --trace to a directory" 2 "outdir: is a directory" -- run "${SMALL[@]}" --trace outdir
+bad "run --trace to a device" 2 "/dev/null: is a device" -- run "${SMALL[@]}" --trace /dev/null
+new_case; mkfifo "$CASE_DIR/fifo"
+bad "memory --svg to a FIFO" 2 "fifo: is a FIFO" -- memory "${SMALL[@]}" --svg fifo
+bad "memory --svg into a missing folder" 2 "no/such/dir/m.svg: cannot write the file" -- memory "${SMALL[@]}" --svg no/such/dir/m.svg
+new_case; ln -s missing.csv "$CASE_DIR/dangling.csv"
+bad "sweep --csv to a dangling symbolic link" 2 "dangling.csv: is a symbolic link" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --csv dangling.csv
+new_case; mkdir "$CASE_DIR/d"
+bad "fit --out to a directory" 2 "d: is a directory" -- fit --gpu A100-SXM4-80GB "$RUNS" --out d
+new_case; mkdir "$CASE_DIR/d"
+bad "profile import --out to a directory" 2 "d: is a directory" -- profile import "$PROFILE" --out d
+bad "run --trace to /dev/full" 2 "/dev/full: is a device" -- run "${SMALL[@]}" --trace /dev/full
+
+## Input files that are not JSON files.
+new_case; mkdir "$CASE_DIR/topo"
+bad "topology is a directory" 2 "topo: is a directory, not a JSON file" -- run --topology topo --workload "$SMALL_W"
+bad "workload file missing" 2 "nope.json: cannot open the file" -- run --topology "$TOPO" --workload nope.json
+bad "workload is /dev/zero" 2 "/dev/zero: larger than" -- run --topology "$TOPO" --workload /dev/zero
+bad "workload not valid JSON" 2 "invalid.json: not valid JSON" -- run --topology "$TOPO" --workload "$DATA/invalid.json"
+prep w.json '[1, 2]'
+bad "workload is an array" 2 "w.json: the document must be an object" -- run --topology "$TOPO" --workload w.json
+prep w.json "$(deep 100000)"
+bad "workload nested 100,000 deep" 2 "w.json: arrays and objects nested deeper than 64" -- run --topology "$TOPO" --workload w.json
+prep w.json '{"name": "x", "model": '"$(deep 65)"
+bad "workload nested 66 deep" 2 "nested deeper than 64" -- run --topology "$TOPO" --workload w.json
+prep w.json ''
+bad "workload empty" 2 "w.json: not valid JSON" -- run --topology "$TOPO" --workload w.json
+bad "calibration is a directory" 2 "is a directory" -- run "${SMALL[@]}" --calibration "$ROOT/calibration"
+bad "profile is a directory" 2 "is a directory" -- run "${SMALL[@]}" --profile "$ROOT/topologies"
+bad "runs file is a directory" 2 "is a directory" -- validate "$ROOT/tests"
+
+## Topology fields: the topology file is named.
+bad "topology: negative bandwidth" 2 "topo-negative-bandwidth.json|bandwidth" -- run --topology "$DATA/topo-negative-bandwidth.json" --workload "$SMALL_W"
+bad "topology: quantity without unit" 2 "topo-no-unit.json" -- run --topology "$DATA/topo-no-unit.json" --workload "$SMALL_W"
+topology_with t.json 's/"nics_per_node": 8/"nics_per_node": 16/'
+bad "topology: more NICs than GPUs blames the topology" 2 "t.json: topology.scale_out.nics_per_node = 16" -- run --topology t.json --workload "$SMALL_W" --set layout.dp=512
+topology_with t.json 's/"nodes": 128/"nodes": 1073741824/'
+bad "topology: GPU count overflow" 2 "t.json: topology.nodes * topology.gpus_per_node = 1073741824 * 8 = 8589934592 GPUs is above the limit of 131072" -- run --topology t.json --workload "$SMALL_W"
+topology_with t.json 's/"nodes": 128/"nodes": 2147483647/'
+bad "topology: nodes = INT_MAX" 2 "t.json: topology.nodes * topology.gpus_per_node" -- run --topology t.json --workload "$SMALL_W"
+topology_with t.json 's/"nodes": 128/"nodes": 4294967298/'
+bad "topology: nodes beyond int" 2 "t.json: topology.nodes = 4294967298 is out of range" -- run --topology t.json --workload "$SMALL_W"
+topology_with t.json 's/"nodes": 128/"nodes": 16385/'
+bad "topology: 131,080 GPUs" 2 "above the limit of 131072" -- run --topology t.json --workload "$SMALL_W"
+topology_with t.json 's/"nodes_per_leaf": 32/"nodes_per_leaf": 2147483647/'
+bad "topology: nodes_per_leaf near INT_MAX (cluster generator overflow)" 2 "t.json: topology.scale_out.nodes_per_leaf = 2147483647 is above the limit" -- run --topology t.json --workload "$SMALL_W"
+topology_with t.json 's/"gpus_per_node": 8/"gpus_per_node": 2048/'
+bad "topology: gpus_per_node above the limit" 2 "t.json: topology.gpus_per_node = 2048" -- run --topology t.json --workload "$SMALL_W"
+topology_with t.json 's/"oversubscription": [0-9.]*/"oversubscription": 0.5/'
+bad "topology: oversubscription below 1" 2 "t.json: topology.scale_out.oversubscription = 0.5" -- run --topology t.json --workload "$SMALL_W"
+topology_with t.json 's/"oversubscription": [0-9.]*/"oversubscription": 1e300/'
+bad "topology: oversubscription 1e300" 2 "t.json: topology.scale_out.oversubscription = 1e+300 is outside" -- run --topology t.json --workload "$SMALL_W"
+bad "topology --set: zero NIC rate" 2 "dgx-a100.json|topology.scale_out.nic_rate = \"0Gbps\"" -- run "${SMALL[@]}" --set topology.scale_out.nic_rate=0Gbps
+bad "topology --set: NIC rate 1e400" 2 "dgx-a100.json|nic_rate" -- run "${SMALL[@]}" --set topology.scale_out.nic_rate=1e400Gbps
+bad "topology --set: tiny NIC rate" 2 "dgx-a100.json|nic_rate = \"1bps\" is outside the supported range" -- run "${SMALL[@]}" --set topology.scale_out.nic_rate=1bps
+bad "topology --set: latency of an hour" 2 "dgx-a100.json|latency = \"3600s\" is outside" -- run "${SMALL[@]}" --set topology.scale_up.latency=3600s
+bad "topology --set: unknown GPU" 2 "dgx-a100.json|topology.gpu = \"NoSuchGPU\" is not a known GPU" -- run "${SMALL[@]}" --set topology.gpu=NoSuchGPU
+bad "topology --set: unknown scale-out kind" 2 "dgx-a100.json|scale_out.kind = \"ethernet\"" -- run "${SMALL[@]}" --set topology.scale_out.kind=ethernet
+bad "topology --set: unknown key" 2 "dgx-a100.json|topology.colour is not a known field" -- run "${SMALL[@]}" --set topology.colour=1
+bad "topology --set: 131,072 GPUs with the wrong layout names both" 2 "layout.tp * layout.pp * layout.dp" -- run "${SMALL[@]}" --set topology.nodes=16384
+
+## Workload fields: the workload file is named, with the field and the value.
+bad "workload: unknown key" 2 "unknown-key.json" -- run --topology "$TOPO" --workload "$DATA/unknown-key.json" --set topology.nodes=2
+bad "workload: misspelled key" 2 "misspelled-key.json" -- run --topology "$TOPO" --workload "$DATA/misspelled-key.json" --set topology.nodes=2
+bad "workload: missing tp" 2 "missing-tp.json|layout.tp is missing" -- run --topology "$TOPO" --workload "$DATA/missing-tp.json" --set topology.nodes=2
+bad "layout.tp = 0" 2 "small.json|layout.tp = 0 must be positive" -- run "${SMALL[@]}" --set layout.tp=0
+bad "layout.tp = -1" 2 "small.json|layout.tp = -1 must be positive" -- run "${SMALL[@]}" --set layout.tp=-1
+bad "layout.tp = 1.5" 2 "small.json|layout.tp = 1.5 must be an integer" -- run "${SMALL[@]}" --set layout.tp=1.5
+bad "layout.tp = \"x\"" 2 "small.json|layout.tp = \"x\" must be an integer" -- run "${SMALL[@]}" --set layout.tp=x
+bad "layout.tp = 3 does not divide" 2 "small.json|layout.tp = 3" -- run "${SMALL[@]}" --set layout.tp=3
+bad "model.layers = 10^6" 2 "small.json|model.layers = 1000000 is above the limit of 4096" -- run "${SMALL[@]}" --set model.layers=1000000
+bad "model.layers = 4294967298" 2 "small.json|model.layers = 4294967298 is out of range" -- run "${SMALL[@]}" --set model.layers=4294967298
+bad "model.hidden = 2^21" 2 "small.json|model.hidden = 2097152 is above the limit" -- run "${SMALL[@]}" --set model.hidden=2097152
+bad "model.seq_len = 10^8" 2 "small.json|model.seq_len = 100000000 is above the limit" -- run "${SMALL[@]}" --set model.seq_len=100000000
+bad "model.vocab = 1e30" 2 "small.json|model.vocab = 1e+30 must be an integer" -- run "${SMALL[@]}" --set model.vocab=1e30
+bad "model.mlp unknown" 2 "small.json|model.mlp = \"relu\"" -- run "${SMALL[@]}" --set model.mlp=relu
+bad "layout.global_batch = 10^9" 2 "small.json|layout.global_batch = 1000000000 is above the limit of 16777216" -- run "${SMALL[@]}" --set layout.global_batch=1000000000
+bad "micro-batches per step above the limit" 2 "small.json|micro-batches per step) = 32768 is above the limit of 16384" -- run "${SMALL[@]}" --set layout.global_batch=131072
+bad "layer passes per step above the limit" 2 "small.json|layer passes per step" -- run "${SMALL[@]}" --set model.layers=4096 --set layout.global_batch=65536
+bad "tokens per micro-batch above the limit" 2 "small.json|tokens per micro-batch" -- run "${SMALL[@]}" --set model.seq_len=16777216 --set layout.micro_batch=8 --set layout.global_batch=32
+bad "layout.micro_batch = 0" 2 "small.json|layout.micro_batch = 0 must be positive" -- run "${SMALL[@]}" --set layout.micro_batch=0
+bad "layout.global_batch not divisible" 2 "small.json|layout.global_batch = 33" -- run "${SMALL[@]}" --set layout.global_batch=33
+bad "layout.precision unknown" 2 "small.json|layout.precision = \"fp4\"" -- run "${SMALL[@]}" --set layout.precision=fp4
+bad "layout.schedule unknown" 2 "small.json|layout.schedule = \"zigzag\"" -- run "${SMALL[@]}" --set layout.schedule=zigzag
+bad "layout.zero_stage = 7" 2 "small.json|layout.zero_stage = 7" -- run "${SMALL[@]}" --set layout.zero_stage=7
+bad "layout.vpp = 3" 2 "small.json|layout.vpp = 3" -- run "${SMALL[@]}" --set layout.vpp=3
+bad "layout.cp = 3" 2 "small.json|layout.cp = 3" -- run "${SMALL[@]}" --set layout.cp=3
+bad "layout.layers_per_stage wrong sum" 2 "small.json|layout.layers_per_stage sums to 9" -- run "${SMALL[@]}" --set 'layout.layers_per_stage=[4,5]'
+bad "layout.layers_per_stage not an array" 2 "small.json|layout.layers_per_stage = 3 must be an array" -- run "${SMALL[@]}" --set layout.layers_per_stage=3
+bad "layout.dp_bucket_size without unit" 2 "small.json|layout.dp_bucket_size = 5" -- run "${SMALL[@]}" --set layout.dp_bucket_size=5
+bad "layout.lora_targets unknown" 2 "small.json|layout.lora_targets holds \"mlp\"" -- run "${SMALL[@]}" --set 'layout.lora_targets=["mlp"]'
+bad "a 100,000-character value is cut" 2 "small.json|layout.precision = \"aaaaaaaa|...(100000 characters)" -- run "${SMALL[@]}" --set "layout.precision=$(printf '%*s' 100000 '' | tr ' ' a)"
+workload_with w.json 's/"precision": "bf16"/"precision": "bf\\u0000x"/'
+bad "a NUL byte in a value is shown, not a cut message" 2 "w.json|layout.precision = \"bf\\x00x\" is not one of" -- run --topology "$TOPO" --workload w.json --set topology.nodes=2
+workload_with w.json 's/"layers": 8/"layers": 8, "layers\\u0000x": 1/'
+bad "a NUL byte in a key is shown" 2 "w.json|model.layers\\x00x is not a known field" -- run --topology "$TOPO" --workload w.json --set topology.nodes=2
+workload_with w.json 's/"tp": 2/"tp": 18446744073709551615/'
+bad "layout.tp = 2^64-1" 2 "w.json|layout.tp = 18446744073709551615 is out of range" -- run --topology "$TOPO" --workload w.json --set topology.nodes=2
+bad "simulated time overflow is an input error" 2 "small.json|simulated" -- run "${SMALL[@]}" --set model.hidden=1048576 --set model.ffn_hidden=1048576 --set model.seq_len=65536 --set layout.global_batch=4096 --set layout.tp=1 --set layout.pp=1 --set layout.dp=16 --set layout.micro_batch=1 --set model.layers=256
+
+## --set syntax.
+bad "--set without =" 2 "--set \"layout.tp\": expected key=value" -- run "${SMALL[@]}" --set layout.tp
+bad "--set with an empty key" 2 "--set \"=5\": expected key=value" -- run "${SMALL[@]}" --set =5
+bad "--set through a number" 2 "--set \"layout.tp.x=1\": \"layout.tp.x\" does not name a field" -- run "${SMALL[@]}" --set layout.tp.x=1
+bad "--set value not UTF-8" 2 "the value is not valid UTF-8" -- run "${SMALL[@]}" --set "name=$(printf 'a\377b')"
+bad "--set value nested 100,000 deep" 2 "nested deeper than 64" -- run "${SMALL[@]}" --set "layout.tp=$(deep 100000)"
+bad "--set a 100,000-character key is cut" 2 "small.json: kkkkkkkk|...(100000 characters) is not a known field" -- run "${SMALL[@]}" --set "$(printf '%*s' 100000 '' | tr ' ' k)=1"
+
+## Calibration files.
+prep c.json '{"format": "trainsim-calibration/1", "source": "t", "gpus": {"A100-SXM4-80GB": {"hbm_efficiency": 1e-300}}}'
+bad "calibration: tiny efficiency" 2 "c.json: gpus.A100-SXM4-80GB.hbm_efficiency = 1e-300 is outside the supported range" -- run "${SMALL[@]}" --calibration c.json
+prep c.json '{"format": "trainsim-calibration/1", "source": "t", "gpus": {"A100-SXM4-80GB": {"gemm_max_efficiency": 2}}}'
+bad "calibration: efficiency above 1" 2 "c.json: gpus.A100-SXM4-80GB.gemm_max_efficiency = 2" -- run "${SMALL[@]}" --calibration c.json
+prep c.json '{"format": "trainsim-calibration/1", "source": "t", "gpus": {"A100-SXM4-80GB": {"kernel_overhead_s": 1e300}}}'
+bad "calibration: huge kernel overhead" 2 "c.json: gpus.A100-SXM4-80GB.kernel_overhead_s" -- run "${SMALL[@]}" --calibration c.json
+prep c.json '{"format": "trainsim-calibration/1", "source": "t", "gpus": {"NoSuchGPU": {}}}'
+bad "calibration: unknown GPU" 2 "c.json: gpus = \"NoSuchGPU\" is not a known GPU" -- run "${SMALL[@]}" --calibration c.json
+prep c.json '{"format": "trainsim-calibration/2", "source": "t", "gpus": {}}'
+bad "calibration: wrong format" 2 "c.json: format = \"trainsim-calibration/2\"" -- run "${SMALL[@]}" --calibration c.json
+
+## Profiles.
+bad "profile of another GPU" 2 "h100-sxm5-80gb.json: the profile describes GPU H100-SXM5-80GB" -- run "${SMALL[@]}" --profile "$PROFILE"
+bad "profile: a workload given as a profile" 2 "small.json" -- run "${SMALL[@]}" --profile "$SMALL_W"
+bad "profile import: no file" 2 "give exactly one measurements file" -- profile import
+bad "profile import: a workload file" 2 "small.json" -- profile import "$SMALL_W"
+
+## Measured-runs files.
+bad "--from-runs without --id" 2 "--from-runs and --id go together" -- run --from-runs "$RUNS"
+bad "--id names no run" 2 "runs-with-memory.json: --id \"nope\" names no run" -- run --from-runs "$RUNS" --id nope
+bad "--from-runs with --topology" 2 "cannot be combined" -- run --from-runs "$RUNS" --id small_with_memory --topology "$TOPO"
+runs_with r.json 's/"step_time_s": 0.01/"step_time_s": 1e300/'
+bad "runs: step time 1e300" 2 "r.json|measured.step_time_s = 1e+300 is outside the supported range" -- run --from-runs r.json --id small_with_memory
+runs_with r.json 's/"nic_Gbps": 200/"nic_Gbps": 1e-300/'
+bad "runs: tiny NIC rate" 2 "r.json|nic_Gbps = 1e-300 is outside the supported range" -- run --from-runs r.json --id small_with_memory
+runs_with r.json 's/"bandwidth_GBps_per_gpu": 300/"bandwidth_GBps_per_gpu": -1/'
+bad "runs: negative NVLink bandwidth" 2 "r.json|bandwidth_GBps_per_gpu = -1" -- run --from-runs r.json --id small_with_memory
+runs_with r.json 's/"global_batch": 8/"global_batch": 1000000000/'
+bad "runs: global batch 10^9" 2 "r.json|layout.global_batch = 1000000000 is above the limit" -- run --from-runs r.json --id small_with_memory
+runs_with r.json 's/"gpus": 8,/"gpus": 1073741824,/'
+bad "runs: a billion GPUs" 2 "r.json|cluster.gpus = 1073741824 is above the limit of 131072" -- run --from-runs r.json --id small_with_memory
+bad "validate: missing file" 2 "nope.json: cannot open the file" -- validate nope.json
+
+## The command line.
+bad "unknown command" 2 "unknown command \"frobnicate\"" -- frobnicate
+bad "help of an unknown command" 2 "unknown command \"frobnicate\"" -- help frobnicate
+bad "unknown option" 2 "run: unrecognised option '--bogus'" -- run --bogus
+bad "unexpected argument" 2 "run: unexpected argument \"extra\"" -- run extra
+bad "--trace-ranks unknown" 2 "--trace-ranks = \"some\"" -- run "${SMALL[@]}" --trace-ranks some
+bad "sweep --gpus 0" 2 "sweep: --gpus = 0 must be positive" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 0
+bad "sweep --gpus 10^7" 2 "above the limit of 131072" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 10000000
+bad "sweep --gpus not a number" 2 "sweep: the argument ('many') for option '--gpus' is invalid" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus many
+bad "fit without --gpu" 2 "fit: --gpu is required" -- fit "$RUNS"
+
+## Failed writes to stdout: exit 2, one line on stderr.
+new_case
+(cd "$CASE_DIR" && "$BIN" --version >/dev/full 2>"$TMP/err")
+rc=$?
+if [ "$rc" = 2 ] && [ "$(wc -l <"$TMP/err")" = 1 ] && grep -q "writing failed" "$TMP/err"; then
+    echo "PASS: stdout to /dev/full"
+    passes=$((passes + 1))
+else
+    echo "FAIL: stdout to /dev/full: exit $rc, stderr $(head -c 300 "$TMP/err")"
+    failures=$((failures + 1))
+fi
+CASE_DIR=""
+
+## The user's PATH.tmp is never touched, a symbolic link is written through (these succeed: exit 0).
+new_case
+printf 'mine' >"$CASE_DIR/t.json.tmp"
+printf 'old' >"$CASE_DIR/target.json"
+ln -s target.json "$CASE_DIR/t.json"
+(cd "$CASE_DIR" && "$BIN" run "${SMALL[@]}" --trace t.json >/dev/null 2>"$TMP/err")
+rc=$?
+if [ "$rc" = 0 ] && [ "$(cat "$CASE_DIR/t.json.tmp")" = mine ] && [ -L "$CASE_DIR/t.json" ] &&
+    grep -q traceEvents "$CASE_DIR/target.json" && [ "$(ls -A "$CASE_DIR" | wc -l)" = 3 ]; then
+    echo "PASS: --trace through a symbolic link, PATH.tmp untouched, no temporary left"
+    passes=$((passes + 1))
+else
+    echo "FAIL: --trace through a symbolic link: exit $rc; $(ls -lA "$CASE_DIR" | tr '\n' ' ')"
+    failures=$((failures + 1))
+fi
+
+## --version and `help CMD` (issue 14's small things; exit 0).
+if "$BIN" --version | grep -qE '^trainsim [0-9]+\.[0-9]+\.[0-9]+$'; then
+    echo "PASS: --version"
+    passes=$((passes + 1))
+else
+    echo "FAIL: --version: $("$BIN" --version 2>&1 | head -c 200)"
+    failures=$((failures + 1))
+fi
+if "$BIN" help run >"$TMP/help1" && "$BIN" run --help >"$TMP/help2" && cmp -s "$TMP/help1" "$TMP/help2" &&
+    grep -q "trace-ranks" "$TMP/help1" && "$BIN" help profile import | grep -q -- "--gpu"; then
+    echo "PASS: help CMD prints that command's help"
+    passes=$((passes + 1))
+else
+    echo "FAIL: help CMD"
+    failures=$((failures + 1))
+fi
+
+echo "bad input: $passes passed, $failures failed"
+[ "$failures" -eq 0 ]
