@@ -143,6 +143,11 @@ struct Layout {
     /// scales it. Off in Megatron-LM; on in Megatron-Bridge (GPTModelProvider cross_entropy_loss_fusion = True;
     /// the Llama 3 providers select impl "te"). Off: the unfused fp32 loss of tensor_parallel/cross_entropy.py.
     bool cross_entropy_fusion = false;
+    /// Megatron-LM `--grad-reduce-in-bf16`: the gradient buffer (main_grad) is bf16 and the DP reduce-scatter /
+    /// all-reduce moves 2 B per element instead of fp32's 4 (megatron/training/arguments.py: without it, --bf16
+    /// forces accumulate_allreduce_grads_in_fp32). Off in Megatron-LM; the Megatron-Bridge and NeMo 2
+    /// performance scripts set grad_reduce_in_fp32 = False (scripts/performance/utils helpers).
+    bool grad_reduce_in_bf16 = false;
     /// ZeRO-3 / FSDP: parameters are freed after each module's forward and all-gathered again for its
     /// backward (FSDP2 reshard_after_forward=True, FSDP1 FULL_SHARD, DeepSpeed stage 3). False keeps the
     /// gathered parameters from forward to backward (torchtitan under PP: reshard_after_forward = not
@@ -181,7 +186,11 @@ struct Layout {
     /// forces accumulate_allreduce_grads_in_fp32 with --bf16, which FP8 runs also pass; torchtitan's FSDP2
     /// MixedPrecisionPolicy reduce_dtype float32; DeepSpeed's BF16_Optimizer all-reduces fp32 gradients),
     /// 2 bytes for fp16 runs (gradients reduced in fp16).
-    double grad_reduce_bytes_per_element() const { return precision == Precision::fp16 ? 2.0 : 4.0; }
+    /// With grad_reduce_in_bf16 (Megatron `--grad-reduce-in-bf16`) the gradient buffer and its DP reduction
+    /// are 16-bit also for bf16 and fp8 runs.
+    double grad_reduce_bytes_per_element() const {
+        return precision == Precision::fp16 || grad_reduce_in_bf16 ? 2.0 : 4.0;
+    }
     /// Bytes per element of activations and weights used by GEMMs (fp8 runs keep bf16 activations between
     /// kernels; the GEMM inputs are cast in the kernel).
     double activation_bytes() const { return 2.0; }

@@ -24,13 +24,14 @@
 // (include/trainsim/framework_defaults.hpp; docs/compute-model.md "Frameworks"), each overridable per run by
 // the optional `training` keys `attention` ("flash", "cudnn", "unfused"), `fp8_recipe` ("delayed",
 // "tensorwise", "rowwise", "mxfp8"), `reshard_after_forward`, `overlap_grad_reduce`, `overlap_param_gather`,
-// `tp_comm_overlap`, `fp8_param_gather`, `cross_entropy_fusion`, `layers_per_stage`:
+// `tp_comm_overlap`, `fp8_param_gather`, `cross_entropy_fusion`, `grad_reduce_in_bf16`, `layers_per_stage`:
 //   framework (optional `training.framework`): when absent, "torchtitan" in the run's source -> torchtitan;
 //              "llm-foundry" or "composer" -> composer; "DeepSpeed" or zero_stage >= 1 -> deepspeed; else
 //              megatron;
 //   Megatron-Bridge recipes (a megatron run whose source names "Megatron-Bridge"): the recipe's defaults
 //              that differ from Megatron-LM's: cross_entropy_fusion (GPTModelProvider
-//              cross_entropy_loss_fusion = True) and, for fp8 with delayed or current scaling,
+//              cross_entropy_loss_fusion = True), grad_reduce_in_bf16 (the performance scripts set
+//              grad_reduce_in_fp32 = False) and, for fp8 with delayed or current scaling,
 //              fp8_param_gather (mixed_precision.py bf16_with_fp8_mixed, bf16_with_fp8_current_scaling_mixed);
 //   async_tp (optional `training.async_tp`, default false): a torchtitan run with async TP (torch.compile
 //              micro-pipeline TP); it sets tp_comm_overlap for that run;

@@ -8,8 +8,8 @@
 namespace trainsim::detail {
 
 /// Reads the optional `attention` ("flash", "cudnn", "unfused"), `fp8_recipe` ("delayed", "tensorwise",
-/// "rowwise", "mxfp8"), `reshard_after_forward`, `fp8_param_gather` and `cross_entropy_fusion` keys of `o`
-/// over the values already in `l`. Throws InputError naming the field for a value outside its choices.
+/// "rowwise", "mxfp8"), `reshard_after_forward`, `fp8_param_gather`, `cross_entropy_fusion` and
+/// `grad_reduce_in_bf16` keys of `o` over the values already in `l`. Throws InputError naming the field for a value outside its choices.
 inline void read_kernel_choices(StrictObject& o, Layout& l) {
     if (o.has("attention")) {
         const auto a = o.choice("attention", {"flash", "cudnn", "unfused"});
@@ -27,6 +27,7 @@ inline void read_kernel_choices(StrictObject& o, Layout& l) {
     l.reshard_after_forward = o.boolean_or("reshard_after_forward", l.reshard_after_forward);
     l.fp8_param_gather = o.boolean_or("fp8_param_gather", l.fp8_param_gather);
     l.cross_entropy_fusion = o.boolean_or("cross_entropy_fusion", l.cross_entropy_fusion);
+    l.grad_reduce_in_bf16 = o.boolean_or("grad_reduce_in_bf16", l.grad_reduce_in_bf16);
 }
 
 }  // namespace trainsim::detail

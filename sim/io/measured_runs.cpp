@@ -191,6 +191,7 @@ Framework framework_from_source(const std::string& source, int zero_stage) {
 void apply_recipe_defaults(Layout& l, const std::string& source) {
     if (l.framework != Framework::megatron || source.find("Megatron-Bridge") == std::string::npos) return;
     l.cross_entropy_fusion = true;
+    l.grad_reduce_in_bf16 = true;
     l.fp8_param_gather = l.precision == Precision::fp8 &&
                          (l.fp8_recipe == Fp8Recipe::delayed || l.fp8_recipe == Fp8Recipe::tensorwise);
 }

@@ -459,6 +459,8 @@ TEST_CASE("measured runs: Megatron-Bridge and MLPerf NeMo recipe defaults, overr
     Layout l = layout(run);
     CHECK(l.cross_entropy_fusion);
     CHECK(l.fp8_param_gather);
+    CHECK(l.grad_reduce_in_bf16);
+    CHECK(l.grad_reduce_bytes_per_element() == 2.0);
     run["training"]["fp8_param_gather"] = false;
     run["training"]["cross_entropy_fusion"] = false;
     l = layout(run);
@@ -473,6 +475,7 @@ TEST_CASE("measured runs: Megatron-Bridge and MLPerf NeMo recipe defaults, overr
     run["source"] = "NVIDIA/NeMo docs/source/performance/performance_summary.md";
     l = layout(run);
     CHECK_FALSE(l.cross_entropy_fusion);
+    CHECK(l.grad_reduce_bytes_per_element() == 4.0);
     CHECK_FALSE(l.fp8_param_gather);
     // ... except NVIDIA's MLPerf NeMo submissions from v4.0 (FP8_PARAMS=True); v3.1 did not set it.
     run["extensions"] = {
