@@ -130,22 +130,23 @@ struct Layout {
     /// True when the attention kernel is fused (flash or cuDNN): the s x s scores are never stored.
     bool fused_attention() const { return attention != AttentionKernel::unfused; }
     Fp8Recipe fp8_recipe = Fp8Recipe::delayed;
-    /// Megatron-LM `--fp8-param-gather` (precision fp8, TransformerEngine recipes): the model keeps its linear
-    /// weights in FP8 (TE `fp8_model_init`: a Float8Tensor of 1 B per element, its transpose cached for the
-    /// step, 1 B), the distributed optimizer's fp32 master shard is quantized to FP8 after each step, and the
-    /// DP all-gather of those weights moves 1 B per element; no weight is cast in the forward. Off in
+    /// Megatron-LM `--fp8-param-gather` (precision fp8, TransformerEngine recipes): the model keeps its
+    /// linear weights in FP8 (TE `fp8_model_init`: a Float8Tensor of 1 B per element, its transpose cached
+    /// for the step, 1 B), the distributed optimizer's fp32 master shard is quantized to FP8 after each step,
+    /// and the DP all-gather of those weights moves 1 B per element; no weight is cast in the forward. Off in
     /// Megatron-LM (arguments.py); set by Megatron-Bridge's FP8 recipes (bf16_with_fp8_mixed,
     /// bf16_with_fp8_current_scaling_mixed in src/megatron/bridge/training/mixed_precision.py).
     bool fp8_param_gather = false;
     /// Megatron-LM `--cross-entropy-loss-fusion` with `--cross-entropy-fusion-impl te` (TransformerEngine's
     /// parallel_cross_entropy, Triton): the loss reads the 16-bit logits twice (online max / sum of
     /// exponentials, then loss and gradient) and writes the gradient in place in the forward; the backward
-    /// scales it. Off in Megatron-LM; on in Megatron-Bridge (GPTModelProvider cross_entropy_loss_fusion = True;
-    /// the Llama 3 providers select impl "te"). Off: the unfused fp32 loss of tensor_parallel/cross_entropy.py.
+    /// scales it. Off in Megatron-LM; on in Megatron-Bridge (GPTModelProvider cross_entropy_loss_fusion =
+    /// True; the Llama 3 providers select impl "te"). Off: the unfused fp32 loss of
+    /// tensor_parallel/cross_entropy.py.
     bool cross_entropy_fusion = false;
-    /// Megatron-LM `--grad-reduce-in-bf16`: the gradient buffer (main_grad) is bf16 and the DP reduce-scatter /
-    /// all-reduce moves 2 B per element instead of fp32's 4 (megatron/training/arguments.py: without it, --bf16
-    /// forces accumulate_allreduce_grads_in_fp32). Off in Megatron-LM; the Megatron-Bridge and NeMo 2
+    /// Megatron-LM `--grad-reduce-in-bf16`: the gradient buffer (main_grad) is bf16 and the DP reduce-scatter
+    /// / all-reduce moves 2 B per element instead of fp32's 4 (megatron/training/arguments.py: without it,
+    /// --bf16 forces accumulate_allreduce_grads_in_fp32). Off in Megatron-LM; the Megatron-Bridge and NeMo 2
     /// performance scripts set grad_reduce_in_fp32 = False (scripts/performance/utils helpers).
     bool grad_reduce_in_bf16 = false;
     /// ZeRO-3 / FSDP: parameters are freed after each module's forward and all-gathered again for its

@@ -32,7 +32,8 @@
 //              that differ from Megatron-LM's: cross_entropy_fusion (GPTModelProvider
 //              cross_entropy_loss_fusion = True), grad_reduce_in_bf16 (the performance scripts set
 //              grad_reduce_in_fp32 = False) and, for fp8 with delayed or current scaling,
-//              fp8_param_gather (mixed_precision.py bf16_with_fp8_mixed, bf16_with_fp8_current_scaling_mixed);
+//              fp8_param_gather (mixed_precision.py bf16_with_fp8_mixed,
+//              bf16_with_fp8_current_scaling_mixed);
 //   async_tp (optional `training.async_tp`, default false): a torchtitan run with async TP (torch.compile
 //              micro-pipeline TP); it sets tp_comm_overlap for that run;
 //   compile (optional `training.compile`, default false as torchtitan's job config): the blocks were

@@ -9,7 +9,8 @@ namespace trainsim::detail {
 
 /// Reads the optional `attention` ("flash", "cudnn", "unfused"), `fp8_recipe` ("delayed", "tensorwise",
 /// "rowwise", "mxfp8"), `reshard_after_forward`, `fp8_param_gather`, `cross_entropy_fusion` and
-/// `grad_reduce_in_bf16` keys of `o` over the values already in `l`. Throws InputError naming the field for a value outside its choices.
+/// `grad_reduce_in_bf16` keys of `o` over the values already in `l`. Throws InputError naming the field for a
+/// value outside its choices.
 inline void read_kernel_choices(StrictObject& o, Layout& l) {
     if (o.has("attention")) {
         const auto a = o.choice("attention", {"flash", "cudnn", "unfused"});
