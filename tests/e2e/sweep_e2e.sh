@@ -54,4 +54,14 @@ check "--gpus not a multiple: the message names gpus_per_node" grep -q 'gpus_per
 "$bin" sweep --topology "$topo" --workload "$work" >/dev/null 2>"$tmp/bad.err"
 check "--gpus missing exits 2" test $? -eq 2
 
+# --set as for run: the overridden sequence length reaches every layout (tokens per step double).
+"$bin" "${args[@]}" --json >"$tmp/base.json" 2>/dev/null
+"$bin" "${args[@]}" --set model.seq_len=4096 --json >"$tmp/set.json" 2>/dev/null
+check "--set exits 0" test $? -eq 0
+check "--set model.seq_len changes the sweep" \
+    python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); assert a["best"]["step_time_s"] != b["best"]["step_time_s"]' "$tmp/base.json" "$tmp/set.json"
+"$bin" "${args[@]}" --set model.no_such_field=1 >"$tmp/bad.out" 2>"$tmp/bad.err"
+check "--set with an unknown field exits 2" test $? -eq 2
+check "--set with an unknown field: nothing on stdout" test ! -s "$tmp/bad.out"
+
 exit $fail

@@ -15,6 +15,7 @@
 #include "commands.hpp"
 #include "inputs.hpp"
 #include "scenario_options.hpp"
+#include "trainsim/calibration.hpp"
 #include "trainsim/config.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/sweep.hpp"
@@ -85,7 +86,8 @@ int sweep_command(const std::vector<std::string>& args) {
         "when it gives layers_per_stage); cp 1 (--vary cp=1,2,4 for long sequences); micro_batch 1,2,4,8;\n"
         "vpp 1,2,4 (pp > 1); recompute none,selective,full; sequence_parallel false,true (tp > 1);\n"
         "distributed_optimizer false,true.\n\noptions");
-    std::string topology_file, workload_file, csv_file, profile_file;
+    std::string topology_file, workload_file, csv_file, profile_file, calibration_file;
+    std::vector<std::string> sets;
     std::vector<std::string> fixes, varies;
     int gpus = 0;
     long long global_batch = 0;
@@ -109,7 +111,12 @@ int sweep_command(const std::vector<std::string>& args) {
         "csv", po::value(&csv_file), "write every evaluated layout to FILE as CSV (one row each)")(
         "json", "print every evaluated layout and the best report as JSON on stdout instead of the tables")(
         "jobs,j", po::value(&jobs), "threads that simulate in parallel (default: the hardware threads)")(
-        "profile", po::value(&profile_file), kProfileHelp);
+        "profile", po::value(&profile_file), kProfileHelp)(
+        "set", po::value(&sets)->composing(),
+        "override a field of the topology or workload before the sweep, as for run: model.seq_len=8192, "
+        "layout.recompute=\"full\" (repeatable; --gpus sets topology.nodes)")(
+        "calibration", po::value(&calibration_file),
+        "GPU model constants measured or fitted (format trainsim-calibration/1), applied over the catalog");
     ScenarioOptions scenario;
     add_scenario_options(desc, scenario, /*study=*/true);
     po::variables_map vm;
@@ -146,9 +153,13 @@ int sweep_command(const std::vector<std::string>& args) {
         topology_file.empty() ? default_topology_json() : read_json_file(topology_file);
     nlohmann::json work_json =
         workload_file.empty() ? default_workload_json() : read_json_file(workload_file);
+    for (const auto& set : sets)
+        apply_override(topo_json, work_json, set);
     const std::string topo_name = topology_file.empty() ? "embedded dgx-a100" : topology_file;
     const std::string work_name = workload_file.empty() ? "embedded gpt3-175b" : workload_file;
     TopologySpec topo = parse_topology(topo_json, topo_name);
+    if (!calibration_file.empty())
+        apply_calibration(parse_calibration(read_json_file(calibration_file), calibration_file), topo);
     if (gpus % topo.gpus_per_node != 0)
         throw InputError(fmt::format("sweep: --gpus = {} is not a multiple of {}: gpus_per_node = {}", gpus,
                                      topo_name, topo.gpus_per_node));
