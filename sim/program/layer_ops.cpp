@@ -110,11 +110,15 @@ OpTemplate BlockBuilder::layer_forward() {
     const double act = T_ * h_ * E_;  // one full activation [T, h]
     const CollectiveKind out_kind = sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
     const double f_eff = (m_.mlp == MlpKind::swiglu ? 2.0 : 1.0) * f_ / t_;
+    // The column-parallel inputs: gathered in 16 bits, or cast to FP8 on the shard and gathered in FP8.
+    const bool fp8_gather = fp8_tp_all_gather();
+    const double column_act = fp8_gather ? T_ * h_ : act;
+    const double column_cast_elements = fp8_gather ? Tsp_ * h_ : T_ * h_;
 
     // Column-parallel GEMM preceded (SP) by the all-gather of its input.
     auto column = [&](const Kernel& gemm) {
         if (sp) {
-            tp(t, CollectiveKind::all_gather, act, !ov);
+            tp(t, CollectiveKind::all_gather, column_act, !ov);
             kernel(t, gemm);
             if (ov) tp_wait(t);
         } else {
@@ -137,7 +141,7 @@ OpTemplate BlockBuilder::layer_forward() {
     kernel(t, Kernel::memory("input_norm", norm_fwd_bytes() * h_ * Tsp_));
     unit_boundary(t);
     dequantize(t, h_ * (a_ + 2 * g_) * d_ / t_);
-    fp8_forward_casts(t, T_ * h_, h_ * (a_ + 2 * g_) * d_ / t_, true);
+    fp8_forward_casts(t, column_cast_elements, h_ * (a_ + 2 * g_) * d_ / t_, true);
     column(Kernel::gemm("qkv_gemm", T_, (a_ + 2 * g_) * d_ / t_, h_, 1, gemm_elem_));
     adapter_forward(t, l_.lora_targets.qkv, h_, (a_ + 2 * g_) * d_ / t_);
     rope(t, false);
@@ -151,7 +155,7 @@ OpTemplate BlockBuilder::layer_forward() {
     kernel(t, Kernel::memory("pre_mlp_norm", norm_fwd_bytes() * h_ * Tsp_));
     unit_boundary(t);
     dequantize(t, h_ * f_eff);
-    fp8_forward_casts(t, T_ * h_, h_ * f_eff, true);
+    fp8_forward_casts(t, column_cast_elements, h_ * f_eff, true);
     column(Kernel::gemm("fc1_gemm", T_, f_eff, h_, 1, gemm_elem_));
     adapter_forward(t, l_.lora_targets.fc1, h_, f_eff);
     kernel(t, Kernel::memory(m_.mlp == MlpKind::swiglu ? "swiglu" : "gelu", act_fwd_bytes() * T_ * f_ / t_));
@@ -446,9 +450,12 @@ OpTemplate BlockBuilder::layer_recompute_selective_op() {
     const bool sp = l_.sequence_parallel;
     const double act = T_ * h_ * E_;
     const double kv = g_ * d_ / t_;
+    const bool fp8_gather = fp8_tp_all_gather();  // FP8 all-gathers of FP8-cast shards (layer_forward)
+    const double column_act = fp8_gather ? T_ * h_ : act;
+    const double column_cast_elements = fp8_gather ? Tsp_ * h_ : T_ * h_;
     kernel(t, Kernel::memory("input_norm", norm_fwd_bytes() * h_ * Tsp_));
-    if (sp) tp(t, CollectiveKind::all_gather, act, true);
-    fp8_forward_casts(t, T_ * h_, h_ * kv, true);
+    if (sp) tp(t, CollectiveKind::all_gather, column_act, true);
+    fp8_forward_casts(t, column_cast_elements, h_ * kv, true);
     kernel(t, Kernel::gemm("wk_gemm", T_, kv, h_, 1, gemm_elem_));
     rope(t, false);  // non-mm: recomputed (for q from the saved wq output, and for k)
     fp8_forward_casts(t, T_ * a_ * d_ / t_, a_ * d_ / t_ * h_);
@@ -456,9 +463,9 @@ OpTemplate BlockBuilder::layer_recompute_selective_op() {
     if (!sp) tp(t, CollectiveKind::all_reduce, act, true);  // an all-reduce is not in the save list
     kernel(t, Kernel::memory("bias_dropout_add", (3 * E_ + 1) * h_ * Tsp_));
     kernel(t, Kernel::memory("pre_mlp_norm", norm_fwd_bytes() * h_ * Tsp_));
-    if (sp) tp(t, CollectiveKind::all_gather, act, true);
+    if (sp) tp(t, CollectiveKind::all_gather, m_.mlp == MlpKind::swiglu ? column_act : act, true);
     if (m_.mlp == MlpKind::swiglu) {
-        fp8_forward_casts(t, T_ * h_, h_ * f_ / t_, true);
+        fp8_forward_casts(t, column_cast_elements, h_ * f_ / t_, true);
         kernel(t, Kernel::gemm("w3_gemm", T_, f_ / t_, h_, 1, gemm_elem_));
         kernel(t, Kernel::memory("swiglu", act_fwd_bytes() * T_ * f_ / t_));
     } else {
@@ -558,6 +565,11 @@ bool BlockBuilder::fp8_cast_in_norm() const {
     // element). TE recipes only (delayed, mxfp8); torchao casts after the norm.
     return l_.framework == Framework::megatron &&
            (l_.fp8_recipe == Fp8Recipe::delayed || l_.fp8_recipe == Fp8Recipe::mxfp8);
+}
+
+bool BlockBuilder::fp8_tp_all_gather() const {
+    return fp8_ && l_.framework == Framework::torchtitan && l_.fp8_recipe == Fp8Recipe::tensorwise &&
+           l_.sequence_parallel && l_.tp > 1;
 }
 
 void BlockBuilder::fp8_forward_casts(OpTemplate& t, double input_elements, double weights, bool after_norm) {

@@ -88,6 +88,10 @@ class BlockBuilder {
     void fp8_backward_casts(OpTemplate& t, double grad_elements, double input_elements, double weights,
                             bool after_norm = false);
     bool fp8_cast_in_norm() const;
+    /// torchao Float8 tensorwise under torchtitan's TP with SP (Float8ColwiseParallel, the default for
+    /// Float8Linear: torchtitan docs/float8.md): the sequence-sharded input of a column-parallel GEMM is cast
+    /// to FP8 before its all-gather, which then moves 1 B per element.
+    bool fp8_tp_all_gather() const;
     /// Weights of one layer's linear layers on this GPU.
     double layer_linear_weights() const;
 

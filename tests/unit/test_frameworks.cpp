@@ -484,3 +484,40 @@ TEST_CASE("measured runs: Megatron-Bridge and MLPerf NeMo recipe defaults, overr
     run["extensions"]["mlperf"]["version"] = "v3.1";
     CHECK_FALSE(layout(run).fp8_param_gather);
 }
+
+TEST_CASE("torchtitan Float8 TP: the column-parallel inputs are cast on the shard and all-gathered in FP8") {
+    const ModelSpec m = llama_style(2, 1024, 16, 4, 3584, 8192, 1024);
+    const double T = 1024, h = 1024, E = 2;
+    Layout l = layout_of(Framework::torchtitan, 4, true);
+    l.micro_batch = 1;
+    l.global_batch = 1;
+    l.torch_compile = true;
+    l.precision = Precision::fp8;
+    l.fp8_recipe = Fp8Recipe::tensorwise;
+    auto forward_gathers = [](const Program& p) {
+        std::vector<double> v;
+        for (const auto& op : p.stages[0].ops)
+            if (op.phase == Phase::forward && op.kind == OpKind::tp_launch &&
+                op.collective == CollectiveKind::all_gather)
+                v.push_back(op.bytes);
+        return v;
+    };
+    auto input_casts = [](const Program& p) {
+        std::vector<double> v;
+        for (const auto& k : kernels_of(p, Phase::forward))
+            if (std::string(k.name) == "fp8_cast_input") v.push_back(k.bytes);
+        return v;
+    };
+    const Program f8 = build_program(m, l);
+    // qkv and fc1 of 2 layers, then the LM head's 16-bit gather of the final norm's output.
+    const auto g = forward_gathers(f8);
+    REQUIRE(g.size() == 2 * 2 + 1);
+    CHECK(g[0] == doctest::Approx(T * h));      // qkv input in FP8: 1 B per element
+    CHECK(g[4] == doctest::Approx(T * h * E));  // LM head input stays 16-bit
+    const auto c = input_casts(f8);
+    REQUIRE(c.size() == 4 * 2);
+    CHECK(c[0] == doctest::Approx((2 * E + 1) * T / 4 * h));  // the qkv cast on the sequence shard
+    // rowwise keeps the TP communication in 16 bits (torchtitan docs/float8.md).
+    l.fp8_recipe = Fp8Recipe::rowwise;
+    CHECK(forward_gathers(build_program(m, l))[0] == doctest::Approx(T * h * E));
+}
