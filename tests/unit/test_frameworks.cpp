@@ -52,6 +52,28 @@ Layout single_gpu(Precision p, Fp8Recipe r, Recompute rc = Recompute::none) {
     return l;
 }
 
+/// A measured-runs row on `gpus` DGX H100 GPUs (a 4-layer SwiGLU model) from `source` with `training`.
+nlohmann::json measured_row(const std::string& source, int gpus, const nlohmann::json& training) {
+    return {{"id", "r"},
+            {"source", source},
+            {"cluster",
+             {{"gpu", "H100-SXM5-80GB"},
+              {"gpus", gpus},
+              {"gpus_per_node", 8},
+              {"scale_up", {{"kind", "nvswitch"}, {"bandwidth_GBps_per_gpu", 450}}},
+              {"scale_out", {{"kind", "infiniband"}, {"nics_per_node", 8}, {"nic_Gbps", 400}}}}},
+            {"model",
+             {{"layers", 4},
+              {"hidden", 1024},
+              {"heads", 16},
+              {"ffn_hidden", 4096},
+              {"vocab", 8192},
+              {"seq_len", 512},
+              {"mlp", "swiglu"}}},
+            {"training", training},
+            {"measured", {{"step_time_s", 1.0}}}};
+}
+
 }  // namespace
 
 TEST_CASE("framework defaults: attention, TP overlap, reshard, FP8 recipe per framework and GPU") {
@@ -90,35 +112,17 @@ TEST_CASE("framework defaults: attention, TP overlap, reshard, FP8 recipe per fr
 }
 
 TEST_CASE("measured runs: framework from the source, training.framework and async_tp override") {
-    nlohmann::json run = {
-        {"id", "r"},
-        {"source", "pytorch/torchtitan docs"},
-        {"cluster",
-         {{"gpu", "H100-SXM5-80GB"},
-          {"gpus", 16},
-          {"gpus_per_node", 8},
-          {"scale_up", {{"kind", "nvswitch"}, {"bandwidth_GBps_per_gpu", 450}}},
-          {"scale_out", {{"kind", "infiniband"}, {"nics_per_node", 8}, {"nic_Gbps", 400}}}}},
-        {"model",
-         {{"layers", 4},
-          {"hidden", 1024},
-          {"heads", 16},
-          {"ffn_hidden", 4096},
-          {"vocab", 8192},
-          {"seq_len", 512},
-          {"mlp", "swiglu"}}},
-        {"training",
-         {{"tp", 8},
-          {"pp", 1},
-          {"dp", 2},
-          {"micro_batch", 1},
-          {"global_batch", 2},
-          {"sequence_parallel", true},
-          {"recompute", "selective"},
-          {"zero_stage", 3},
-          {"distributed_optimizer", false},
-          {"precision", "bf16"}}},
-        {"measured", {{"step_time_s", 1.0}}}};
+    nlohmann::json run = measured_row("pytorch/torchtitan docs", 16,
+                                      {{"tp", 8},
+                                       {"pp", 1},
+                                       {"dp", 2},
+                                       {"micro_batch", 1},
+                                       {"global_batch", 2},
+                                       {"sequence_parallel", true},
+                                       {"recompute", "selective"},
+                                       {"zero_stage", 3},
+                                       {"distributed_optimizer", false},
+                                       {"precision", "bf16"}});
     auto doc = [&](const nlohmann::json& r) {
         return nlohmann::json{{"format", "trainsim-measured-runs/1"}, {"runs", nlohmann::json::array({r})}};
     };
@@ -422,35 +426,17 @@ TEST_CASE("fp8_param_gather: the DP all-gather of a stage's parameters moves FP8
 }
 
 TEST_CASE("measured runs: Megatron-Bridge and MLPerf NeMo recipe defaults, overridable per row") {
-    nlohmann::json run = {
-        {"id", "r"},
-        {"source", "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md"},
-        {"cluster",
-         {{"gpu", "H100-SXM5-80GB"},
-          {"gpus", 8},
-          {"gpus_per_node", 8},
-          {"scale_up", {{"kind", "nvswitch"}, {"bandwidth_GBps_per_gpu", 450}}},
-          {"scale_out", {{"kind", "infiniband"}, {"nics_per_node", 8}, {"nic_Gbps", 400}}}}},
-        {"model",
-         {{"layers", 4},
-          {"hidden", 1024},
-          {"heads", 16},
-          {"ffn_hidden", 4096},
-          {"vocab", 8192},
-          {"seq_len", 512},
-          {"mlp", "swiglu"}}},
-        {"training",
-         {{"tp", 1},
-          {"pp", 1},
-          {"dp", 8},
-          {"micro_batch", 1},
-          {"global_batch", 8},
-          {"sequence_parallel", false},
-          {"recompute", "none"},
-          {"zero_stage", 0},
-          {"distributed_optimizer", true},
-          {"precision", "fp8"}}},
-        {"measured", {{"step_time_s", 1.0}}}};
+    nlohmann::json run = measured_row("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md", 8,
+                                      {{"tp", 1},
+                                       {"pp", 1},
+                                       {"dp", 8},
+                                       {"micro_batch", 1},
+                                       {"global_batch", 8},
+                                       {"sequence_parallel", false},
+                                       {"recompute", "none"},
+                                       {"zero_stage", 0},
+                                       {"distributed_optimizer", true},
+                                       {"precision", "fp8"}});
     auto layout = [](const nlohmann::json& r) {
         const nlohmann::json doc{{"format", "trainsim-measured-runs/1"},
                                  {"runs", nlohmann::json::array({r})}};
