@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "io/strict_json.hpp"
+#include "layer_shape.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/profile.hpp"
 
@@ -188,14 +189,7 @@ Profile import_kernel_measurements(const nlohmann::json& j, const std::string& f
         ProfileLayer l;
         l.label = o.string("config");
         l.attention_backend = backend(o, "attention_backend");
-        l.hidden = static_cast<int>(o.positive("hidden"));
-        l.heads = static_cast<int>(o.positive("heads"));
-        l.kv_heads = static_cast<int>(o.positive("kv_heads"));
-        l.ffn_hidden = static_cast<int>(o.positive("ffn_hidden"));
-        l.mlp = o.choice("mlp", {"gelu", "swiglu"});
-        l.seq = static_cast<int>(o.positive("seq"));
-        l.micro_batch = static_cast<int>(o.positive("micro_batch"));
-        l.tp = static_cast<int>(o.positive("tp"));
+        detail::read_layer_shape(o, l);
         {
             StrictObject f = o.object("fwd");
             l.fwd_s = timing_ms(f).time_s;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "io/strict_json.hpp"
+#include "layer_shape.hpp"
 #include "trainsim/config.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/gpu_catalog.hpp"
@@ -163,14 +164,7 @@ Profile parse_profile(const nlohmann::json& j, const std::string& file) {
         ProfileLayer l;
         l.label = o.string("label");
         l.attention_backend = backend_of(o, "attention_backend");
-        l.hidden = static_cast<int>(o.positive("hidden"));
-        l.heads = static_cast<int>(o.positive("heads"));
-        l.kv_heads = static_cast<int>(o.positive("kv_heads"));
-        l.ffn_hidden = static_cast<int>(o.positive("ffn_hidden"));
-        l.mlp = o.choice("mlp", {"gelu", "swiglu"});
-        l.seq = static_cast<int>(o.positive("seq"));
-        l.micro_batch = static_cast<int>(o.positive("micro_batch"));
-        l.tp = static_cast<int>(o.positive("tp"));
+        detail::read_layer_shape(o, l);
         l.fwd_s = o.quantity("fwd", Dimension::time);
         l.fwd_bwd_s = o.quantity("fwd_bwd", Dimension::time);
         if (l.fwd_bwd_s < l.fwd_s)
