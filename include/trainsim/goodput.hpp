@@ -32,6 +32,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -216,5 +217,33 @@ double expected_run_time_s(double work_s, double tau_s, double delta_s, double m
 /// The intervals (steps) `--checkpoint-interval auto` sweeps: around `center_s` of work, factors 2^(k/4) for
 /// k = -12 .. 12, rounded to whole steps (>= 1), without duplicates, ascending.
 std::vector<std::int64_t> interval_sweep(double center_s, double step_s);
+
+/// The failure model of a job of layout.gpus() GPUs on `topology` with the Llama 3 default MTBFs: its GPUs,
+/// its nodes (ceil(gpus / gpus_per_node)) and their NICs, and the fabric's switches (switch_count) in
+/// proportion to the job's share of the nodes, rounded.
+FailureModel job_failure_model(const Layout& layout, const TopologySpec& topology);
+
+/// The configuration of a job whose step takes step_s (simulated) and whose checkpoint costs `checkpoint`:
+/// tokens per step = global batch x sequence length, the checkpoint's save, copy and load times, the job's
+/// failure model (job_failure_model); the recovery times, the stop condition and the interval keep
+/// GoodputConfig's defaults for the caller to set.
+GoodputConfig job_goodput_config(double step_s, const ModelSpec& model, const Layout& layout,
+                                 const TopologySpec& topology, const CheckpointCost& checkpoint);
+
+/// Checkpoint intervals compared: the formulas at the configuration's blocking time (the save when sync,
+/// the copy when async), system MTBF (1 / FailureModel::rate_per_s, 0 without failures) and recovery
+/// (detection + restart + load); every interval simulated over the seeds.
+struct CheckpointIntervalStudy {
+    double blocking_s = 0, mtbf_s = 0, recovery_s = 0;
+    IntervalFormulas formulas;
+    std::vector<GoodputSummary> sweep;  ///< one per interval, ascending
+    std::size_t best = 0;               ///< the highest median goodput (the first among equals)
+    const GoodputSummary& chosen() const { return sweep[best]; }
+};
+/// Simulates `interval_steps` when given, else interval_sweep around Young's interval (1000 steps when there
+/// are no failures); c.interval_steps is ignored. Seeds and jobs as simulate_goodput (which throws).
+CheckpointIntervalStudy study_checkpoint_intervals(const GoodputConfig& c,
+                                                   std::optional<std::int64_t> interval_steps,
+                                                   std::uint64_t first_seed, int seeds, int jobs);
 
 }  // namespace trainsim

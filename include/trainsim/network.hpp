@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -65,31 +66,42 @@ class FlowNetwork {
         std::uint64_t version = 0;  ///< bumps when the completion event is rescheduled
         Simulator::Callback on_done;
         bool active = false;
-        bool frozen = false;    ///< scratch for progressive filling
-        bool listed = false;    ///< entered in flows_on_link_ (else alone on its links: their owner)
-        double solo_share = 0;  ///< scratch: smallest share among the links it has to itself
-        int solo_pos = -1;      ///< scratch: position of that link in the component (-1: none)
-        // Set when the flow enters the per-link lists (prepare_lists): its distinct links in order of first
-        // use, how many times the route uses each, and capacity / uses; occ[k] = the distinct index of
-        // links[k]. shared: the distinct indices (ascending) of the links another flow also uses, kept up to
-        // date as flows join and leave (is_shared[j] the same as a flag).
-        std::vector<int> occ, dlinks, dmult, shared;
-        std::vector<double> dshare;
-        std::vector<char> is_shared;
+        bool frozen = false;     ///< scratch for progressive filling
+        bool listed = false;     ///< entered in flows_on_link_ (else alone on its links: their owner)
+        double solo_share = 0;   ///< scratch: smallest share among the links it has to itself
+        int solo_position = -1;  ///< scratch: position of that link in the component (-1: none)
+        // Set when the flow enters the per-link lists (prepare_lists). Its route's distinct links in order of
+        // first use (distinct_links), how many times the route uses each (distinct_uses), and capacity / uses
+        // (distinct_solo_share: the link's share while it carries this flow alone); distinct_index_of_use[k]
+        // = the distinct index of links[k]. shared_distinct: the distinct indices (ascending) of the links
+        // another flow also uses, kept up to date as flows join and leave (distinct_is_shared[j] the same as
+        // a flag).
+        std::vector<int> distinct_index_of_use, distinct_links, distinct_uses, shared_distinct;
+        std::vector<double> distinct_solo_share;
+        std::vector<char> distinct_is_shared;
     };
     /// An entry of a link's flow list: the flow and the link's distinct index in that flow's route.
     struct LinkEntry {
         int flow;
         int index;
     };
-    /// update_rates' depth-first search: a link (hi < 0: `a` is the link), or a run of links that flow `a`
-    /// has to itself (its distinct links lo .. hi-1, visited from hi-1 down to lo); pos: the position of
-    /// the (first) link in the component's visiting order.
+    /// An item of find_component's depth-first search: a link (hi < 0: link_or_flow is the link), or a run
+    /// of links that flow link_or_flow has to itself (its distinct links lo .. hi-1, visited from hi-1 down
+    /// to lo); position: the position of the (first) link in the component's visiting order.
     struct SearchItem {
-        int a;
+        int link_or_flow;
         int lo;
         int hi;
-        int pos;
+        int position;
+        bool is_run() const { return hi >= 0; }
+    };
+    /// A round of progressive filling's pick: the smallest share and where (a shared link, or the own link
+    /// of a flow), at the first position in visiting order among equal shares.
+    struct Bottleneck {
+        double share = std::numeric_limits<double>::infinity();  ///< bytes/s
+        int position = -1;                                       ///< -1: nothing left to fill
+        int link = -1;                                           ///< a shared link, or
+        int flow = -1;                                           ///< a flow alone on its link
     };
 
     int new_flow(const Route& route, double bytes, Simulator::Callback on_done);
@@ -101,7 +113,17 @@ class FlowNetwork {
     void visit(int flow_id);
     void mark_dirty(int link);
     void request_update();
+    /// Max-min fair rates of the flows reachable from the dirty links (the batched update at the end of an
+    /// instant): find_component, drain_to_now, bound_shares, fill_progressively, then the completions
+    /// rescheduled.
     void update_rates();
+    void find_component();
+    void drain_to_now();
+    void bound_shares();
+    void bound_by_solo_link(int flow_id, double share, int position);
+    void fill_progressively();
+    Bottleneck next_bottleneck();
+    void freeze(int flow_id, double rate, std::size_t& unfrozen);
     void finish(int flow_id, std::uint64_t version);
     void schedule_completion(int flow_id);
 
@@ -115,15 +137,18 @@ class FlowNetwork {
     std::vector<int> free_ids_;
     std::vector<int> dirty_links_;
     std::vector<char> link_dirty_;
-    std::vector<char> link_seen_;   ///< scratch
-    std::vector<double> cap_left_;  ///< scratch
-    std::vector<int> unfrozen_on_link_;
-    std::vector<double> share_;  ///< scratch: cap_left_ / unfrozen_on_link_ of a shared link ///< scratch
-    std::vector<int> distinct_index_;                    ///< scratch, -1
-    std::vector<int> comp_flows_, solo_flows_, splits_;  ///< scratch
-    std::vector<SearchItem> stack_, items_;              ///< scratch
-    std::vector<std::pair<int, int>> live_links_;        ///< scratch: (position, link)
-    std::vector<std::pair<int, int>> pre_seen_;  ///< scratch: (flow, distinct index) of dirty solo links
+    std::vector<char> link_seen_;        ///< scratch
+    std::vector<double> capacity_left_;  ///< scratch: capacity not yet given to frozen flows, bytes/s
+    std::vector<int> unfrozen_on_link_;  ///< scratch: uses of the link by flows not yet frozen
+    std::vector<double> share_;          ///< scratch: capacity_left_ / unfrozen_on_link_ of a shared link
+    std::vector<int> distinct_index_;    ///< scratch, -1
+    std::vector<int> component_flows_;   ///< scratch: the flows of the component, in discovery order
+    std::vector<int> solo_flows_;        ///< scratch: the component's flows with a link of their own
+    std::vector<int> splits_;            ///< scratch
+    std::vector<SearchItem> search_stack_, component_items_;  ///< scratch
+    std::vector<std::pair<int, int>> live_links_;             ///< scratch: (position, link)
+    std::vector<std::pair<int, int>>
+        dirty_solo_links_;  ///< scratch: (flow, distinct index) of dirty solo links
     bool update_pending_ = false;
     std::uint64_t flows_started_ = 0;
     std::size_t active_count_ = 0;

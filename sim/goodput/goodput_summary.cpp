@@ -1,14 +1,12 @@
 // Many seeds in parallel, their statistics, and the checkpoint-interval formulas.
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <exception>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "trainsim/errors.hpp"
 #include "trainsim/goodput.hpp"
+#include "trainsim/parallel_map.hpp"
 
 namespace trainsim {
 
@@ -45,27 +43,9 @@ GoodputSummary simulate_goodput(const GoodputConfig& c, std::uint64_t first_seed
     check_goodput_config(c);
     if (seeds < 1) throw InputError(fmt::format("seeds = {} must be >= 1", seeds));
     if (jobs < 1) throw InputError(fmt::format("jobs = {} must be >= 1", jobs));
-    std::vector<RunOutcome> runs(static_cast<std::size_t>(seeds));
-    std::atomic<int> next{0};
-    std::exception_ptr error;
-    std::atomic<bool> failed{false};
-    auto worker = [&] {
-        try {
-            for (int i = next++; i < seeds && !failed; i = next++)
-                runs[static_cast<std::size_t>(i)] =
-                    simulate_run(c, first_seed + static_cast<std::uint64_t>(i));
-        } catch (...) {
-            if (!failed.exchange(true)) error = std::current_exception();
-        }
-    };
-    const int threads = std::min(jobs, seeds);
-    std::vector<std::thread> pool;
-    for (int j = 1; j < threads; ++j)
-        pool.emplace_back(worker);
-    worker();
-    for (auto& th : pool)
-        th.join();
-    if (error) std::rethrow_exception(error);
+    const std::vector<RunOutcome> runs = parallel_map(
+        static_cast<std::size_t>(seeds), jobs,
+        [&](std::size_t i) { return simulate_run(c, first_seed + static_cast<std::uint64_t>(i)); });
 
     GoodputSummary s;
     s.interval_steps = c.interval_steps;

@@ -21,7 +21,7 @@ FlowNetwork::FlowNetwork(Simulator& sim, std::vector<double> link_bandwidth)
     link_owner_.assign(n, -1);
     use_count_.assign(n, 0);
     distinct_index_.assign(n, -1);
-    cap_left_.assign(n, 0.0);
+    capacity_left_.assign(n, 0.0);
     unfrozen_on_link_.assign(n, 0);
     share_.assign(n, 0.0);
 }
@@ -148,7 +148,7 @@ void FlowNetwork::activate(int id) {
     }
     prepare_lists(f);
     for (std::size_t k = 0; k < f.links.size(); ++k)
-        push_on_link(f.links[k], id, f.occ[k]);
+        push_on_link(f.links[k], id, f.distinct_index_of_use[k]);
     f.listed = true;
     for (int l : f.links)
         mark_dirty(l);
@@ -159,47 +159,47 @@ void FlowNetwork::enter_in_lists(int fid) {
     Flow& f = flows_[static_cast<std::size_t>(fid)];
     prepare_lists(f);
     for (std::size_t k = 0; k < f.links.size(); ++k) {
-        push_on_link(f.links[k], fid, f.occ[k]);
+        push_on_link(f.links[k], fid, f.distinct_index_of_use[k]);
         link_owner_[static_cast<std::size_t>(f.links[k])] = -1;
     }
     f.listed = true;
 }
 
 void FlowNetwork::prepare_lists(Flow& f) {
-    f.occ.clear();
-    f.dlinks.clear();
-    f.dmult.clear();
-    f.dshare.clear();
-    f.shared.clear();
+    f.distinct_index_of_use.clear();
+    f.distinct_links.clear();
+    f.distinct_uses.clear();
+    f.distinct_solo_share.clear();
+    f.shared_distinct.clear();
     for (int l : f.links) {
         int& j = distinct_index_[static_cast<std::size_t>(l)];
         if (j < 0) {
-            j = static_cast<int>(f.dlinks.size());
-            f.dlinks.push_back(l);
-            f.dmult.push_back(0);
+            j = static_cast<int>(f.distinct_links.size());
+            f.distinct_links.push_back(l);
+            f.distinct_uses.push_back(0);
         }
-        ++f.dmult[static_cast<std::size_t>(j)];
-        f.occ.push_back(j);
+        ++f.distinct_uses[static_cast<std::size_t>(j)];
+        f.distinct_index_of_use.push_back(j);
     }
-    for (std::size_t j = 0; j < f.dlinks.size(); ++j) {
-        const auto lu = static_cast<std::size_t>(f.dlinks[j]);
+    for (std::size_t j = 0; j < f.distinct_links.size(); ++j) {
+        const auto lu = static_cast<std::size_t>(f.distinct_links[j]);
         distinct_index_[lu] = -1;
-        // As update_rates computes the share of a link that carries this flow alone: capacity / uses.
-        f.dshare.push_back(capacity_[lu] / f.dmult[j]);
+        // As bound_shares computes the share of a link that carries this flow alone: capacity / uses.
+        f.distinct_solo_share.push_back(capacity_[lu] / f.distinct_uses[j]);
     }
-    f.is_shared.assign(f.dlinks.size(), 0);
+    f.distinct_is_shared.assign(f.distinct_links.size(), 0);
 }
 
 void FlowNetwork::set_shared(int fid, int j, bool shared) {
     Flow& f = flows_[static_cast<std::size_t>(fid)];
-    char& flag = f.is_shared[static_cast<std::size_t>(j)];
+    char& flag = f.distinct_is_shared[static_cast<std::size_t>(j)];
     if ((flag != 0) == shared) return;
     flag = shared ? 1 : 0;
-    const auto it = std::lower_bound(f.shared.begin(), f.shared.end(), j);
+    const auto it = std::lower_bound(f.shared_distinct.begin(), f.shared_distinct.end(), j);
     if (shared)
-        f.shared.insert(it, j);
+        f.shared_distinct.insert(it, j);
     else
-        f.shared.erase(it);
+        f.shared_distinct.erase(it);
 }
 
 void FlowNetwork::push_on_link(int link, int fid, int j) {
@@ -239,124 +239,141 @@ void FlowNetwork::visit(int fid) {
     Flow& f = flows_[static_cast<std::size_t>(fid)];
     if (f.frozen) return;  // reused as "visited" marker in this phase
     f.frozen = true;
-    comp_flows_.push_back(fid);
+    component_flows_.push_back(fid);
     // The search pushes the flow's links not yet seen, in route order (first uses). The links it has to
-    // itself can only have been seen as dirty links (pre_seen_); the others form runs that are pushed, and
-    // so popped, as blocks: nothing but their positions and smallest share is needed from them.
-    const std::vector<int>* splits = &f.shared;
-    if (!pre_seen_.empty()) {
+    // itself can only have been seen as dirty links (dirty_solo_links_); the others form runs that are
+    // pushed, and so popped, as blocks: nothing but their positions and smallest share is needed from them.
+    const std::vector<int>* splits = &f.shared_distinct;
+    if (!dirty_solo_links_.empty()) {
         splits_.clear();
-        for (const auto& [pf, j] : pre_seen_)
-            if (pf == fid) splits_.push_back(j);
+        for (const auto& [solo_flow, j] : dirty_solo_links_)
+            if (solo_flow == fid) splits_.push_back(j);
         if (!splits_.empty()) {
-            splits_.insert(splits_.end(), f.shared.begin(), f.shared.end());
+            splits_.insert(splits_.end(), f.shared_distinct.begin(), f.shared_distinct.end());
             std::sort(splits_.begin(), splits_.end());
             splits = &splits_;
         }
     }
-    int prev = 0;
+    int run_start = 0;
     for (int j : *splits) {
-        if (j > prev) stack_.push_back(SearchItem{fid, prev, j, 0});
-        if (f.is_shared[static_cast<std::size_t>(j)]) {
-            const int l = f.dlinks[static_cast<std::size_t>(j)];
+        if (j > run_start) search_stack_.push_back(SearchItem{fid, run_start, j, 0});
+        if (f.distinct_is_shared[static_cast<std::size_t>(j)]) {
+            const int l = f.distinct_links[static_cast<std::size_t>(j)];
             if (!link_seen_[static_cast<std::size_t>(l)]) {
                 link_seen_[static_cast<std::size_t>(l)] = 1;
-                stack_.push_back(SearchItem{l, 0, -1, 0});
+                search_stack_.push_back(SearchItem{l, 0, -1, 0});
             }
         }
-        prev = j + 1;
+        run_start = j + 1;
     }
-    const int n = static_cast<int>(f.dlinks.size());
-    if (prev < n) stack_.push_back(SearchItem{fid, prev, n, 0});
+    const int n = static_cast<int>(f.distinct_links.size());
+    if (run_start < n) search_stack_.push_back(SearchItem{fid, run_start, n, 0});
 }
 
 void FlowNetwork::update_rates() {
     update_pending_ = false;
-    // 1. The component: flows reachable from the dirty links through shared links, found by a depth-first
-    // search over links. The visiting order of the links (their positions) breaks ties below; a flow's links
-    // that no other flow uses are visited as runs (SearchItem) with the same positions as one by one.
-    std::vector<int>& comp_flows = comp_flows_;
-    comp_flows.clear();
-    stack_.clear();
-    items_.clear();
-    pre_seen_.clear();
+    find_component();
+    drain_to_now();
+    bound_shares();
+    fill_progressively();
+    // Reschedule the completions.
+    for (int fid : component_flows_) {
+        Flow& f = flows_[static_cast<std::size_t>(fid)];
+        f.frozen = false;
+        ++f.version;
+        schedule_completion(fid);
+    }
+}
+
+void FlowNetwork::find_component() {
+    // The component: flows reachable from the dirty links through shared links, found by a depth-first
+    // search over links. The visiting order of the links (their positions) breaks ties in
+    // fill_progressively; a flow's links that no other flow uses are visited as runs (SearchItem) with the
+    // same positions as one by one. Each flow found is marked frozen (as "visited") until drain_to_now.
+    component_flows_.clear();
+    search_stack_.clear();
+    component_items_.clear();
+    dirty_solo_links_.clear();
     for (int l : dirty_links_) {
         const auto lu = static_cast<std::size_t>(l);
         link_dirty_[lu] = 0;
         if (!link_seen_[lu]) {
             link_seen_[lu] = 1;
-            stack_.push_back(SearchItem{l, 0, -1, 0});
+            search_stack_.push_back(SearchItem{l, 0, -1, 0});
             const auto& v = flows_on_link_[lu];
             if (!v.empty() && std::all_of(v.begin() + 1, v.end(),
                                           [&](const LinkEntry& e) { return e.flow == v.front().flow; }))
-                pre_seen_.emplace_back(v.front().flow, v.front().index);
+                dirty_solo_links_.emplace_back(v.front().flow, v.front().index);
         }
     }
     dirty_links_.clear();
-    int npos = 0;
-    while (!stack_.empty()) {
-        SearchItem it = stack_.back();
-        stack_.pop_back();
-        it.pos = npos;
-        items_.push_back(it);
-        if (it.hi >= 0) {
-            npos += it.hi - it.lo;
+    int next_position = 0;
+    while (!search_stack_.empty()) {
+        SearchItem item = search_stack_.back();
+        search_stack_.pop_back();
+        item.position = next_position;
+        component_items_.push_back(item);
+        if (item.is_run()) {
+            next_position += item.hi - item.lo;
             continue;
         }
-        ++npos;
-        for (const LinkEntry& e : flows_on_link_[static_cast<std::size_t>(it.a)])
+        ++next_position;
+        for (const LinkEntry& e : flows_on_link_[static_cast<std::size_t>(item.link_or_flow)])
             visit(e.flow);
     }
+}
+
+void FlowNetwork::drain_to_now() {
     // The discovery order is itself deterministic (it follows the order of events and of the per-link flow
-    // lists), so the floating-point sums below are reproducible without sorting.
+    // lists), so the floating-point sums of the filling are reproducible without sorting.
     const Time now = sim_.now();
-    for (int fid : comp_flows) {
+    for (int fid : component_flows_) {
         Flow& f = flows_[static_cast<std::size_t>(fid)];
         f.remaining -= f.rate * (now - f.last_update).to_seconds();
         if (f.remaining < 0) f.remaining = 0;
         f.last_update = now;
         f.frozen = false;
     }
-    // 2. Progressive filling: repeatedly saturate the link with the smallest fair share (the first in
-    // visiting order among equal shares). A link that carries a single flow (a ring's coupled flow crosses
-    // hundreds of links no other flow uses) keeps the share capacity / uses until that flow is frozen, so
-    // each flow's smallest such share (and the first such link's position) is taken once; the scan of every
-    // round covers the shared links still carrying unfrozen flows, in visiting order, and those flows'
-    // bounds. The picks, and so the arithmetic, are the same as scanning every link every round.
-    auto& live = live_links_;              // (position, link)
-    std::vector<int>& solo = solo_flows_;  // flows with a link of their own
-    live.clear();
-    solo.clear();
-    for (int fid : comp_flows) {
+}
+
+void FlowNetwork::bound_by_solo_link(int fid, double share, int position) {
+    Flow& f = flows_[static_cast<std::size_t>(fid)];
+    if (f.solo_position < 0) solo_flows_.push_back(fid);
+    if (f.solo_position < 0 || share < f.solo_share) {
+        f.solo_share = share;
+        f.solo_position = position;
+    }
+}
+
+void FlowNetwork::bound_shares() {
+    // A link that carries a single flow (a ring's coupled flow crosses hundreds of links no other flow uses)
+    // keeps the share capacity / uses until that flow is frozen, so each flow's smallest such share (and
+    // the first such link's position) is taken once here; the shared links go to live_links_ in visiting
+    // order with their first share.
+    live_links_.clear();
+    solo_flows_.clear();
+    for (int fid : component_flows_) {
         Flow& f = flows_[static_cast<std::size_t>(fid)];
         f.solo_share = std::numeric_limits<double>::infinity();
-        f.solo_pos = -1;
+        f.solo_position = -1;
     }
-    auto solo_bound = [&](int fid, double share, int pos) {
-        Flow& f = flows_[static_cast<std::size_t>(fid)];
-        if (f.solo_pos < 0) solo.push_back(fid);
-        if (f.solo_pos < 0 || share < f.solo_share) {
-            f.solo_share = share;
-            f.solo_pos = pos;
-        }
-    };
-    for (const SearchItem& it : items_) {
-        if (it.hi >= 0) {
+    for (const SearchItem& item : component_items_) {
+        if (item.is_run()) {
             // A run, visited from hi-1 down to lo: its smallest share, at its first link in that order.
-            const Flow& f = flows_[static_cast<std::size_t>(it.a)];
-            int bj = it.hi - 1;
-            double share = f.dshare[static_cast<std::size_t>(bj)];
-            for (int j = it.hi - 2; j >= it.lo; --j)
-                if (f.dshare[static_cast<std::size_t>(j)] < share) {
-                    share = f.dshare[static_cast<std::size_t>(j)];
-                    bj = j;
+            const Flow& f = flows_[static_cast<std::size_t>(item.link_or_flow)];
+            int smallest = item.hi - 1;
+            double share = f.distinct_solo_share[static_cast<std::size_t>(smallest)];
+            for (int j = item.hi - 2; j >= item.lo; --j)
+                if (f.distinct_solo_share[static_cast<std::size_t>(j)] < share) {
+                    share = f.distinct_solo_share[static_cast<std::size_t>(j)];
+                    smallest = j;
                 }
-            solo_bound(it.a, share, it.pos + (it.hi - 1 - bj));
+            bound_by_solo_link(item.link_or_flow, share, item.position + (item.hi - 1 - smallest));
             continue;
         }
-        const auto lu = static_cast<std::size_t>(it.a);
+        const auto lu = static_cast<std::size_t>(item.link_or_flow);
         link_seen_[lu] = 0;
-        cap_left_[lu] = capacity_[lu];
+        capacity_left_[lu] = capacity_[lu];
         const auto& on_link = flows_on_link_[lu];
         unfrozen_on_link_[lu] = static_cast<int>(on_link.size());
         if (on_link.empty()) continue;
@@ -364,78 +381,81 @@ void FlowNetwork::update_rates() {
         const bool one_flow = std::all_of(on_link.begin() + 1, on_link.end(),
                                           [&](const LinkEntry& e) { return e.flow == first; });
         if (!one_flow) {
-            live.emplace_back(it.pos, it.a);
-            share_[lu] = cap_left_[lu] / unfrozen_on_link_[lu];
+            live_links_.emplace_back(item.position, item.link_or_flow);
+            share_[lu] = capacity_left_[lu] / unfrozen_on_link_[lu];
             continue;
         }
-        solo_bound(first, cap_left_[lu] / unfrozen_on_link_[lu], it.pos);
+        bound_by_solo_link(first, capacity_left_[lu] / unfrozen_on_link_[lu], item.position);
     }
-    std::size_t left = comp_flows.size();
-    double best = 0;
-    // Freezes a flow at rate `best`: the links it shares lose that rate once per use (its own links are no
-    // longer looked at: no other flow has a share there).
-    auto freeze = [&](int fid) {
-        Flow& f = flows_[static_cast<std::size_t>(fid)];
-        if (f.frozen) return;
-        f.frozen = true;
-        f.rate = best;
-        --left;
-        for (int j : f.shared) {
-            const auto l2 = static_cast<std::size_t>(f.dlinks[static_cast<std::size_t>(j)]);
-            for (int m = f.dmult[static_cast<std::size_t>(j)]; m > 0; --m) {
-                cap_left_[l2] -= best;
-                --unfrozen_on_link_[l2];
-            }
-            // The share the next rounds compare (computed from the same values as at the time they look).
-            if (unfrozen_on_link_[l2] > 0) share_[l2] = cap_left_[l2] / unfrozen_on_link_[l2];
+}
+
+void FlowNetwork::freeze(int fid, double rate, std::size_t& unfrozen) {
+    // The links the flow shares lose its rate once per use (its own links are no longer looked at: no other
+    // flow has a share there).
+    Flow& f = flows_[static_cast<std::size_t>(fid)];
+    if (f.frozen) return;
+    f.frozen = true;
+    f.rate = rate;
+    --unfrozen;
+    for (int j : f.shared_distinct) {
+        const auto l2 = static_cast<std::size_t>(f.distinct_links[static_cast<std::size_t>(j)]);
+        for (int m = f.distinct_uses[static_cast<std::size_t>(j)]; m > 0; --m) {
+            capacity_left_[l2] -= rate;
+            --unfrozen_on_link_[l2];
         }
-    };
-    while (left > 0) {
-        best = std::numeric_limits<double>::infinity();
-        int best_pos = -1;
-        int best_link = -1;  // a shared link, or
-        int best_flow = -1;  // a flow's own link
-        std::size_t kept = 0;
-        for (const auto& [pos, l] : live) {
-            const auto lu = static_cast<std::size_t>(l);
-            const int n = unfrozen_on_link_[lu];
-            if (n == 0) continue;
-            live[kept++] = {pos, l};
-            const double share = share_[lu];
-            if (share < best) {
-                best = share;
-                best_pos = pos;
-                best_link = l;
-            }
+        // The share the next rounds compare (computed from the same values as at the time they look).
+        if (unfrozen_on_link_[l2] > 0) share_[l2] = capacity_left_[l2] / unfrozen_on_link_[l2];
+    }
+}
+
+FlowNetwork::Bottleneck FlowNetwork::next_bottleneck() {
+    // The shared links still carrying unfrozen flows, in visiting order (dropping the others), then the
+    // unfrozen flows' own-link bounds; the smallest share wins, the first in visiting order among equals.
+    Bottleneck b;
+    std::size_t kept = 0;
+    for (const auto& [position, l] : live_links_) {
+        const auto lu = static_cast<std::size_t>(l);
+        if (unfrozen_on_link_[lu] == 0) continue;
+        live_links_[kept++] = {position, l};
+        const double share = share_[lu];
+        if (share < b.share) {
+            b.share = share;
+            b.position = position;
+            b.link = l;
         }
-        live.resize(kept);
-        kept = 0;
-        for (int fid : solo) {
-            const Flow& f = flows_[static_cast<std::size_t>(fid)];
-            if (f.frozen) continue;
-            solo[kept++] = fid;
-            if (f.solo_share < best || (f.solo_share == best && f.solo_pos < best_pos)) {
-                best = f.solo_share;
-                best_pos = f.solo_pos;
-                best_flow = fid;
-            }
+    }
+    live_links_.resize(kept);
+    kept = 0;
+    for (int fid : solo_flows_) {
+        const Flow& f = flows_[static_cast<std::size_t>(fid)];
+        if (f.frozen) continue;
+        solo_flows_[kept++] = fid;
+        if (f.solo_share < b.share || (f.solo_share == b.share && f.solo_position < b.position)) {
+            b.share = f.solo_share;
+            b.position = f.solo_position;
+            b.flow = fid;
         }
-        solo.resize(kept);
-        if (best_pos < 0) throw InternalError("max-min fairness: flows left without a link");
-        if (best < 0) best = 0;
-        if (best_flow >= 0) {
-            freeze(best_flow);
+    }
+    solo_flows_.resize(kept);
+    return b;
+}
+
+void FlowNetwork::fill_progressively() {
+    // Progressive filling: repeatedly saturate the link with the smallest fair share (the first in visiting
+    // order among equal shares) and freeze its flows at that share. Each round scans only the shared links
+    // still carrying unfrozen flows and the unfrozen flows' own-link bounds (bound_shares); the picks, and so
+    // the arithmetic, are the same as scanning every link every round.
+    std::size_t unfrozen = component_flows_.size();
+    while (unfrozen > 0) {
+        const Bottleneck b = next_bottleneck();
+        if (b.position < 0) throw InternalError("max-min fairness: flows left without a link");
+        const double rate = b.share < 0 ? 0 : b.share;
+        if (b.flow >= 0) {
+            freeze(b.flow, rate, unfrozen);
         } else {
-            for (const LinkEntry& e : flows_on_link_[static_cast<std::size_t>(best_link)])
-                freeze(e.flow);
+            for (const LinkEntry& e : flows_on_link_[static_cast<std::size_t>(b.link)])
+                freeze(e.flow, rate, unfrozen);
         }
-    }
-    // 3. Reschedule completions.
-    for (int fid : comp_flows) {
-        Flow& f = flows_[static_cast<std::size_t>(fid)];
-        f.frozen = false;
-        ++f.version;
-        schedule_completion(fid);
     }
 }
 

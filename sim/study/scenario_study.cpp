@@ -3,16 +3,14 @@
 #include "trainsim/scenario_study.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <exception>
 #include <map>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "trainsim/collectives.hpp"
 #include "trainsim/errors.hpp"
+#include "trainsim/parallel_map.hpp"
 
 namespace trainsim {
 
@@ -107,38 +105,22 @@ ScenarioStudy study_scenario(const TopologySpec& topology, const ModelSpec& mode
     const SimulationResult base = simulate(base_cluster, model, layout, program, workload_name, base_opts);
     st.base_step_time_s = base.execution.step_time_s;
 
-    // The seeds' runs, each a pure function of its seed, stored at its index.
+    // The seeds' runs, each a pure function of its seed, stored at its index; the first seed's full result
+    // is kept for the attribution below (its run alone is traced).
     const auto n = static_cast<std::size_t>(seeds);
-    std::vector<ScenarioRun> runs(n);
-    std::vector<std::exception_ptr> errors(n);
-    std::atomic<std::size_t> next{0};
-    auto work = [&] {
-        for (std::size_t k; (k = next.fetch_add(1)) < n;) {
-            try {
-                SimulationOptions o = options;
-                o.seed = options.seed + k;
-                o.attribute = true;
-                if (k > 0) o.trace = TraceRanks::none;
-                SimulationResult r = simulate(cluster, model, layout, program, workload_name, o);
-                runs[k].seed = o.seed;
-                runs[k].step_time_s = r.execution.step_time_s;
-                runs[k].critical_gpu = critical_gpu(r.execution.caused_wait_s, base.execution.caused_wait_s);
-                if (k == 0) first = std::move(r);
-            } catch (...) {
-                errors[k] = std::current_exception();
-            }
-        }
-    };
-    const int threads = std::clamp(jobs, 1, seeds);
-    if (threads <= 1) {
-        work();
-    } else {
-        std::vector<std::jthread> pool;
-        for (int t = 0; t < threads; ++t)
-            pool.emplace_back(work);
-    }
-    for (const auto& e : errors)
-        if (e) std::rethrow_exception(e);
+    const std::vector<ScenarioRun> runs = parallel_map(n, jobs, [&](std::size_t k) {
+        SimulationOptions o = options;
+        o.seed = options.seed + k;
+        o.attribute = true;
+        if (k > 0) o.trace = TraceRanks::none;
+        SimulationResult r = simulate(cluster, model, layout, program, workload_name, o);
+        ScenarioRun run;
+        run.seed = o.seed;
+        run.step_time_s = r.execution.step_time_s;
+        run.critical_gpu = critical_gpu(r.execution.caused_wait_s, base.execution.caused_wait_s);
+        if (k == 0) first = std::move(r);
+        return run;
+    });
 
     // The first seed's run, attributed.
     const ExecutionResult& ex = first.execution;

@@ -1,19 +1,18 @@
 #include "trainsim/sweep.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cctype>
 #include <charconv>
 #include <exception>
 #include <limits>
 #include <map>
 #include <mutex>
-#include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "trainsim/errors.hpp"
+#include "trainsim/parallel_map.hpp"
 #include "trainsim/program.hpp"
 #include "trainsim/simulate.hpp"
 #include "trainsim/units.hpp"
@@ -270,31 +269,6 @@ void simulate_point(SweepEntry& e, const Cluster& cluster, const ModelSpec& mode
     }
 }
 
-/// Runs f(k) for k in [0, n) on `jobs` threads (the calling thread alone when jobs <= 1). An exception of
-/// f(k) is kept in errors[k].
-template <class F>
-void parallel_for(std::size_t n, int jobs, std::vector<std::exception_ptr>& errors, F f) {
-    std::atomic<std::size_t> next{0};
-    auto work = [&] {
-        for (std::size_t k = next.fetch_add(1); k < n; k = next.fetch_add(1)) {
-            try {
-                f(k);
-            } catch (...) {
-                errors[k] = std::current_exception();
-            }
-        }
-    };
-    const std::size_t threads = std::min<std::size_t>(static_cast<std::size_t>(std::max(1, jobs)), n);
-    if (threads <= 1) {
-        work();
-        return;
-    }
-    std::vector<std::jthread> pool;
-    pool.reserve(threads);
-    for (std::size_t t = 0; t < threads; ++t)
-        pool.emplace_back(work);
-}
-
 }  // namespace
 
 const std::vector<std::string>& sweep_keys() {
@@ -459,14 +433,12 @@ SweepResult run_sweep(const TopologySpec& topology, const ModelSpec& model, cons
         options.progress(progress);
     };
     // Phase 1: checks and memory, every point.
-    parallel_for(n, options.jobs, errors, [&](std::size_t i) {
+    parallel_for(n, options.jobs, [&](std::size_t i) {
         entries[i].index = i;
         entries[i].layout = layouts[i];
         check_point(entries[i], cost[i], program_hash[i], cluster, model);
         report_progress(false);
     });
-    for (const auto& err : errors)
-        if (err) std::rethrow_exception(err);
     // Phase 2: simulate the survivors, the costliest first (the threads then finish together); results stay
     // at their index, so the outcome does not depend on the order or the number of threads.
     // Points whose programs are identical on the same rank grid (e.g. selective recomputation with flash
@@ -503,13 +475,15 @@ SweepResult run_sweep(const TopologySpec& topology, const ModelSpec& model, cons
         progress.checks_done = true;
         options.progress(progress);
     }
-    std::vector<std::exception_ptr> sim_errors(todo.size());
-    parallel_for(todo.size(), options.jobs, sim_errors, [&](std::size_t k) {
-        simulate_point(entries[todo[k]], cluster, model, workload_name, options);
-        report_progress(true);
+    // An exception is kept at its point's index: the first in enumeration order is rethrown below.
+    parallel_for(todo.size(), options.jobs, [&](std::size_t k) {
+        try {
+            simulate_point(entries[todo[k]], cluster, model, workload_name, options);
+            report_progress(true);
+        } catch (...) {
+            errors[todo[k]] = std::current_exception();
+        }
     });
-    for (std::size_t k = 0; k < todo.size(); ++k)
-        errors[todo[k]] = sim_errors[k];
     for (std::size_t i = 0; i < n; ++i) {
         if (copy_of[i] == n) continue;
         const SweepEntry& from = entries[copy_of[i]];

@@ -254,6 +254,13 @@ run badrow_json validate "$DATA/runs-one-bad-row.json" --tolerance 1000 --json
 check_has "7h --json: statuses, reasons, ignored extensions, notes, oom counted apart" "$TMP/badrow_json.out" \
     '"status": "error"' '"status": "unsupported"' '"status": "oom"' '"scored": false' \
     'extensions.cuda_graphs = \"local\"' '"notes": [' '"oom": 1' '"errors": 1'
+run badrow_jobs1 validate "$DATA/runs-one-bad-row.json" --tolerance 1000 --json --jobs 1
+run badrow_jobs3 validate "$DATA/runs-one-bad-row.json" --tolerance 1000 --json --jobs 3
+if cmp -s "$TMP/badrow_jobs1.out" "$TMP/badrow_json.out" && cmp -s "$TMP/badrow_jobs3.out" "$TMP/badrow_json.out"; then
+    pass "7i validate --jobs 1, 3 and the default: byte-identical"
+else
+    fail "7i validate output depends on --jobs"
+fi
 n=$(grep -cE '^good_row .* ok$' "$TMP/badrow.out")
 if [ "$n" -eq 1 ]; then pass "7d the valid row is simulated and ok"; else fail "7d good_row is not ok"; fi
 if [ -s "$TMP/badrow.err" ]; then fail "7e validate wrote to stderr" "$(head -c 400 "$TMP/badrow.err")"; else pass "7e validate: stderr empty"; fi

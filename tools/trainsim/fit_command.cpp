@@ -1,8 +1,8 @@
 // `trainsim fit FILE... --gpu NAME [--constants a,b] [--out FILE] [--jobs J]`: fits model constants of one
-// GPU type to the measured runs of that type (Gauss-Newton / Levenberg-Marquardt on log step-time errors,
-// Eigen), and writes a calibration file (trainsim-calibration/1) with the fitted values, the residuals before
-// and after, and the command. The constants are fitted as multipliers of the catalog's values; efficiencies
-// are kept at most 1.
+// GPU type to the measured runs of that type (Levenberg-Marquardt on log step-time errors:
+// include/trainsim/step_time_fit.hpp), and writes a calibration file (trainsim-calibration/1) with the fitted
+// values, the residuals before and after, and the command. The constants are fitted as multipliers of the
+// catalog's values; efficiencies are kept at most 1.
 #include <algorithm>
 #include <cmath>
 #include <iostream>
@@ -11,7 +11,6 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <Eigen/Dense>
 #include <boost/program_options.hpp>
 
 #include "commands.hpp"
@@ -21,40 +20,13 @@
 #include "trainsim/kernel_fit.hpp"
 #include "trainsim/measured_runs.hpp"
 #include "trainsim/profile.hpp"
-#include "trainsim/simulate.hpp"
+#include "trainsim/step_time_fit.hpp"
 
 namespace po = boost::program_options;
 
 namespace trainsim::cli {
 
 namespace {
-
-/// Step times of `runs` with `gpu` as the GPU's constants, simulated on `jobs` threads (each run is
-/// independent; the result does not depend on the thread count).
-std::vector<double> predict(const std::vector<const MeasuredRun*>& runs, const GpuSpec& gpu, int jobs) {
-    std::vector<double> out(runs.size(), 0.0);
-    std::vector<std::string> errors(runs.size());
-    auto work = [&](std::size_t first) {
-        for (std::size_t i = first; i < runs.size(); i += static_cast<std::size_t>(jobs)) {
-            try {
-                TopologySpec t = runs[i]->topology;
-                t.gpu_calibrated = gpu;
-                out[i] = simulate(t, runs[i]->model, runs[i]->layout, runs[i]->id).report.step_time_s;
-            } catch (const std::exception& e) {
-                errors[i] = fmt::format("run \"{}\": {}", runs[i]->id, e.what());
-            }
-        }
-    };
-    std::vector<std::thread> threads;
-    for (int j = 1; j < jobs; ++j)
-        threads.emplace_back(work, static_cast<std::size_t>(j));
-    work(0);
-    for (auto& t : threads)
-        t.join();
-    for (const auto& e : errors)
-        if (!e.empty()) throw InputError(e);
-    return out;
-}
 
 /// n, median, 90th percentile and max of |error| of one group of residuals, before and after.
 nlohmann::json group_summary(const std::vector<FitResidual>& rows, const std::string& group,
@@ -84,6 +56,54 @@ nlohmann::json group_summary(const std::vector<FitResidual>& rows, const std::st
     return {{"rows", after.size()}, {"after", a}, {"before", b}};
 }
 
+/// The command as run, for the calibration file's `source`.
+std::string command_line(const std::vector<std::string>& args) {
+    std::string cmd = "trainsim fit";
+    for (const auto& a : args)
+        cmd += " " + a;
+    return cmd;
+}
+
+/// The items of a comma-separated list, in order; empty ones dropped unless keep_empty (then "a,,b" has an
+/// empty item, which a constant name refuses).
+std::vector<std::string> comma_separated(const std::string& list, bool keep_empty = false) {
+    std::vector<std::string> out;
+    std::stringstream ss(list);
+    std::string item;
+    while (std::getline(ss, item, ','))
+        if (keep_empty || !item.empty()) out.push_back(item);
+    return out;
+}
+
+/// The calibration file of a step-time fit: the fitted values, and under "fit" the objective, the catalog's
+/// values and each run's error before and after.
+nlohmann::json step_time_fit_json(const StepTimeFit& fit, const std::vector<std::string>& names,
+                                  const std::string& command) {
+    Calibration cal;
+    cal.source =
+        fmt::format("fitted by `{}` to {} measured runs on {}", command, fit.runs.size(), fit.catalog.name);
+    nlohmann::json catalog = nlohmann::json::object();
+    for (const auto& name : names) {
+        GpuSpec fitted = fit.fitted, before = fit.catalog;
+        cal.gpus[fit.catalog.name][name] = gpu_constant(fitted, name);
+        catalog[name] = gpu_constant(before, name);
+    }
+    nlohmann::json runs = nlohmann::json::array();
+    for (const auto& r : fit.runs)
+        runs.push_back({{"id", r.id},
+                        {"measured_step_time_s", r.measured_step_time_s},
+                        {"error_pct_before", r.error_pct_before},
+                        {"error_pct_after", r.error_pct_after}});
+    nlohmann::json j = to_json(cal);
+    j["fit"] = {{"objective", "sum of squared log(predicted/measured) step time"},
+                {"iterations", fit.iterations},
+                {"catalog_values", catalog},
+                {"rms_log_error_before", fit.rms_log_error_before},
+                {"rms_log_error_after", fit.rms_log_error_after},
+                {"runs", runs}};
+    return j;
+}
+
 int fit_profile(const std::vector<std::string>& args, const std::string& profile_file, std::string gpu_name,
                 const std::string& fit_prefix, const std::vector<std::string>& attention_held_out,
                 const std::string& out_file) {
@@ -97,14 +117,11 @@ int fit_profile(const std::vector<std::string>& args, const std::string& profile
     options.attention_held_out = attention_held_out;
     const KernelFit fit = fit_kernel_model(profile, find_gpu(gpu_name, "--gpu"), options);
     Calibration cal;
-    std::string cmd = "trainsim fit";
-    for (const auto& a : args)
-        cmd += " " + a;
     cal.source = fmt::format(
         "fitted by `{}` to the kernel times of {} ({}, {}); GEMMs fitted on the rows "
         "labelled \"{}...\", the other bf16 GEMMs and the layers held out; attention rows labelled "
         "\"{}...\" held out",
-        cmd, profile_file, profile.device.name, profile.date, fit_prefix,
+        command_line(args), profile_file, profile.device.name, profile.date, fit_prefix,
         fmt::join(attention_held_out, "...\", \""));
     nlohmann::json catalog = nlohmann::json::object();
     std::string text = fmt::format("fit of the {} kernel model to {}:\n", gpu_name, profile_file);
@@ -203,138 +220,26 @@ int fit_command(const std::vector<std::string>& args) {
     if (!profile_file.empty()) {
         if (!files.empty())
             throw InputError("fit: --profile fits kernel times; give no measured-run file with it");
-        std::vector<std::string> held;
-        for (std::size_t a = 0; a < attention_held_out.size();) {
-            const std::size_t b = std::min(attention_held_out.find(',', a), attention_held_out.size());
-            if (b > a) held.push_back(attention_held_out.substr(a, b - a));
-            a = b + 1;
-        }
-        return fit_profile(args, profile_file, gpu_name, fit_on, held, out_file);
+        return fit_profile(args, profile_file, gpu_name, fit_on, comma_separated(attention_held_out),
+                           out_file);
     }
     if (files.empty()) throw InputError("fit: no measured-run file given");
     if (gpu_name.empty()) throw InputError("fit: --gpu is required");
     if (jobs < 1) throw InputError(fmt::format("--jobs = {} must be at least 1", jobs));
-    const GpuSpec base = find_gpu(gpu_name, "--gpu");
-    std::vector<std::string> names;
-    {
-        std::stringstream ss(constants);
-        std::string n;
-        while (std::getline(ss, n, ',')) {
-            GpuSpec probe = base;
-            gpu_constant(probe, n);  // throws for unknown names
-            names.push_back(n);
-        }
-    }
-    if (names.empty()) throw InputError("--constants: none given");
-
+    StepTimeFitOptions options;
+    options.constants = comma_separated(constants, true);
+    options.max_iterations = max_iterations;
+    options.jobs = jobs;
+    const GpuSpec catalog = find_gpu(gpu_name, "--gpu");
     std::vector<MeasuredRunsFile> parsed;
     for (const auto& f : files)
         parsed.push_back(parse_measured_runs(read_json_file(f), f));
-    std::vector<std::string> prefixes;
-    {
-        std::stringstream ss(id_prefixes);
-        std::string p;
-        while (std::getline(ss, p, ','))
-            if (!p.empty()) prefixes.push_back(p);
-    }
-    auto selected = [&](const std::string& id) {
-        if (prefixes.empty()) return true;
-        for (const auto& p : prefixes)
-            if (id.rfind(p, 0) == 0) return true;
-        return false;
-    };
-    std::vector<const MeasuredRun*> runs;
-    for (const auto& p : parsed)
-        for (const auto& r : p.runs)
-            if (!r.error && !r.unsupported && r.step_time_s && r.topology.gpu == gpu_name && selected(r.id))
-                runs.push_back(&r);
-    if (runs.size() < names.size())
-        throw InputError(
-            fmt::format("fit: {} runs on {}; need at least {}", runs.size(), gpu_name, names.size()));
-
-    const Eigen::Index n = static_cast<Eigen::Index>(names.size());
-    const Eigen::Index m = static_cast<Eigen::Index>(runs.size());
-    auto spec_for = [&](const Eigen::VectorXd& logm) {
-        GpuSpec g = base;
-        for (Eigen::Index k = 0; k < n; ++k) {
-            double& v = gpu_constant(g, names[static_cast<std::size_t>(k)]);
-            v *= std::exp(logm(k));
-            if (names[static_cast<std::size_t>(k)].find("efficiency") != std::string::npos)
-                v = std::min(v, 1.0);
-        }
-        return g;
-    };
-    auto residuals = [&](const Eigen::VectorXd& logm) {
-        const auto pred = predict(runs, spec_for(logm), jobs);
-        Eigen::VectorXd r(m);
-        for (Eigen::Index i = 0; i < m; ++i)
-            r(i) =
-                std::log(pred[static_cast<std::size_t>(i)] / *runs[static_cast<std::size_t>(i)]->step_time_s);
-        return r;
-    };
-    Eigen::VectorXd x = Eigen::VectorXd::Zero(n);
-    Eigen::VectorXd r = residuals(x);
-    const Eigen::VectorXd r0 = r;
-    double lambda = 1e-3;
-    const double h = 0.02;
-    int iterations = 0;
-    for (; iterations < max_iterations; ++iterations) {
-        Eigen::MatrixXd J(m, n);
-        for (Eigen::Index k = 0; k < n; ++k) {
-            Eigen::VectorXd xk = x;
-            xk(k) += h;
-            J.col(k) = (residuals(xk) - r) / h;
-        }
-        const Eigen::MatrixXd A = J.transpose() * J + lambda * Eigen::MatrixXd::Identity(n, n);
-        const Eigen::VectorXd step = A.ldlt().solve(-J.transpose() * r);
-        const Eigen::VectorXd xn = x + step;
-        const Eigen::VectorXd rn = residuals(xn);
-        std::cerr << fmt::format("fit: iteration {}: rms log error {:.4f} -> {:.4f}\n", iterations + 1,
-                                 std::sqrt(r.squaredNorm() / m), std::sqrt(rn.squaredNorm() / m));
-        if (rn.squaredNorm() < r.squaredNorm()) {
-            const bool converged =
-                r.squaredNorm() - rn.squaredNorm() < 1e-4 * r.squaredNorm() || step.norm() < 1e-3;
-            x = xn;
-            r = rn;
-            lambda *= 0.3;
-            if (converged) {
-                ++iterations;
-                break;
-            }
-        } else {
-            lambda *= 10;
-            if (lambda > 1e6) break;
-        }
-    }
-    const GpuSpec fitted = spec_for(x);
-    Calibration cal;
-    std::string cmd = "trainsim fit";
-    for (const auto& a : args)
-        cmd += " " + a;
-    cal.source = fmt::format("fitted by `{}` to {} measured runs on {}", cmd, runs.size(), gpu_name);
-    for (const auto& name : names) {
-        GpuSpec g = fitted;
-        cal.gpus[gpu_name][name] = gpu_constant(g, name);
-    }
-    nlohmann::json j = to_json(cal);
-    nlohmann::json fit_runs = nlohmann::json::array();
-    for (Eigen::Index i = 0; i < m; ++i)
-        fit_runs.push_back({{"id", runs[static_cast<std::size_t>(i)]->id},
-                            {"measured_step_time_s", *runs[static_cast<std::size_t>(i)]->step_time_s},
-                            {"error_pct_before", 100.0 * (std::exp(r0(i)) - 1.0)},
-                            {"error_pct_after", 100.0 * (std::exp(r(i)) - 1.0)}});
-    nlohmann::json catalog = nlohmann::json::object();
-    for (const auto& name : names) {
-        GpuSpec g = base;
-        catalog[name] = gpu_constant(g, name);
-    }
-    j["fit"] = {{"objective", "sum of squared log(predicted/measured) step time"},
-                {"iterations", iterations},
-                {"catalog_values", catalog},
-                {"rms_log_error_before", std::sqrt(r0.squaredNorm() / m)},
-                {"rms_log_error_after", std::sqrt(r.squaredNorm() / m)},
-                {"runs", fit_runs}};
-    const std::string text = j.dump(2) + "\n";
+    const auto runs = runs_to_fit(parsed, gpu_name, comma_separated(id_prefixes));
+    const StepTimeFit fit = fit_step_time_constants(runs, catalog, options);
+    for (std::size_t i = 0; i < fit.steps.size(); ++i)
+        std::cerr << fmt::format("fit: iteration {}: rms log error {:.4f} -> {:.4f}\n", i + 1,
+                                 fit.steps[i].rms_log_error_before, fit.steps[i].rms_log_error_after);
+    const std::string text = step_time_fit_json(fit, options.constants, command_line(args)).dump(2) + "\n";
     if (out_file.empty())
         std::cout << text;
     else

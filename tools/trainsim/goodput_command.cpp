@@ -3,6 +3,7 @@
 // from the memory model's quantities, the storage bandwidth from the topology.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -31,7 +32,6 @@ struct Options {
     std::uint64_t first_seed = 1;
     int jobs = static_cast<int>(std::thread::hardware_concurrency());
     double days = 54.0;
-    double tokens = 0;
     std::string interval = "auto", mode = "sync", distribution = "exponential";
     double weibull_shape = 1.0;
     std::array<double, kFailureComponents> mtbf_h{kDefaultGpuMtbfH, kDefaultNodeMtbfH, kDefaultNicMtbfH,
@@ -39,6 +39,20 @@ struct Options {
     double detection_s = kDefaultDetectionS, restart_s = kDefaultRestartS;
     double spare_restart_s = kDefaultSpareRestartS, repair_h = kDefaultRepairS / kHour;
     int hot_spares = 0;
+    std::string tokens_text;
+    // Checked by check_options:
+    std::optional<double> tokens;                ///< --tokens
+    std::optional<std::int64_t> interval_steps;  ///< --checkpoint-interval, unless auto
+    bool days_given = false;
+};
+
+/// The configuration simulated, its checkpoint, and the study of the intervals.
+struct GoodputRun {
+    const Inputs& in;
+    const Options& o;
+    CheckpointCost ckpt;
+    GoodputConfig c;
+    CheckpointIntervalStudy study;
 };
 
 [[noreturn]] void bad(const std::string& option, const std::string& value, const std::string& why) {
@@ -83,9 +97,8 @@ std::string pct3(const SeedStats& s, double scale, const char* fmt_spec) {
                        s.p50 / scale, s.p10 / scale, s.p90 / scale);
 }
 
-}  // namespace
-
-int goodput_command(const std::vector<std::string>& args) {
+/// The command's options, read into `o`.
+po::options_description goodput_options(Options& o) {
     po::options_description desc(
         "trainsim goodput [options]\n\n"
         "Simulates a whole training run (days to months) as events: failures of GPUs, nodes, NICs, switches\n"
@@ -98,9 +111,6 @@ int goodput_command(const std::vector<std::string>& args) {
         "(\"storage\"). Prints goodput (useful training time / wall time), lost work, failures by component\n"
         "and (--tokens) the time to train, as median, p10 and p90 over --seeds seeds. docs/goodput.md.\n\n"
         "options");
-    Options o;
-    InputOptions in_opts;
-    std::string tokens_text;
     desc.add_options()("help,h", "this help")("json", "print the result as JSON")(
         "seeds", po::value(&o.seeds), "runs simulated, seeds --seed .. --seed + N - 1 (default 100)")(
         "seed", po::value(&o.first_seed), "first seed (default 1)")(
@@ -108,7 +118,7 @@ int goodput_command(const std::vector<std::string>& args) {
         "threads (default: the hardware threads); the output does not depend on it")(
         "days", po::value(&o.days),
         "wall-clock length of the run, days (default 54; with --tokens: a limit)")(
-        "tokens", po::value(&tokens_text),
+        "tokens", po::value(&o.tokens_text),
         "train this many tokens (e.g. 15.6e12) and report the time it takes (the run ends with a "
         "checkpoint)")(
         "checkpoint-interval", po::value(&o.interval),
@@ -132,41 +142,48 @@ int goodput_command(const std::vector<std::string>& args) {
         "spare-restart-s", po::value(&o.spare_restart_s), "relaunch onto a hot spare, s (default 300)")(
         "repair-h", po::value(&o.repair_h),
         "repair of a failed node before it is a spare again, h (default 2)");
-    add_input_options(desc, in_opts);
-    po::variables_map vm;
-    if (!parse_input_command(args, desc, vm, "goodput")) return kExitOk;
+    return desc;
+}
 
+/// A number of the whole text, else std::nullopt.
+template <class T>
+std::optional<T> parse_whole(const std::string& text, T (*parse)(const std::string&, std::size_t*)) {
+    std::size_t used = 0;
+    T v{};
+    try {
+        v = parse(text, &used);
+    } catch (const std::exception&) {
+        return std::nullopt;
+    }
+    return used == text.size() ? std::optional<T>(v) : std::nullopt;
+}
+
+double to_double(const std::string& s, std::size_t* used) {
+    return std::stod(s, used);
+}
+long long to_long_long(const std::string& s, std::size_t* used) {
+    return std::stoll(s, used);
+}
+
+/// Checks the options' values (InputError naming the option and the value) and reads --tokens and
+/// --checkpoint-interval.
+void check_options(const po::variables_map& vm, Options& o) {
     if (vm.count("seeds") && (o.seeds < 1 || o.seeds > 1'000'000))
         bad("seeds", std::to_string(o.seeds), "must be 1 .. 1000000");
     if (vm.count("jobs") && (o.jobs < 1 || o.jobs > 1024))
         bad("jobs", std::to_string(o.jobs), "must be 1 .. 1024");
     o.jobs = std::max(o.jobs, 1);
     check_range(vm, "days", o.days, 0, 36500, true);
-    std::optional<double> tokens;
     if (vm.count("tokens")) {
-        std::size_t used = 0;
-        double v = 0;
-        try {
-            v = std::stod(tokens_text, &used);
-        } catch (const std::exception&) {
-            used = 0;
-        }
-        if (used != tokens_text.size() || !std::isfinite(v) || !(v > 0) || v > 1e18)
-            bad("tokens", tokens_text, "must be a number of tokens > 0 and <= 1e18");
-        tokens = v;
+        o.tokens = parse_whole<double>(o.tokens_text, to_double);
+        if (!o.tokens || !std::isfinite(*o.tokens) || !(*o.tokens > 0) || *o.tokens > 1e18)
+            bad("tokens", o.tokens_text, "must be a number of tokens > 0 and <= 1e18");
     }
-    std::optional<std::int64_t> interval;
     if (o.interval != "auto") {
-        std::size_t used = 0;
-        long long v = 0;
-        try {
-            v = std::stoll(o.interval, &used);
-        } catch (const std::exception&) {
-            used = 0;
-        }
-        if (used != o.interval.size() || v < 1 || v > 1'000'000'000)
+        const auto v = parse_whole<long long>(o.interval, to_long_long);
+        if (!v || *v < 1 || *v > 1'000'000'000)
             bad("checkpoint-interval", o.interval, "must be auto or a number of steps 1 .. 1e9");
-        interval = v;
+        o.interval_steps = *v;
     }
     if (o.mode != "sync" && o.mode != "async") bad("checkpoint-mode", o.mode, "is not one of sync, async");
     if (o.distribution != "exponential" && o.distribution != "weibull")
@@ -184,128 +201,87 @@ int goodput_command(const std::vector<std::string>& args) {
     check_range(vm, "repair-h", o.repair_h, 0, 1e5, false);
     if (vm.count("hot-spares") && (o.hot_spares < 0 || o.hot_spares > 1'000'000))
         bad("hot-spares", std::to_string(o.hot_spares), "must be 0 .. 1000000");
+    o.days_given = vm.count("days") > 0;
+}
 
-    // The step time and the checkpoint of the configuration.
-    const Inputs in = resolve_inputs(in_opts);
-    SimulationResult res;
-    CheckpointCost ckpt;
-    try {
-        res = simulate(in.topology, in.model, in.layout, in.name);
-        ckpt = checkpoint_cost(checkpoint_bytes(in.model, in.layout), in.layout, in.topology);
-    } catch (const InputError& e) {
-        throw InputError(fmt::format("{}: {}", in.label, e.what()));
-    }
-    const Report& rep = res.report;
-    if (!rep.memory.fits()) {
-        std::cerr << "trainsim: " << rep.memory.oom_message() << "\n";
-        return kExitOutOfMemory;
-    }
-    const TopologySpec& topo = in.topology;
-    const double job_nodes = std::ceil(static_cast<double>(in.layout.gpus()) / topo.gpus_per_node);
-    const double job_fraction = job_nodes / topo.nodes;  // the job's share of the fabric's switches
-
-    GoodputConfig c;
-    c.step_s = rep.step_time_s;
-    c.tokens_per_step = static_cast<double>(in.layout.global_batch) * static_cast<double>(in.model.seq_len);
+/// The job's configuration with the options' recovery, failure and stop settings.
+GoodputConfig configure(const Inputs& in, double step_s, const CheckpointCost& ckpt, const Options& o) {
+    GoodputConfig c = job_goodput_config(step_s, in.model, in.layout, in.topology, ckpt);
     c.mode = o.mode == "async" ? CheckpointMode::async : CheckpointMode::sync;
-    c.save_s = ckpt.save_s;
-    c.copy_s = ckpt.copy_s;
-    c.load_s = ckpt.load_s;
     c.detection_s = o.detection_s;
     c.restart_s = o.restart_s;
     c.hot_spares = o.hot_spares;
     c.spare_restart_s = o.spare_restart_s;
     c.repair_s = o.repair_h * kHour;
-    const bool days_given = vm.count("days") > 0;
-    c.horizon_s = tokens && !days_given ? 0.0 : o.days * kDay;
-    if (tokens) c.target_work_s = std::ceil(*tokens / c.tokens_per_step) * c.step_s;
-    c.failures = default_failure_model(in.layout.gpus(), job_nodes, job_nodes * topo.nics_per_node,
-                                       std::round(switch_count(topo) * job_fraction));
+    c.horizon_s = o.tokens && !o.days_given ? 0.0 : o.days * kDay;
+    if (o.tokens) c.target_work_s = std::ceil(*o.tokens / c.tokens_per_step) * c.step_s;
     c.failures.weibull_shape = o.distribution == "weibull" ? o.weibull_shape : 1.0;
     for (int i = 0; i < kFailureComponents; ++i)
         c.failures.components[static_cast<std::size_t>(i)].mtbf_h = o.mtbf_h[static_cast<std::size_t>(i)];
+    return c;
+}
 
-    const double rate = c.failures.rate_per_s();
-    const double mtbf_s = rate > 0 ? 1.0 / rate : 0.0;
-    const double delta_s = c.mode == CheckpointMode::sync ? c.save_s : c.copy_s;
-    const double recovery_s = c.detection_s + c.restart_s + c.load_s;
-    const IntervalFormulas formulas = interval_formulas(delta_s, mtbf_s, recovery_s);
-
-    // The intervals simulated: the one given, or the sweep around Young's.
-    std::vector<std::int64_t> intervals;
-    if (interval) {
-        intervals.push_back(*interval);
-    } else {
-        const double center = formulas.young_s > 0 ? formulas.young_s : 1000.0 * c.step_s;
-        intervals = interval_sweep(center, c.step_s);
+nlohmann::json goodput_json(const GoodputRun& r) {
+    const Inputs& in = r.in;
+    const Options& o = r.o;
+    const GoodputConfig& c = r.c;
+    const CheckpointCost& ckpt = r.ckpt;
+    const TopologySpec& topo = in.topology;
+    const GoodputSummary& s = r.study.chosen();
+    nlohmann::json j;
+    j["workload"] = in.name;
+    j["topology"] = topo.name;
+    j["gpus"] = in.layout.gpus();
+    j["step_time_s"] = c.step_s;
+    j["tokens_per_step"] = c.tokens_per_step;
+    j["checkpoint"] = {
+        {"bytes", ckpt.bytes},   {"mode", to_string(c.mode)}, {"save", to_string(in.layout.checkpoint_save)},
+        {"save_s", ckpt.save_s}, {"copy_s", ckpt.copy_s},     {"load_s", ckpt.load_s}};
+    nlohmann::json comp = nlohmann::json::object();
+    for (int i = 0; i < kFailureComponents; ++i) {
+        const auto& unit = c.failures.components[static_cast<std::size_t>(i)];
+        comp[to_string(static_cast<FailureComponent>(i))] = {{"count", unit.count}, {"mtbf_h", unit.mtbf_h}};
     }
-    std::vector<GoodputSummary> sweep;
-    for (auto n : intervals) {
-        GoodputConfig ci = c;
-        ci.interval_steps = n;
-        try {
-            sweep.push_back(simulate_goodput(ci, o.first_seed, o.seeds, o.jobs));
-        } catch (const InputError& e) {
-            throw InputError(fmt::format("goodput: {} (see --mtbf-*-h, --days, --tokens)", e.what()));
-        }
+    j["failure_model"] = {{"components", comp},
+                          {"distribution", o.distribution},
+                          {"weibull_shape", c.failures.weibull_shape},
+                          {"system_mtbf_h", r.study.mtbf_s / kHour}};
+    j["recovery"] = {{"detection_s", c.detection_s},
+                     {"restart_s", c.restart_s},
+                     {"load_s", c.load_s},
+                     {"hot_spares", c.hot_spares},
+                     {"spare_restart_s", c.spare_restart_s},
+                     {"repair_h", c.repair_s / kHour}};
+    j["stop"] = {{"horizon_days", c.horizon_s / kDay},
+                 {"tokens", o.tokens ? *o.tokens : 0.0},
+                 {"target_work_days", c.target_work_s / kDay}};
+    j["seeds"] = o.seeds;
+    j["first_seed"] = o.first_seed;
+    const IntervalFormulas& formulas = r.study.formulas;
+    j["interval_formulas"] = {{"blocking_s", r.study.blocking_s},
+                              {"young_s", formulas.young_s},
+                              {"daly_2006_s", formulas.daly_s},
+                              {"restart_aware_s", formulas.restart_aware_s},
+                              {"exact_exponential_s", formulas.exact_s}};
+    j["result"] = summary_json(s, c);
+    if (o.tokens) j["result"]["time_to_train_days"] = stats_json(s.wall_s, kDay);
+    if (!o.interval_steps) {
+        nlohmann::json arr = nlohmann::json::array();
+        for (const auto& x : r.study.sweep)
+            arr.push_back(summary_json(x, c));
+        j["interval_sweep"] = arr;
+        j["simulated_optimum_steps"] = s.interval_steps;
     }
-    std::size_t best = 0;
-    for (std::size_t i = 1; i < sweep.size(); ++i)
-        if (sweep[i].goodput.p50 > sweep[best].goodput.p50) best = i;
-    const GoodputSummary& s = sweep[best];
-    auto steps_of = [&](double seconds) { return seconds / c.step_s; };
+    return j;
+}
 
-    if (vm.count("json")) {
-        nlohmann::json j;
-        j["workload"] = in.name;
-        j["topology"] = topo.name;
-        j["gpus"] = in.layout.gpus();
-        j["step_time_s"] = c.step_s;
-        j["tokens_per_step"] = c.tokens_per_step;
-        j["checkpoint"] = {{"bytes", ckpt.bytes},
-                           {"mode", to_string(c.mode)},
-                           {"save", to_string(in.layout.checkpoint_save)},
-                           {"save_s", ckpt.save_s},
-                           {"copy_s", ckpt.copy_s},
-                           {"load_s", ckpt.load_s}};
-        nlohmann::json comp = nlohmann::json::object();
-        for (int i = 0; i < kFailureComponents; ++i) {
-            const auto& r = c.failures.components[static_cast<std::size_t>(i)];
-            comp[to_string(static_cast<FailureComponent>(i))] = {{"count", r.count}, {"mtbf_h", r.mtbf_h}};
-        }
-        j["failure_model"] = {{"components", comp},
-                              {"distribution", o.distribution},
-                              {"weibull_shape", c.failures.weibull_shape},
-                              {"system_mtbf_h", mtbf_s / kHour}};
-        j["recovery"] = {{"detection_s", c.detection_s},
-                         {"restart_s", c.restart_s},
-                         {"load_s", c.load_s},
-                         {"hot_spares", c.hot_spares},
-                         {"spare_restart_s", c.spare_restart_s},
-                         {"repair_h", c.repair_s / kHour}};
-        j["stop"] = {{"horizon_days", c.horizon_s / kDay},
-                     {"tokens", tokens ? *tokens : 0.0},
-                     {"target_work_days", c.target_work_s / kDay}};
-        j["seeds"] = o.seeds;
-        j["first_seed"] = o.first_seed;
-        j["interval_formulas"] = {{"blocking_s", delta_s},
-                                  {"young_s", formulas.young_s},
-                                  {"daly_2006_s", formulas.daly_s},
-                                  {"restart_aware_s", formulas.restart_aware_s},
-                                  {"exact_exponential_s", formulas.exact_s}};
-        j["result"] = summary_json(s, c);
-        if (tokens) j["result"]["time_to_train_days"] = stats_json(s.wall_s, kDay);
-        if (!interval) {
-            nlohmann::json arr = nlohmann::json::array();
-            for (const auto& x : sweep)
-                arr.push_back(summary_json(x, c));
-            j["interval_sweep"] = arr;
-            j["simulated_optimum_steps"] = s.interval_steps;
-        }
-        std::cout << j.dump(2) << "\n";
-        return kExitOk;
-    }
-
+/// The configuration: step, checkpoint, failure model, recovery and the run's length.
+std::string setup_text(const GoodputRun& r) {
+    const Inputs& in = r.in;
+    const Options& o = r.o;
+    const GoodputConfig& c = r.c;
+    const CheckpointCost& ckpt = r.ckpt;
+    const TopologySpec& topo = in.topology;
     std::string out;
     out += fmt::format("trainsim goodput: {} on {} x {} ({}), {} seeds from {}\n", in.name, in.layout.gpus(),
                        topo.gpu, topo.name, o.seeds, o.first_seed);
@@ -316,11 +292,11 @@ int goodput_command(const std::vector<std::string>& args) {
         to_string(c.mode), ckpt.save_s, ckpt.copy_s, ckpt.load_s);
     out += fmt::format("  failures ({}{}): system MTBF {:.2f} h;", o.distribution,
                        c.failures.weibull_shape != 1.0 ? fmt::format(" k={}", c.failures.weibull_shape) : "",
-                       mtbf_s / kHour);
+                       r.study.mtbf_s / kHour);
     for (int i = 0; i < kFailureComponents; ++i) {
-        const auto& r = c.failures.components[static_cast<std::size_t>(i)];
-        out += fmt::format(" {} {:.0f} x {:.4g} h", to_string(static_cast<FailureComponent>(i)), r.count,
-                           r.mtbf_h);
+        const auto& unit = c.failures.components[static_cast<std::size_t>(i)];
+        out += fmt::format(" {} {:.0f} x {:.4g} h", to_string(static_cast<FailureComponent>(i)), unit.count,
+                           unit.mtbf_h);
         out += i + 1 < kFailureComponents ? "," : "\n";
     }
     out += fmt::format("  recovery: detection {:.0f} s + relaunch {:.0f} s + load {:.1f} s; hot spares {}",
@@ -328,14 +304,24 @@ int goodput_command(const std::vector<std::string>& args) {
     out += c.hot_spares > 0
                ? fmt::format(" (relaunch {:.0f} s, repair {:.1f} h)\n", c.spare_restart_s, c.repair_s / kHour)
                : "\n";
-    out += tokens ? fmt::format("  run: train {:.4g} tokens ({:.2f} days of steps without failures){}\n",
-                                *tokens, c.target_work_s / kDay,
-                                days_given ? fmt::format(", at most {} days", o.days) : "")
-                  : fmt::format("  run: {} days of wall time\n", o.days);
+    out += o.tokens ? fmt::format("  run: train {:.4g} tokens ({:.2f} days of steps without failures){}\n",
+                                  *o.tokens, c.target_work_s / kDay,
+                                  o.days_given ? fmt::format(", at most {} days", o.days) : "")
+                    : fmt::format("  run: {} days of wall time\n", o.days);
+    return out;
+}
+
+/// The interval formulas and, for --checkpoint-interval auto, the sweep and the simulated optimum.
+std::string intervals_text(const GoodputRun& r) {
+    const GoodputConfig& c = r.c;
+    const IntervalFormulas& formulas = r.study.formulas;
+    const GoodputSummary& s = r.study.chosen();
+    auto steps_of = [&](double seconds) { return seconds / c.step_s; };
+    std::string out;
     out += fmt::format(
         "\n  checkpoint interval formulas (blocking time {:.2f} s, system MTBF {:.0f} s, recovery {:.0f} "
         "s):\n",
-        delta_s, mtbf_s, recovery_s);
+        r.study.blocking_s, r.study.mtbf_s, r.study.recovery_s);
     out += fmt::format("    Young sqrt(2 delta M)                 {:>9.0f} s = {:>7.1f} steps\n",
                        formulas.young_s, steps_of(formulas.young_s));
     out += fmt::format("    Daly 2006 higher-order                {:>9.0f} s = {:>7.1f} steps\n",
@@ -344,24 +330,33 @@ int goodput_command(const std::vector<std::string>& args) {
                        formulas.restart_aware_s, steps_of(formulas.restart_aware_s));
     out += fmt::format("    exact optimum, exponential, sync      {:>9.0f} s = {:>7.1f} steps\n",
                        formulas.exact_s, steps_of(formulas.exact_s));
-    if (!interval) {
+    if (!r.o.interval_steps) {
         out += "\n  interval sweep (goodput over the seeds):\n";
         out += "     steps   interval_s    median       p10       p90\n";
-        for (std::size_t i = 0; i < sweep.size(); ++i) {
-            const auto& x = sweep[i];
+        for (std::size_t i = 0; i < r.study.sweep.size(); ++i) {
+            const auto& x = r.study.sweep[i];
             out += fmt::format("  {:>8} {:>12.0f} {:>9.4f} {:>9.4f} {:>9.4f}{}\n", x.interval_steps,
                                static_cast<double>(x.interval_steps) * c.step_s, x.goodput.p50, x.goodput.p10,
-                               x.goodput.p90, i == best ? "   <- simulated optimum" : "");
+                               x.goodput.p90, i == r.study.best ? "   <- simulated optimum" : "");
         }
         out +=
             fmt::format("  simulated optimum: every {} steps ({:.0f} s); Young/Daly: {:.1f} / {:.1f} steps\n",
                         s.interval_steps, static_cast<double>(s.interval_steps) * c.step_s,
                         steps_of(formulas.young_s), steps_of(formulas.daly_s));
     }
+    return out;
+}
+
+/// The chosen interval's figures over the seeds: median, p10, p90.
+std::string result_text(const GoodputRun& r) {
+    const GoodputConfig& c = r.c;
+    const GoodputSummary& s = r.study.chosen();
+    std::string out;
     out += fmt::format("\n  checkpoint every {} steps ({:.0f} s), {}:      median        p10        p90\n",
                        s.interval_steps, static_cast<double>(s.interval_steps) * c.step_s, to_string(c.mode));
     out += fmt::format("    goodput                         {}\n", pct3(s.goodput, 1.0, ".4f"));
-    if (tokens) out += fmt::format("    time to train (days)            {}\n", pct3(s.wall_s, kDay, ".2f"));
+    if (r.o.tokens)
+        out += fmt::format("    time to train (days)            {}\n", pct3(s.wall_s, kDay, ".2f"));
     out += fmt::format("    wall time (days)                {}\n", pct3(s.wall_s, kDay, ".2f"));
     out += fmt::format("    lost work (h)                   {}\n", pct3(s.lost_work_s, kHour, ".1f"));
     out +=
@@ -373,10 +368,47 @@ int goodput_command(const std::vector<std::string>& args) {
                            pct3(s.failures[static_cast<std::size_t>(i)], 1.0, ".0f"));
     out += fmt::format("    mean goodput {:.4f} +- {:.4f} (95% CI of the mean)\n", s.goodput.mean,
                        s.goodput.ci95);
-    if (tokens && s.finished_fraction < 1.0)
+    if (r.o.tokens && s.finished_fraction < 1.0)
         out += fmt::format("    note: {:.0f}% of the seeds did not finish within the limit\n",
                            100.0 * (1.0 - s.finished_fraction));
-    std::cout << out;
+    return out;
+}
+
+}  // namespace
+
+int goodput_command(const std::vector<std::string>& args) {
+    Options o;
+    InputOptions in_opts;
+    po::options_description desc = goodput_options(o);
+    add_input_options(desc, in_opts);
+    po::variables_map vm;
+    if (!parse_input_command(args, desc, vm, "goodput")) return kExitOk;
+    check_options(vm, o);
+
+    // The step time and the checkpoint of the configuration.
+    const Inputs in = resolve_inputs(in_opts);
+    SimulationResult res;
+    CheckpointCost ckpt;
+    try {
+        res = simulate(in.topology, in.model, in.layout, in.name);
+        ckpt = checkpoint_cost(checkpoint_bytes(in.model, in.layout), in.layout, in.topology);
+    } catch (const InputError& e) {
+        throw InputError(fmt::format("{}: {}", in.label, e.what()));
+    }
+    if (!res.report.memory.fits()) {
+        std::cerr << "trainsim: " << res.report.memory.oom_message() << "\n";
+        return kExitOutOfMemory;
+    }
+    GoodputRun run{in, o, ckpt, configure(in, res.report.step_time_s, ckpt, o), {}};
+    try {
+        run.study = study_checkpoint_intervals(run.c, o.interval_steps, o.first_seed, o.seeds, o.jobs);
+    } catch (const InputError& e) {
+        throw InputError(fmt::format("goodput: {} (see --mtbf-*-h, --days, --tokens)", e.what()));
+    }
+    if (vm.count("json"))
+        std::cout << goodput_json(run).dump(2) << "\n";
+    else
+        std::cout << setup_text(run) << intervals_text(run) << result_text(run);
     return kExitOk;
 }
 

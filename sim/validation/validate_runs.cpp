@@ -1,0 +1,173 @@
+// Measured runs simulated and compared (include/trainsim/validation.hpp).
+#include <fmt/format.h>
+
+#include "trainsim/collectives.hpp"
+#include "trainsim/errors.hpp"
+#include "trainsim/memory.hpp"
+#include "trainsim/parallel_map.hpp"
+#include "trainsim/simulate.hpp"
+#include "trainsim/units.hpp"
+#include "trainsim/validation.hpp"
+
+namespace trainsim {
+
+namespace {
+
+/// What a run's simulation gave: the predicted figures, or the InputError it threw.
+struct RunPrediction {
+    std::optional<std::string> input_error;
+    double step_s = 0;
+    double peak_gib = 0;
+    std::optional<std::string> oom_message;  ///< set when predicted out of memory
+};
+
+/// The predicted figure compared with a run's measured `peak_memory_GiB`: the busiest GPU's peak as the
+/// run's framework reports it (torchtitan: max reserved; include/trainsim/memory.hpp reported_peak_bytes),
+/// in GiB. The one place to switch to another figure.
+RunPrediction predict_run(const MeasuredRun& run) {
+    RunPrediction p;
+    try {
+        const SimulationResult res = simulate(run.topology, run.model, run.layout, run.id);
+        p.step_s = res.report.step_time_s;
+        p.peak_gib = reported_peak_bytes(res.report.memory, run.layout.framework) / kGiB;
+        if (!res.report.memory.fits()) p.oom_message = res.report.memory.oom_message();
+    } catch (const InputError& e) {
+        p.input_error = e.what();
+    }
+    return p;
+}
+
+/// Simulated time of one collective row on an otherwise idle cluster, seconds.
+double simulate_collective(const CollectiveRow& row) {
+    std::vector<int> ranks;
+    for (int i = 0; i < row.gpus; ++i)
+        ranks.push_back(i);
+    return isolated_collective_seconds(Cluster(row.topology), row.op, ranks, row.bytes);
+}
+
+double error_pct(double predicted, double measured) {
+    return 100.0 * (predicted - measured) / measured;
+}
+
+/// The row of a run: its measured figures and the loader's verdict; the prediction, when it was simulated.
+RunValidation compare_run(const MeasuredRun& run, const RunPrediction* predicted) {
+    RunValidation v;
+    v.id = run.id;
+    v.measured_step_s = run.step_time_s;
+    v.measured_peak_gib = run.peak_memory_gib;
+    v.ignored = run.ignored;
+    v.notes = run.notes;
+    v.simulatable = !run.error && !run.unsupported;
+    if (run.error || (predicted && predicted->input_error)) {
+        v.status = RunStatus::error;
+        v.reason = run.error ? *run.error : *predicted->input_error;
+        return v;
+    }
+    if (run.unsupported) {
+        v.status = RunStatus::unsupported;
+        v.reason = *run.unsupported;
+        return v;
+    }
+    const bool oom = predicted->oom_message.has_value();
+    v.status = oom ? RunStatus::oom : RunStatus::ok;
+    v.reason = oom ? *predicted->oom_message : "";
+    v.predicted_step_s = predicted->step_s;
+    v.predicted_peak_gib = predicted->peak_gib;
+    if (run.step_time_s) v.step_error_pct = error_pct(predicted->step_s, *run.step_time_s);
+    if (run.peak_memory_gib) v.peak_error_pct = error_pct(predicted->peak_gib, *run.peak_memory_gib);
+    v.scored = !oom && run.step_time_s.has_value();
+    return v;
+}
+
+CollectiveValidation compare_collective(const CollectiveRow& row, std::optional<double> seconds) {
+    CollectiveValidation v;
+    v.id = row.id;
+    v.op = row.op;
+    v.gpus = row.gpus;
+    v.bytes = row.bytes;
+    v.error = row.error;
+    if (row.error) return v;
+    v.predicted_algbw_GBps = row.bytes / *seconds / 1e9;
+    v.predicted_busbw_GBps = v.predicted_algbw_GBps * busbw_factor(row.op, row.gpus);
+    v.measured_busbw_GBps = row.measured_busbw_GBps();
+    if (v.measured_busbw_GBps) v.error_pct = error_pct(v.predicted_busbw_GBps, *v.measured_busbw_GBps);
+    return v;
+}
+
+/// The files with the calibration applied over the catalog and the profile attached to the runs on its GPU
+/// (every row, selected or not). Throws InputError when the profile's GPU runs no row.
+std::vector<MeasuredRunsFile> prepared(std::vector<MeasuredRunsFile> files,
+                                       const ValidationOptions& options) {
+    int profiled = 0;
+    for (MeasuredRunsFile& file : files) {
+        if (options.calibration) {
+            for (auto& run : file.runs)
+                if (!run.error) apply_calibration(*options.calibration, run.topology);
+            for (auto& c : file.collectives)
+                if (!c.error) apply_calibration(*options.calibration, c.topology);
+        }
+        if (options.profile)
+            for (auto& run : file.runs)
+                if (!run.error && run.topology.gpu == options.profile->gpu)
+                    run.topology.profile = options.profile, ++profiled;
+    }
+    if (options.profile && profiled == 0)
+        throw InputError(fmt::format("{}: the profile describes GPU {}, and no run of the files is on it",
+                                     options.profile_file, options.profile->gpu));
+    return files;
+}
+
+void check_only_ids(const std::vector<MeasuredRunsFile>& files, const std::set<std::string>& only) {
+    std::set<std::string> seen;
+    for (const auto& file : files) {
+        for (const auto& run : file.runs)
+            seen.insert(run.id);
+        for (const auto& c : file.collectives)
+            seen.insert(c.id);
+    }
+    for (const auto& id : only)
+        if (!seen.count(id)) throw InputError(fmt::format("--only: no run or collective with id \"{}\"", id));
+}
+
+}  // namespace
+
+ValidationResult validate_runs(const std::vector<MeasuredRunsFile>& input, const ValidationOptions& options) {
+    check_only_ids(input, options.only);
+    const std::vector<MeasuredRunsFile> files = prepared(input, options);
+    auto selected = [&](const std::string& id) { return options.only.empty() || options.only.count(id) > 0; };
+    // The simulations, each independent, in parallel; everything after is in the files' order.
+    std::vector<const MeasuredRun*> to_simulate;
+    std::vector<const CollectiveRow*> collectives_to_simulate;
+    for (const auto& file : files) {
+        for (const auto& run : file.runs)
+            if (selected(run.id) && !run.error && !run.unsupported) to_simulate.push_back(&run);
+        for (const auto& c : file.collectives)
+            if (selected(c.id) && !c.error) collectives_to_simulate.push_back(&c);
+    }
+    const std::vector<RunPrediction> predictions = parallel_map(
+        to_simulate.size(), options.jobs, [&](std::size_t i) { return predict_run(*to_simulate[i]); });
+    const std::vector<double> collective_s =
+        parallel_map(collectives_to_simulate.size(), options.jobs,
+                     [&](std::size_t i) { return simulate_collective(*collectives_to_simulate[i]); });
+
+    ValidationResult result;
+    std::size_t next_run = 0, next_collective = 0;
+    for (const auto& file : files) {
+        FileValidation& out = result.files.emplace_back();
+        out.notes = file.notes;
+        for (const auto& run : file.runs) {
+            if (!selected(run.id)) continue;
+            const bool simulated = !run.error && !run.unsupported;
+            out.runs.push_back(compare_run(run, simulated ? &predictions[next_run++] : nullptr));
+        }
+        for (const auto& c : file.collectives) {
+            if (!selected(c.id)) continue;
+            out.collectives.push_back(compare_collective(
+                c, c.error ? std::nullopt : std::optional<double>(collective_s[next_collective++])));
+        }
+    }
+    result.summary = summarize_validation(result.files, options.tolerance_pct);
+    return result;
+}
+
+}  // namespace trainsim
