@@ -153,6 +153,7 @@ int validate_command(const std::vector<std::string>& args) {
     row("run", "measured", "predicted", "error", "peak meas", "peak pred", "error", "status");
     std::string notes_text;
     std::set<std::string> seen;
+    std::set<std::string> uncalibrated_notes;  ///< uncalibrated_note() of the GPUs of simulated runs
     for (std::size_t fi = 0; fi < parsed_files.size(); ++fi) {
         auto& parsed = parsed_files[fi];
         for (const auto& n : parsed.notes) {
@@ -212,6 +213,10 @@ int validate_command(const std::vector<std::string>& args) {
                 ++n_sim;
                 const double pred = res.report.step_time_s;
                 const bool oom = !res.report.memory.fits();
+                if (!res.report.gpu_uncalibrated.empty()) {  // said once per GPU type after the table
+                    rj["gpu_uncalibrated"] = res.report.gpu_uncalibrated;
+                    uncalibrated_notes.insert(res.report.gpu_uncalibrated);
+                }
                 std::string err_text = "-";
                 std::string status;
                 if (run.step_time_s) {
@@ -294,6 +299,10 @@ int validate_command(const std::vector<std::string>& args) {
         throw InputError(fmt::format("{}: the profile describes GPU {}, and no run of the files is on it",
                                      profile_file, profile->gpu));
 
+    for (const auto& n : uncalibrated_notes) {
+        notes_text += "note: " + n + "\n";
+        notes_json.push_back(n);
+    }
     const int n_scored = step_stats.n;
     nlohmann::json summary = {{"runs", n_runs},
                               {"simulated", n_sim},
