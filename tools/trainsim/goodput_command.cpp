@@ -203,6 +203,8 @@ int goodput_command(const std::vector<std::string>& args) {
     const TopologySpec& topo = in.topology;
     const double job_nodes = std::ceil(static_cast<double>(in.layout.gpus()) / topo.gpus_per_node);
     const double job_fraction = job_nodes / topo.nodes;  // the job's share of the fabric's switches
+    // Hosts fail as units: an NVL72 domain (a node here) is 18 trays (TopologySpec::gpus_per_host).
+    const double job_hosts = std::ceil(static_cast<double>(in.layout.gpus()) / topo.host_gpus());
 
     GoodputConfig c;
     c.step_s = rep.step_time_s;
@@ -219,7 +221,7 @@ int goodput_command(const std::vector<std::string>& args) {
     const bool days_given = vm.count("days") > 0;
     c.horizon_s = tokens && !days_given ? 0.0 : o.days * kDay;
     if (tokens) c.target_work_s = std::ceil(*tokens / c.tokens_per_step) * c.step_s;
-    c.failures = default_failure_model(in.layout.gpus(), job_nodes, job_nodes * topo.nics_per_node,
+    c.failures = default_failure_model(in.layout.gpus(), job_hosts, job_nodes * topo.nics_per_node,
                                        std::round(switch_count(topo) * job_fraction));
     c.failures.weibull_shape = o.distribution == "weibull" ? o.weibull_shape : 1.0;
     for (int i = 0; i < kFailureComponents; ++i)
