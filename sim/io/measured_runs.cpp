@@ -339,8 +339,11 @@ void read_extensions(const json& ext, const std::string& file, const std::string
         run.ignored.push_back(
             fmt::format("extensions.{} = {}{}", key, short_dump(v), why.empty() ? "" : " (" + why + ")"));
     };
+    // Every reason is kept, mixture of experts first (a DeepSeek-V3 row is MoE before it is MLA).
     auto set_unsupported = [&](const std::string& why) {
-        if (!run.unsupported) run.unsupported = why;
+        const std::string head = why.substr(0, why.find(" ("));  // "precision nvfp4" once, not twice
+        if (run.unsupported && contains(*run.unsupported, head.c_str())) return;
+        run.unsupported = run.unsupported ? *run.unsupported + "; " + why : why;
     };
     Layout& l = run.layout;
     const ModelSpec& m = run.model;
@@ -353,7 +356,8 @@ void read_extensions(const json& ext, const std::string& file, const std::string
             if (v.is_object() && v.contains("num_experts"))
                 what += ": " + detail::shown(v.at("num_experts")) + " experts";
             if (v.is_object() && v.contains("top_k")) what += ", top-" + detail::shown(v.at("top_k"));
-            set_unsupported(what + ") is not simulated");
+            what += ") is not simulated";
+            run.unsupported = run.unsupported ? what + "; " + *run.unsupported : what;
         } else if (k == "precision_detail") {
             const std::string d = v.is_string() ? lower(v.get<std::string>()) : "";
             if (contains(d, "nvfp4")) {
