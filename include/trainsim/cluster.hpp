@@ -49,8 +49,15 @@ inline constexpr double kDefaultStorageBandwidthPerNode = 2e12 / 2048.0;
 struct TopologySpec {
     std::string name;
     std::string gpu;  ///< GPU catalog name
+    /// Scale-up domains: the GPUs of a node share one NVSwitch (or Infinity Fabric) domain, NCCL's
+    /// collectives and P2P sends between them run over it, and its NICs (nics_per_node) reach the scale-out
+    /// fabric.
     int nodes = 1;
-    int gpus_per_node = 8;
+    int gpus_per_node = 8;  ///< GPUs of one scale-up domain (DGX: the 8 GPUs of a server; NVL72: 72)
+    /// GPUs of one host (a server or compute tray: its CPUs, DRAM, NVMe, and a failure unit) where the
+    /// scale-up domain spans several hosts (GB200 NVL72: 18 trays of 4 GPUs on one NVLink domain, see
+    /// apply_scale_up_domain()); 0: a node is one host. Host figures below stay per node (domain).
+    int gpus_per_host = 0;
     // scale-up fabric
     std::string scale_up_kind = "nvswitch";
     Bandwidth nvlink_bandwidth;  ///< per GPU, per direction
@@ -82,7 +89,20 @@ struct TopologySpec {
     std::shared_ptr<const Profile> profile;
 
     int gpus() const { return nodes * gpus_per_node; }  ///< after check_topology: at most limits::kMaxGpus
+    /// GPUs of one host: gpus_per_host, or gpus_per_node when a node is one host.
+    int host_gpus() const { return gpus_per_host > 0 ? gpus_per_host : gpus_per_node; }
 };
+
+/// Joins hosts into the scale-up domain they share: `spec` describes hosts (nodes of gpus_per_node GPUs,
+/// nics_per_node NICs, host and storage bandwidth per host, nodes_per_leaf hosts per leaf group) whose
+/// NVLink domain spans `domain_gpus` GPUs (GB200 NVL72: hosts of 4 GPUs, domains of 72). Afterwards a node
+/// is one domain of domain_gpus GPUs with the NICs and host bandwidths of its domain_gpus / gpus_per_node
+/// hosts, nodes_per_leaf counts domains, gpus_per_host is the host's GPUs; NICs stay one rail each, so a
+/// GPU keeps its own host's NIC (GPU i of the domain uses NIC floor(i * nics / domain_gpus)). domain_gpus
+/// equal to gpus_per_node changes nothing. Throws InputError naming the field
+/// ("topology.scale_up.domain_gpus = ...") unless domain_gpus is a multiple of gpus_per_node that divides
+/// the cluster's GPUs and nodes_per_leaf is a multiple of the hosts per domain.
+void apply_scale_up_domain(TopologySpec& spec, int domain_gpus);
 
 /// Checks `spec`'s counts: positive, nics_per_node <= gpus_per_node, oversubscription >= 1, and the sizes of
 /// trainsim/limits.hpp (GPUs, GPUs per node, nodes per leaf, oversubscription), computed without overflow.

@@ -4,7 +4,11 @@
 //
 // Topology file:
 //   { "name", "description"?, "gpu", "nodes", "gpus_per_node",
-//     "scale_up":  { "kind": "nvswitch", "bandwidth_per_gpu": "300GBps", "latency": "1us" },
+//     "scale_up":  { "kind": "nvswitch", "bandwidth_per_gpu": "300GBps", "latency": "1us",
+//                    "domain_gpus"?: 72 (GPUs of one NVLink domain spanning several nodes of
+//                    gpus_per_node GPUs, e.g. GB200 NVL72's trays of 4; default gpus_per_node; see
+//                    apply_scale_up_domain in cluster.hpp: nodes, nics_per_node, host, storage and
+//                    nodes_per_leaf stay per host in the file) },
 //     "scale_out": { "kind": "infiniband"|"roce", "nics_per_node", "nic_rate": "200Gbps",
 //                    "pcie_bandwidth": "32GBps", "nic_latency": "2us", "switch_latency": "0.5us",
 //                    "topology": "rail-optimized-fat-tree", "nodes_per_leaf", "oversubscription",

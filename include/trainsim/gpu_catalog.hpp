@@ -1,12 +1,16 @@
 // GPU catalog: datasheet figures and the named model constants of each GPU type.
 //
-// Datasheet figures (peak dense tensor-core FLOP/s, HBM capacity and bandwidth, SM count) cite their
-// datasheet in gpu_catalog.cpp next to each value. Model constants (efficiencies, overheads) have exactly one
-// value per GPU type, never per case; their meaning and source are documented on the fields below and in
-// docs/compute-model.md.
+// Datasheet figures (peak dense tensor-core FLOP/s per precision, HBM capacity and bandwidth, scale-up
+// bandwidth, power, SM count) cite their datasheet in gpu_catalog.cpp next to each value and in the entry's
+// `source` (a unit test refuses an entry without one). Model constants (efficiencies, overheads) have exactly
+// one value per GPU type, never per case; their meaning and source are documented on the fields below and in
+// docs/compute-model.md. An entry whose constants were neither fitted to measurements of that GPU type nor
+// checked by validation rows is marked uncalibrated (`calibrated` false): it takes the constants of a
+// calibrated part, named in `constants_from`, and the run report says so.
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace trainsim {
@@ -18,9 +22,25 @@ struct GpuSpec {
     double peak_fp16_flops = 0;  ///< dense FP16 tensor-core FLOP/s (datasheet, no sparsity)
     double peak_bf16_flops = 0;  ///< dense BF16 tensor-core FLOP/s (datasheet, no sparsity)
     double peak_fp8_flops = 0;   ///< dense FP8 tensor-core FLOP/s; 0 when the GPU has no FP8 tensor cores
+    /// Dense FP4 tensor-core FLOP/s (NVFP4 / MXFP4, datasheet, no sparsity); 0 when the GPU has none.
+    /// Catalog data only: the compute model does not simulate FP4 GEMMs.
+    double peak_fp4_flops = 0;
     double hbm_bytes = 0;        ///< HBM capacity, bytes
     double hbm_bytes_per_s = 0;  ///< HBM bandwidth, bytes/s
-    int sm_count = 0;            ///< streaming multiprocessors (for GEMM wave quantization)
+    int sm_count = 0;  ///< streaming multiprocessors (AMD: compute units) for GEMM wave quantization
+    /// Scale-up bandwidth of one GPU to its peers, bytes/s per direction (datasheet: NVLink, or AMD Infinity
+    /// Fabric summed over the GPU's links). Catalog data: the topology file states the rate it simulates.
+    double scale_up_bytes_per_s = 0;
+    double tdp_w = 0;  ///< maximum thermal design power (AMD: total board power), W (datasheet)
+    /// The documents the datasheet figures above are read from (name and URL); never empty.
+    std::string source;
+    /// True when the model constants below were fitted to measurements of this GPU type or are checked by
+    /// validation rows of it in CI (tests/validation/); false: uncalibrated, the constants are those of the
+    /// calibrated part named in `constants_from`, not tuned for this one.
+    bool calibrated = false;
+    /// Where the model constants come from: the fit record of a calibrated part, or the catalog name of the
+    /// calibrated part whose constants an uncalibrated one reuses.
+    std::string constants_from;
 
     // ---- model constants (one value per GPU type) ----
     /// Fraction of the datasheet peak that cuBLAS/cuBLASLt reaches on large, well-shaped GEMMs (M, N, K >=
@@ -76,8 +96,17 @@ struct GpuSpec {
     double peak_flops(Precision p) const;
 };
 
-/// Looks up a GPU by name. Throws InputError naming `where` and listing the known names when not found.
+/// Looks up a GPU by catalog name or alias (gpu_aliases()). Throws InputError naming `where` and listing the
+/// known names when not found.
 const GpuSpec& find_gpu(const std::string& name, const std::string& where);
+
+/// Other names a GPU is known by: {alias, catalog name}, in a stable order (e.g. "H200" for
+/// "H200-SXM-141GB"). No alias equals a catalog name.
+const std::vector<std::pair<std::string, std::string>>& gpu_aliases();
+
+/// One line for a report on a GPU whose constants are uncalibrated ("GPU B200 is uncalibrated: ..."); empty
+/// for a calibrated one.
+std::string uncalibrated_note(const GpuSpec& g);
 
 /// Every GPU in the catalog, in a stable order.
 const std::vector<GpuSpec>& gpu_catalog();

@@ -44,6 +44,9 @@ struct ProfileUse {
 
 struct Report {
     std::string topology_name, workload_name, gpu_name;
+    /// uncalibrated_note() of the GPU (gpu_catalog.hpp): empty when its model constants are calibrated; the
+    /// text report prints it under the cluster line, the JSON report as "gpu_uncalibrated" (absent if empty).
+    std::string gpu_uncalibrated;
     int gpus = 0;
     ModelSpec model;
     Layout layout;

@@ -61,6 +61,8 @@ struct RunValidation {
     std::vector<std::string>
         ignored;                     ///< the row's extensions trainsim does not model (MeasuredRun::ignored)
     std::vector<std::string> notes;  ///< the loader's assumptions for the row (MeasuredRun::notes)
+    /// Set when the run was simulated on a GPU whose constants are uncalibrated (Report::gpu_uncalibrated).
+    std::string gpu_uncalibrated;
 };
 
 /// One collective row simulated and compared in bus bandwidth.

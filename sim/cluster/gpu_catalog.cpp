@@ -53,6 +53,7 @@ GpuSpec ampere(std::string name) {
     g.hbm_efficiency = 0.726;             // fitted, see above
     g.kernel_overhead_s = 4e-6;
     g.nvlink_efficiency = 0.78;
+    g.constants_from = "A100-SXM4-80GB";  // the fitted part; its own entry says so
     return g;
 }
 
@@ -106,6 +107,7 @@ GpuSpec hopper(std::string name) {
     g.kernel_overhead_s = 4e-6;
     g.nvlink_efficiency = 0.80;
     g.nvlink_sharp = true;  // DGX/HGX H100 NVSwitch gen3 (NVIDIA H100 whitepaper, "NVLink SHARP")
+    g.constants_from = "H100-SXM5-80GB";  // the fitted part; its own entry says so
     return g;
 }
 
@@ -124,15 +126,36 @@ GpuSpec hopper(std::string name) {
 constexpr double kH100At500WClockFraction =
     (835.5 + (989.4 - 835.5) * (500.0 - 400.0) / (700.0 - 400.0)) / 989.4;
 
+// Datasheets the entries cite (peak figures are dense: a datasheet's "with sparsity" figure halved).
+constexpr const char* kA100Datasheet =
+    "NVIDIA A100 Tensor Core GPU datasheet (2021), "
+    "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
+    "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf";
+constexpr const char* kH100Datasheet =
+    "NVIDIA H100 Tensor Core GPU datasheet, https://resources.nvidia.com/en-us-tensor-core/"
+    "nvidia-tensor-core-gpu-datasheet";
+
+// An uncalibrated part of `family`'s constants (ampere() or hopper(), whose constants_from names the
+// calibrated part): they are reused as they are, documented, not tuned. The caller sets the datasheet
+// figures.
+GpuSpec uncalibrated(GpuSpec family) {
+    family.calibrated = false;
+    return family;
+}
+
 std::vector<GpuSpec> build_catalog() {
     std::vector<GpuSpec> c;
     // NVIDIA A100 Tensor Core GPU datasheet (2021): FP16/BF16 tensor 312 TFLOPS dense; 40GB HBM2 1,555 GB/s;
-    // 80GB HBM2e 2,039 GB/s (SXM).
+    // 80GB HBM2e 2,039 GB/s (SXM); NVLink 600 GB/s (300 per direction); max TDP 400 W.
     {
-        GpuSpec g = ampere("A100-SXM4-40GB");
+        // Same silicon and clocks as the 80GB part, HBM2 instead of HBM2e; no validation row of its own.
+        GpuSpec g = uncalibrated(ampere("A100-SXM4-40GB"));
         g.peak_fp16_flops = g.peak_bf16_flops = 312e12;
         g.hbm_bytes = 40.0 * kGiB;
         g.hbm_bytes_per_s = 1555e9;
+        g.scale_up_bytes_per_s = 300e9;
+        g.tdp_w = 400;
+        g.source = kA100Datasheet;
         c.push_back(g);
     }
     {
@@ -140,90 +163,216 @@ std::vector<GpuSpec> build_catalog() {
         g.peak_fp16_flops = g.peak_bf16_flops = 312e12;
         g.hbm_bytes = 80.0 * kGiB;
         g.hbm_bytes_per_s = 2039e9;
+        g.scale_up_bytes_per_s = 300e9;
+        g.tdp_w = 400;
+        g.source = kA100Datasheet;
+        g.calibrated = true;
+        g.constants_from = "fitted: calibration/a100-fit.json (11 Megatron-LM runs on A100 80GB)";
         c.push_back(g);
     }
     // NVIDIA H100 Tensor Core GPU datasheet (SXM5): FP16/BF16 989 TFLOPS dense (1,979 with sparsity), FP8
-    // 1,979 dense; 80GB HBM3 3.35 TB/s; max TDP 700 W.
+    // 1,979 dense; 80GB HBM3 3.35 TB/s; NVLink 900 GB/s (450 per direction); max TDP 700 W. No FP4.
     {
         GpuSpec g = hopper("H100-SXM5-80GB");
         g.peak_fp16_flops = g.peak_bf16_flops = 989.4e12;
         g.peak_fp8_flops = 1978.9e12;
         g.hbm_bytes = 80.0 * kGiB;
         g.hbm_bytes_per_s = 3.35e12;
+        g.scale_up_bytes_per_s = 450e9;
+        g.tdp_w = 700;
+        g.source = kH100Datasheet;
+        g.calibrated = true;
+        g.constants_from = "fitted: calibration/h100-fit.json (kernel times of one H100 SXM5 80GB)";
         c.push_back(g);
     }
     // H100 SXM5 96GB HBM2e at its 500 W default power limit (see kH100At500WClockFraction): 2.4 TB/s
-    // (torchtitan docs/performance.md), peaks scaled by the sustained clock at 500 W.
+    // (torchtitan docs/performance.md), peaks scaled by the sustained clock at 500 W. Calibrated: H100's
+    // fitted constants, checked by its torchtitan rows in the CI validation (tests/validation/).
     {
         GpuSpec g = hopper("H100-SXM5-96GB");
         g.peak_fp16_flops = g.peak_bf16_flops = 989.4e12 * kH100At500WClockFraction;
         g.peak_fp8_flops = 1978.9e12 * kH100At500WClockFraction;
         g.hbm_bytes = 96.0 * kGiB;
         g.hbm_bytes_per_s = 2.4e12;
+        g.scale_up_bytes_per_s = 450e9;
+        g.tdp_w = 500;
+        g.source = std::string(
+                       "torchtitan docs/performance.md (96GB HBM2e, 2.4 TB/s, 500 W power limit); "
+                       "TorchTitan paper arXiv:2410.06511; ") +
+                   kH100Datasheet + " (H100 SXM and NVL peaks)";
+        g.calibrated = true;
+        g.constants_from =
+            "H100-SXM5-80GB's fitted constants at the 500 W peak; checked by the 8 torchtitan H100 96GB runs "
+            "of "
+            "tests/validation/public_runs.json";
         c.push_back(g);
     }
     // NVIDIA H200 datasheet (SXM): 141 GB HBM3e at 4.8 TB/s; same tensor cores as H100 SXM (989 / 1,979
-    // dense).
+    // dense); NVLink 900 GB/s; max TDP up to 700 W. Uncalibrated: H100-SXM5-80GB's constants (same GH100
+    // die, clocks and power).
     {
-        GpuSpec g = hopper("H200-SXM-141GB");
+        GpuSpec g = uncalibrated(hopper("H200-SXM-141GB"));
         g.peak_fp16_flops = g.peak_bf16_flops = 989.4e12;
         g.peak_fp8_flops = 1978.9e12;
         g.hbm_bytes = 143771.0 * 1024 * 1024;  // "141GB": nvidia-smi reports 143,771 MiB (140.4 GiB)
         g.hbm_bytes_per_s = 4.8e12;
+        g.scale_up_bytes_per_s = 450e9;
+        g.tdp_w = 700;
+        g.source = "NVIDIA H200 Tensor Core GPU datasheet, https://www.nvidia.com/en-us/data-center/h200/";
         c.push_back(g);
     }
-    // NVIDIA DGX B200 / HGX B200 datasheet: per GPU 2.25 PFLOPS FP16/BF16 dense, 4.5 PFLOPS FP8 dense, 180 GB
-    // HBM3e (1,440 GB per 8 GPUs), 8 TB/s; 148 SMs (Blackwell architecture technical brief). Blackwell
-    // constants are taken as Hopper's until measured (documented in docs/compute-model.md).
+    // NVIDIA H800 SXM5 (the export variant of H100 SXM5): NVIDIA H800 Tensor Core GPU datasheet: FP16/BF16
+    // 1,979 and FP8 3,958 TFLOPS with sparsity (989 / 1,979 dense, as H100 SXM), 80GB HBM3 at 3.35 TB/s,
+    // NVLink 400 GB/s (200 per direction), max TDP up to 700 W; DeepSeek-V3 technical report
+    // (arXiv:2412.19437, Sec. 3.2.2) trains on H800 nodes with NVLink and NVSwitch within a node.
+    // Uncalibrated: H100-SXM5-80GB's constants (same die, clocks and power; only NVLink and FP64 differ).
     {
-        GpuSpec g = hopper("B200");
+        GpuSpec g = uncalibrated(hopper("H800-SXM5-80GB"));
+        g.peak_fp16_flops = g.peak_bf16_flops = 989.4e12;
+        g.peak_fp8_flops = 1978.9e12;
+        g.hbm_bytes = 80.0 * kGiB;
+        g.hbm_bytes_per_s = 3.35e12;
+        g.scale_up_bytes_per_s = 200e9;
+        g.tdp_w = 700;
+        g.source =
+            "NVIDIA H800 Tensor Core GPU datasheet (SXM); DeepSeek-V3 technical report arXiv:2412.19437 "
+            "Sec. 3.2.2 (H800 nodes, NVLink within a node)";
+        c.push_back(g);
+    }
+    // NVIDIA DGX B200 / HGX B200 datasheet: per GPU 2.25 PFLOPS FP16/BF16 dense, 4.5 PFLOPS FP8 dense (HGX
+    // B200: 36 / 72 PFLOPS with sparsity per 8 GPUs), FP4 144 PFLOPS with sparsity per 8 GPUs (9 dense per
+    // GPU), 180 GB HBM3e (1,440 GB per 8 GPUs), 8 TB/s (DGX B200: 64 TB/s per 8); NVLink5 1.8 TB/s (900 per
+    // direction); configurable up to 1,000 W; 148 SMs (Blackwell architecture technical brief).
+    // Uncalibrated: Blackwell takes H100-SXM5-80GB's constants until measured (the nearest generation with
+    // fitted values, same CUDA software; documented in docs/compute-model.md).
+    {
+        GpuSpec g = uncalibrated(hopper("B200"));
         g.sm_count = 148;
         g.peak_fp16_flops = g.peak_bf16_flops = 2250e12;
         g.peak_fp8_flops = 4500e12;
+        g.peak_fp4_flops = 9000e12;
         g.hbm_bytes = 180.0 * kGiB;  // "180GB" per GPU, binary units as for the other parts
         g.hbm_bytes_per_s = 8e12;
+        g.scale_up_bytes_per_s = 900e9;
+        g.tdp_w = 1000;
+        g.source =
+            "NVIDIA DGX B200 datasheet, https://www.nvidia.com/en-us/data-center/dgx-b200/; NVIDIA HGX "
+            "platform specifications (HGX B200), https://www.nvidia.com/en-us/data-center/hgx/; NVIDIA "
+            "Blackwell architecture technical brief";
         c.push_back(g);
     }
     // Blackwell systems of the measured-runs format (shared/validation/README.md). Model constants: as for
     // B200, Hopper's (the nearest generation with sourced values) until measured; only the datasheet figures
     // below differ. Capacities in binary units as for the other parts.
     // GB200 (the Blackwell GPU of a GB200 superchip, up to 1,200 W): NVIDIA GB200 NVL72 datasheet,
-    // "Individual Blackwell GPU Specifications": FP16/BF16 5 PFLOPS and FP8 10 PFLOPS with sparsity (2.5 / 5
-    // dense), 186 GB HBM3e at 8 TB/s. Same silicon as B200: 148 SMs (Blackwell architecture technical brief).
+    // "Individual Blackwell GPU Specifications": FP16/BF16 5 PFLOPS, FP8 10 PFLOPS and FP4 20 PFLOPS with
+    // sparsity (2.5 / 5 / 10 dense), 186 GB HBM3e at 8 TB/s, NVLink5 1.8 TB/s. Same silicon as B200: 148 SMs
+    // (Blackwell architecture technical brief).
     {
-        GpuSpec g = hopper("GB200");
+        GpuSpec g = uncalibrated(hopper("GB200"));
         g.sm_count = 148;
         g.peak_fp16_flops = g.peak_bf16_flops = 2500e12;
         g.peak_fp8_flops = 5000e12;
+        g.peak_fp4_flops = 10000e12;
         g.hbm_bytes = 186.0 * kGiB;
         g.hbm_bytes_per_s = 8e12;
+        g.scale_up_bytes_per_s = 900e9;
+        g.tdp_w = 1200;
+        g.source =
+            "NVIDIA GB200 NVL72 datasheet (individual Blackwell GPU specifications), "
+            "https://www.nvidia.com/en-us/data-center/gb200-nvl72/";
         c.push_back(g);
     }
     // B300 (Blackwell Ultra, HGX/DGX B300): NVIDIA HGX B300 datasheet, per 8 GPUs FP16/BF16 36 PFLOPS and
-    // FP8 72 PFLOPS with sparsity (2.25 / 4.5 dense per GPU, as B200); NVIDIA technical blog "Inside NVIDIA
-    // Blackwell Ultra" (2025-08): 160 SMs, 288 GB HBM3e at 8 TB/s per GPU.
+    // FP8 72 PFLOPS with sparsity (2.25 / 4.5 dense per GPU, as B200), FP4 144 PFLOPS with sparsity and 108
+    // without (13.5 dense per GPU), NVLink5 1.8 TB/s per GPU; NVIDIA technical blog "Inside NVIDIA Blackwell
+    // Ultra" (2025-08): 160 SMs, 288 GB HBM3e at 8 TB/s per GPU, 1,100 W (HGX B300).
     {
-        GpuSpec g = hopper("B300");
+        GpuSpec g = uncalibrated(hopper("B300"));
         g.sm_count = 160;
         g.peak_fp16_flops = g.peak_bf16_flops = 2250e12;
         g.peak_fp8_flops = 4500e12;
+        g.peak_fp4_flops = 13500e12;
         g.hbm_bytes = 288.0 * kGiB;
         g.hbm_bytes_per_s = 8e12;
+        g.scale_up_bytes_per_s = 900e9;
+        g.tdp_w = 1100;
+        g.source =
+            "NVIDIA HGX platform specifications (HGX B300), https://www.nvidia.com/en-us/data-center/hgx/; "
+            "NVIDIA technical blog \"Inside NVIDIA Blackwell Ultra: The Chip Powering the AI Factory Era\" "
+            "(2025), https://developer.nvidia.com/blog/inside-nvidia-blackwell-ultra-the-chip-powering-the-"
+            "ai-factory-era/";
         c.push_back(g);
     }
     // GB300 (the Blackwell Ultra GPU of a GB300 NVL72, up to 1,400 W): NVIDIA GB300 NVL72 datasheet, per 72
-    // GPUs FP16/BF16 360 PFLOPS and FP8 720 PFLOPS with sparsity (2.5 / 5 dense per GPU), up to 20.1 TB HBM3e
-    // at 576 TB/s (279 GB and 8 TB/s per GPU); 160 SMs (Blackwell Ultra, as B300).
+    // GPUs FP16/BF16 360 PFLOPS and FP8 720 PFLOPS with sparsity (2.5 / 5 dense per GPU), FP4 1,440 PFLOPS
+    // with sparsity and 1,080 without (15 dense per GPU), up to 20.1 TB HBM3e at 576 TB/s (279 GB and 8 TB/s
+    // per GPU), NVLink 130 TB/s (1.8 TB/s per GPU); 160 SMs (Blackwell Ultra, as B300).
     {
-        GpuSpec g = hopper("GB300");
+        GpuSpec g = uncalibrated(hopper("GB300"));
         g.sm_count = 160;
         g.peak_fp16_flops = g.peak_bf16_flops = 2500e12;
         g.peak_fp8_flops = 5000e12;
+        g.peak_fp4_flops = 15000e12;
         g.hbm_bytes = 279.0 * kGiB;
         g.hbm_bytes_per_s = 8e12;
+        g.scale_up_bytes_per_s = 900e9;
+        g.tdp_w = 1400;
+        g.source =
+            "NVIDIA GB300 NVL72 datasheet, https://www.nvidia.com/en-us/data-center/gb300-nvl72/; NVIDIA "
+            "technical blog \"Inside NVIDIA Blackwell Ultra\" (2025; SMs, 1,400 W)";
+        c.push_back(g);
+    }
+    // AMD Instinct (CDNA 3), OAM modules joined point to point by AMD Infinity Fabric: 7 links per GPU, 128
+    // GB/s peak bidirectional each (64 per direction), 448 GB/s per direction to its 7 peers in an 8-GPU
+    // platform. 304 compute units (sm_count: the units GEMM tiles are spread over). No FP4. Uncalibrated,
+    // with no calibrated AMD part: H100-SXM5-80GB's constants (the contemporary part whose constants are
+    // fitted; ROCm's hipBLASLt and CK kernels were not measured), and no NVLink SHARP (no switch).
+    // MI300X: AMD Instinct MI300X data sheet: FP16/BF16 1,307.4 TFLOPS and FP8 2,614.9 TFLOPS peak dense
+    // (2,614.9 / 5,229.8 with sparsity), 192 GB HBM3 at 5.3 TB/s, 750 W total board power.
+    {
+        GpuSpec g = uncalibrated(hopper("MI300X"));
+        g.sm_count = 304;
+        g.nvlink_sharp = false;
+        g.peak_fp16_flops = g.peak_bf16_flops = 1307.4e12;
+        g.peak_fp8_flops = 2614.9e12;
+        g.hbm_bytes = 192.0 * kGiB;
+        g.hbm_bytes_per_s = 5.3e12;
+        g.scale_up_bytes_per_s = 7 * 64e9;
+        g.tdp_w = 750;
+        g.source =
+            "AMD Instinct MI300X accelerator data sheet, https://www.amd.com/content/dam/amd/en/documents/"
+            "instinct-tech-docs/data-sheets/amd-instinct-mi300x-data-sheet.pdf; ROCm documentation \"AMD "
+            "Instinct MI300 series microarchitecture\", https://rocm.docs.amd.com/en/docs-6.2.2/conceptual/"
+            "gpu-arch/mi300.html";
+        c.push_back(g);
+    }
+    // MI325X: AMD Instinct MI325X data sheet: the MI300X's compute (1,307.4 / 2,614.9 TFLOPS dense
+    // FP16/BF16 / FP8), 256 GB HBM3E at 6 TB/s, the same 7 Infinity Fabric links, 1,000 W total board power.
+    {
+        GpuSpec g = uncalibrated(hopper("MI325X"));
+        g.sm_count = 304;
+        g.nvlink_sharp = false;
+        g.peak_fp16_flops = g.peak_bf16_flops = 1307.4e12;
+        g.peak_fp8_flops = 2614.9e12;
+        g.hbm_bytes = 256.0 * kGiB;
+        g.hbm_bytes_per_s = 6e12;
+        g.scale_up_bytes_per_s = 7 * 64e9;
+        g.tdp_w = 1000;
+        g.source =
+            "AMD Instinct MI325X accelerator data sheet, https://www.amd.com/content/dam/amd/en/"
+            "documents/instinct-tech-docs/product-briefs/instinct-mi325x-datasheet.pdf";
         c.push_back(g);
     }
     return c;
+}
+
+// Aliases of catalog names: short names in common use that name one part. Not "A100" or "H100": each names
+// two parts of different memory (and, for H100, of different power and peak).
+std::vector<std::pair<std::string, std::string>> build_aliases() {
+    return {{"H200", "H200-SXM-141GB"}, {"H200-SXM", "H200-SXM-141GB"}, {"H200-SXM5-141GB", "H200-SXM-141GB"},
+            {"H800", "H800-SXM5-80GB"}, {"H800-SXM", "H800-SXM5-80GB"}, {"MI300X-192GB", "MI300X"},
+            {"MI325X-256GB", "MI325X"}};
 }
 
 }  // namespace
@@ -233,12 +382,19 @@ const std::vector<GpuSpec>& gpu_catalog() {
     return catalog;
 }
 
+const std::vector<std::pair<std::string, std::string>>& gpu_aliases() {
+    static const std::vector<std::pair<std::string, std::string>> aliases = build_aliases();
+    return aliases;
+}
+
 const GpuSpec& find_gpu(const std::string& name, const std::string& where) {
     std::string known;
     for (const auto& g : gpu_catalog()) {
         if (g.name == name) return g;
         known += (known.empty() ? "" : ", ") + g.name;
     }
+    for (const auto& [alias, canonical] : gpu_aliases())
+        if (alias == name) return find_gpu(canonical, where);
     throw InputError(
         fmt::format("{} = \"{}\" is not a known GPU; known: {}", where, clip_for_message(name), known));
 }
@@ -255,6 +411,13 @@ double GpuSpec::peak_flops(Precision p) const {
             return peak_fp8_flops;
     }
     throw InternalError("unknown precision");
+}
+
+std::string uncalibrated_note(const GpuSpec& g) {
+    if (g.calibrated) return "";
+    return fmt::format(
+        "GPU {} is uncalibrated: its model constants (efficiencies, overheads) are {}'s, not measured on it",
+        g.name, g.constants_from);
 }
 
 std::string to_string(Precision p) {

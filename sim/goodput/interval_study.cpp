@@ -8,7 +8,9 @@ namespace trainsim {
 FailureModel job_failure_model(const Layout& layout, const TopologySpec& topology) {
     const double job_nodes = std::ceil(static_cast<double>(layout.gpus()) / topology.gpus_per_node);
     const double job_fraction = job_nodes / topology.nodes;  // the job's share of the fabric's switches
-    return default_failure_model(layout.gpus(), job_nodes, job_nodes * topology.nics_per_node,
+    // Hosts fail as units: an NVL72 domain (a node here) is 18 trays (TopologySpec::gpus_per_host).
+    const double job_hosts = std::ceil(static_cast<double>(layout.gpus()) / topology.host_gpus());
+    return default_failure_model(layout.gpus(), job_hosts, job_nodes * topology.nics_per_node,
                                  std::round(switch_count(topology) * job_fraction));
 }
 

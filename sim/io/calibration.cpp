@@ -66,8 +66,9 @@ Calibration parse_calibration(const nlohmann::json& j, const std::string& file) 
     const auto& gpus = o.raw("gpus");
     if (!gpus.is_object()) o.fail("gpus", "must be an object");
     for (auto it = gpus.begin(); it != gpus.end(); ++it) {
+        std::string gpu_name;  // the catalog name of a GPU named by an alias
         try {
-            find_gpu(it.key(), "gpus");
+            gpu_name = find_gpu(it.key(), "gpus").name;
         } catch (const InputError& e) {
             throw InputError(fmt::format("{}: {}", file, e.what()));
         }
@@ -80,7 +81,7 @@ Calibration parse_calibration(const nlohmann::json& j, const std::string& file) 
                 g.fail(g.field(name), fmt::format("= {} is an efficiency, at most 1", v));
             const auto [lo, hi] = constant_range(name);
             g.number_in(name, lo, hi);
-            c.gpus[it.key()][name] = v;
+            c.gpus[gpu_name][name] = v;
         }
         g.finish();
     }

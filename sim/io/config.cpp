@@ -84,17 +84,20 @@ TopologySpec parse_topology(const json& j, const std::string& file) {
     if (o.has("description")) o.string("description");
     t.gpu = o.string("gpu");
     try {
-        find_gpu(t.gpu, o.field("gpu"));
+        t.gpu = find_gpu(t.gpu, o.field("gpu")).name;  // an alias read as the catalog name
     } catch (const InputError& e) {
         throw InputError(fmt::format("{}: {}", file, e.what()));
     }
     t.nodes = static_cast<int>(o.positive("nodes"));
     t.gpus_per_node = static_cast<int>(o.positive("gpus_per_node"));
+    int domain_gpus = t.gpus_per_node;  // scale_up.domain_gpus (cluster.hpp, apply_scale_up_domain)
     {
         auto su = o.object("scale_up");
         t.scale_up_kind = su.choice("kind", {"nvswitch"});
         t.nvlink_bandwidth = Bandwidth{su.quantity("bandwidth_per_gpu", Dimension::bandwidth)};
         t.nvlink_latency = Time::seconds(su.quantity("latency", Dimension::time, true));
+        // NVLink domain spanning hosts (GB200 NVL72): applied below, once the host figures are read.
+        if (su.has("domain_gpus")) domain_gpus = static_cast<int>(su.positive("domain_gpus"));
         su.finish();
     }
     {
@@ -134,6 +137,7 @@ TopologySpec parse_topology(const json& j, const std::string& file) {
     }
     o.finish();
     try {  // the counts together (GPU count, limits) here, so the error names this file
+        apply_scale_up_domain(t, domain_gpus);
         check_topology(t);
     } catch (const InputError& e) {
         throw InputError(fmt::format("{}: {}", file, e.what()));

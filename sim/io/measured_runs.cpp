@@ -79,7 +79,10 @@ namespace {
 /// DGX H100 / H200 user guides (NVLink4 900 GB/s bidirectional, 8x ConnectX-7 NDR 400 Gb/s); DGX B200
 /// datasheet (NVLink5 1.8 TB/s bidirectional, 8x ConnectX-7 400 Gb/s); DGX B300 datasheet (8x ConnectX-8
 /// 800 Gb/s); GB200 NVL72 datasheet (NVLink5 1.8 TB/s per GPU, ConnectX-7 400 Gb/s per GPU); GB300 NVL72
-/// datasheet (72x ConnectX-8 800 Gb/s).
+/// datasheet (72x ConnectX-8 800 Gb/s); H800 nodes (H800 datasheet: NVLink 400 GB/s bidirectional;
+/// DeepSeek-V3 report arXiv:2412.19437 Sec. 3.1 and 3.2.2: 8 GPUs per node on NVSwitch, InfiniBand at 50 GB/s
+/// = 400 Gb/s per GPU across nodes); MI300X / MI325X platforms (AMD data sheets: 7
+/// Infinity Fabric links of 64 GB/s per direction, summed as topologies/mi300x.json does; 400 Gb/s per GPU).
 struct DgxPreset {
     const char* token;  ///< matched in a collective row's `hardware` text, first match wins
     const char* gpu;    ///< catalog name
@@ -92,6 +95,9 @@ constexpr DgxPreset kDgxPresets[] = {
     {"B300", "B300", 900, 800},
     {"B200", "B200", 900, 400},
     {"H200", "H200-SXM-141GB", 450, 400},
+    {"H800", "H800-SXM5-80GB", 200, 400},
+    {"MI325X", "MI325X", 448, 400},
+    {"MI300X", "MI300X", 448, 400},
     {"H100 96GB", "H100-SXM5-96GB", 450, 400},
     {"H100-SXM5-96GB", "H100-SXM5-96GB", 450, 400},
     {"H100", "H100-SXM5-80GB", 450, 400},
@@ -113,9 +119,9 @@ int default_gpus_per_tray(const std::string& gpu) {
 }
 
 TopologySpec parse_cluster(StrictObject c, const DomainInfo& domain, std::vector<std::string>& notes) {
-    const std::string gpu = c.string("gpu");
+    std::string gpu = c.string("gpu");
     try {
-        find_gpu(gpu, c.field("gpu"));
+        gpu = find_gpu(gpu, c.field("gpu")).name;  // an alias read as the catalog name
     } catch (const InputError& e) {
         throw InputError(fmt::format("{}: {}", c.file(), e.what()));
     }
@@ -364,8 +370,11 @@ class ExtensionReader {
         run_.ignored.push_back(
             fmt::format("extensions.{} = {}{}", key, short_dump(v), why.empty() ? "" : " (" + why + ")"));
     }
+    // Every reason is kept, mixture of experts first (a DeepSeek-V3 row is MoE before it is MLA).
     void set_unsupported(const std::string& why) {
-        if (!run_.unsupported) run_.unsupported = why;
+        const std::string head = why.substr(0, why.find(" ("));  // "precision nvfp4" once, not twice
+        if (run_.unsupported && contains(*run_.unsupported, head.c_str())) return;
+        run_.unsupported = run_.unsupported ? *run_.unsupported + "; " + why : why;
     }
 
     void moe(const json& v) {
@@ -373,7 +382,8 @@ class ExtensionReader {
         if (v.is_object() && v.contains("num_experts"))
             what += ": " + detail::shown(v.at("num_experts")) + " experts";
         if (v.is_object() && v.contains("top_k")) what += ", top-" + detail::shown(v.at("top_k"));
-        set_unsupported(what + ") is not simulated");
+        what += ") is not simulated";
+        run_.unsupported = run_.unsupported ? what + "; " + *run_.unsupported : what;
     }
 
     void precision_detail(const std::string& k, const json& v) {
@@ -623,9 +633,9 @@ void parse_collective(const json& row, const std::string& file, CollectiveRow& o
     std::string hardware;
     if (r.has("hardware")) hardware = r.string("hardware");
     if (r.has("gpu")) {  // a catalog name: its DGX-style system, as if `hardware` named it
-        const std::string gpu = r.string("gpu");
+        std::string gpu = r.string("gpu");
         try {
-            find_gpu(gpu, r.field("gpu"));
+            gpu = find_gpu(gpu, r.field("gpu")).name;
         } catch (const InputError& e) {
             throw InputError(fmt::format("{}: {}", file, e.what()));
         }

@@ -13,6 +13,7 @@ Report make_report(const Cluster& cluster, const ModelSpec& m, const Layout& l, 
     rep.topology_name = topology_name;
     rep.workload_name = workload_name;
     rep.gpu_name = cluster.gpu().name;
+    rep.gpu_uncalibrated = uncalibrated_note(cluster.gpu());
     rep.gpus = l.gpus();
     rep.model = m;
     rep.layout = l;
@@ -79,6 +80,7 @@ std::string format_text(const Report& r, const Measured* measured) {
                          r.memory.oom_message());
     o += fmt::format("trainsim: one training iteration, simulated event by event\n\n");
     o += fmt::format("cluster   {} ({} x {})\n", r.topology_name, r.gpus, r.gpu_name);
+    if (!r.gpu_uncalibrated.empty()) o += fmt::format("note      {}\n", r.gpu_uncalibrated);
     o += fmt::format(
         "model     {}: {} layers, hidden {}, heads {} (kv {}), ffn {} ({}), vocab {}, seq {}; {:.1f} B "
         "parameters\n",
@@ -176,6 +178,7 @@ nlohmann::json to_json(const Report& r, const Measured* measured) {
     j["workload"] = r.workload_name;
     j["gpu"] = r.gpu_name;
     j["gpus"] = r.gpus;
+    if (!r.gpu_uncalibrated.empty()) j["gpu_uncalibrated"] = r.gpu_uncalibrated;
     j["layout"] = {{"tp", r.layout.tp},
                    {"pp", r.layout.pp},
                    {"dp", r.layout.dp},

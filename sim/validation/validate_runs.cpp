@@ -19,6 +19,7 @@ struct RunPrediction {
     double step_s = 0;
     double peak_gib = 0;
     std::optional<std::string> oom_message;  ///< set when predicted out of memory
+    std::string gpu_uncalibrated;            ///< Report::gpu_uncalibrated
 };
 
 /// The predicted figure compared with a run's measured `peak_memory_GiB`: the busiest GPU's peak as the
@@ -31,6 +32,7 @@ RunPrediction predict_run(const MeasuredRun& run) {
         p.step_s = res.report.step_time_s;
         p.peak_gib = reported_peak_bytes(res.report.memory, run.layout.framework) / kGiB;
         if (!res.report.memory.fits()) p.oom_message = res.report.memory.oom_message();
+        p.gpu_uncalibrated = res.report.gpu_uncalibrated;
     } catch (const InputError& e) {
         p.input_error = e.what();
     }
@@ -72,6 +74,7 @@ RunValidation compare_run(const MeasuredRun& run, const RunPrediction* predicted
     v.status = oom ? RunStatus::oom : RunStatus::ok;
     v.reason = oom ? *predicted->oom_message : "";
     v.predicted_step_s = predicted->step_s;
+    v.gpu_uncalibrated = predicted->gpu_uncalibrated;
     v.predicted_peak_gib = predicted->peak_gib;
     if (run.step_time_s) v.step_error_pct = error_pct(predicted->step_s, *run.step_time_s);
     if (run.peak_memory_gib) v.peak_error_pct = error_pct(predicted->peak_gib, *run.peak_memory_gib);

@@ -334,6 +334,19 @@ check_rc "9c run --profile on H100" profile_run 0
 check_has "9c the report counts the kernels timed from the profile" "$TMP/profile_run.out" \
     "compute costs from profile" "gemm" "attention" "memory_bound"
 
+# ---- 10. GPUs of issue 15: an uncalibrated GPU is named as such; an NVLink domain of 72 over trays ----
+run h200_small run --topology "$ROOT/topologies/dgx-h200.json" --workload "$DATA/small.json" --set topology.nodes=2
+check_rc "10a run on dgx-h200" h200_small 0
+check_has "10a the report says the H200's constants are H100's (uncalibrated)" "$TMP/h200_small.out" \
+    "note      GPU H200-SXM-141GB is uncalibrated" "H100-SXM5-80GB's"
+if grep -qF "uncalibrated" "$TMP/small.out"; then fail "10b a calibrated GPU (A100) is called uncalibrated"; else
+    pass "10b no uncalibrated note on a calibrated GPU"; fi
+run nvl72_small run --topology "$ROOT/topologies/gb200-nvl72.json" --workload "$DATA/small.json" \
+    --set topology.nodes=18 --set layout.dp=18 --set layout.global_batch=72 --json
+check_rc "10c run on one GB200 NVL72 rack (18 trays of 4 GPUs)" nvl72_small 0
+check_has "10c the JSON report names the uncalibrated GB200" "$TMP/nvl72_small.out" '"gpu_uncalibrated"' \
+    '"gpus": 72'
+
 echo
 echo "e2e: $passes passed, $failures failed in $((SECONDS - START)) s"
 [ "$failures" -eq 0 ]

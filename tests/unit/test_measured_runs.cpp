@@ -230,6 +230,17 @@ TEST_CASE("measured runs: mixture of experts, nvfp4 and mxfp8 are unsupported wi
     CHECK(contains(*m.unsupported, "mixture of experts"));
     CHECK(contains(*m.unsupported, "128 experts"));
 
+    // A DeepSeek-V3-style row (MLA, MoE, mxfp8): the reason names mixture of experts first, then the rest.
+    json mla = run_row("mla", "GB200");
+    mla["extensions"] = {{"attention", {{"type", "MLA"}}},
+                         {"moe", {{"num_experts", 256}, {"top_k", 8}}},
+                         {"precision_detail", "mxfp8"}};
+    const auto d = parse_one(mla);
+    REQUIRE(d.unsupported);
+    CHECK(d.unsupported->rfind("mixture of experts (extensions.moe: 256 experts, top-8)", 0) == 0);
+    CHECK(contains(*d.unsupported, "multi-head latent attention"));
+    CHECK(contains(*d.unsupported, "mxfp8"));
+
     json fp4 = run_row("fp4", "GB200");
     fp4["training"]["precision"] = "nvfp4";
     REQUIRE(parse_one(fp4).unsupported);

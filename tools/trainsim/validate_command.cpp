@@ -82,6 +82,15 @@ nlohmann::json collective_json(const CollectiveValidation& c) {
     return j;
 }
 
+/// The uncalibrated-constants note of every GPU type a simulated run used, once each, sorted.
+std::set<std::string> uncalibrated_notes(const ValidationResult& res) {
+    std::set<std::string> out;
+    for (const auto& file : res.files)
+        for (const auto& r : file.runs)
+            if (!r.gpu_uncalibrated.empty()) out.insert(r.gpu_uncalibrated);
+    return out;
+}
+
 nlohmann::json validation_json(const ValidationResult& res) {
     nlohmann::json runs = nlohmann::json::array(), collectives = nlohmann::json::array(),
                    notes = nlohmann::json::array();
@@ -93,6 +102,8 @@ nlohmann::json validation_json(const ValidationResult& res) {
         for (const auto& c : file.collectives)
             collectives.push_back(collective_json(c));
     }
+    for (const auto& n : uncalibrated_notes(res))
+        notes.push_back(n);
     const ValidationSummary& s = res.summary;
     const nlohmann::json summary = {{"runs", s.runs},
                                     {"simulated", s.simulated},
@@ -146,7 +157,8 @@ std::string runs_table(const ValidationResult& res, double tolerance) {
     return table;
 }
 
-/// The notes: each file's own, then what was ignored or assumed for its runs that were simulated.
+/// The notes: each file's own, then what was ignored or assumed for its runs that were simulated, then
+/// once per GPU type the uncalibrated-constants note of the simulated runs' GPUs.
 std::string notes_text(const ValidationResult& res) {
     std::string text;
     for (const auto& file : res.files) {
@@ -160,6 +172,8 @@ std::string notes_text(const ValidationResult& res) {
                 text += fmt::format("note: {}: {}\n", r.id, n);
         }
     }
+    for (const auto& n : uncalibrated_notes(res))
+        text += "note: " + n + "\n";
     return text;
 }
 
