@@ -12,7 +12,9 @@
 #include <fmt/format.h>
 
 #include "trainsim/collectives.hpp"
+#include "trainsim/compute.hpp"
 #include "trainsim/errors.hpp"
+#include "trainsim/program.hpp"
 
 namespace trainsim {
 
@@ -107,6 +109,16 @@ ScenarioStudy study_scenario(const TopologySpec& topology, const ModelSpec& mode
     const SimulationResult base = simulate(base_cluster, model, layout, program, workload_name, base_opts);
     st.base_step_time_s = base.execution.step_time_s;
 
+    // The seeds after the first need only the executor's step time and waiting caused: the program is timed
+    // and the scenario built once for them, and no report is made (the first seed's full result is).
+    Program timed = program;
+    const ComputeModel compute(cluster.gpu(), layout.precision, host_links(cluster.spec()),
+                               cluster.spec().profile);
+    assign_durations(timed, compute);
+    SimulationOptions seed_opts = options;
+    seed_opts.attribute = true;
+    const ExecutionScenario proto = execution_scenario(cluster, timed, compute, seed_opts);
+
     // The seeds' runs, each a pure function of its seed, stored at its index.
     const auto n = static_cast<std::size_t>(seeds);
     std::vector<ScenarioRun> runs(n);
@@ -115,15 +127,22 @@ ScenarioStudy study_scenario(const TopologySpec& topology, const ModelSpec& mode
     auto work = [&] {
         for (std::size_t k; (k = next.fetch_add(1)) < n;) {
             try {
-                SimulationOptions o = options;
-                o.seed = options.seed + k;
-                o.attribute = true;
-                if (k > 0) o.trace = TraceRanks::none;
-                SimulationResult r = simulate(cluster, model, layout, program, workload_name, o);
-                runs[k].seed = o.seed;
-                runs[k].step_time_s = r.execution.step_time_s;
-                runs[k].critical_gpu = critical_gpu(r.execution.caused_wait_s, base.execution.caused_wait_s);
-                if (k == 0) first = std::move(r);
+                const std::uint64_t seed = options.seed + k;
+                runs[k].seed = seed;
+                if (k == 0) {
+                    SimulationOptions o = seed_opts;
+                    o.seed = seed;
+                    first = simulate(cluster, model, layout, program, workload_name, o);
+                    runs[k].step_time_s = first.execution.step_time_s;
+                    runs[k].critical_gpu =
+                        critical_gpu(first.execution.caused_wait_s, base.execution.caused_wait_s);
+                    continue;
+                }
+                ExecutionScenario sc = proto;
+                set_scenario_seed(sc, cluster, p, seed);
+                const ExecutionResult r = execute(cluster, layout, timed, {}, options.execution, sc);
+                runs[k].step_time_s = r.step_time_s;
+                runs[k].critical_gpu = critical_gpu(r.caused_wait_s, base.execution.caused_wait_s);
             } catch (...) {
                 errors[k] = std::current_exception();
             }
