@@ -61,7 +61,7 @@ struct ExecutionResult {
     std::uint64_t events = 0;
     std::uint64_t flows = 0;
     bool tp_folded = false;  ///< ExecutionOptions::fold_tp_groups was taken
-    bool ran_ahead = false;  ///< ExecutionOptions::run_local_ops_ahead was taken
+    bool ran_ahead = false;  ///< ExecutionOptions::run_local_ops_ahead was taken (folded, or per TP group)
     /// With ExecutionScenario::attribute: [GPU] the waiting this GPU caused others, in GPU-seconds: at each
     /// TP/CP/DP collective whose last member it was, the others' wait for it; at each P2P receive whose
     /// message it sent, the receiver's wait before the transfer started. Empty otherwise.
@@ -98,13 +98,21 @@ struct ExecutionOptions {
     /// other units (P2P, DP, CP, tied embeddings) depend on nothing else: run them ahead in one go (the same
     /// time arithmetic, in the same order) and schedule one event where the unit meets the others, instead of
     /// one per compute run and per TP collective. Not for traced ranks (their slices are recorded as before).
-    /// Same times; a test checks on == off.
+    /// Where folding declines (the members of a TP group run differently: jitter, a straggler, a link
+    /// perturbation), a TP group with private TP links runs such a run of local ops ahead together once all
+    /// its members have reached it: each member's compute on its own clock (its own jitter draws), each TP
+    /// collective starting at its members' latest arrival, each member's wait for it split into the wait for
+    /// the last member (tp_wait_s) and the transfer, as event by event. Not for a group with a traced GPU,
+    /// nor for a run that may start with a collective still on the TP stream (a CP or tied-embedding
+    /// collective not yet waited for) or that leaves one there. Same times, accounts and waiting caused, bit
+    /// for bit (exact ties of event times aside, which jitter makes unlikely); tests check on == off.
     bool run_local_ops_ahead = true;
     // Each shortcut checks the scenario (ExecutionScenario) and declines where a perturbation breaks the
-    // symmetry it relies on: TP folding (and with it running ahead) when the members of a TP group would not
-    // run alike: jitter, different compute factors within a TP group, or any link perturbation (a NIC, rail
-    // or leaf uplink serves one member of a group and not the others). Private TP links stay exact under
-    // perturbations: a perturbed NVLink capacity or latency is in the links the closed form reads.
+    // symmetry it relies on: TP folding when the members of a TP group would not run alike: jitter, different
+    // compute factors within a TP group, or any link perturbation (a NIC, rail or leaf uplink serves one
+    // member of a group and not the others); running ahead then goes on per unfolded TP group (above).
+    // Private TP links stay exact under perturbations: a perturbed NVLink capacity or latency is in the links
+    // the closed form reads, and the member that uses it is timed on its own.
     // DP replicas are not folded: on the fat-tree presets they are not identical in the full simulation (the
     // ECMP hash puts some replicas' P2P transfers on a shared spine uplink and not others), so simulating one
     // replica would change the result (docs/performance.md, "Folding identical DP replicas").

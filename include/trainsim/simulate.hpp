@@ -71,5 +71,10 @@ SimulationResult simulate(const Cluster& cluster, const ModelSpec& model, const 
 /// segment's kernel times from `compute`).
 ExecutionScenario execution_scenario(const Cluster& cluster, const Program& program,
                                      const ComputeModel& compute, const SimulationOptions& options);
+/// The parts of an ExecutionScenario that depend on the seed, set for `seed` (the seed itself and the
+/// compute factors of `p.stragglers`, which may draw their GPUs from it): a scenario built once by
+/// execution_scenario() serves every seed of a study.
+void set_scenario_seed(ExecutionScenario& sc, const Cluster& cluster, const Perturbations& p,
+                       std::uint64_t seed);
 
 }  // namespace trainsim

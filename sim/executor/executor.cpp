@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <limits>
 #include <map>
 #include <memory>
 #include <unordered_map>
@@ -77,6 +78,7 @@ struct GroupCache {
     double pool_bytes = 0;
     std::uint64_t pool_flows = 0;
     bool pool_off = false;
+    int parked = 0;  ///< unfolded group running ahead: its units waiting at the start of a run of local ops
 };
 
 struct Unit {
@@ -85,11 +87,12 @@ struct Unit {
     RankCoord coord;           ///< of the first member
     const StageProgram* program = nullptr;
     const std::vector<char>* ahead_ok = nullptr;  ///< [pc]: the local ops from pc may run ahead
-    const Time* seg_time = nullptr;               ///< [segment] its time on this unit (compute factor)
-    const double* seg_secs = nullptr;             ///< [segment] seg_time in seconds
-    double factor = 1;                            ///< compute factor of its GPUs
-    std::uint64_t kernels_run = 0;                ///< kernel index, for the jitter's draws
-    std::uint64_t jitter_prefix = 0;              ///< counter_prefix(seed, kJitterStream, its GPU)
+    bool group_ahead = false;               ///< unfolded: its TP group runs its local ops ahead together
+    const Time* seg_time = nullptr;         ///< [segment] its time on this unit (compute factor)
+    const double* seg_secs = nullptr;       ///< [segment] seg_time in seconds
+    double factor = 1;                      ///< compute factor of its GPUs
+    std::uint64_t kernels_run = 0;          ///< kernel index, for the jitter's draws
+    std::uint64_t jitter_prefix = 0;        ///< counter_prefix(seed, kJitterStream, its GPU)
     Time tp_arrived;                        ///< when it reached the collective at the front of its TP stream
     Time dp_arrived;                        ///< when it reached the collective at the front of its DP stream
     struct GroupCache* tp_group = nullptr;  ///< its TP group's, once looked up
@@ -172,13 +175,30 @@ class Executor {
                 s.jitter_prefix = counter_prefix(scenario.seed, kJitterStream,
                                                  static_cast<std::uint64_t>(s.members.front()));
         if (attribute_) caused_.assign(units_.size(), 0.0);
-        // Running ahead times compute from the unit's segment table: not with jitter (per-kernel draws).
-        ahead_ = options.run_local_ops_ahead && tp_private_ && fold_ == layout.tp && !jitter_;
+        // A folded unit runs its local ops ahead alone; an unfolded TP group (folding declined: jitter,
+        // different compute factors, link perturbations) runs them ahead together (run_group_ahead).
+        ahead_ = options.run_local_ops_ahead && tp_private_;
         if (ahead_) {
-            for (const StageProgram& st : program.stages)
+            for (const StageProgram& st : program.stages) {
                 ahead_ok_.push_back(ahead_ok(st.ops));
+                group_starts_.push_back(group_starts(st.ops, ahead_ok_.back()));
+            }
             for (auto& s : units_)
                 s.ahead_ok = &ahead_ok_[static_cast<std::size_t>(s.coord.pp)];
+            if (fold_ == 1) {
+                bool any = false;
+                for (auto& s : units_) {
+                    s.group_ahead = true;
+                    for (int m : tp_group(s.coord))
+                        if (!traced_.empty() && traced_[static_cast<std::size_t>(m)]) s.group_ahead = false;
+                    any = any || s.group_ahead;
+                }
+                bool starts = false;
+                for (const auto& g : group_starts_)
+                    starts = starts || std::find(g.begin(), g.end(), 1) != g.end();
+                ahead_ = any && starts;
+                if (ahead_ && attribute_) caused_later_.resize(units_.size());
+            }
         }
     }
 
@@ -190,6 +210,8 @@ class Executor {
         sim_.run();
         for (GroupCache& g : tp_groups_)
             flush_pool(g);
+        for (std::size_t u = 0; u < caused_later_.size(); ++u)
+            flush_caused(static_cast<int>(u), Time::ps(std::numeric_limits<std::int64_t>::max()), true);
         ExecutionResult res;
         double step = 0;
         for (auto& s : units_) {
@@ -356,14 +378,7 @@ class Executor {
                 event = true;
             } else if (op.kind == OpKind::tp_launch) {
                 const PrivateTiming& p = private_timing(g, op);
-                if (p.pooled && !g.pool_off) {
-                    g.pool_bytes += p.flow_bytes;
-                    ++g.pool_flows;
-                } else {
-                    flush_pool(g);
-                    g.pool_off = true;
-                    net_.count_private_flow(*p.route, p.flow_bytes);
-                }
+                count_ahead(g, p);
                 tp_free = std::max(t, tp_free) + p.duration;
                 ++s.tp_seq;
             } else if (tp_free > t) {  // a wait that finds the TP stream busy
@@ -381,6 +396,178 @@ class Executor {
             advance(*sp);
         });
         return true;
+    }
+
+    // ---- Running an unfolded TP group's local ops ahead together ----
+    // When folding declines (the members of a TP group do not run alike: jitter, different compute factors,
+    // a link perturbation), the group's members still meet only at their TP collectives between two ops that
+    // involve other units. With private TP links those collectives depend on nothing but the members' arrival
+    // times, so once every member has reached the start of such a run (parked: the state other units read
+    // does not change while it runs local ops), the whole run is timed for every member at once, with the
+    // arithmetic of the event by event path: each member's compute on its own clock (its own segment times or
+    // jitter draws, in its own kernel order); a TP collective starts at the latest arrival, a member arriving
+    // when its stream is free (at its launch, or at the previous collective's completion), and completes
+    // after its private time; a wait that finds the stream busy splits into the wait for the last member
+    // (tp_wait_s, counted per collective completing while it waits, as finish_tp_stream does) and the
+    // transfer, and resumes at the completion. Each member then gets one event where the event by event path
+    // would have its last one. Same times and accounts (test_what_if.cpp checks on == off), and the waiting
+    // caused summed in the same order (add_caused).
+
+    /// [pc]: a TP group may run the local ops from pc ahead together: pc starts a run of local ops (the op
+    /// before it involves other units), the run launches a TP collective and waits for all it launches
+    /// (`ok`), and every collective on the TP stream before pc (TP, CP, tied embeddings) has been waited for,
+    /// so that every member's TP stream is idle there whatever the timing.
+    static std::vector<char> group_starts(const std::vector<Op>& ops, const std::vector<char>& ok) {
+        std::vector<char> out(ops.size(), 0);
+        std::vector<char> launches(ops.size(), 0);  // the run of local ops from i launches a TP collective
+        char launch = 0;
+        for (std::size_t i = ops.size(); i-- > 0;) {
+            if (!local_op(ops[i]))
+                launch = 0;
+            else if (ops[i].kind == OpKind::tp_launch)
+                launch = 1;
+            launches[i] = launch;
+        }
+        bool pending = false;  // a TP-stream collective launched and not yet waited for
+        for (std::size_t i = 0; i < ops.size(); ++i) {
+            const bool start = i == 0 || !local_op(ops[i - 1]);
+            out[i] = start && !pending && ok[i] && launches[i] ? 1 : 0;
+            if (ops[i].kind == OpKind::tp_launch) pending = true;
+            if (ops[i].kind == OpKind::tp_wait) pending = false;
+        }
+        return out;
+    }
+
+    void park(Unit& s) {
+        GroupCache& g = tp_cache(s);
+        s.block = Block::compute;
+        s.block_start = sim_.now();
+        if (++g.parked < static_cast<int>(g.units.size())) return;
+        g.parked = 0;
+        run_group_ahead(g);
+    }
+
+    /// Counts a private TP collective run ahead on the group's links (see GroupCache::pool_links).
+    void count_ahead(GroupCache& g, const PrivateTiming& p) {
+        if (p.pooled && !g.pool_off) {
+            g.pool_bytes += p.flow_bytes;
+            ++g.pool_flows;
+        } else {
+            flush_pool(g);
+            g.pool_off = true;
+            net_.count_private_flow(*p.route, p.flow_bytes);
+        }
+    }
+
+    // The waiting caused (attribution) is summed in the order of the event by event path: a contribution
+    // found by running ahead is added when its collective completes, i.e. before any other contribution to
+    // the same GPU at a later time (or at the same time: the completion first).
+    void add_caused(int unit, double amount) {
+        const auto u = static_cast<std::size_t>(unit);
+        if (!caused_later_.empty()) flush_caused(unit, sim_.now(), true);
+        caused_[u] += amount;
+    }
+    void flush_caused(int unit, Time upto, bool inclusive) {
+        auto& q = caused_later_[static_cast<std::size_t>(unit)];
+        while (!q.empty() && (q.front().due < upto || (inclusive && q.front().due == upto))) {
+            caused_[static_cast<std::size_t>(unit)] += q.front().amount;
+            q.pop_front();
+        }
+    }
+
+    void run_group_ahead(GroupCache& g) {
+        const std::vector<Unit*>& units = g.units;
+        const std::size_t n = units.size();
+        const std::vector<Op>& ops = units.front()->program->ops;
+        const std::size_t pc0 = units.front()->pc;
+        ga_t_.resize(n);
+        ga_priority_.assign(n, Priority::kDefault);
+        ga_pending_.clear();
+        ga_arrival_.clear();
+        for (std::size_t i = 0; i < n; ++i) {
+            if (units[i]->pc != pc0) throw InternalError("a TP group's members at different ops");
+            ga_t_[i] = units[i]->block_start;
+            if (attribute_) flush_caused(units[i]->id, sim_.now(), false);
+        }
+        Time prev_done;  // the stream is idle when the run starts
+        std::size_t pc = pc0;
+        for (; pc < ops.size() && local_op(ops[pc]); ++pc) {
+            const Op& op = ops[pc];
+            if (op.kind == OpKind::compute) {
+                const auto seg = static_cast<std::size_t>(op.segment);
+                const auto phase = static_cast<std::size_t>(op.phase);
+                for (std::size_t i = 0; i < n; ++i) {
+                    Unit& s = *units[i];
+                    const Time t = ga_t_[i];
+                    Time end = t + s.seg_time[seg];
+                    double secs = s.seg_secs[seg];
+                    if (jitter_) {
+                        end = t + Time::seconds(jittered_seconds(s, seg));
+                        secs = (end - t).to_seconds();
+                    }
+                    s.times.compute_s += secs;
+                    s.times.compute_by_phase_s[phase] += secs;
+                    ga_t_[i] = end;
+                    ga_priority_[i] = Priority::kDefault;
+                }
+            } else if (op.kind == OpKind::tp_launch) {
+                const PrivateTiming& p = private_timing(g, op);
+                count_ahead(g, p);
+                // Each member arrives when its stream is free; the last arrival starts the collective (the
+                // highest member among equal arrivals, as finish_tp_stream re-arrives them in order).
+                PendingTp c{prev_done, prev_done, 0};
+                for (std::size_t i = 0; i < n; ++i) {
+                    const Time a = std::max(ga_t_[i], prev_done);
+                    ga_arrival_.push_back(a);
+                    if (a >= c.start) {
+                        c.start = a;
+                        c.last = units[i]->id;
+                    }
+                    ++units[i]->tp_seq;
+                }
+                c.done = c.start + p.duration;
+                prev_done = c.done;
+                ga_pending_.push_back(c);
+            } else {  // tp_wait
+                if (ga_pending_.empty()) continue;
+                // A member whose stream is still busy waits; for each collective completing while it waits,
+                // the part before the collective started is its wait for the last member (by collective, then
+                // by member: the order of finish_tp_stream).
+                const Time done = ga_pending_.back().done;
+                for (std::size_t k = 0; k < ga_pending_.size(); ++k) {
+                    const PendingTp& c = ga_pending_[k];
+                    for (std::size_t i = 0; i < n; ++i) {
+                        const Time t = ga_t_[i];
+                        if (!(c.done > t)) continue;  // completed before the member reached the wait
+                        const Time from = std::max(t, ga_arrival_[k * n + i]);
+                        if (!(c.start > from)) continue;
+                        const double wait = (c.start - from).to_seconds();
+                        units[i]->times.tp_wait_s += wait;
+                        if (attribute_)
+                            caused_later_[static_cast<std::size_t>(c.last)].push_back(
+                                {c.done, wait * static_cast<double>(units[i]->members.size())});
+                    }
+                }
+                for (std::size_t i = 0; i < n; ++i) {
+                    const Time t = ga_t_[i];
+                    if (!(done > t)) continue;  // the stream is idle already: it passes
+                    units[i]->times.tp_exposed_s += (done - t).to_seconds();
+                    ga_t_[i] = done;
+                    ga_priority_[i] = Priority::kFlowCompletion;
+                }
+                ga_pending_.clear();
+                ga_arrival_.clear();
+            }
+        }
+        if (!ga_pending_.empty()) throw InternalError("a TP collective run ahead and not waited for");
+        for (std::size_t i = 0; i < n; ++i) {
+            Unit* sp = units[i];
+            sp->pc = pc;
+            sim_.schedule(ga_t_[i], ga_priority_[i], [this, sp] {
+                sp->block = Block::none;
+                advance(*sp);
+            });
+        }
     }
 
     static RankCoord at(int tp, int cp, int dp, int pp) {
@@ -448,9 +635,13 @@ class Executor {
                 s.waiting_recv = false;
                 return;
             }
-            if (ahead_ && s.tp_queue.empty() && (*s.ahead_ok)[s.pc] && !traced(s)) {
+            if (ahead_ && fold_ > 1 && s.tp_queue.empty() && (*s.ahead_ok)[s.pc] && !traced(s)) {
                 if (run_ahead(s)) return;
                 continue;
+            }
+            if (s.group_ahead && group_starts_[static_cast<std::size_t>(s.coord.pp)][s.pc]) {
+                park(s);
+                return;
             }
             switch (op.kind) {
                 case OpKind::compute: {
@@ -561,8 +752,8 @@ class Executor {
         if (attribute_ && s.waiting_recv) {
             auto it = messages_.find(s.waiting_key);
             if (it != messages_.end() && it->second.sender >= 0)
-                caused_[static_cast<std::size_t>(it->second.sender)] +=
-                    (from - s.block_start).to_seconds() * static_cast<double>(s.members.size());
+                add_caused(it->second.sender,
+                           (from - s.block_start).to_seconds() * static_cast<double>(s.members.size()));
         }
         s.times.pp_exposed_s += (now - from).to_seconds();
         finish_recv(s);
@@ -679,9 +870,7 @@ class Executor {
                 if (start > from) {
                     const double wait = (start - from).to_seconds();
                     (kind == StreamWait::cp ? r->times.cp_wait_s : r->times.tp_wait_s) += wait;
-                    if (attribute_)
-                        caused_[static_cast<std::size_t>(last)] +=
-                            wait * static_cast<double>(r->members.size());
+                    if (attribute_) add_caused(last, wait * static_cast<double>(r->members.size()));
                 }
             }
             r->tp_queue.pop_front();
@@ -691,9 +880,7 @@ class Executor {
                 if (kind == StreamWait::pipeline) {
                     const Time from = std::max(r->block_start, start);
                     const double wait = (from - r->block_start).to_seconds();
-                    if (attribute_)
-                        caused_[static_cast<std::size_t>(last)] +=
-                            wait * static_cast<double>(r->members.size());
+                    if (attribute_) add_caused(last, wait * static_cast<double>(r->members.size()));
                     r->times.bubble_s += wait;
                     r->block_start = from;
                     unblock(*r, r->times.pp_exposed_s);
@@ -783,9 +970,7 @@ class Executor {
                         if (start > from) {
                             const double wait = (start - from).to_seconds();
                             r->times.dp_wait_s += wait;
-                            if (attribute_)
-                                caused_[static_cast<std::size_t>(last)] +=
-                                    wait * static_cast<double>(r->members.size());
+                            if (attribute_) add_caused(last, wait * static_cast<double>(r->members.size()));
                         }
                     }
                     r->dp_queue.pop_front();
@@ -827,9 +1012,27 @@ class Executor {
     int fold_ = 1;
     bool tp_private_ = false;  ///< ExecutionOptions::private_tp_links applies to this layout
     bool ahead_ = false;       ///< ExecutionOptions::run_local_ops_ahead applies to this layout
-    std::vector<std::vector<char>> ahead_ok_;  ///< [stage][pc], see ahead_ok()
-    std::vector<Time> seg_time_;               ///< [segment] Time::seconds(seconds)
-    std::vector<double> seg_secs_;             ///< [segment] seg_time_ in seconds
+    std::vector<std::vector<char>> ahead_ok_;      ///< [stage][pc], see ahead_ok()
+    std::vector<std::vector<char>> group_starts_;  ///< [stage][pc], see group_starts()
+    /// run_group_ahead's scratch: per member its clock and resume priority; per pending collective its
+    /// start, completion, last member (unit id) and the members' arrivals.
+    std::vector<Time> ga_t_;
+    std::vector<Priority> ga_priority_;
+    struct PendingTp {
+        Time start, done;
+        int last = 0;
+    };
+    std::vector<PendingTp> ga_pending_;
+    std::vector<Time> ga_arrival_;  ///< [pending * members + member]
+    struct Deferred {
+        Time due;
+        double amount = 0;
+    };
+    /// [unit] with attribute_ and TP groups running ahead: their contributions to caused_, due at their
+    /// collective's completion (add_caused).
+    std::vector<std::deque<Deferred>> caused_later_;
+    std::vector<Time> seg_time_;    ///< [segment] Time::seconds(seconds)
+    std::vector<double> seg_secs_;  ///< [segment] seg_time_ in seconds
     std::vector<Unit> units_;
     std::unordered_map<std::uint64_t, Message> messages_;
     std::unordered_map<std::uint64_t, int> arrivals_tp_;

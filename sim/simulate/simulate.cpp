@@ -44,15 +44,20 @@ SimulationResult simulate(const TopologySpec& topology, const ModelSpec& model, 
     return simulate(cluster, model, layout, build_program(model, layout), workload_name, options);
 }
 
+void set_scenario_seed(ExecutionScenario& sc, const Cluster& cluster, const Perturbations& p,
+                       std::uint64_t seed) {
+    sc.seed = seed;
+    sc.compute_factor.clear();
+    if (!p.stragglers.empty()) sc.compute_factor = compute_factors(p.stragglers, cluster.gpus(), seed);
+}
+
 ExecutionScenario execution_scenario(const Cluster& cluster, const Program& program,
                                      const ComputeModel& compute, const SimulationOptions& options) {
     ExecutionScenario sc;
     const Perturbations& p = options.perturbations;
-    sc.seed = options.seed;
+    set_scenario_seed(sc, cluster, p, options.seed);
     sc.attribute = options.attribute;
     sc.links_perturbed = !cluster.perturbed_links().empty();
-    if (!p.stragglers.empty())
-        sc.compute_factor = compute_factors(p.stragglers, cluster.gpus(), options.seed);
     if (p.jitter) {
         sc.jitter_sigma = p.jitter->sigma;
         sc.kernel_seconds.reserve(program.segments.size());

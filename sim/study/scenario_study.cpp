@@ -9,8 +9,10 @@
 #include <fmt/format.h>
 
 #include "trainsim/collectives.hpp"
+#include "trainsim/compute.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/parallel_map.hpp"
+#include "trainsim/program.hpp"
 
 namespace trainsim {
 
@@ -105,20 +107,34 @@ ScenarioStudy study_scenario(const TopologySpec& topology, const ModelSpec& mode
     const SimulationResult base = simulate(base_cluster, model, layout, program, workload_name, base_opts);
     st.base_step_time_s = base.execution.step_time_s;
 
-    // The seeds' runs, each a pure function of its seed, stored at its index; the first seed's full result
-    // is kept for the attribution below (its run alone is traced).
+    // The seeds after the first need only the executor's step time and waiting caused: the program is timed
+    // and the scenario built once for them, and no report is made (the first seed's full result is).
+    Program timed = program;
+    const ComputeModel compute(cluster.gpu(), layout.precision, host_links(cluster.spec()),
+                               cluster.spec().profile);
+    assign_durations(timed, compute);
+    SimulationOptions seed_opts = options;
+    seed_opts.attribute = true;
+    const ExecutionScenario proto = execution_scenario(cluster, timed, compute, seed_opts);
+
+    // The seeds' runs, each a pure function of its seed, stored at its index (parallel_map).
     const auto n = static_cast<std::size_t>(seeds);
     const std::vector<ScenarioRun> runs = parallel_map(n, jobs, [&](std::size_t k) {
-        SimulationOptions o = options;
-        o.seed = options.seed + k;
-        o.attribute = true;
-        if (k > 0) o.trace = TraceRanks::none;
-        SimulationResult r = simulate(cluster, model, layout, program, workload_name, o);
         ScenarioRun run;
-        run.seed = o.seed;
-        run.step_time_s = r.execution.step_time_s;
-        run.critical_gpu = critical_gpu(r.execution.caused_wait_s, base.execution.caused_wait_s);
-        if (k == 0) first = std::move(r);
+        run.seed = options.seed + k;
+        if (k == 0) {
+            SimulationOptions o = seed_opts;
+            o.seed = run.seed;
+            first = simulate(cluster, model, layout, program, workload_name, o);
+            run.step_time_s = first.execution.step_time_s;
+            run.critical_gpu = critical_gpu(first.execution.caused_wait_s, base.execution.caused_wait_s);
+            return run;
+        }
+        ExecutionScenario sc = proto;
+        set_scenario_seed(sc, cluster, p, run.seed);
+        const ExecutionResult r = execute(cluster, layout, timed, {}, options.execution, sc);
+        run.step_time_s = r.step_time_s;
+        run.critical_gpu = critical_gpu(r.caused_wait_s, base.execution.caused_wait_s);
         return run;
     });
 

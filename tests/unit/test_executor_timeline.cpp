@@ -37,10 +37,10 @@ Cluster two_gpus() {
     return Cluster(small_topology(1, 2, 2));
 }
 
-Layout pipeline_layout(Schedule schedule, int micro_batches) {
+Layout pipeline_layout(Schedule schedule, int micro_batches, int pp = 2) {
     Layout l;
     l.tp = 1;
-    l.pp = 2;
+    l.pp = pp;
     l.dp = 1;
     l.micro_batch = 1;
     l.global_batch = micro_batches;
@@ -69,26 +69,27 @@ Op p2p_op(OpKind kind, int direction, int receiver, int mb) {
     return op;
 }
 
-/// The program of a 2-stage pipeline: segment 0 forward (f), 1 backward (b). Each stage runs the passes of
-/// pipeline_schedule(schedule, 2, rank, m, 1); a forward on stage 1 receives its activations first and a
-/// forward on stage 0 sends them after; a backward on stage 0 receives its gradients first and a backward
-/// on stage 1 sends them after.
-Program pipeline_program(Schedule schedule, int m) {
+/// The program of a `pp`-stage pipeline: segment 0 forward (f), 1 backward (b). Each stage runs the passes
+/// of pipeline_schedule(schedule, pp, rank, m, 1); a forward on a stage other than the first receives its
+/// activations first, and on a stage other than the last sends them to the next stage after; a backward on a
+/// stage other than the last receives its gradients first, and on a stage other than the first sends them
+/// to the previous stage after.
+Program pipeline_program(Schedule schedule, int m, int pp = 2) {
     Program p;
     p.segments.push_back(Segment{"F", {}, kForwardS, 0});
     p.segments.push_back(Segment{"B", {}, kBackwardS, 0});
-    p.stages.resize(2);
-    for (int rank = 0; rank < 2; ++rank) {
+    p.stages.resize(static_cast<std::size_t>(pp));
+    for (int rank = 0; rank < pp; ++rank) {
         auto& ops = p.stages[static_cast<std::size_t>(rank)].ops;
-        for (const ScheduleItem& it : pipeline_schedule(schedule, 2, rank, m, 1)) {
+        for (const ScheduleItem& it : pipeline_schedule(schedule, pp, rank, m, 1)) {
             if (it.forward) {
-                if (rank == 1) ops.push_back(p2p_op(OpKind::recv, +1, 1, it.micro_batch));
+                if (rank > 0) ops.push_back(p2p_op(OpKind::recv, +1, rank, it.micro_batch));
                 ops.push_back(compute_op(0, Phase::forward, it.micro_batch));
-                if (rank == 0) ops.push_back(p2p_op(OpKind::send, +1, 1, it.micro_batch));
+                if (rank < pp - 1) ops.push_back(p2p_op(OpKind::send, +1, rank + 1, it.micro_batch));
             } else {
-                if (rank == 0) ops.push_back(p2p_op(OpKind::recv, -1, 0, it.micro_batch));
+                if (rank < pp - 1) ops.push_back(p2p_op(OpKind::recv, -1, rank, it.micro_batch));
                 ops.push_back(compute_op(1, Phase::backward, it.micro_batch));
-                if (rank == 1) ops.push_back(p2p_op(OpKind::send, -1, 0, it.micro_batch));
+                if (rank > 0) ops.push_back(p2p_op(OpKind::send, -1, rank - 1, it.micro_batch));
             }
         }
     }
@@ -134,12 +135,21 @@ void check_accounts(const RankTimes& t, const Accounts& a) {
 }
 
 ExecutionResult run(const Cluster& c, const Layout& l, const Program& p) {
-    return execute(c, l, p, std::vector<bool>(2, true));
+    return execute(c, l, p, std::vector<bool>(static_cast<std::size_t>(l.gpus()), true));
+}
+
+/// The same with every kernel of stage `slow` taking `factor` times as long (a straggler,
+/// ExecutionScenario::compute_factor).
+ExecutionResult run_slow_stage(const Cluster& c, const Layout& l, const Program& p, int slow, double factor) {
+    ExecutionScenario sc;
+    sc.compute_factor.assign(static_cast<std::size_t>(l.gpus()), 1.0);
+    sc.compute_factor[static_cast<std::size_t>(slow)] = factor;
+    return execute(c, l, p, std::vector<bool>(static_cast<std::size_t>(l.gpus()), true), {}, sc);
 }
 
 /// d, the time of one P2P message alone on its route, by the alpha-beta formula from the cluster's graph.
-double p2p_seconds_by_hand(const Cluster& c) {
-    const Route r = c.route(0, 1);
+double p2p_seconds_by_hand(const Cluster& c, int src = 0, int dst = 1) {
+    const Route r = c.route(src, dst);
     double bw = 1e300;
     for (int l : r.links)
         bw = std::min(bw, c.links()[static_cast<std::size_t>(l)].bandwidth.bytes_per_s);
@@ -150,10 +160,10 @@ double p2p_seconds_by_hand(const Cluster& c) {
 /// formula to the picosecond; the timelines then add it exactly.
 Time measured_p2p(const Cluster& c) {
     Program p;
-    p.stages.resize(2);
+    p.stages.resize(static_cast<std::size_t>(c.gpus()));  // one stage per GPU; stages past 1 do nothing
     p.stages[0].ops.push_back(p2p_op(OpKind::send, +1, 1, 0));
     p.stages[1].ops.push_back(p2p_op(OpKind::recv, +1, 1, 0));
-    const ExecutionResult r = run(c, pipeline_layout(Schedule::one_f_one_b, 1), p);
+    const ExecutionResult r = run(c, pipeline_layout(Schedule::one_f_one_b, 1, c.gpus()), p);
     return Time::seconds(r.step_time_s);
 }
 
@@ -285,6 +295,179 @@ TEST_CASE("executor timeline: PP 2, GPipe, 3 micro-batches, by hand") {
     CHECK(r.step_time_s == step.to_seconds());
     check_accounts(r.ranks[0], {f + f + f + b + b + b, f + b + d, d + d + d + d + d, step});
     check_accounts(r.ranks[1], {f + f + f + b + b + b, f + b, d + d + d + d + d + d, g0 + b + d + b + d});
+}
+
+/// One node of `n` A100, and d as the executor times it there. Every neighbour pair of the pipeline sees the
+/// same d (the formula gives the same double for each): a GPU's port to the NVSwitch and back, the same links
+/// for every pair.
+Time pipeline_d(const Cluster& c) {
+    const double d01 = p2p_seconds_by_hand(c, 0, 1);
+    for (int a = 0; a + 1 < c.gpus(); ++a) {
+        CHECK(p2p_seconds_by_hand(c, a, a + 1) == d01);
+        CHECK(p2p_seconds_by_hand(c, a + 1, a) == d01);
+    }
+    const Time d = measured_p2p(c);
+    CHECK(std::abs(d.to_seconds() - d01) <= 2e-12);
+    return d;
+}
+
+// With more than two stages, a stage's transfers still never share a link: it waits for its send before its
+// next compute and for its receive before going on, so at most one transfer leaves and one enters each GPU
+// at a time, on distinct links (GPU -> switch, switch -> GPU). Each transfer takes d.
+
+TEST_CASE("executor timeline: PP 3, 1F1B, 3 micro-batches, the middle stage slow, by hand") {
+    const Cluster c(small_topology(1, 3, 3));
+    const Time f = Time::seconds(kForwardS), b = Time::seconds(kBackwardS), d = pipeline_d(c);
+    const double factor = 2;
+    const Time F = f + f, B = b + b;  // stage 1's passes (factor 2: exact in picoseconds)
+    // Schedules (warm-up p - rank - 1 forwards): S0 F0 F1 F2 B0 B1 B2; S1 F0 F1 B0 F2 B1 B2; S2 F0 B0 F1 B1
+    // F2 B2. Stage 1 is the bottleneck: 3(F + B) = 18 ms against 9 ms for the others.
+    const Program p = pipeline_program(Schedule::one_f_one_b, 3, 3);
+    const ExecutionResult r = run_slow_stage(c, pipeline_layout(Schedule::one_f_one_b, 3, 3), p, 1, factor);
+    // 0        S0 F0 [0, f]; S1, S2 post their recv of act0.
+    // f        act0 0->1 [f, f+d]; S0 waits for it (PP d).
+    // f+d      S0 F1 [f+d, 2f+d]; S1 F0 [f+d, F+f+d] (bubble f, PP d).
+    // 2f+d     S0 sends act1: S1 has not posted, S0 waits (bubble until S1 posts, then PP d).
+    // F+f+d    S1 sends act0 1->2 (S2 posted) and posts recv act1: both [F+f+d, F+f+2d] (S1: PP d;
+    //          S0: bubble F+f+d - (2f+d) = F - f, PP d; S2: bubble F+f+d, PP d).
+    // F+f+2d   S0 F2 [.., F+2f+2d], sends act2 (S1 not posted) and posts recv grad0: waits.
+    //          S1 F1 [.., 2F+f+2d], sends act1 (S2 not posted), posts recv grad0: waits.
+    //          S2 F0 B0 [.., F+2f+b+2d], sends grad0 (S1 posted) and posts recv act1: both [.., F+2f+b+3d]
+    //          (S1 waited from 2F+f+2d: bubble until F+2f+b+2d, i.e. f+b-F, then PP d; S2 PP d).
+    const Time g0 = F + f + f + b + d + d + d;  // F+2f+b+3d: grad0 and act1 arrived
+    //          S1 B0 [g0, g0+B]; S2 F1 B1 [g0, g0+f+b], sends grad1 (S1 not posted), posts recv act2: waits.
+    // g0+B     S1 sends grad0 (S0 posted) and posts recv act2 (S0's act2 pending): both [g0+B, g0+B+d]
+    //          (S0 waited from F+2f+2d: bubble until g0+B, i.e. b+B+d, then PP d; S1 PP d).
+    const Time t1 = g0 + B + d;
+    //          S0 B0 [t1, t1+b], posts recv grad1; S1 F2 [t1, t1+F], sends act2 (S2 posted) and posts recv
+    //          grad1 (S2's grad1 pending): both [t1+F, t1+F+d] (S1 PP d; S2 waited from g0+f+b: bubble until
+    //          t1+F, i.e. B+F+d-f-b, then PP d).
+    const Time t2 = t1 + F + d;
+    //          S1 B1 [t2, t2+B]; S2 F2 B2 [t2, t2+f+b], sends grad2 (S1 not posted): waits for it.
+    // t2+B     S1 sends grad1 (S0 posted at t1+b) and posts recv grad2 (S2's pending): [t2+B, t2+B+d]
+    //          (S0: bubble t2+B - (t1+b), PP d; S2: bubble B-f-b, PP d, done at t2+B+d; S1 PP d).
+    const Time t3 = t2 + B + d;
+    //          S0 B1 [t3, t3+b], posts recv grad2; S1 B2 [t3, t3+B], sends grad2 [t3+B, t3+B+d]
+    //          (S0: bubble B-b, PP d; S1: PP d, done at t3+B+d).
+    const Time t4 = t3 + B + d;
+    //          S0 B2 [t4, t4+b]: the step ends.
+    const Time step = t4 + b;  // 2f + 2b + 2F + 3B + 7d: stage 1's passes, one wait f+b-F, S0's F0 and B2
+    CHECK(step == f + f + b + b + F + F + B + B + B + d + d + d + d + d + d + d);
+    check_slices(compute_slices(r, 1), {{"F", f + d, F + f + d},
+                                        {"F", F + f + d + d, F + F + f + d + d},
+                                        {"B", g0, g0 + B},
+                                        {"F", t1, t1 + F},
+                                        {"B", t2, t2 + B},
+                                        {"B", t3, t3 + B}});
+    check_slices(compute_slices(r, 0), {{"F", Time{}, f},
+                                        {"F", f + d, f + f + d},
+                                        {"F", F + f + d + d, F + f + f + d + d},
+                                        {"B", t1, t1 + b},
+                                        {"B", t3, t3 + b},
+                                        {"B", t4, t4 + b}});
+    check_slices(compute_slices(r, 2), {{"F", F + f + d + d, F + f + f + d + d},
+                                        {"B", F + f + f + d + d, F + f + f + b + d + d},
+                                        {"F", g0, g0 + f},
+                                        {"B", g0 + f, g0 + f + b},
+                                        {"F", t2, t2 + f},
+                                        {"B", t2 + f, t2 + f + b}});
+    CHECK(r.step_time_s == step.to_seconds());
+    // Bubbles, from the waits above (each wait ends with PP d, the transfer):
+    //   S0: 0 (act0) + (F - f) (act1) + (b + B + d) (grad0) + (t2 + B - t1 - b) (grad1) + (B - b) (grad2)
+    //   S1: f (fill) + (f + b - F) (grad0) + 0 four times + b (drain: step - (t3 + B + d))
+    //   S2: (F + f + d) (act0) + 0 + (B + F + d - f - b) (act2) + (B - f - b) (grad2) + drain step - (t2 + B
+    //   + d)
+    const Time s0_bubble = (F - f) + (b + B + d) + (t2 + B - t1 - b) + (B - b);
+    const Time s2_bubble = (F + f + d) + (B + F + d - f - b) + (B - f - b) + (step - (t2 + B + d));
+    check_accounts(r.ranks[0], {f + f + f + b + b + b, s0_bubble, d + d + d + d + d, step});
+    check_accounts(r.ranks[1],
+                   {F + F + F + B + B + B, f + (f + b - F) + b, d + d + d + d + d + d + d, t3 + B + d});
+    check_accounts(r.ranks[2], {f + f + f + b + b + b, s2_bubble, d + d + d + d, t2 + B + d});
+    // The slow stage is the bottleneck: every stage's accounts sum to the step.
+    for (int s = 0; s < 3; ++s) {
+        const RankTimes& t = r.ranks[static_cast<std::size_t>(s)];
+        CHECK(std::abs(t.compute_s + t.bubble_s + t.pp_exposed_s - step.to_seconds()) <= 1e-12);
+    }
+}
+
+TEST_CASE("executor timeline: PP 4, 1F1B, 4 micro-batches, the last stage slow, by hand") {
+    const Cluster c(small_topology(1, 4, 4));
+    const Time f = Time::seconds(kForwardS), b = Time::seconds(kBackwardS), d = pipeline_d(c);
+    const Time F = f + f, B = b + b;  // stage 3's passes (factor 2)
+    // Schedules: S0 F0 F1 F2 F3 B0 B1 B2 B3; S1 F0 F1 F2 B0 F3 B1 B2 B3; S2 F0 F1 B0 F2 B1 F3 B2 B3;
+    // S3 F0 B0 F1 B1 F2 B2 F3 B3.
+    const Program p = pipeline_program(Schedule::one_f_one_b, 4, 4);
+    const ExecutionResult r = run_slow_stage(c, pipeline_layout(Schedule::one_f_one_b, 4, 4), p, 3, 2.0);
+    // Fill: act0 reaches stage k at k(f+d); each of stages 0-2 then runs its warm-up forwards back to back
+    // with their sends (each waited for: d), the receiver posting as it finishes its previous forward:
+    // S0 F_i [i(f+d), i(f+d)+f] (i < 4); S1 F_i [(i+1)(f+d), ..]; S2 F_i [(i+2)(f+d), ..] (i < 2 and 1: its
+    // warm-up is one forward, the second is its first steady-state one).
+    // a0 := 3(f+d): S3 receives act0 and runs F0 B0 [a0, a0+F+B]. Meanwhile S0 (after F3 at 4f+3d), S1
+    // (after F2 at 4f+3d) and S2 (after F1 at 4f+3d) each send (not posted yet) and post recv grad0: wait.
+    const Time a0 = f + d + f + d + f + d;
+    // a0+F+B   S3 sends grad0 (S2 posted) and posts recv act1 (S2's pending): [a0+F+B, a0+F+B+d].
+    const Time u0 = a0 + F + B + d;  // S3's pass i starts at u0 + (i-1)(F+B+d) for i >= 1
+    // u0       S2 B0 [u0, u0+b], sends grad0 (S1 posted) and posts recv act2 (S1's pending): [.., u0+b+d].
+    //          S3 F1 B1 [u0, u0+F+B].
+    // u0+b+d   S1 B0 [.., u0+2b+d], sends grad0 (S0 posted) and posts recv act3 (S0's pending): arrive
+    //          u0+2b+2d. S2 F2 [.., u0+b+f+d], sends act2 (S3 busy until u0+F+B) and posts recv grad1.
+    // u0+2b+2d S0 B0 [.., u0+3b+2d], posts recv grad1. S1 F3 [.., u0+2b+f+2d], sends act3 (S2 waits at its
+    //          recv grad1, not posted) and posts recv grad1.
+    const Time u1 = u0 + F + B + d;
+    // u0+F+B   S3 sends grad1 and posts recv act2: [.., u1]. S2 B1 [u1, u1+b], sends grad1 (S1 posted) and
+    //          posts recv act3 (S1's pending): [.., u1+b+d]. S3 F2 B2 [u1, u1+F+B].
+    // u1+b+d   S1 B1 [.., u1+2b+d], sends grad1 (S0 posted) and posts recv grad2 (not sent): grad1 reaches
+    //          S0 at u1+2b+2d: S0 B1 [.., u1+3b+2d], posts recv grad2. S2 F3 [.., u1+b+f+d], sends act3 (S3
+    //          busy) and posts recv grad2.
+    const Time u2 = u1 + F + B + d;
+    // u1+F+B   S3 sends grad2, posts recv act3: [.., u2]. Then as for grad1, one stage later each: S2 B2
+    //          [u2, u2+b] (and posts recv grad3), S1 B2 [u2+b+d, u2+2b+d], S0 B2 [u2+2b+2d, u2+3b+2d].
+    //          S3 F3 B3 [u2, u2+F+B].
+    const Time u3 = u2 + F + B;  // S3's last backward ends; its grad3 arrives at u3 + d (S3 done)
+    // u3       grad3 to S2 [u3, u3+d]; S2 B3 [u3+d, u3+b+d], grad3 to S1 (done at u3+b+2d); S1 B3
+    //          [u3+b+2d, u3+2b+2d], grad3 to S0 (done at u3+2b+3d); S0 B3 [u3+2b+3d, u3+3b+3d].
+    const Time step = u3 + b + b + b + d + d + d;  // 3f + 3b + 4F + 4B + 9d
+    CHECK(step == f + f + f + b + b + b + F + F + F + F + B + B + B + B + d + d + d + d + d + d + d + d + d);
+    check_slices(compute_slices(r, 3), {{"F", a0, a0 + F},
+                                        {"B", a0 + F, a0 + F + B},
+                                        {"F", u0, u0 + F},
+                                        {"B", u0 + F, u0 + F + B},
+                                        {"F", u1, u1 + F},
+                                        {"B", u1 + F, u1 + F + B},
+                                        {"F", u2, u2 + F},
+                                        {"B", u2 + F, u2 + F + B}});
+    const Time fd = f + d;
+    check_slices(compute_slices(r, 2), {{"F", fd + fd, fd + fd + f},
+                                        {"F", fd + fd + fd, fd + fd + fd + f},
+                                        {"B", u0, u0 + b},
+                                        {"F", u0 + b + d, u0 + b + d + f},
+                                        {"B", u1, u1 + b},
+                                        {"F", u1 + b + d, u1 + b + d + f},
+                                        {"B", u2, u2 + b},
+                                        {"B", u3 + d, u3 + d + b}});
+    check_slices(compute_slices(r, 0), {{"F", Time{}, f},
+                                        {"F", fd, fd + f},
+                                        {"F", fd + fd, fd + fd + f},
+                                        {"F", fd + fd + fd, fd + fd + fd + f},
+                                        {"B", u0 + b + b + d + d, u0 + b + b + b + d + d},
+                                        {"B", u1 + b + b + d + d, u1 + b + b + b + d + d},
+                                        {"B", u2 + b + b + d + d, u2 + b + b + b + d + d},
+                                        {"B", u3 + b + b + d + d + d, step}});
+    CHECK(r.step_time_s == step.to_seconds());
+    // Accounts: PP exposed is one d per transfer the stage waited for (S0: its 3 warm-up sends, then the 4
+    // gradients; S1 and S2: 9 each; S3: its 4 exchanges and its last send); the rest of each wait is bubble.
+    // By hand with f = 1, b = 2, F = 2, B = 4 (ms): step 33 + 9d; bubbles S0 21 + 2d (9 + 2d waiting for
+    // grad0, then 4 for each other gradient), S1 21, S2 21, S3 9 + 4d (3 + 2d fill, 6 + 2d drain). Here
+    // written as step - compute - PP, which the checks against the executor's split confirm.
+    // S3 finishes at u3 + d, S2 at u3+b+2d, S1 at u3+2b+3d.
+    const Time c4 = f + f + f + f + b + b + b + b;
+    const Time pp0 = d + d + d + d + d + d + d, pp3 = d + d + d + d + d;
+    const Time pp12 = pp0 + d + d;
+    check_accounts(r.ranks[0], {c4, step - c4 - pp0, pp0, step});
+    check_accounts(r.ranks[1], {c4, step - c4 - pp12, pp12, u3 + b + b + d + d + d});
+    check_accounts(r.ranks[2], {c4, step - c4 - pp12, pp12, u3 + b + d + d});
+    const Time c3 = F + F + F + F + B + B + B + B;
+    check_accounts(r.ranks[3], {c3, step - c3 - pp3, pp3, u3 + d});
 }
 
 TEST_CASE("executor timeline: one DP all-reduce between two GPUs, by hand") {

@@ -56,6 +56,34 @@ void check_same(const ExecutionResult& a, const ExecutionResult& b) {
     }
 }
 
+/// The two results are the same, bit for bit: step time, every rank's accounts, the waiting each GPU caused
+/// and the bytes on every link.
+void check_identical(const ExecutionResult& a, const ExecutionResult& b) {
+    REQUIRE(a.ranks.size() == b.ranks.size());
+    CHECK(a.step_time_s == b.step_time_s);
+    CHECK(a.flows == b.flows);
+    for (std::size_t i = 0; i < a.ranks.size(); ++i) {
+        CAPTURE(i);
+        const RankTimes &x = a.ranks[i], &y = b.ranks[i];
+        CHECK(x.compute_s == y.compute_s);
+        CHECK(x.compute_by_phase_s == y.compute_by_phase_s);
+        CHECK(x.tp_exposed_s == y.tp_exposed_s);
+        CHECK(x.tp_wait_s == y.tp_wait_s);
+        CHECK(x.pp_exposed_s == y.pp_exposed_s);
+        CHECK(x.bubble_s == y.bubble_s);
+        CHECK(x.dp_exposed_s == y.dp_exposed_s);
+        CHECK(x.dp_wait_s == y.dp_wait_s);
+        CHECK(x.idle_s == y.idle_s);
+        CHECK(x.finish_s == y.finish_s);
+    }
+    REQUIRE(a.caused_wait_s.size() == b.caused_wait_s.size());
+    for (std::size_t g = 0; g < a.caused_wait_s.size(); ++g)
+        CHECK(a.caused_wait_s[g] == b.caused_wait_s[g]);
+    REQUIRE(a.link_bytes.size() == b.link_bytes.size());
+    for (std::size_t k = 0; k < a.link_bytes.size(); ++k)
+        CHECK(a.link_bytes[k] == b.link_bytes[k]);
+}
+
 ExecutionResult run_with(const TopologySpec& t, const ModelSpec& m, const Layout& l,
                          const SimulationOptions& o, const ExecutionOptions& ex,
                          const ClusterOptions& co = {}) {
@@ -256,14 +284,16 @@ TEST_CASE(
     check_same(non, run_with(topo, m, l, nic, kAllOff));
 }
 
-TEST_CASE("what-if: running ahead declines with the folding, and stays exact under a symmetric slowdown") {
-    // TP 8 fills the node: private TP links and running ahead apply.
+TEST_CASE("what-if: running ahead stays exact folded (symmetric slowdown) and unfolded (one slow member)") {
+    // TP 8 fills the node: private TP links and running ahead apply. One slow GPU: folding declines and
+    // each TP group runs ahead unfolded, together (the same times to the picosecond).
     const TopologySpec topo = small_topology(2);
     const ModelSpec m = small_gpt(8, 1024, 16, 512);
     const Layout l = make_layout(8, 2, 1, 4);
     const ExecutionResult on = run_with(topo, m, l, straggle(3, 1.2), kAllOn);
-    CHECK_FALSE(on.ran_ahead);
-    check_same(on, run_with(topo, m, l, straggle(3, 1.2), kAllOff));
+    CHECK_FALSE(on.tp_folded);
+    CHECK(on.ran_ahead);
+    check_identical(on, run_with(topo, m, l, straggle(3, 1.2), kAllOff));
     // The whole of node 0 slow: every TP group is uniform, so folding and running ahead are taken, exactly.
     SimulationOptions node;
     for (int g = 0; g < 8; ++g)
@@ -273,6 +303,53 @@ TEST_CASE("what-if: running ahead declines with the folding, and stays exact und
     check_same(ahead, run_with(topo, m, l, node, {true, true, false}));
     check_same(ahead, run_with(topo, m, l, node, kAllOff));
     CHECK(ahead.step_time_s > run_with(topo, m, l, {}, kAllOn).step_time_s);
+}
+
+TEST_CASE("what-if: under jitter a TP group runs its local ops ahead together, exactly as event by event") {
+    // TP 8 fills each node (private TP links), PP 2 x DP 2 over 4 nodes with gradient-reduce overlap: the
+    // groups meet at P2P, DP and TP collectives. Jitter: folding declines; running ahead (per TP group) is
+    // taken and gives the event by event result bit for bit, attributed or not, with a straggler and a
+    // link perturbation besides.
+    const TopologySpec topo = small_topology(4);
+    const ModelSpec m = small_gpt(8, 1024, 16, 512);
+    Layout l = make_layout(8, 2, 2, 8);
+    l.sequence_parallel = true;
+    l.distributed_optimizer = true;
+    l.overlap_grad_reduce = true;
+    SimulationOptions o;
+    o.perturbations.jitter = parse_jitter("lognormal,sigma=0.2");
+    o.seed = 11;
+    o.attribute = true;
+    const ExecutionResult ahead = run_with(topo, m, l, o, kAllOn);
+    CHECK_FALSE(ahead.tp_folded);
+    CHECK(ahead.ran_ahead);
+    const ExecutionResult event = run_with(topo, m, l, o, kAllOff);
+    CHECK_FALSE(event.ran_ahead);
+    check_identical(ahead, event);
+    CHECK(ahead.events < event.events / 2);
+    CHECK(ahead.step_time_s > run_with(topo, m, l, {}, kAllOn).step_time_s);
+    // Members of a TP group waited for each other: some TP wait, and it differs between them.
+    CHECK(ahead.ranks[0].tp_wait_s > 0);
+    CHECK(ahead.ranks[0].tp_wait_s != ahead.ranks[1].tp_wait_s);
+    SimulationOptions more = o;
+    more.perturbations.stragglers.push_back(parse_straggler("gpu=9,slowdown=1.3"));
+    more.perturbations.links.push_back(parse_link("node2.nic1,bandwidth=0.5"));
+    more.perturbations.links.push_back(parse_link("gpu20.nvlink,bandwidth=0.7"));
+    const ExecutionResult ahead2 = run_with(topo, m, l, more, kAllOn);
+    CHECK(ahead2.ran_ahead);
+    check_identical(ahead2, run_with(topo, m, l, more, kAllOff));
+    // Traced GPUs keep the event by event path for their group; the others still run ahead.
+    SimulationOptions traced = o;
+    traced.trace = TraceRanks::stage_leaders;
+    const ExecutionResult tr = run_with(topo, m, l, traced, kAllOn);
+    CHECK(tr.ran_ahead);
+    check_identical(tr, event);
+    // Attribution off: the same times.
+    SimulationOptions plain = o;
+    plain.attribute = false;
+    const ExecutionResult p1 = run_with(topo, m, l, plain, kAllOn), p0 = run_with(topo, m, l, plain, kAllOff);
+    CHECK(p1.step_time_s == p0.step_time_s);
+    CHECK(p1.step_time_s == event.step_time_s);
 }
 
 TEST_CASE("what-if: spine bundles are left out of routes only while they cannot bind") {
