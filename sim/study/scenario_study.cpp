@@ -118,7 +118,10 @@ ScenarioStudy study_scenario(const TopologySpec& topology, const ModelSpec& mode
                 SimulationOptions o = options;
                 o.seed = options.seed + k;
                 o.attribute = true;
-                if (k > 0) o.trace = TraceRanks::none;
+                if (k > 0) {  // the timeline (trace, memory times) is seed 0's
+                    o.memory_timeline = false;
+                    o.observers.clear();
+                }
                 SimulationResult r = simulate(cluster, model, layout, program, workload_name, o);
                 runs[k].seed = o.seed;
                 runs[k].step_time_s = r.execution.step_time_s;

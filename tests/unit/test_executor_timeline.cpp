@@ -95,16 +95,21 @@ Program pipeline_program(Schedule schedule, int m) {
     return p;
 }
 
+/// An execution with every slice recorded.
+struct Recorded : ExecutionResult {
+    std::vector<RecordedSlice> slices;
+};
+
 struct Slice {
     std::string name;
     Time start, end;
 };
 
 /// Rank `rank`'s compute slices (track 0), in order.
-std::vector<Slice> compute_slices(const ExecutionResult& r, int rank) {
+std::vector<Slice> compute_slices(const Recorded& r, int rank) {
     std::vector<Slice> out;
-    for (const TraceSlice& s : r.trace)
-        if (s.rank == rank && s.track == 0) out.push_back({s.name, s.start, s.start + s.duration});
+    for (const RecordedSlice& s : r.slices)
+        if (s.rank == rank && s.track == Track::compute) out.push_back({s.name, s.start, s.end});
     return out;
 }
 
@@ -133,8 +138,12 @@ void check_accounts(const RankTimes& t, const Accounts& a) {
     CHECK(t.idle_s == 0);  // pp > 1: the drain is bubble
 }
 
-ExecutionResult run(const Cluster& c, const Layout& l, const Program& p) {
-    return execute(c, l, p, std::vector<bool>(2, true));
+Recorded run(const Cluster& c, const Layout& l, const Program& p) {
+    SliceRecorder rec;
+    Recorded r;
+    static_cast<ExecutionResult&>(r) = execute(c, l, p, {&rec});
+    r.slices = std::move(rec.slices);
+    return r;
 }
 
 /// d, the time of one P2P message alone on its route, by the alpha-beta formula from the cluster's graph.
@@ -153,7 +162,7 @@ Time measured_p2p(const Cluster& c) {
     p.stages.resize(2);
     p.stages[0].ops.push_back(p2p_op(OpKind::send, +1, 1, 0));
     p.stages[1].ops.push_back(p2p_op(OpKind::recv, +1, 1, 0));
-    const ExecutionResult r = run(c, pipeline_layout(Schedule::one_f_one_b, 1), p);
+    const Recorded r = run(c, pipeline_layout(Schedule::one_f_one_b, 1), p);
     return Time::seconds(r.step_time_s);
 }
 
@@ -172,7 +181,7 @@ TEST_CASE("executor timeline: PP 2, 1F1B, 2 micro-batches, by hand") {
     const Time f = Time::seconds(kForwardS), b = Time::seconds(kBackwardS), d = measured_p2p(c);
     // Stage 0 runs F0 F1 B0 B1, stage 1 F0 B0 F1 B1 (warm-up pp - rank - 1 forwards).
     const Program p = pipeline_program(Schedule::one_f_one_b, 2);
-    const ExecutionResult r = run(c, pipeline_layout(Schedule::one_f_one_b, 2), p);
+    const Recorded r = run(c, pipeline_layout(Schedule::one_f_one_b, 2), p);
     // 0      S0 F0 [0, f]; S1 posts recv act0 and waits.
     // f      S0 sends act0 (posted: starts now) and waits for it before F1.
     // f+d    act0 arrives: S0 F1 [f+d, 2f+d] (wait d: PP exposed); S1 F0 B0 [f+d, 2f+b+d] (bubble f, PP d).
@@ -201,7 +210,7 @@ TEST_CASE("executor timeline: PP 2, 1F1B, 3 micro-batches, by hand") {
     const Time f = Time::seconds(kForwardS), b = Time::seconds(kBackwardS), d = measured_p2p(c);
     // Stage 0: F0 F1 B0 F2 B1 B2; stage 1: F0 B0 F1 B1 F2 B2.
     const Program p = pipeline_program(Schedule::one_f_one_b, 3);
-    const ExecutionResult r = run(c, pipeline_layout(Schedule::one_f_one_b, 3), p);
+    const Recorded r = run(c, pipeline_layout(Schedule::one_f_one_b, 3), p);
     // Up to 2f+b+2d as with 2 micro-batches. Then S0 runs B0 F2 [2f+b+2d, 3f+2b+2d] while S1 runs F1 B1
     // [2f+b+2d, 3f+2b+2d]: both reach their P2P at 3f+2b+2d, S0 sends act2 and posts recv grad1, S1 sends
     // grad1 and posts recv act2; both arrive at 3f+2b+3d (PP d each, no bubble).
@@ -235,7 +244,7 @@ TEST_CASE("executor timeline: PP 2, GPipe, 2 micro-batches, by hand") {
     const Time f = Time::seconds(kForwardS), b = Time::seconds(kBackwardS), d = measured_p2p(c);
     // Both stages: F0 F1 B0 B1.
     const Program p = pipeline_program(Schedule::gpipe, 2);
-    const ExecutionResult r = run(c, pipeline_layout(Schedule::gpipe, 2), p);
+    const Recorded r = run(c, pipeline_layout(Schedule::gpipe, 2), p);
     // f+d    act0 arrives: S0 F1 [f+d, 2f+d]; S1 F0 [f+d, 2f+d] (bubble f, PP d).
     // 2f+d   S0 sends act1 and posts recv grad0; S1 posts recv act1: act1 runs [2f+d, 2f+2d].
     // 2f+2d  S1 F1 B0 [2f+2d, 3f+b+2d] (PP d), sends grad0 and waits for it before B1: arrives 3f+b+3d.
@@ -261,7 +270,7 @@ TEST_CASE("executor timeline: PP 2, GPipe, 3 micro-batches, by hand") {
     const Time f = Time::seconds(kForwardS), b = Time::seconds(kBackwardS), d = measured_p2p(c);
     // Both stages: F0 F1 F2 B0 B1 B2.
     const Program p = pipeline_program(Schedule::gpipe, 3);
-    const ExecutionResult r = run(c, pipeline_layout(Schedule::gpipe, 3), p);
+    const Recorded r = run(c, pipeline_layout(Schedule::gpipe, 3), p);
     // Forwards: S0 F_i at [i(f+d), i(f+d)+f] (each send waited for before the next forward: PP d);
     // S1 F_i at [i(f+d)+f+d, (i+1)(f+d)+f] (bubble f, then PP d per recv). S0 then posts recv grad0 at
     // 3f+2d; S1 runs F2 B0 [3f+3d, 4f+b+3d], sends grad0 (arrives 4f+b+4d) and waits for it before B1.
@@ -315,7 +324,7 @@ TEST_CASE("executor timeline: one DP all-reduce between two GPUs, by hand") {
     wait.dp_target = 1;
     ops.push_back(wait);
     ops.push_back(compute_op(2, Phase::optimizer, 0));
-    const ExecutionResult r = execute(c, l, p, std::vector<bool>(2, true));
+    const Recorded r = run(c, l, p);
     // Ring all-reduce over n = 2 (collectives.hpp): T = launch + 2(n-1)·alpha + 2(n-1)/n · S / B with
     // alpha = route latency + NCCL's per-step latency, B the bottleneck of the ring's links (edges 0->1 and
     // 1->0 use distinct links). At 1 GB NCCL's tuner picks the Simple protocol (full bandwidth).
@@ -347,6 +356,7 @@ TEST_CASE("executor timeline: one DP all-reduce between two GPUs, by hand") {
     }
     CHECK(std::abs(r.step_time_s - (fb + all_reduce + kOptimizerS)) <= 2e-12);
     // The DP stream's slice is the collective itself.
-    for (const TraceSlice& s : r.trace)
-        if (s.track == 2) CHECK(std::abs(s.duration.to_seconds() - all_reduce) <= 2e-12);
+    for (const RecordedSlice& s : r.slices)
+        if (s.track == Track::dp_stream)
+            CHECK(std::abs((s.end - s.start).to_seconds() - all_reduce) <= 2e-12);
 }
