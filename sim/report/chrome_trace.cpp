@@ -3,6 +3,7 @@
 // Trace Event Format: "X" complete events with ts and dur in microseconds, "M" metadata events), as
 // Perfetto's JSON importer reads it.
 #include <algorithm>
+#include <charconv>
 
 #include <fmt/format.h>
 
@@ -14,6 +15,11 @@ namespace {
 
 /// Appends `s` as the inside of a JSON string.
 void append_escaped(std::string& out, std::string_view s) {
+    if (std::none_of(s.begin(), s.end(),
+                     [](char c) { return c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20; })) {
+        out.append(s);
+        return;
+    }
     for (const char c : s) {
         switch (c) {
             case '"':
@@ -43,9 +49,19 @@ std::int64_t floor_ns(Time t) {
     return ps >= 0 ? ps / 1000 : -((-ps + 999) / 1000);
 }
 
-/// Appends nanoseconds as microseconds with three decimals ("12.345").
+void append_int(std::string& out, std::int64_t v) {
+    char digits[24];
+    const auto r = std::to_chars(digits, digits + sizeof digits, v);
+    out.append(digits, r.ptr);
+}
+
+/// Appends nanoseconds (>= 0) as microseconds with three decimals ("12.345").
 void append_us(std::string& out, std::int64_t ns) {
-    fmt::format_to(std::back_inserter(out), "{}.{:03}", ns / 1000, ns % 1000);
+    append_int(out, ns / 1000);
+    const auto frac = static_cast<int>(ns % 1000);
+    const char d[4] = {'.', static_cast<char>('0' + frac / 100), static_cast<char>('0' + frac / 10 % 10),
+                       static_cast<char>('0' + frac % 10)};
+    out.append(d, 4);
 }
 
 /// The bytes of a slice's event beside its name: {"ph":"X","name":"","pid":N,"tid":T,"ts":...,"dur":...},
@@ -119,7 +135,7 @@ void ChromeTraceWriter::slice_end(const TimelineSlice& s) {
     }
     RankState& st = states_[static_cast<std::size_t>(slot)];
     if (!st.opened) open_rank(s.rank, st);
-    const std::int64_t ts = floor_ns(s.start), end = floor_ns(s.end);
+    const std::int64_t ts = std::max<std::int64_t>(0, floor_ns(s.start)), end = std::max(ts, floor_ns(s.end));
     // The first lane of the track where the slice starts after everything written there.
     const int track = static_cast<int>(s.track);
     auto& lanes = st.lane_end_ns[track];
@@ -136,8 +152,11 @@ void ChromeTraceWriter::slice_end(const TimelineSlice& s) {
     event_prefix();
     buf_ += "{\"ph\":\"X\",\"name\":\"";
     append_escaped(buf_, s.name);
-    fmt::format_to(std::back_inserter(buf_), "\",\"pid\":{},\"tid\":{},\"ts\":", s.rank,
-                   track + kTracks * static_cast<int>(lane));
+    buf_ += "\",\"pid\":";
+    append_int(buf_, s.rank);
+    buf_ += ",\"tid\":";
+    append_int(buf_, track + kTracks * static_cast<int>(lane));
+    buf_ += ",\"ts\":";
     append_us(buf_, ts);
     buf_ += ",\"dur\":";
     append_us(buf_, end - ts);

@@ -53,8 +53,9 @@ TraceSelection parse_trace_window(const std::string& text, TraceSelection sel) {
 }
 
 /// Prints an estimate of the trace's size to stderr when it would pass 100 MB (from the program of the run:
-/// estimate_trace). A layout the program cannot be built for prints nothing (the simulation reports it).
-void warn_trace_size(const Inputs& in, const TraceSelection& sel, bool windowed) {
+/// estimate_trace, the whole iteration; not with --trace-window, whose share of the iteration is not known
+/// before the run). A layout the program cannot be built for prints nothing (the simulation reports it).
+void warn_trace_size(const Inputs& in, const TraceSelection& sel) {
     constexpr double kWarnBytes = 100e6;
     TraceEstimate e;
     try {
@@ -65,11 +66,9 @@ void warn_trace_size(const Inputs& in, const TraceSelection& sel, bool windowed)
     }
     if (e.bytes <= kWarnBytes) return;
     std::cerr << fmt::format(
-        "trainsim: the trace will be about {:.0f} MB ({:.1f} M events of {} GPUs{}); --trace-ranks stages{} "
-        "writes less\n",
-        e.bytes / 1e6, static_cast<double>(e.events) / 1e6, e.gpus,
-        windowed ? ", the whole iteration: the window writes less" : "",
-        windowed ? "" : " or --trace-window");
+        "trainsim: the trace will be about {:.0f} MB ({:.1f} M events of {} GPUs); --trace-ranks stages or "
+        "--trace-window writes less\n",
+        e.bytes / 1e6, static_cast<double>(e.events) / 1e6, e.gpus);
 }
 
 }  // namespace
@@ -90,7 +89,7 @@ int run_command(const std::vector<std::string>& args) {
         "trace", po::value(&trace_file),
         "write a Chrome trace / Perfetto JSON timeline (times in microseconds) to FILE, streamed as the "
         "simulation runs; tracks per GPU: compute, TP stream, DP stream, P2P sends, waits (bubble, exposed "
-        "communication). A warning on stderr gives its size when above 100 MB")(
+        "communication). Without --trace-window, its estimated size is printed on stderr when above 100 MB")(
         "trace-ranks", po::value(&trace_ranks),
         "which GPUs the trace holds: first-replica (DP rank 0: every TP, CP and PP rank; default: about 310 "
         "MB "
@@ -138,7 +137,7 @@ int run_command(const std::vector<std::string>& args) {
     std::unique_ptr<OutputFile> trace_out;
     std::unique_ptr<ChromeTraceWriter> trace_writer;
     if (tracing) {
-        warn_trace_size(in, sel, vm.count("trace-window") > 0);
+        if (!vm.count("trace-window")) warn_trace_size(in, sel);
         trace_out = std::make_unique<OutputFile>(trace_file);
         trace_writer = std::make_unique<ChromeTraceWriter>(
             in.layout, sel, [out = trace_out.get()](std::string_view piece) { out->write(piece); });
