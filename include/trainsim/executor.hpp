@@ -22,6 +22,7 @@
 #include "trainsim/cluster.hpp"
 #include "trainsim/collectives.hpp"
 #include "trainsim/engine.hpp"
+#include "trainsim/executor_observer.hpp"
 #include "trainsim/layout.hpp"
 #include "trainsim/perturbation.hpp"
 #include "trainsim/program.hpp"
@@ -45,19 +46,9 @@ struct RankTimes {
     double dp_wait_s = 0;     ///< part of dp_exposed_s
 };
 
-/// One slice of the timeline, for the Chrome trace.
-struct TraceSlice {
-    int rank = 0;
-    int track = 0;  ///< 0 compute, 1 TP stream, 2 DP stream, 3 P2P sends
-    std::string name;
-    Time start;
-    Time duration;
-};
-
 struct ExecutionResult {
     double step_time_s = 0;
-    std::vector<RankTimes> ranks;   ///< [global rank]
-    std::vector<TraceSlice> trace;  ///< only for traced ranks, in execution order
+    std::vector<RankTimes> ranks;  ///< [global rank]
     std::uint64_t events = 0;
     std::uint64_t flows = 0;
     bool tp_folded = false;  ///< ExecutionOptions::fold_tp_groups was taken
@@ -97,12 +88,13 @@ struct ExecutionOptions {
     /// With TP folding and private TP links, a unit's compute and TP collectives between two ops that involve
     /// other units (P2P, DP, CP, tied embeddings) depend on nothing else: run them ahead in one go (the same
     /// time arithmetic, in the same order) and schedule one event where the unit meets the others, instead of
-    /// one per compute run and per TP collective. Not for traced ranks (their slices are recorded as before).
+    /// one per compute run and per TP collective. Not for observed ranks (ExecutorObserver: their slices are
+    /// reported one by one).
     /// Where folding declines (the members of a TP group run differently: jitter, a straggler, a link
     /// perturbation), a TP group with private TP links runs such a run of local ops ahead together once all
     /// its members have reached it: each member's compute on its own clock (its own jitter draws), each TP
     /// collective starting at its members' latest arrival, each member's wait for it split into the wait for
-    /// the last member (tp_wait_s) and the transfer, as event by event. Not for a group with a traced GPU,
+    /// the last member (tp_wait_s) and the transfer, as event by event. Not for a group with an observed GPU,
     /// nor for a run that may start with a collective still on the TP stream (a CP or tied-embedding
     /// collective not yet waited for) or that leaves one there. Same times, accounts and waiting caused, bit
     /// for bit (exact ties of event times aside, which jitter makes unlikely); tests check on == off.
@@ -118,10 +110,12 @@ struct ExecutionOptions {
     // replica would change the result (docs/performance.md, "Folding identical DP replicas").
 };
 
-/// Simulates one iteration. `traced[r]` selects the ranks whose slices are recorded (may be empty: none).
-/// Throws InternalError if some rank cannot finish (a deadlock in the program).
+/// Simulates one iteration. Every slice of the timeline of a rank that an observer observes is reported to
+/// it as the simulation runs (include/trainsim/executor_observer.hpp; `observers` may be empty, at most 32).
+/// Throws InternalError if some rank cannot finish (a deadlock in the program), or with more than 32
+/// observers; what an observer throws propagates.
 ExecutionResult execute(const Cluster& cluster, const Layout& layout, const Program& program,
-                        const std::vector<bool>& traced, const ExecutionOptions& options = {},
+                        const std::vector<ExecutorObserver*>& observers, const ExecutionOptions& options = {},
                         const ExecutionScenario& scenario = {});
 
 /// Rank coordinates in Megatron-LM's default order `tp-cp-ep-dp-pp` (megatron/core/parallel_state.py): tp

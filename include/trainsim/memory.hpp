@@ -157,12 +157,26 @@ struct MemoryReport {
 /// This is what `trainsim validate` compares with a run's measured peak_memory_GiB.
 double reported_peak_bytes(const MemoryReport& r, Framework f);
 
-/// End times (s) of each stage's compute ops, in op order, from a simulation that traced one GPU per stage
-/// (TraceRanks::stage_leaders). Empty inner vectors where a stage was not traced.
-std::vector<std::vector<double>> compute_end_times(const ExecutionResult& r, const Layout& l);
+/// The memory walk's timing (issue 12: from the executor's observer interface, never from trace slices): an
+/// executor observer (include/trainsim/executor_observer.hpp) of one GPU per pipeline stage, tp = cp = dp = 0
+/// (the stage leader; the stage's other GPUs run the same ops), that keeps the end time of each of its
+/// compute ops, in op order.
+class ComputeEndTimes : public ExecutorObserver {
+  public:
+    explicit ComputeEndTimes(const Layout& l);
+    bool observes(int rank) const override;
+    void slice_end(const TimelineSlice& s) override;
+    /// [stage] the end times (s) of the stage leader's compute ops, in op order; empty for a stage whose
+    /// leader ran nothing yet.
+    const std::vector<std::vector<double>>& seconds() const { return end_s_; }
+
+  private:
+    Layout layout_;
+    std::vector<std::vector<double>> end_s_;
+};
 
 /// Walks every stage's memory marks in the executed order. `compute_end_s` (optional, from
-/// compute_end_times) puts simulated times on the samples; `keep_timeline` keeps every sample. Throws
+/// ComputeEndTimes::seconds) puts simulated times on the samples; `keep_timeline` keeps every sample. Throws
 /// InternalError if activations do not return to zero after the last backward (a builder bug).
 MemoryReport simulate_memory(const ModelSpec& m, const Layout& l, const Program& p, const GpuSpec& gpu,
                              const std::vector<std::vector<double>>* compute_end_s = nullptr,

@@ -4,6 +4,7 @@
 // target (no fixed "PATH.tmp").
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -23,5 +24,32 @@ void check_output_path(const std::string& path);
 /// `path`), as are write failures (disk full: "PATH: writing failed (...)"); on any failure the temporary
 /// file is removed and the target is untouched.
 void write_output_file(const std::string& path, std::string_view text);
+
+/// An output file written in pieces (a trace streamed as the simulation runs), with write_output_file's
+/// guarantees: the constructor resolves `path` as write_output_file does and creates the unique temporary
+/// file beside the target (InputError naming `path` if it cannot); write() appends (InputError "PATH: writing
+/// failed (...)" on a failure, after which the temporary file is already removed); commit() gives it the
+/// target's permissions, fsyncs it and renames it over the target. Destroyed without commit() (an error on
+/// the way, an exception), the temporary file is removed and the target is untouched. Not copyable.
+class OutputFile {
+  public:
+    explicit OutputFile(const std::string& path);
+    ~OutputFile();
+    OutputFile(const OutputFile&) = delete;
+    OutputFile& operator=(const OutputFile&) = delete;
+    void write(std::string_view text);
+    void commit();
+    /// Bytes written so far.
+    std::uint64_t bytes() const { return bytes_; }
+
+  private:
+    void fail(int err, const char* what);
+    std::string path_;    ///< as the user named it (for messages)
+    std::string target_;  ///< the file replaced (symbolic links resolved)
+    std::string tmp_;     ///< the temporary file; empty once committed or removed
+    int fd_ = -1;
+    unsigned mode_ = 0;
+    std::uint64_t bytes_ = 0;
+};
 
 }  // namespace trainsim

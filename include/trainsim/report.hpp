@@ -14,13 +14,17 @@
 //   collectives.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "trainsim/cluster.hpp"
 #include "trainsim/executor.hpp"
+#include "trainsim/executor_observer.hpp"
 #include "trainsim/layout.hpp"
 #include "trainsim/measured.hpp"
 #include "trainsim/memory.hpp"
@@ -68,15 +72,89 @@ struct Report {
     std::vector<ProfileUse> profile_use;  ///< per kernel kind, with a profile
 };
 
-/// Builds the report of one simulated iteration, memory included (simulate_memory, with the simulated times
-/// of the traced stage leaders when `r` has them; `memory_timeline` keeps every memory sample).
+/// Builds the report of one simulated iteration, memory included (simulate_memory, with the stage leaders'
+/// compute end times `compute_end_s` when given (ComputeEndTimes::seconds, memory.hpp); `memory_timeline`
+/// keeps every memory sample).
 Report make_report(const Cluster& cluster, const ModelSpec& m, const Layout& l, const Program& p,
                    const ExecutionResult& r, const std::string& topology_name,
-                   const std::string& workload_name, bool memory_timeline = false);
+                   const std::string& workload_name,
+                   const std::vector<std::vector<double>>* compute_end_s = nullptr,
+                   bool memory_timeline = false);
 
 std::string format_text(const Report& r, const Measured* measured);
 nlohmann::json to_json(const Report& r, const Measured* measured);
-/// Chrome trace / Perfetto JSON: one process per GPU, threads for compute, TP, DP and P2P streams.
-nlohmann::json chrome_trace(const ExecutionResult& r, const Layout& l);
+// ---- The Chrome trace (trace-event JSON, read by Perfetto and chrome://tracing) ----
+
+/// Which GPUs a trace holds: the GPUs of DP replica 0 (every TP, CP and PP rank: the default), one GPU per
+/// pipeline stage (tp = cp = dp = 0; with TP folding the stage's other GPUs have the same timeline), or all.
+enum class TraceRanks { first_replica, stages, all };
+/// Whether `rank` is in the selection.
+bool trace_holds(TraceRanks ranks, const Layout& l, int rank);
+
+/// What a trace holds: its GPUs, and the slices that overlap [window_start, window_end] of simulated time
+/// (written whole, not clipped).
+struct TraceSelection {
+    TraceSelection() = default;
+    explicit TraceSelection(TraceRanks r, Time start = Time{}, Time end = Time::max())
+        : ranks(r), window_start(start), window_end(end) {}
+    TraceRanks ranks = TraceRanks::first_replica;
+    Time window_start;
+    Time window_end = Time::max();
+};
+
+/// Streams the trace as the executor reports slices (an ExecutorObserver): nothing of the timeline is kept
+/// but the last end time of each track of each GPU. Writes, through `sink`, in pieces of about
+/// `buffer_bytes`:
+///   {"displayTimeUnit":"ms","traceEvents":[ ...events... ]}
+/// Every event has ph, name, pid (the GPU's global rank), tid (the track, executor_observer.hpp's Track
+/// value) and ts; slices are complete events (ph "X") with dur, written when the slice ends, with ts and dur
+/// in microseconds to the nanosecond (times floored to the nanosecond, so slices that did not overlap do not
+/// overlap after rounding); metadata events (ph "M": process_name, thread_name, with ts 0) are written before
+/// a GPU's first slice. Events are in the executor's report order, not sorted by ts (the format does not
+/// require it). Per (pid, tid) slices never overlap partially: a P2P send that overlaps the previous one on
+/// its track (two sends in flight) goes to a second lane, tid = track + 5 x lane ("P2P sends (2)").
+/// finished() writes the closing bracket and flushes; a sink that throws fails the simulation.
+class ChromeTraceWriter : public ExecutorObserver {
+  public:
+    using Sink = std::function<void(std::string_view)>;
+    ChromeTraceWriter(const Layout& l, const TraceSelection& selection, Sink sink,
+                      std::size_t buffer_bytes = std::size_t{1} << 20);
+    bool observes(int rank) const override;
+    void slice_end(const TimelineSlice& s) override;
+    void finished(Time step_time) override;
+    std::uint64_t slices_written() const { return slices_; }
+
+  private:
+    struct RankState {
+        bool opened = false;
+        std::vector<std::int64_t> lane_end_ns[kTracks];  ///< [track][lane] end of its last slice (ns)
+    };
+    void open_rank(int rank, RankState& st);
+    void thread_name(int rank, int tid, std::string_view name);
+    void event_prefix();
+    void flush();
+
+    Layout layout_;
+    TraceSelection sel_;
+    Sink sink_;
+    std::size_t buffer_bytes_;
+    std::string buf_;
+    std::vector<int> slot_;  ///< [rank] index into states_, -1 before its first slice
+    std::vector<RankState> states_;
+    std::uint64_t slices_ = 0;
+    bool first_ = true;
+};
+
+/// The size of a trace, estimated before simulating from the program: per GPU the slices it reports (one per
+/// compute op, TP/CP/embedding collective launch, DP collective launch and P2P send, and one wait per TP,
+/// DP and P2P wait op), each at the bytes of its event (its name plus the fixed fields), times the GPUs
+/// the selection holds. For the whole iteration (a window writes less); waits that do not block are counted
+/// too, so it tends to be an upper bound.
+struct TraceEstimate {
+    std::uint64_t events = 0;
+    double bytes = 0;
+    int gpus = 0;
+};
+TraceEstimate estimate_trace(const Program& p, const Layout& l, TraceRanks ranks);
 
 }  // namespace trainsim

@@ -17,25 +17,27 @@
 
 namespace trainsim {
 
-/// Which ranks' timelines are kept: none; the GPUs of DP replica 0; one GPU per pipeline stage (tp = cp = dp
-/// = 0: what the memory timeline needs); or all.
-enum class TraceRanks { none, first_replica, stage_leaders, all };
-
 /// Everything about one simulation besides its inputs: the scenario seam (what the CLI builds).
 struct SimulationOptions {
-    TraceRanks trace = TraceRanks::none;  ///< the ranks whose timeline slices are kept
-    ExecutionOptions execution;           ///< the executor's symmetry shortcuts (all on by default)
-    ClusterOptions cluster;               ///< the cluster's route shortcuts (the topology overload only)
-    Perturbations perturbations;          ///< what-if perturbations (include/trainsim/perturbation.hpp)
-    std::uint64_t seed = kDefaultSeed;    ///< for the random draws of the perturbations
+    /// Time the memory walk from the executor (memory.hpp, ComputeEndTimes: the compute ends of one GPU per
+    /// stage) and keep every memory sample (MemoryReport's timelines).
+    bool memory_timeline = false;
+    /// Subscribers to the executor's timeline (executor_observer.hpp; not owned), e.g. the Chrome trace
+    /// writer (report.hpp, ChromeTraceWriter).
+    std::vector<ExecutorObserver*> observers;
+    ExecutionOptions execution;         ///< the executor's symmetry shortcuts (all on by default)
+    ClusterOptions cluster;             ///< the cluster's route shortcuts (the topology overload only)
+    Perturbations perturbations;        ///< what-if perturbations (include/trainsim/perturbation.hpp)
+    std::uint64_t seed = kDefaultSeed;  ///< for the random draws of the perturbations
     /// Fill ExecutionResult::caused_wait_s and link_bytes (the what-if attribution).
     bool attribute = false;
 };
 
-/// The default options with `trace` selected.
-inline SimulationOptions traced(TraceRanks trace) {
+/// The default options with the memory timeline (SimulationOptions::memory_timeline) and `observers`.
+inline SimulationOptions with_timeline(std::vector<ExecutorObserver*> observers = {}) {
     SimulationOptions o;
-    o.trace = trace;
+    o.memory_timeline = true;
+    o.observers = std::move(observers);
     return o;
 }
 

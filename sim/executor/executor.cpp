@@ -110,17 +110,18 @@ struct Unit {
     std::uint32_t cp_seq = 0;
     std::uint32_t emb_seq = 0;
     int dp_completed = 0;
+    bool observed = false;  ///< an observer observes one of its members (ExecutorObserver::observes)
     RankTimes times;
 };
 
 class Executor {
   public:
     Executor(const Cluster& cluster, const Layout& layout, const Program& program,
-             const std::vector<bool>& traced, const ExecutionOptions& options,
+             const std::vector<ExecutorObserver*>& observers, const ExecutionOptions& options,
              const ExecutionScenario& scenario)
         : layout_(layout),
           program_(program),
-          traced_(traced),
+          observers_(observers),
           scenario_(scenario),
           net_(sim_, link_capacities(cluster)),
           coll_(sim_, net_, cluster) {
@@ -134,12 +135,22 @@ class Executor {
         fold_ = options.fold_tp_groups && fold_symmetric(layout, scenario) ? layout.tp : 1;
         tp_private_ = options.private_tp_links && layout.tp > 1 && layout.tp == cluster.spec().gpus_per_node;
         const int n = layout.gpus() / fold_;
+        if (observers.size() > 32) throw InternalError("at most 32 executor observers");
+        if (!observers.empty()) {
+            observed_by_.assign(static_cast<std::size_t>(layout.gpus()), 0);
+            for (int r = 0; r < layout.gpus(); ++r)
+                for (std::size_t i = 0; i < observers.size(); ++i)
+                    if (observers[i]->observes(r)) observed_by_[static_cast<std::size_t>(r)] |= 1u << i;
+        }
         units_.resize(static_cast<std::size_t>(n));
         for (int u = 0; u < n; ++u) {
             auto& s = units_[static_cast<std::size_t>(u)];
             s.id = u;
-            for (int i = 0; i < fold_; ++i)
+            for (int i = 0; i < fold_; ++i) {
                 s.members.push_back(u * fold_ + i);
+                if (!observed_by_.empty() && observed_by_[static_cast<std::size_t>(u * fold_ + i)] != 0)
+                    s.observed = true;
+            }
             s.coord = coord_of(layout, s.members.front());
             s.program = &program.stages[static_cast<std::size_t>(s.coord.pp)];
         }
@@ -190,7 +201,7 @@ class Executor {
                 for (auto& s : units_) {
                     s.group_ahead = true;
                     for (int m : tp_group(s.coord))
-                        if (!traced_.empty() && traced_[static_cast<std::size_t>(m)]) s.group_ahead = false;
+                        if (!observed_by_.empty() && observed_by_[static_cast<std::size_t>(m)] != 0) s.group_ahead = false;
                     any = any || s.group_ahead;
                 }
                 bool starts = false;
@@ -221,8 +232,13 @@ class Executor {
             step = std::max(step, s.times.finish_s);
         }
         res.ranks.resize(static_cast<std::size_t>(layout_.gpus()));
+        const Time step_time = Time::seconds(step);
         for (auto& s : units_) {
             s.times.idle_s = step - s.times.finish_s;
+            // The wait after the unit's last op, as the accounts below charge it.
+            const Time finish = Time::seconds(s.times.finish_s);
+            if (s.observed && step_time > finish)
+                whole_slice(s, Track::waits, layout_.pp > 1 ? "bubble" : "idle", finish, step_time);
             // With a pipeline, the wait after a stage's last pass (the drain: later stages finish first) is
             // part of the pipeline bubble as Narayanan et al. 2021 count it: (p-1) passes of idle per stage
             // in all.
@@ -244,9 +260,8 @@ class Executor {
                         caused_[static_cast<std::size_t>(s.id)] / static_cast<double>(s.members.size());
             res.link_bytes = net_.link_bytes();
         }
-        std::stable_sort(trace_.begin(), trace_.end(),
-                         [](const TraceSlice& a, const TraceSlice& b) { return a.rank < b.rank; });
-        res.trace = std::move(trace_);
+        for (ExecutorObserver* o : observers_)
+            o->finished(step_time);
         res.events = sim_.events_executed();
         res.flows = net_.flows_started();
         return res;
@@ -277,18 +292,39 @@ class Executor {
         return secs;
     }
 
-    bool traced(const Unit& u) const {
-        if (traced_.empty()) return false;
-        for (int m : u.members)
-            if (traced_[static_cast<std::size_t>(m)]) return true;
-        return false;
-    }
+    // ---- Reporting slices to the observers (include/trainsim/executor_observer.hpp) ----
+    static bool traced(const Unit& u) { return u.observed; }
 
-    void add_slice(const Unit& u, int track, const std::string& name, Time start, Time end) {
-        if (!traced(u)) return;
-        for (int m : u.members)
-            if (traced_[static_cast<std::size_t>(m)])
-                trace_.push_back(TraceSlice{m, track, name, start, end - start});
+    /// Calls f(observer, rank) for every observer of every member of u.
+    template <class F>
+    void for_observers(const Unit& u, F&& f) {
+        for (int m : u.members) {
+            std::uint32_t mask = observed_by_[static_cast<std::size_t>(m)];
+            for (std::size_t i = 0; mask != 0; ++i, mask >>= 1)
+                if (mask & 1u) f(*observers_[i], m);
+        }
+    }
+    void begin_slice(const Unit& u, Track track, std::string_view name, Time start) {
+        if (!u.observed) return;
+        for_observers(u, [&](ExecutorObserver& o, int m) { o.slice_begin(m, track, name, start); });
+    }
+    void add_slice(const Unit& u, Track track, std::string_view name, Time start, Time end) {
+        if (!u.observed) return;
+        for_observers(u, [&](ExecutorObserver& o, int m) {
+            o.slice_end(TimelineSlice{m, track, name, start, end});
+        });
+    }
+    /// A slice reported whole (begin and end at once): a compute op, a wait.
+    void whole_slice(const Unit& u, Track track, std::string_view name, Time start, Time end) {
+        if (!u.observed) return;
+        for_observers(u, [&](ExecutorObserver& o, int m) {
+            o.slice_begin(m, track, name, start);
+            o.slice_end(TimelineSlice{m, track, name, start, end});
+        });
+    }
+    /// A wait of the main stream from `from` to now, charged to the account `name`; nothing when empty.
+    void wait_slice(const Unit& u, const char* name, Time from) {
+        if (u.observed && sim_.now() > from) whole_slice(u, Track::waits, name, from, sim_.now());
     }
 
     Unit& unit_of(int gpu) { return units_[static_cast<std::size_t>(gpu / fold_)]; }
@@ -606,7 +642,9 @@ class Executor {
                static_cast<std::uint64_t>(mb);
     }
 
-    void unblock(Unit& s, double& bucket) {
+    /// Ends a blocked wait, charged to `bucket` (the account named `name`: the waits track's slice).
+    void unblock(Unit& s, double& bucket, const char* name) {
+        wait_slice(s, name, s.block_start);
         bucket += (sim_.now() - s.block_start).to_seconds();
         s.block = Block::none;
         advance(s);
@@ -659,7 +697,7 @@ class Executor {
                         }
                         s.times.compute_s += secs;
                         s.times.compute_by_phase_s[static_cast<std::size_t>(c.phase)] += secs;
-                        if (tr) add_slice(s, 0, program_.segments[seg].name, t, end);
+                        if (tr) whole_slice(s, Track::compute, program_.segments[seg].name, t, end);
                         t = end;
                         ++s.pc;
                     }
@@ -748,6 +786,10 @@ class Executor {
             if (it != messages_.end()) started = std::max(started, it->second.started_at);
         }
         const Time from = std::min(now, std::max(s.block_start, started));
+        if (s.observed) {
+            if (from > s.block_start) whole_slice(s, Track::waits, "bubble", s.block_start, from);
+            wait_slice(s, "PP exposed", from);
+        }
         s.times.bubble_s += (from - s.block_start).to_seconds();
         if (attribute_ && s.waiting_recv) {
             auto it = messages_.find(s.waiting_key);
@@ -775,6 +817,10 @@ class Executor {
         if (msg.posted || layout_.vpp > 1) start_transfer(key, msg);
     }
 
+    static std::string p2p_name(const Op& op) {
+        return fmt::format("{} mb{}", op.direction > 0 ? "send_act" : "send_grad", op.micro_batch);
+    }
+
     /// Starts one flow per member GPU of the sender; the message arrives when all of them have.
     void start_transfer(std::uint64_t key, Message& msg) {
         msg.started = true;
@@ -787,6 +833,7 @@ class Executor {
             unit_of(rank_of(layout_, at(src.coord.tp, src.coord.cp, src.coord.dp, peer_pp))).id;
         const Time start = sim_.now();
         msg.flows_left = static_cast<int>(src.members.size());
+        if (src.observed) begin_slice(src, Track::p2p_sends, p2p_name(op), start);
         Unit* sp = &src;
         const Op* opp = &op;
         for (int m : src.members) {
@@ -795,11 +842,7 @@ class Executor {
             coll_.send(m, rank_of(layout_, c), op.bytes, [this, key, dst_unit, sp, start, opp] {
                 Message& arrived = messages_[key];
                 if (--arrived.flows_left > 0) return;
-                if (traced(*sp))
-                    add_slice(*sp, 3,
-                              fmt::format("{} mb{}", opp->direction > 0 ? "send_act" : "send_grad",
-                                          opp->micro_batch),
-                              start, sim_.now());
+                if (sp->observed) add_slice(*sp, Track::p2p_sends, p2p_name(*opp), start, sim_.now());
                 arrived.arrived = true;
                 --sp->outstanding_sends;
                 maybe_wake(*sp);
@@ -827,6 +870,8 @@ class Executor {
         g.pool_off = true;
         const Time start = sim_.now();
         const char* name = collective_name(op.collective, "tp");
+        for (const Unit* u : g.units)
+            begin_slice(*u, Track::tp_stream, name, start);
         const GroupCache* gp = &g;
         const int last = s.id;
         coll_.run(
@@ -862,7 +907,7 @@ class Executor {
     void finish_tp_stream(const std::vector<Unit*>& units, const char* name, Time start, StreamWait kind,
                           int last) {
         for (Unit* r : units) {
-            add_slice(*r, 1, name, start, sim_.now());
+            add_slice(*r, Track::tp_stream, name, start, sim_.now());
             // The part of a blocked wait spent waiting for the collective's last member: from when this unit
             // was both blocked and at the collective until it started.
             if (r->block == Block::tp && kind != StreamWait::pipeline) {
@@ -882,12 +927,14 @@ class Executor {
                     const double wait = (from - r->block_start).to_seconds();
                     if (attribute_) add_caused(last, wait * static_cast<double>(r->members.size()));
                     r->times.bubble_s += wait;
+                    if (r->observed && from > r->block_start)
+                        whole_slice(*r, Track::waits, "bubble", r->block_start, from);
                     r->block_start = from;
-                    unblock(*r, r->times.pp_exposed_s);
+                    unblock(*r, r->times.pp_exposed_s, "PP exposed");
                 } else {
                     if (kind == StreamWait::cp)
                         r->times.cp_exposed_s += (sim_.now() - r->block_start).to_seconds();
-                    unblock(*r, r->times.tp_exposed_s);
+                    unblock(*r, r->times.tp_exposed_s, kind == StreamWait::cp ? "CP exposed" : "TP exposed");
                 }
             }
         }
@@ -905,6 +952,8 @@ class Executor {
         std::vector<Unit*> units = {&unit_of(rank_of(layout_, at(s.coord.tp, s.coord.cp, s.coord.dp, 0))),
                                     &unit_of(rank_of(layout_, at(s.coord.tp, s.coord.cp, s.coord.dp, last)))};
         const Time start = sim_.now();
+        for (const Unit* u : units)
+            begin_slice(*u, Track::tp_stream, "embedding all_reduce", start);
         auto remaining = std::make_shared<int>(fold_);
         const int last_unit = s.id;
         for (int i = 0; i < fold_; ++i) {
@@ -931,6 +980,8 @@ class Executor {
             units.push_back(&unit_of(rank_of(layout_, at(s.coord.tp, i, s.coord.dp, s.coord.pp))));
         const Time start = sim_.now();
         const char* name = collective_name(op.collective, "cp");
+        for (const Unit* u : units)
+            begin_slice(*u, Track::tp_stream, name, start);
         auto remaining = std::make_shared<int>(fold_);
         const int last = s.id;
         for (int i = 0; i < fold_; ++i)
@@ -956,6 +1007,8 @@ class Executor {
         const std::vector<Unit*>* units = &g.units;
         const Time start = sim_.now();
         const char* name = collective_name(op.collective, "dp");
+        for (const Unit* u : *units)
+            begin_slice(*u, Track::dp_stream, name, start);
         auto remaining = std::make_shared<int>(fold_);
         const int last = s.id;
         for (int i = 0; i < fold_; ++i) {
@@ -964,7 +1017,7 @@ class Executor {
             coll_.run(op.collective, *gi.comm, op.bytes, [this, units, start, name, remaining, last] {
                 if (--*remaining > 0) return;
                 for (Unit* r : *units) {
-                    add_slice(*r, 2, name, start, sim_.now());
+                    add_slice(*r, Track::dp_stream, name, start, sim_.now());
                     if (r->block == Block::dp) {  // the wait for the last member, as on the TP stream
                         const Time from = std::max(r->block_start, r->dp_arrived);
                         if (start > from) {
@@ -978,7 +1031,7 @@ class Executor {
                     if (!r->dp_queue.empty()) arrive_dp(*r);
                     if (r->block == Block::dp && r->dp_completed >= r->program->ops[r->pc].dp_target) {
                         ++r->pc;
-                        unblock(*r, r->times.dp_exposed_s);
+                        unblock(*r, r->times.dp_exposed_s, "DP exposed");
                     }
                 }
             });
@@ -1000,7 +1053,8 @@ class Executor {
 
     const Layout& layout_;
     const Program& program_;
-    const std::vector<bool>& traced_;
+    const std::vector<ExecutorObserver*>& observers_;
+    std::vector<std::uint32_t> observed_by_;  ///< [GPU] bit i: observers_[i] observes it; empty: none
     const ExecutionScenario& scenario_;
     bool jitter_ = false;         ///< ExecutionScenario::jitter_sigma > 0
     bool attribute_ = false;      ///< ExecutionScenario::attribute
@@ -1039,7 +1093,6 @@ class Executor {
     std::unordered_map<std::uint64_t, int> arrivals_dp_;
     std::vector<GroupCache> tp_groups_;  ///< [cp + CP * (dp + DP * pp)]
     std::vector<GroupCache> dp_groups_;  ///< [tp + TP * pp]
-    std::vector<TraceSlice> trace_;
     std::uint64_t vs_count_ = 1;
     std::uint64_t mb_count_ = 1;
 };
@@ -1047,11 +1100,11 @@ class Executor {
 }  // namespace
 
 ExecutionResult execute(const Cluster& cluster, const Layout& layout, const Program& program,
-                        const std::vector<bool>& traced, const ExecutionOptions& options,
+                        const std::vector<ExecutorObserver*>& observers, const ExecutionOptions& options,
                         const ExecutionScenario& scenario) {
     if (layout.gpus() != cluster.gpus())
         throw InternalError(fmt::format("layout has {} GPUs, cluster {}", layout.gpus(), cluster.gpus()));
-    Executor ex(cluster, layout, program, traced, options, scenario);
+    Executor ex(cluster, layout, program, observers, options, scenario);
     return ex.run();
 }
 

@@ -72,8 +72,8 @@ Target resolve_target(const std::string& path) {
     return t;
 }
 
-/// Writes `text` to `fd` in full, sets its permissions and syncs it; returns 0 or the errno of the failure.
-int write_and_sync(int fd, std::string_view text, mode_t mode) {
+/// Writes `text` to `fd` in full; returns 0 or the errno of the failure.
+int write_all(int fd, std::string_view text) {
     while (!text.empty()) {
         const ssize_t n = ::write(fd, text.data(), text.size());
         if (n < 0) {
@@ -82,7 +82,6 @@ int write_and_sync(int fd, std::string_view text, mode_t mode) {
         }
         text.remove_prefix(static_cast<std::size_t>(n));
     }
-    if (::fchmod(fd, mode) != 0 || ::fsync(fd) != 0) return errno;
     return 0;
 }
 
@@ -98,32 +97,58 @@ void check_output_path(const std::string& path) {
 }
 
 void write_output_file(const std::string& path, std::string_view text) {
+    OutputFile out(path);
+    out.write(text);
+    out.commit();
+}
+
+OutputFile::OutputFile(const std::string& path) : path_(path) {
     const Target t = resolve_target(path);
+    target_ = t.file;
     const fs::path target(t.file);
     const fs::path dir = target.parent_path();
     const std::string templ = (dir / fmt::format(".{}.trainsim-XXXXXX", target.filename().string())).string();
     std::vector<char> name(templ.begin(), templ.end());
     name.push_back('\0');
-    const int fd = ::mkstemp(name.data());
-    if (fd < 0) throw InputError(fmt::format("{}: cannot write the file ({})", path, errno_text(errno)));
-    const std::string tmp(name.data());
+    fd_ = ::mkstemp(name.data());
+    if (fd_ < 0) throw InputError(fmt::format("{}: cannot write the file ({})", path, errno_text(errno)));
+    tmp_ = name.data();
     mode_t mode = t.mode;
     if (!t.exists) {
         const mode_t mask = ::umask(0);
         ::umask(mask);
         mode = 0666 & ~mask;
     }
-    int err = write_and_sync(fd, text, mode);
-    if (::close(fd) != 0 && err == 0) err = errno;
-    if (err != 0) {
-        ::unlink(tmp.c_str());
-        throw InputError(fmt::format("{}: writing failed ({})", path, errno_text(err)));
-    }
-    if (::rename(tmp.c_str(), t.file.c_str()) != 0) {
-        const int err = errno;
-        ::unlink(tmp.c_str());
-        throw InputError(fmt::format("{}: cannot put the file in place ({})", path, errno_text(err)));
-    }
+    mode_ = mode;
+}
+
+OutputFile::~OutputFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!tmp_.empty()) ::unlink(tmp_.c_str());
+}
+
+void OutputFile::fail(int err, const char* what) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    ::unlink(tmp_.c_str());
+    tmp_.clear();
+    throw InputError(fmt::format("{}: {} ({})", path_, what, errno_text(err)));
+}
+
+void OutputFile::write(std::string_view text) {
+    if (tmp_.empty()) throw InputError(fmt::format("{}: written after it was closed", path_));
+    if (const int err = write_all(fd_, text); err != 0) fail(err, "writing failed");
+    bytes_ += text.size();
+}
+
+void OutputFile::commit() {
+    if (tmp_.empty()) throw InputError(fmt::format("{}: committed twice", path_));
+    if (::fchmod(fd_, static_cast<mode_t>(mode_)) != 0 || ::fsync(fd_) != 0) fail(errno, "writing failed");
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) fail(errno, "writing failed");
+    if (::rename(tmp_.c_str(), target_.c_str()) != 0) fail(errno, "cannot put the file in place");
+    tmp_.clear();
 }
 
 }  // namespace trainsim

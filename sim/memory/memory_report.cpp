@@ -1,5 +1,5 @@
-// Naming and reporting helpers of the memory model: the OOM sentence, pile and phase names, and the compute
-// end times of the traced stage leaders.
+// Naming and reporting helpers of the memory model: the OOM sentence, pile and phase names, and the memory
+// walk's timing (ComputeEndTimes, an executor observer of the stage leaders).
 #include <cmath>
 
 #include <fmt/format.h>
@@ -70,15 +70,16 @@ std::string MemoryReport::oom_message() const {
                        to_string(st.peak_phase), st.peak_bytes / kGiB, capacity_bytes / kGiB, what);
 }
 
-std::vector<std::vector<double>> compute_end_times(const ExecutionResult& r, const Layout& l) {
-    std::vector<std::vector<double>> out(static_cast<std::size_t>(l.pp));
-    for (const auto& s : r.trace) {
-        if (s.track != 0) continue;
-        const RankCoord c = coord_of(l, s.rank);
-        if (c.tp != 0 || c.cp != 0 || c.dp != 0) continue;
-        out[static_cast<std::size_t>(c.pp)].push_back((s.start + s.duration).to_seconds());
-    }
-    return out;
+ComputeEndTimes::ComputeEndTimes(const Layout& l) : layout_(l), end_s_(static_cast<std::size_t>(l.pp)) {}
+
+bool ComputeEndTimes::observes(int rank) const {
+    const RankCoord c = coord_of(layout_, rank);
+    return c.tp == 0 && c.cp == 0 && c.dp == 0;
+}
+
+void ComputeEndTimes::slice_end(const TimelineSlice& s) {
+    if (s.track != Track::compute) return;
+    end_s_[static_cast<std::size_t>(coord_of(layout_, s.rank).pp)].push_back(s.end.to_seconds());
 }
 
 }  // namespace trainsim

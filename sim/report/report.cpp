@@ -8,7 +8,8 @@ namespace trainsim {
 
 Report make_report(const Cluster& cluster, const ModelSpec& m, const Layout& l, const Program& p,
                    const ExecutionResult& r, const std::string& topology_name,
-                   const std::string& workload_name, bool memory_timeline) {
+                   const std::string& workload_name, const std::vector<std::vector<double>>* compute_end_s,
+                   bool memory_timeline) {
     Report rep;
     rep.topology_name = topology_name;
     rep.workload_name = workload_name;
@@ -54,8 +55,7 @@ Report make_report(const Cluster& cluster, const ModelSpec& m, const Layout& l, 
     }
     rep.bubble_ratio = rep.step_time_s > rep.bubble_s ? rep.bubble_s / (rep.step_time_s - rep.bubble_s) : 0.0;
     rep.bubble_closed_form = static_cast<double>(l.pp - 1) / static_cast<double>(l.micro_batches() * l.vpp);
-    const auto times = compute_end_times(r, l);
-    rep.memory = simulate_memory(m, l, p, cluster.gpu(), &times, memory_timeline);
+    rep.memory = simulate_memory(m, l, p, cluster.gpu(), compute_end_s, memory_timeline);
     rep.gpu_memory_bytes = cluster.gpu().hbm_bytes;
     rep.events = r.events;
     rep.flows = r.flows;
@@ -240,38 +240,6 @@ nlohmann::json to_json(const Report& r, const Measured* measured) {
             {"tflops_convention", measured->tflops_convention},
             {"step_time_error_pct", 100.0 * (r.step_time_s - measured->step_time_s) / measured->step_time_s}};
     return j;
-}
-
-nlohmann::json chrome_trace(const ExecutionResult& r, const Layout& l) {
-    using nlohmann::json;
-    json events = json::array();
-    std::vector<bool> seen(r.ranks.size(), false);
-    static const char* kTracks[] = {"compute", "TP stream", "DP stream", "P2P sends"};
-    for (const auto& s : r.trace) {
-        if (!seen[static_cast<std::size_t>(s.rank)]) {
-            seen[static_cast<std::size_t>(s.rank)] = true;
-            const auto c = coord_of(l, s.rank);
-            events.push_back({{"ph", "M"},
-                              {"name", "process_name"},
-                              {"pid", s.rank},
-                              {"args",
-                               {{"name", fmt::format("GPU {} (tp {} cp {} dp {} pp {})", s.rank, c.tp, c.cp,
-                                                     c.dp, c.pp)}}}});
-            for (int t = 0; t < 4; ++t)
-                events.push_back({{"ph", "M"},
-                                  {"name", "thread_name"},
-                                  {"pid", s.rank},
-                                  {"tid", t},
-                                  {"args", {{"name", kTracks[t]}}}});
-        }
-        events.push_back({{"ph", "X"},
-                          {"name", s.name},
-                          {"pid", s.rank},
-                          {"tid", s.track},
-                          {"ts", s.start.to_us()},
-                          {"dur", s.duration.to_us()}});
-    }
-    return json{{"traceEvents", events}, {"displayTimeUnit", "ms"}};
 }
 
 }  // namespace trainsim

@@ -75,25 +75,19 @@ ExecutionScenario execution_scenario(const Cluster& cluster, const Program& prog
 SimulationResult simulate(const Cluster& cluster, const ModelSpec& model, const Layout& layout,
                           Program program, const std::string& workload_name,
                           const SimulationOptions& options) {
-    const TraceRanks trace = options.trace;
     const ComputeModel compute(cluster.gpu(), layout.precision, host_links(cluster.spec()),
                                cluster.spec().profile);
     assign_durations(program, compute);
-    std::vector<bool> traced;
-    if (trace != TraceRanks::none) {
-        traced.assign(static_cast<std::size_t>(layout.gpus()), false);
-        for (int r = 0; r < layout.gpus(); ++r) {
-            const RankCoord c = coord_of(layout, r);
-            traced[static_cast<std::size_t>(r)] =
-                trace == TraceRanks::all || (trace == TraceRanks::first_replica && c.dp == 0) ||
-                (trace == TraceRanks::stage_leaders && c.dp == 0 && c.tp == 0 && c.cp == 0);
-        }
-    }
+    // The memory walk's timing subscribes to the executor beside the caller's observers.
+    ComputeEndTimes memory_times(layout);
+    std::vector<ExecutorObserver*> observers = options.observers;
+    if (options.memory_timeline) observers.push_back(&memory_times);
     SimulationResult res;
-    res.execution = execute(cluster, layout, program, traced, options.execution,
+    res.execution = execute(cluster, layout, program, observers, options.execution,
                             execution_scenario(cluster, program, compute, options));
-    res.report = make_report(cluster, model, layout, program, res.execution, cluster.spec().name,
-                             workload_name, trace != TraceRanks::none);
+    res.report =
+        make_report(cluster, model, layout, program, res.execution, cluster.spec().name, workload_name,
+                    options.memory_timeline ? &memory_times.seconds() : nullptr, options.memory_timeline);
     if (compute.profile()) {
         res.report.profile_file = compute.profile()->file;
         res.report.profile_use = profile_use(program, compute);

@@ -140,7 +140,7 @@ check_rc "4a run --trace" trace 0
 if [ -s "$TMP/trace.json" ]; then
     pass "4a trace file written"
     check_has "4a trace is Chrome trace JSON with complete (X) events" "$TMP/trace.json" \
-        '"traceEvents"' '"ph":"X"' '"ts":' '"dur":' '"process_name"' '"compute"' '"TP stream"' '"DP stream"'
+        '"traceEvents"' '"ph":"X"' '"ts":' '"dur":' '"process_name"' '"compute"' '"TP stream"' '"DP stream"' '"waits"'
     if [ "$(head -c 1 "$TMP/trace.json")" = "{" ] && [ "$(tail -c 2 "$TMP/trace.json" | head -c 1)" = "}" ]; then
         pass "4a trace is one JSON object"
     else
@@ -160,6 +160,22 @@ n=$(grep -o '"name":"process_name"' "$TMP/trace_all.json" 2>/dev/null | wc -l)
 if [ "$n" -eq 16 ]; then pass "4b trace holds all 16 GPUs"; else fail "4b trace holds $n GPUs, expected 16"; fi
 check_bad "4c trace into a missing folder" trace_bad "$TMP/no-such-dir/t.json" "cannot write" \
     -- run "${SMALL[@]}" --trace "$TMP/no-such-dir/t.json"
+check_bad "4d --trace with an empty file name" trace_empty "--trace" "empty" -- run "${SMALL[@]}" --trace ""
+check_bad "4e --trace-window not START,END" trace_win_bad "--trace-window" '"5"' \
+    -- run "${SMALL[@]}" --trace "$TMP/w.json" --trace-window 5
+check_bad "4e --trace-window with END <= START" trace_win_order "--trace-window" '"2,1"' \
+    -- run "${SMALL[@]}" --trace "$TMP/w.json" --trace-window 2,1
+check_bad "4e --trace-window without --trace" trace_win_alone "--trace-window" "--trace FILE" \
+    -- run "${SMALL[@]}" --trace-window 0,1
+# A window writes fewer slices than the whole iteration; stages: one GPU per pipeline stage (2).
+run trace_win run "${SMALL[@]}" --trace "$TMP/trace_win.json" --trace-window 0.004,0.008
+check_rc "4f run --trace-window 0.004,0.008" trace_win 0
+n_all=$(grep -o '"ph":"X"' "$TMP/trace.json" 2>/dev/null | wc -l)
+n_win=$(grep -o '"ph":"X"' "$TMP/trace_win.json" 2>/dev/null | wc -l)
+if [ "$n_win" -gt 0 ] && [ "$n_win" -lt "$n_all" ]; then pass "4f the window holds $n_win of $n_all slices"; else fail "4f the window holds $n_win of $n_all slices"; fi
+run trace_stages run "${SMALL[@]}" --trace "$TMP/trace_stages.json" --trace-ranks stages
+n=$(grep -o '"name":"process_name"' "$TMP/trace_stages.json" 2>/dev/null | wc -l)
+if [ "$n" -eq 2 ]; then pass "4g --trace-ranks stages holds one GPU per stage"; else fail "4g --trace-ranks stages holds $n GPUs, expected 2"; fi
 
 # ---- 6. --set changes the result (small configuration) ----
 run small run "${SMALL[@]}"

@@ -96,16 +96,21 @@ Program pipeline_program(Schedule schedule, int m, int pp = 2) {
     return p;
 }
 
+/// An execution with every slice recorded.
+struct Recorded : ExecutionResult {
+    std::vector<RecordedSlice> slices;
+};
+
 struct Slice {
     std::string name;
     Time start, end;
 };
 
 /// Rank `rank`'s compute slices (track 0), in order.
-std::vector<Slice> compute_slices(const ExecutionResult& r, int rank) {
+std::vector<Slice> compute_slices(const Recorded& r, int rank) {
     std::vector<Slice> out;
-    for (const TraceSlice& s : r.trace)
-        if (s.rank == rank && s.track == 0) out.push_back({s.name, s.start, s.start + s.duration});
+    for (const RecordedSlice& s : r.slices)
+        if (s.rank == rank && s.track == Track::compute) out.push_back({s.name, s.start, s.end});
     return out;
 }
 
@@ -134,17 +139,25 @@ void check_accounts(const RankTimes& t, const Accounts& a) {
     CHECK(t.idle_s == 0);  // pp > 1: the drain is bubble
 }
 
-ExecutionResult run(const Cluster& c, const Layout& l, const Program& p) {
-    return execute(c, l, p, std::vector<bool>(static_cast<std::size_t>(l.gpus()), true));
+Recorded run(const Cluster& c, const Layout& l, const Program& p) {
+    SliceRecorder rec;
+    Recorded r;
+    static_cast<ExecutionResult&>(r) = execute(c, l, p, {&rec});
+    r.slices = std::move(rec.slices);
+    return r;
 }
 
 /// The same with every kernel of stage `slow` taking `factor` times as long (a straggler,
 /// ExecutionScenario::compute_factor).
-ExecutionResult run_slow_stage(const Cluster& c, const Layout& l, const Program& p, int slow, double factor) {
+Recorded run_slow_stage(const Cluster& c, const Layout& l, const Program& p, int slow, double factor) {
     ExecutionScenario sc;
     sc.compute_factor.assign(static_cast<std::size_t>(l.gpus()), 1.0);
     sc.compute_factor[static_cast<std::size_t>(slow)] = factor;
-    return execute(c, l, p, std::vector<bool>(static_cast<std::size_t>(l.gpus()), true), {}, sc);
+    SliceRecorder rec;
+    Recorded r;
+    static_cast<ExecutionResult&>(r) = execute(c, l, p, {&rec}, {}, sc);
+    r.slices = std::move(rec.slices);
+    return r;
 }
 
 /// d, the time of one P2P message alone on its route, by the alpha-beta formula from the cluster's graph.
@@ -163,7 +176,7 @@ Time measured_p2p(const Cluster& c) {
     p.stages.resize(static_cast<std::size_t>(c.gpus()));  // one stage per GPU; stages past 1 do nothing
     p.stages[0].ops.push_back(p2p_op(OpKind::send, +1, 1, 0));
     p.stages[1].ops.push_back(p2p_op(OpKind::recv, +1, 1, 0));
-    const ExecutionResult r = run(c, pipeline_layout(Schedule::one_f_one_b, 1, c.gpus()), p);
+    const Recorded r = run(c, pipeline_layout(Schedule::one_f_one_b, 1, c.gpus()), p);
     return Time::seconds(r.step_time_s);
 }
 
@@ -182,7 +195,7 @@ TEST_CASE("executor timeline: PP 2, 1F1B, 2 micro-batches, by hand") {
     const Time f = Time::seconds(kForwardS), b = Time::seconds(kBackwardS), d = measured_p2p(c);
     // Stage 0 runs F0 F1 B0 B1, stage 1 F0 B0 F1 B1 (warm-up pp - rank - 1 forwards).
     const Program p = pipeline_program(Schedule::one_f_one_b, 2);
-    const ExecutionResult r = run(c, pipeline_layout(Schedule::one_f_one_b, 2), p);
+    const Recorded r = run(c, pipeline_layout(Schedule::one_f_one_b, 2), p);
     // 0      S0 F0 [0, f]; S1 posts recv act0 and waits.
     // f      S0 sends act0 (posted: starts now) and waits for it before F1.
     // f+d    act0 arrives: S0 F1 [f+d, 2f+d] (wait d: PP exposed); S1 F0 B0 [f+d, 2f+b+d] (bubble f, PP d).
@@ -211,7 +224,7 @@ TEST_CASE("executor timeline: PP 2, 1F1B, 3 micro-batches, by hand") {
     const Time f = Time::seconds(kForwardS), b = Time::seconds(kBackwardS), d = measured_p2p(c);
     // Stage 0: F0 F1 B0 F2 B1 B2; stage 1: F0 B0 F1 B1 F2 B2.
     const Program p = pipeline_program(Schedule::one_f_one_b, 3);
-    const ExecutionResult r = run(c, pipeline_layout(Schedule::one_f_one_b, 3), p);
+    const Recorded r = run(c, pipeline_layout(Schedule::one_f_one_b, 3), p);
     // Up to 2f+b+2d as with 2 micro-batches. Then S0 runs B0 F2 [2f+b+2d, 3f+2b+2d] while S1 runs F1 B1
     // [2f+b+2d, 3f+2b+2d]: both reach their P2P at 3f+2b+2d, S0 sends act2 and posts recv grad1, S1 sends
     // grad1 and posts recv act2; both arrive at 3f+2b+3d (PP d each, no bubble).
@@ -245,7 +258,7 @@ TEST_CASE("executor timeline: PP 2, GPipe, 2 micro-batches, by hand") {
     const Time f = Time::seconds(kForwardS), b = Time::seconds(kBackwardS), d = measured_p2p(c);
     // Both stages: F0 F1 B0 B1.
     const Program p = pipeline_program(Schedule::gpipe, 2);
-    const ExecutionResult r = run(c, pipeline_layout(Schedule::gpipe, 2), p);
+    const Recorded r = run(c, pipeline_layout(Schedule::gpipe, 2), p);
     // f+d    act0 arrives: S0 F1 [f+d, 2f+d]; S1 F0 [f+d, 2f+d] (bubble f, PP d).
     // 2f+d   S0 sends act1 and posts recv grad0; S1 posts recv act1: act1 runs [2f+d, 2f+2d].
     // 2f+2d  S1 F1 B0 [2f+2d, 3f+b+2d] (PP d), sends grad0 and waits for it before B1: arrives 3f+b+3d.
@@ -271,7 +284,7 @@ TEST_CASE("executor timeline: PP 2, GPipe, 3 micro-batches, by hand") {
     const Time f = Time::seconds(kForwardS), b = Time::seconds(kBackwardS), d = measured_p2p(c);
     // Both stages: F0 F1 F2 B0 B1 B2.
     const Program p = pipeline_program(Schedule::gpipe, 3);
-    const ExecutionResult r = run(c, pipeline_layout(Schedule::gpipe, 3), p);
+    const Recorded r = run(c, pipeline_layout(Schedule::gpipe, 3), p);
     // Forwards: S0 F_i at [i(f+d), i(f+d)+f] (each send waited for before the next forward: PP d);
     // S1 F_i at [i(f+d)+f+d, (i+1)(f+d)+f] (bubble f, then PP d per recv). S0 then posts recv grad0 at
     // 3f+2d; S1 runs F2 B0 [3f+3d, 4f+b+3d], sends grad0 (arrives 4f+b+4d) and waits for it before B1.
@@ -323,7 +336,7 @@ TEST_CASE("executor timeline: PP 3, 1F1B, 3 micro-batches, the middle stage slow
     // Schedules (warm-up p - rank - 1 forwards): S0 F0 F1 F2 B0 B1 B2; S1 F0 F1 B0 F2 B1 B2; S2 F0 B0 F1 B1
     // F2 B2. Stage 1 is the bottleneck: 3(F + B) = 18 ms against 9 ms for the others.
     const Program p = pipeline_program(Schedule::one_f_one_b, 3, 3);
-    const ExecutionResult r = run_slow_stage(c, pipeline_layout(Schedule::one_f_one_b, 3, 3), p, 1, factor);
+    const Recorded r = run_slow_stage(c, pipeline_layout(Schedule::one_f_one_b, 3, 3), p, 1, factor);
     // 0        S0 F0 [0, f]; S1, S2 post their recv of act0.
     // f        act0 0->1 [f, f+d]; S0 waits for it (PP d).
     // f+d      S0 F1 [f+d, 2f+d]; S1 F0 [f+d, F+f+d] (bubble f, PP d).
@@ -397,7 +410,7 @@ TEST_CASE("executor timeline: PP 4, 1F1B, 4 micro-batches, the last stage slow, 
     // Schedules: S0 F0 F1 F2 F3 B0 B1 B2 B3; S1 F0 F1 F2 B0 F3 B1 B2 B3; S2 F0 F1 B0 F2 B1 F3 B2 B3;
     // S3 F0 B0 F1 B1 F2 B2 F3 B3.
     const Program p = pipeline_program(Schedule::one_f_one_b, 4, 4);
-    const ExecutionResult r = run_slow_stage(c, pipeline_layout(Schedule::one_f_one_b, 4, 4), p, 3, 2.0);
+    const Recorded r = run_slow_stage(c, pipeline_layout(Schedule::one_f_one_b, 4, 4), p, 3, 2.0);
     // Fill: act0 reaches stage k at k(f+d); each of stages 0-2 then runs its warm-up forwards back to back
     // with their sends (each waited for: d), the receiver posting as it finishes its previous forward:
     // S0 F_i [i(f+d), i(f+d)+f] (i < 4); S1 F_i [(i+1)(f+d), ..]; S2 F_i [(i+2)(f+d), ..] (i < 2 and 1: its
@@ -498,7 +511,7 @@ TEST_CASE("executor timeline: one DP all-reduce between two GPUs, by hand") {
     wait.dp_target = 1;
     ops.push_back(wait);
     ops.push_back(compute_op(2, Phase::optimizer, 0));
-    const ExecutionResult r = execute(c, l, p, std::vector<bool>(2, true));
+    const Recorded r = run(c, l, p);
     // Ring all-reduce over n = 2 (collectives.hpp): T = launch + 2(n-1)·alpha + 2(n-1)/n · S / B with
     // alpha = route latency + NCCL's per-step latency, B the bottleneck of the ring's links (edges 0->1 and
     // 1->0 use distinct links). At 1 GB NCCL's tuner picks the Simple protocol (full bandwidth).
@@ -530,6 +543,7 @@ TEST_CASE("executor timeline: one DP all-reduce between two GPUs, by hand") {
     }
     CHECK(std::abs(r.step_time_s - (fb + all_reduce + kOptimizerS)) <= 2e-12);
     // The DP stream's slice is the collective itself.
-    for (const TraceSlice& s : r.trace)
-        if (s.track == 2) CHECK(std::abs(s.duration.to_seconds() - all_reduce) <= 2e-12);
+    for (const RecordedSlice& s : r.slices)
+        if (s.track == Track::dp_stream)
+            CHECK(std::abs((s.end - s.start).to_seconds() - all_reduce) <= 2e-12);
 }

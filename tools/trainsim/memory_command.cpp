@@ -86,7 +86,7 @@ int memory_command(const std::vector<std::string>& args) {
     SimulationResult res;
     WhatIf what_if;
     try {
-        res = simulate(in.topology, in.model, in.layout, in.name, traced(TraceRanks::stage_leaders));
+        res = simulate(in.topology, in.model, in.layout, in.name, with_timeline());
         if (vm.count("what-if")) what_if = memory_what_if(in.topology, in.model, in.layout, in.name);
     } catch (const InputError& e) {
         throw InputError(fmt::format("{}: {}", in.label, e.what()));
