@@ -100,6 +100,10 @@ struct ExecutionOptions {
     /// one per compute run and per TP collective. Not for traced ranks (their slices are recorded as before).
     /// Same times; a test checks on == off.
     bool run_local_ops_ahead = true;
+    /// 0: no bound. Else the simulation stops after this many events and execute() throws EventLimitExceeded
+    /// (include/trainsim/errors.hpp), naming the bound: for callers that can do without the timeline (the
+    /// memory what-if: memory needs only the program's order, include/trainsim/memory.hpp).
+    std::uint64_t max_events = 0;
     // Each shortcut checks the scenario (ExecutionScenario) and declines where a perturbation breaks the
     // symmetry it relies on: TP folding (and with it running ahead) when the members of a TP group would not
     // run alike: jitter, different compute factors within a TP group, or any link perturbation (a NIC, rail

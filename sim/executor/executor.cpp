@@ -174,6 +174,7 @@ class Executor {
         if (attribute_) caused_.assign(units_.size(), 0.0);
         // Running ahead times compute from the unit's segment table: not with jitter (per-kernel draws).
         ahead_ = options.run_local_ops_ahead && tp_private_ && fold_ == layout.tp && !jitter_;
+        max_events_ = options.max_events;
         if (ahead_) {
             for (const StageProgram& st : program.stages)
                 ahead_ok_.push_back(ahead_ok(st.ops));
@@ -187,7 +188,15 @@ class Executor {
             Unit* sp = &s;
             sim_.schedule(Time{}, Priority::kDefault, [this, sp] { advance(*sp); });
         }
-        sim_.run();
+        if (max_events_ == 0) {
+            sim_.run();
+        } else {
+            sim_.run(max_events_);
+            if (sim_.pending() > 0)
+                throw EventLimitExceeded(
+                    fmt::format("the simulation passed its bound of {} events and was stopped", max_events_),
+                    max_events_);
+        }
         for (GroupCache& g : tp_groups_)
             flush_pool(g);
         ExecutionResult res;
@@ -824,8 +833,9 @@ class Executor {
     FlowNetwork net_;
     Collectives coll_;
     int fold_ = 1;
-    bool tp_private_ = false;  ///< ExecutionOptions::private_tp_links applies to this layout
-    bool ahead_ = false;       ///< ExecutionOptions::run_local_ops_ahead applies to this layout
+    bool tp_private_ = false;       ///< ExecutionOptions::private_tp_links applies to this layout
+    bool ahead_ = false;            ///< ExecutionOptions::run_local_ops_ahead applies to this layout
+    std::uint64_t max_events_ = 0;  ///< ExecutionOptions::max_events (0: no bound)
     std::vector<std::vector<char>> ahead_ok_;  ///< [stage][pc], see ahead_ok()
     std::vector<Time> seg_time_;               ///< [segment] Time::seconds(seconds)
     std::vector<double> seg_secs_;             ///< [segment] seg_time_ in seconds
