@@ -10,12 +10,21 @@
 //   all-gather      T = (n-1)·alpha + (n-1)/n · S / B       (S = gathered output bytes per rank)
 //   reduce-scatter  T = (n-1)·alpha + (n-1)/n · S / B       (S = input bytes per rank)
 //   send/recv       T = kNcclLaunchLatency + route latency + S / B
+//   all-to-all      T = kNcclLaunchLatency + route latency + (S / n) / B_pair   (B_pair: a pair's share of
+//                   the links its flow crosses under max-min sharing with the other n(n-1) - 1 flows)
 // (Thakur, Rabenseifner, Gropp 2005; nccl-tests doc/PERFORMANCE.md for algbw/busbw.) For the rings alpha =
 // route latency + kNcclStepLatency, plus kNcclLaunchLatency once per collective. Channels: a group spanning
 // several nodes with g > 1 members per node runs g rings (NCCL channels), each carrying S/g; ring c enters
 // node k at local member (c - k) mod g and leaves at (c - k - 1) mod g, so node-crossing edges are
 // rail-aligned (same local index, same NIC rail) as NCCL's rail-aware rings are — all but the wrap-around
 // edge from the last node to the first, which is aligned only when the node count is a multiple of g.
+//
+// All-to-all (NCCL has no all-to-all kernel: it is ncclSend / ncclRecv to every peer inside one
+// ncclGroupStart / ncclGroupEnd, as torch.distributed.all_to_all_single and Megatron-Core's MoE token
+// dispatcher issue it; nccl-tests src/alltoall.cu): one flow of S / n bytes from every member to every other
+// member on the route between them, all started together after the launch latency; the collective ends
+// when the last flow does. Contention between the flows (a GPU's NVLink, a NIC, a spine) comes out of the
+// max-min sharing of the links, not a closed form.
 #pragma once
 
 #include <functional>
@@ -80,7 +89,8 @@ class Collectives {
         Time wire;                          ///< slowest ring edge's wire latency
         double ring_bandwidth = 0;          ///< idle bandwidth of one channel, bytes/s
         int channels = 1;
-        int size = 0;  ///< ranks in the group
+        int size = 0;            ///< ranks in the group
+        std::vector<int> ranks;  ///< the members (GPU ids), in ring order
     };
     /// The communicator of `ranks` (in ring order), set up on first use.
     const Communicator& communicator(const std::vector<int>& ranks);
@@ -94,15 +104,25 @@ class Collectives {
     void run(CollectiveKind kind, const Communicator& comm, double bytes, Simulator::Callback done,
              bool private_links = false);
 
-    /// How run(kind, comm, bytes, ...) moves a collective (for a group of at least 2 ranks and bytes > 0):
-    /// after `delay` (launch and pipeline fill), one flow of `flow_bytes` on `route` (NVLS, or a ring of
-    /// one channel), or, when `route` is null, one such flow on each of comm.channel_routes.
+    /// How run(kind, comm, bytes, ...) moves a ring collective (for a group of at least 2 ranks and bytes >
+    /// 0): after `delay` (launch and pipeline fill), one flow of `flow_bytes` on `route` (NVLS, or a ring of
+    /// one channel), or, when `route` is null, one such flow on each of comm.channel_routes. Throws
+    /// InternalError for all_to_all, which is a set of pairwise flows (all_to_all_flows).
     struct FlowPlan {
         Time delay;
         double flow_bytes = 0;
         const Route* route = nullptr;
     };
     static FlowPlan plan(CollectiveKind kind, const Communicator& comm, double bytes);
+
+    /// One flow of an all-to-all: `bytes` from GPU `src` to GPU `dst`.
+    struct PairFlow {
+        int src = 0, dst = 0;
+        double bytes = 0;
+    };
+    /// The flows of an all-to-all of `bytes` per rank over `ranks` (S / n from every member to every other,
+    /// in member order); exposed for tests.
+    static std::vector<PairFlow> all_to_all_flows(const std::vector<int>& ranks, double bytes);
 
     /// Point-to-point transfer of `bytes` from GPU `src` to GPU `dst` (src != dst).
     void send(int src, int dst, double bytes, Simulator::Callback done);
@@ -115,6 +135,7 @@ class Collectives {
 
   private:
     const Route& route(int src, int dst);
+    void run_all_to_all(const Communicator& comm, double bytes, Simulator::Callback done);
 
     Simulator& sim_;
     FlowNetwork& net_;
@@ -131,7 +152,8 @@ std::vector<double> link_capacities(const Cluster& cluster);
 double isolated_collective_seconds(const Cluster& cluster, CollectiveKind kind, const std::vector<int>& ranks,
                                    double bytes);
 
-/// Bus bandwidth factor of nccl-tests: busbw = algbw * factor(n).
+/// Bus bandwidth factor of nccl-tests (doc/PERFORMANCE.md): busbw = algbw * factor(n); 2(n-1)/n for
+/// all-reduce, (n-1)/n for all-gather, reduce-scatter and all-to-all.
 double busbw_factor(CollectiveKind kind, int n);
 
 }  // namespace trainsim

@@ -73,6 +73,7 @@ const Collectives::Communicator& Collectives::communicator(const std::vector<int
     Communicator comm;
     const int n = static_cast<int>(ranks.size());
     comm.size = n;
+    comm.ranks = ranks;
     const int gpn = cluster_.spec().gpus_per_node;
     const auto& links = cluster_.links();
     comm.channels = channels_for(ranks, gpn);
@@ -132,6 +133,8 @@ void Collectives::run(CollectiveKind kind, const std::vector<int>& ranks, double
 }
 
 Collectives::FlowPlan Collectives::plan(CollectiveKind kind, const Communicator& comm, double bytes) {
+    if (kind == CollectiveKind::all_to_all)
+        throw InternalError("Collectives::plan: an all-to-all is a set of pairwise flows, not a ring");
     const int n = comm.size;
     const int steps = kind == CollectiveKind::all_reduce ? 2 * (n - 1) : n - 1;
     const double per_edge = (kind == CollectiveKind::all_reduce ? 2.0 : 1.0) * (n - 1) / n * bytes;
@@ -176,6 +179,10 @@ void Collectives::run(CollectiveKind kind, const Communicator& comm, double byte
         sim_.schedule_in(Time{}, Priority::kDefault, std::move(done));
         return;
     }
+    if (kind == CollectiveKind::all_to_all) {
+        run_all_to_all(comm, bytes, std::move(done));
+        return;
+    }
     const FlowPlan p = plan(kind, comm, bytes);
     if (p.route) {
         if (private_links)
@@ -192,6 +199,33 @@ void Collectives::run(CollectiveKind kind, const Communicator& comm, double byte
     auto join = std::make_shared<Join>(Join{static_cast<int>(comm.channel_routes.size()), std::move(done)});
     for (const auto& r : comm.channel_routes)
         net_.start_flow_after(p.delay, r, p.flow_bytes, [join] {
+            if (--join->remaining == 0) join->done();
+        });
+}
+
+std::vector<Collectives::PairFlow> Collectives::all_to_all_flows(const std::vector<int>& ranks,
+                                                                 double bytes) {
+    std::vector<PairFlow> flows;
+    const auto n = ranks.size();
+    if (n < 2 || bytes <= 0) return flows;
+    flows.reserve(n * (n - 1));
+    const double per_peer = bytes / static_cast<double>(n);
+    for (int src : ranks)
+        for (int dst : ranks)
+            if (src != dst) flows.push_back({src, dst, per_peer});
+    return flows;
+}
+
+void Collectives::run_all_to_all(const Communicator& comm, double bytes, Simulator::Callback done) {
+    // ncclGroupStart; ncclSend / ncclRecv per peer; ncclGroupEnd: one launch, then every pair's flow.
+    const auto flows = all_to_all_flows(comm.ranks, bytes);
+    struct Join {
+        std::size_t remaining;
+        Simulator::Callback done;
+    };
+    auto join = std::make_shared<Join>(Join{flows.size(), std::move(done)});
+    for (const auto& f : flows)
+        net_.start_flow_after(Time::seconds(kNcclLaunchLatencyS), route(f.src, f.dst), f.bytes, [join] {
             if (--join->remaining == 0) join->done();
         });
 }

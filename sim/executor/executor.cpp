@@ -814,9 +814,10 @@ class Executor {
     }
 
     static const char* collective_name(CollectiveKind k, const std::string& group) {
-        static const char* names[3][3] = {{"tp all_reduce", "tp all_gather", "tp reduce_scatter"},
-                                          {"cp all_reduce", "cp all_gather", "cp reduce_scatter"},
-                                          {"dp all_reduce", "dp all_gather", "dp reduce_scatter"}};
+        static const char* names[3][4] = {
+            {"tp all_reduce", "tp all_gather", "tp reduce_scatter", "tp all_to_all"},
+            {"cp all_reduce", "cp all_gather", "cp reduce_scatter", "cp all_to_all"},
+            {"dp all_reduce", "dp all_gather", "dp reduce_scatter", "dp all_to_all"}};
         const int g = group == "tp" ? 0 : group == "cp" ? 1 : 2;
         return names[g][static_cast<int>(k)];
     }

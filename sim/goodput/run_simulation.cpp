@@ -158,154 +158,194 @@ void check_goodput_config(const GoodputConfig& c) {
     }
 }
 
-RunOutcome simulate_run(const GoodputConfig& c, std::uint64_t seed) {
-    std::vector<ClassClock> clocks;
-    clocks.reserve(kFailureComponents);
-    for (int i = 0; i < kFailureComponents; ++i)
-        clocks.emplace_back(c.failures.components[static_cast<std::size_t>(i)], c.failures.weibull_shape, i,
-                            seed);
+namespace {
 
+/// The state of one simulated run and its event handlers: the loop in simulate_run picks the next event
+/// (the earliest failure of any class, the end of the running stretch at the next checkpoint boundary or the
+/// target, the end of a blocking or recovering phase, an asynchronous write becoming durable, the horizon).
+class RunSimulator {
+  public:
+    RunSimulator(const GoodputConfig& c, std::uint64_t seed)
+        : c_(c),
+          interval_work_(static_cast<double>(c.interval_steps) * c.step_s),
+          target_(c.target_work_s > 0 ? c.target_work_s : kInf),
+          horizon_(c.horizon_s > 0 ? c.horizon_s : kInf),
+          async_(c.mode == CheckpointMode::async),
+          next_ckpt_(interval_work_),
+          spares_free_(c.hot_spares) {
+        clocks_.reserve(kFailureComponents);
+        for (int i = 0; i < kFailureComponents; ++i)
+            clocks_.emplace_back(c.failures.components[static_cast<std::size_t>(i)], c.failures.weibull_shape,
+                                 i, seed);
+    }
+
+    RunOutcome run() {
+        for (std::int64_t events = 0; events < kMaxEvents && !o_.finished; ++events)
+            if (!step()) break;
+        o_.wall_s = t_;
+        o_.useful_s = work_;
+        return o_;
+    }
+
+  private:
     enum class Phase { running, blocking, recovering };
-    const double interval_work = static_cast<double>(c.interval_steps) * c.step_s;
-    const double target = c.target_work_s > 0 ? c.target_work_s : kInf;
-    const double horizon = c.horizon_s > 0 ? c.horizon_s : kInf;
-    const bool async = c.mode == CheckpointMode::async;
+    enum class Ev { work, phase_end, write_done };
 
-    RunOutcome o;
-    Phase phase = Phase::running;
-    double t = 0, work = 0, durable = 0, next_ckpt = interval_work;
-    double phase_end = 0;        // end of the blocking or recovering phase
-    double ckpt_work = 0;        // the work the checkpoint being taken holds
-    bool final_ckpt = false;     // the blocking phase is the run's last checkpoint
-    bool waiting_write = false;  // blocked until the previous asynchronous write is durable
-    bool pending = false;        // an asynchronous write in flight
-    double pending_end = 0, pending_work = 0;
-    int spares_free = c.hot_spares;
-    std::priority_queue<double, std::vector<double>, std::greater<>> repaired_at;
-
-    auto advance = [&](double to) {
-        const double dt = to - t;
-        if (phase == Phase::running)
-            work += dt;
-        else if (phase == Phase::blocking)
-            o.checkpoint_blocked_s += dt;
-        else
-            o.recovery_s += dt;
-        t = to;
-    };
-    // Starts the blocking part of the checkpoint at `work` (now): the copy (async) or the write (sync), after
-    // the previous asynchronous write if one is in flight.
-    auto start_checkpoint = [&](bool final) {
-        phase = Phase::blocking;
-        ckpt_work = work;
-        final_ckpt = final;
-        waiting_write = async && pending;
-        const double block = !async ? c.save_s : final ? c.copy_s + c.save_s : c.copy_s;
-        phase_end = waiting_write ? kInf : t + block;
-    };
-
-    for (std::int64_t events = 0;; ++events) {
-        if (events >= kMaxEvents) break;
+    /// Handles the next event; false when the horizon is reached.
+    bool step() {
         int cls = 0;
         for (int i = 1; i < kFailureComponents; ++i)
-            if (clocks[static_cast<std::size_t>(i)].next() < clocks[static_cast<std::size_t>(cls)].next())
+            if (clocks_[static_cast<std::size_t>(i)].next() < clocks_[static_cast<std::size_t>(cls)].next())
                 cls = i;
-        const double tf = clocks[static_cast<std::size_t>(cls)].next();
-
-        enum class Ev { work, phase_end, write_done, horizon } ev = Ev::phase_end;
-        double te = phase_end;
-        if (phase == Phase::running) {
-            te = t + (std::min(next_ckpt, target) - work);
+        const double tf = clocks_[static_cast<std::size_t>(cls)].next();
+        Ev ev = Ev::phase_end;
+        double te = phase_end_;
+        if (phase_ == Phase::running) {
+            te = t_ + (std::min(next_ckpt_, target_) - work_);
             ev = Ev::work;
         }
-        if (pending && pending_end < te) {
-            te = pending_end;
+        if (pending_ && pending_end_ < te) {
+            te = pending_end_;
             ev = Ev::write_done;
         }
-        if (horizon <= te && horizon <= tf) {
-            advance(horizon);
-            break;
+        if (horizon_ <= te && horizon_ <= tf) {
+            advance(horizon_);
+            return false;
         }
         if (tf < te) {
             advance(tf);
-            clocks[static_cast<std::size_t>(cls)].advance();
-            ++o.failures[static_cast<std::size_t>(cls)];
-            if (phase != Phase::recovering) {
-                o.lost_work_s += work - durable;
-                work = durable;
-                if (phase == Phase::blocking) ++o.checkpoints_lost;
-            }
-            if (pending) {
-                pending = false;
-                ++o.checkpoints_lost;
-            }
-            waiting_write = false;
-            final_ckpt = false;
-            next_ckpt = durable + interval_work;
-            while (!repaired_at.empty() && repaired_at.top() <= t) {
-                repaired_at.pop();
-                ++spares_free;
-            }
-            double relaunch = c.restart_s;
-            if (spares_free > 0 && node_local(cls)) {
-                --spares_free;
-                repaired_at.push(t + c.repair_s);
-                relaunch = c.spare_restart_s;
-                ++o.spare_swaps;
-            }
-            phase = Phase::recovering;
-            phase_end = t + c.detection_s + relaunch + c.load_s;
-            continue;
+            on_failure(cls);
+            return true;
         }
         advance(te);
-        switch (ev) {
-            case Ev::work:
-                if (next_ckpt < target) {
-                    work = next_ckpt;  // exact boundary (no rounding drift)
-                    start_checkpoint(false);
-                } else {
-                    work = target;
-                    start_checkpoint(true);
-                }
-                break;
-            case Ev::write_done:
-                pending = false;
-                durable = pending_work;
-                ++o.checkpoints_durable;
-                if (phase == Phase::blocking && waiting_write) {
-                    waiting_write = false;
-                    phase_end = t + (final_ckpt ? c.copy_s + c.save_s : c.copy_s);
-                }
-                break;
-            case Ev::phase_end:
-                if (phase == Phase::recovering) {
-                    phase = Phase::running;
-                    break;
-                }
-                // blocking phase over
-                if (final_ckpt || !async) {
-                    durable = ckpt_work;
-                    ++o.checkpoints_durable;
-                } else {
-                    pending = true;
-                    pending_end = t + c.save_s;
-                    pending_work = ckpt_work;
-                }
-                if (final_ckpt) {
-                    o.finished = true;
-                    break;
-                }
-                next_ckpt += interval_work;
-                phase = Phase::running;
-                break;
-            case Ev::horizon:
-                break;
-        }
-        if (o.finished) break;
+        if (ev == Ev::work)
+            on_work_boundary();
+        else if (ev == Ev::write_done)
+            on_write_done();
+        else
+            on_phase_end();
+        return true;
     }
-    o.wall_s = t;
-    o.useful_s = work;
-    return o;
+
+    void advance(double to) {
+        const double dt = to - t_;
+        if (phase_ == Phase::running)
+            work_ += dt;
+        else if (phase_ == Phase::blocking)
+            o_.checkpoint_blocked_s += dt;
+        else
+            o_.recovery_s += dt;
+        t_ = to;
+    }
+
+    /// Starts the blocking part of the checkpoint at `work` (now): the copy (async) or the write (sync),
+    /// after the previous asynchronous write if one is in flight.
+    void start_checkpoint(bool final) {
+        phase_ = Phase::blocking;
+        ckpt_work_ = work_;
+        final_ckpt_ = final;
+        waiting_write_ = async_ && pending_;
+        const double block = !async_ ? c_.save_s : final ? c_.copy_s + c_.save_s : c_.copy_s;
+        phase_end_ = waiting_write_ ? kInf : t_ + block;
+    }
+
+    /// A component of class `cls` fails now: the work since the last durable checkpoint is lost (and the
+    /// checkpoint being taken or written), then detection, relaunch (on a hot spare when one is free and
+    /// the failure is node-local) and the checkpoint load.
+    void on_failure(int cls) {
+        clocks_[static_cast<std::size_t>(cls)].advance();
+        ++o_.failures[static_cast<std::size_t>(cls)];
+        if (phase_ != Phase::recovering) {
+            o_.lost_work_s += work_ - durable_;
+            work_ = durable_;
+            if (phase_ == Phase::blocking) ++o_.checkpoints_lost;
+        }
+        if (pending_) {
+            pending_ = false;
+            ++o_.checkpoints_lost;
+        }
+        waiting_write_ = false;
+        final_ckpt_ = false;
+        next_ckpt_ = durable_ + interval_work_;
+        while (!repaired_at_.empty() && repaired_at_.top() <= t_) {
+            repaired_at_.pop();
+            ++spares_free_;
+        }
+        double relaunch = c_.restart_s;
+        if (spares_free_ > 0 && node_local(cls)) {
+            --spares_free_;
+            repaired_at_.push(t_ + c_.repair_s);
+            relaunch = c_.spare_restart_s;
+            ++o_.spare_swaps;
+        }
+        phase_ = Phase::recovering;
+        phase_end_ = t_ + c_.detection_s + relaunch + c_.load_s;
+    }
+
+    /// The running stretch reached a checkpoint boundary or the target.
+    void on_work_boundary() {
+        if (next_ckpt_ < target_) {
+            work_ = next_ckpt_;  // exact boundary (no rounding drift)
+            start_checkpoint(false);
+        } else {
+            work_ = target_;
+            start_checkpoint(true);
+        }
+    }
+
+    void on_write_done() {
+        pending_ = false;
+        durable_ = pending_work_;
+        ++o_.checkpoints_durable;
+        if (phase_ == Phase::blocking && waiting_write_) {
+            waiting_write_ = false;
+            phase_end_ = t_ + (final_ckpt_ ? c_.copy_s + c_.save_s : c_.copy_s);
+        }
+    }
+
+    void on_phase_end() {
+        if (phase_ == Phase::recovering) {
+            phase_ = Phase::running;
+            return;
+        }
+        // blocking phase over
+        if (final_ckpt_ || !async_) {
+            durable_ = ckpt_work_;
+            ++o_.checkpoints_durable;
+        } else {
+            pending_ = true;
+            pending_end_ = t_ + c_.save_s;
+            pending_work_ = ckpt_work_;
+        }
+        if (final_ckpt_) {
+            o_.finished = true;
+            return;
+        }
+        next_ckpt_ += interval_work_;
+        phase_ = Phase::running;
+    }
+
+    const GoodputConfig& c_;
+    const double interval_work_, target_, horizon_;
+    const bool async_;
+    std::vector<ClassClock> clocks_;
+    RunOutcome o_;
+    Phase phase_ = Phase::running;
+    double t_ = 0, work_ = 0, durable_ = 0, next_ckpt_;
+    double phase_end_ = 0;        ///< end of the blocking or recovering phase
+    double ckpt_work_ = 0;        ///< the work the checkpoint being taken holds
+    bool final_ckpt_ = false;     ///< the blocking phase is the run's last checkpoint
+    bool waiting_write_ = false;  ///< blocked until the previous asynchronous write is durable
+    bool pending_ = false;        ///< an asynchronous write in flight
+    double pending_end_ = 0, pending_work_ = 0;
+    int spares_free_;
+    std::priority_queue<double, std::vector<double>, std::greater<>> repaired_at_;
+};
+
+}  // namespace
+
+RunOutcome simulate_run(const GoodputConfig& c, std::uint64_t seed) {
+    return RunSimulator(c, seed).run();
 }
 
 }  // namespace trainsim

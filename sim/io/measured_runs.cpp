@@ -322,139 +322,31 @@ DomainInfo read_domain(const json& ext) {
     return d;
 }
 
-/// Reads the run's `extensions` (see the header): sets what trainsim models, `unsupported` for what it does
-/// not simulate, and lists the rest in run.ignored.
-void read_extensions(const json& ext, const std::string& file, const std::string& where, MeasuredRun& run,
-                     const std::string& training_recompute) {
-    if (!ext.is_object())
-        throw InputError(
-            fmt::format("{}: {} extensions = {} must be an object", file, where, short_dump(ext)));
-    auto ignore = [&](const std::string& key, const json& v, const std::string& why = "") {
-        run.ignored.push_back(
-            fmt::format("extensions.{} = {}{}", key, short_dump(v), why.empty() ? "" : " (" + why + ")"));
-    };
-    auto set_unsupported = [&](const std::string& why) {
-        if (!run.unsupported) run.unsupported = why;
-    };
-    Layout& l = run.layout;
-    const ModelSpec& m = run.model;
-    for (auto it = ext.begin(); it != ext.end(); ++it) {
-        const std::string& k = it.key();
-        const json& v = it.value();
-        if (provenance_keys().count(k)) continue;
-        if (k == "moe") {
-            std::string what = "mixture of experts (extensions.moe";
-            if (v.is_object() && v.contains("num_experts"))
-                what += ": " + detail::shown(v.at("num_experts")) + " experts";
-            if (v.is_object() && v.contains("top_k")) what += ", top-" + detail::shown(v.at("top_k"));
-            set_unsupported(what + ") is not simulated");
-        } else if (k == "precision_detail") {
-            const std::string d = v.is_string() ? lower(v.get<std::string>()) : "";
-            if (contains(d, "nvfp4")) {
-                set_unsupported("precision nvfp4 (extensions.precision_detail): FP4 GEMMs are not simulated");
-            } else if (contains(d, "mxfp8") || contains(d, "fp8_mx") || contains(d, "fp8-mx")) {
-                set_unsupported(
-                    "precision mxfp8 (extensions.precision_detail): MXFP8 block-scaled GEMMs are not "
-                    "simulated");
-            } else if (l.precision == Precision::fp8) {
-                const bool current =
-                    contains(d, "current") || contains(d, "fp8_cs") || contains(d, "tensorwise");
-                const bool delayed = contains(d, "delayed") || contains(d, "fp8_ds");
-                if (current && !delayed)
-                    l.fp8_recipe = Fp8Recipe::tensorwise;
-                else if (delayed && !current)
-                    l.fp8_recipe = Fp8Recipe::delayed;
-                else
-                    ignore(k, v, "names no single FP8 scaling recipe; the framework's default is kept");
-            }
-        } else if (k == "recompute") {
-            if (!v.is_object()) {
-                ignore(k, v, "not an object");
-                continue;
-            }
-            const std::string g = string_or_empty(v, "granularity");
-            Recompute rc = l.recompute;
-            if (g == "full") {
-                rc = Recompute::full;
-                const bool block = v.contains("method") && v.at("method") == "block";
-                const char* n_key = v.contains("num_layers_per_pp_stage") ? "num_layers_per_pp_stage"
-                                    : v.contains("num_layers")            ? "num_layers"
-                                                                          : nullptr;
-                if (block && n_key && v.at(n_key).is_number_integer() &&
-                    v.at(n_key).get<std::int64_t>() > 0) {
-                    // Megatron --recompute-method block --recompute-num-layers N (per model chunk).
-                    l.recompute_num_layers = v.at(n_key).get<std::int64_t>();
-                    run.notes.push_back(
-                        fmt::format("extensions.recompute: block method, the first {} layers of each model "
-                                    "chunk recomputed",
-                                    l.recompute_num_layers));
-                } else if (block || n_key) {
-                    ignore("recompute", v,
-                           "a partial full recompute other than the block method with a layer count is not "
-                           "modelled: every layer is recomputed");
-                }
-            } else if (g == "selective") {
-                if (!v.contains("modules") || v.at("modules") == json::array({"core_attn"})) {
-                    rc = Recompute::selective;
-                } else if (v.at("modules").is_array() && v.at("modules").empty()) {
-                    rc = Recompute::none;  // selective with no module: nothing recomputed
-                } else {
-                    ignore("recompute.modules", v.at("modules"),
-                           "only core_attn is modelled; simulated as training.recompute = \"" +
-                               training_recompute + "\"");
-                }
-            } else {
-                ignore(k, v, "granularity neither full nor selective");
-            }
-            if (rc != l.recompute) {
-                run.notes.push_back(
-                    fmt::format("extensions.recompute: recompute {} (training.recompute = \"{}\")",
-                                to_string(rc), training_recompute));
-                l.recompute = rc;
-            }
-        } else if (k == "head_dim") {
-            if (!(v.is_number_integer() && v.get<std::int64_t>() == m.head_dim()))
-                ignore(k, v, fmt::format("trainsim uses hidden / heads = {}", m.head_dim()));
-        } else if (k == "attention") {
-            if (!v.is_object()) {
-                ignore(k, v);
-                continue;
-            }
-            for (auto a = v.begin(); a != v.end(); ++a) {
-                if (a.key() == "note") continue;
-                if (a.key() == "head_dim" && a.value().is_number_integer() &&
-                    a.value().get<std::int64_t>() == m.head_dim())
-                    continue;
-                if (a.key() == "type" && a.value() == "MLA") {
-                    set_unsupported(
-                        "multi-head latent attention (extensions.attention.type = \"MLA\") is not "
-                        "simulated");
-                    continue;
-                }
-                ignore("attention." + a.key(), a.value(),
-                       a.key() == "head_dim" ? fmt::format("trainsim uses hidden / heads = {}", m.head_dim())
-                                             : "");
-            }
-        } else if (k == "megatron_fsdp") {
-            if (!is_true(v, "enabled")) continue;
-            const std::string sharding = string_or_empty(v, "sharding");
-            // Megatron-FSDP sharding parameters, gradients and state is ZeRO-3 (the framework was set to
-            // megatron before the training block was read, see parse_run).
-            if (sharding != "optim_grads_params" || l.zero_stage != 3) {
-                ignore(k, v,
-                       fmt::format("only optim_grads_params with training.zero_stage = 3 is read; "
-                                   "zero_stage = {}",
-                                   l.zero_stage));
-            }
-        } else if (k == "cluster") {
-            if (!v.is_object()) {
-                ignore(k, v);
-                continue;
-            }
-            for (auto a = v.begin(); a != v.end(); ++a)
-                if (a.key() != "system" && a.key() != "nvlink_domain_gpus" && a.key() != "gpus_per_tray")
-                    ignore("cluster." + a.key(), a.value());
-        } else if (k == "cuda_graphs") {
+/// Reads one run's `extensions` object key by key: what trainsim models is set on the run, what it does not
+/// simulate marks the run unsupported, the rest is listed in run.ignored.
+class ExtensionReader {
+  public:
+    ExtensionReader(MeasuredRun& run, const std::string& training_recompute)
+        : run_(run), l_(run.layout), m_(run.model), training_recompute_(training_recompute) {}
+
+    void read(const std::string& k, const json& v) {
+        if (provenance_keys().count(k)) return;
+        if (k == "moe")
+            moe(v);
+        else if (k == "precision_detail")
+            precision_detail(k, v);
+        else if (k == "recompute")
+            recompute(k, v);
+        else if (k == "head_dim") {
+            if (!(v.is_number_integer() && v.get<std::int64_t>() == m_.head_dim()))
+                ignore(k, v, fmt::format("trainsim uses hidden / heads = {}", m_.head_dim()));
+        } else if (k == "attention")
+            attention(k, v);
+        else if (k == "megatron_fsdp")
+            megatron_fsdp(k, v);
+        else if (k == "cluster")
+            cluster(k, v);
+        else if (k == "cuda_graphs") {
             if (!(v == false || v == "none" || v.is_null())) ignore(k, v, "CUDA graphs are not modelled");
         } else if (k == "mtp_layers") {
             if (!(v == 0 || v.is_null())) ignore(k, v, "multi-token prediction layers are not simulated");
@@ -466,6 +358,156 @@ void read_extensions(const json& ext, const std::string& file, const std::string
             ignore(k, v);
         }
     }
+
+  private:
+    void ignore(const std::string& key, const json& v, const std::string& why = "") {
+        run_.ignored.push_back(
+            fmt::format("extensions.{} = {}{}", key, short_dump(v), why.empty() ? "" : " (" + why + ")"));
+    }
+    void set_unsupported(const std::string& why) {
+        if (!run_.unsupported) run_.unsupported = why;
+    }
+
+    void moe(const json& v) {
+        std::string what = "mixture of experts (extensions.moe";
+        if (v.is_object() && v.contains("num_experts"))
+            what += ": " + detail::shown(v.at("num_experts")) + " experts";
+        if (v.is_object() && v.contains("top_k")) what += ", top-" + detail::shown(v.at("top_k"));
+        set_unsupported(what + ") is not simulated");
+    }
+
+    void precision_detail(const std::string& k, const json& v) {
+        const std::string d = v.is_string() ? lower(v.get<std::string>()) : "";
+        if (contains(d, "nvfp4")) {
+            set_unsupported("precision nvfp4 (extensions.precision_detail): FP4 GEMMs are not simulated");
+        } else if (contains(d, "mxfp8") || contains(d, "fp8_mx") || contains(d, "fp8-mx")) {
+            set_unsupported(
+                "precision mxfp8 (extensions.precision_detail): MXFP8 block-scaled GEMMs are not "
+                "simulated");
+        } else if (l_.precision == Precision::fp8) {
+            const bool current = contains(d, "current") || contains(d, "fp8_cs") || contains(d, "tensorwise");
+            const bool delayed = contains(d, "delayed") || contains(d, "fp8_ds");
+            if (current && !delayed)
+                l_.fp8_recipe = Fp8Recipe::tensorwise;
+            else if (delayed && !current)
+                l_.fp8_recipe = Fp8Recipe::delayed;
+            else
+                ignore(k, v, "names no single FP8 scaling recipe; the framework's default is kept");
+        }
+    }
+
+    /// Megatron --recompute-granularity full, with --recompute-method block --recompute-num-layers N (per
+    /// model chunk) where stated.
+    void full_recompute(const json& v) {
+        const bool block = v.contains("method") && v.at("method") == "block";
+        const char* n_key = v.contains("num_layers_per_pp_stage") ? "num_layers_per_pp_stage"
+                            : v.contains("num_layers")            ? "num_layers"
+                                                                  : nullptr;
+        if (block && n_key && v.at(n_key).is_number_integer() && v.at(n_key).get<std::int64_t>() > 0) {
+            l_.recompute_num_layers = v.at(n_key).get<std::int64_t>();
+            run_.notes.push_back(
+                fmt::format("extensions.recompute: block method, the first {} layers of each "
+                            "model chunk recomputed",
+                            l_.recompute_num_layers));
+        } else if (block || n_key) {
+            ignore("recompute", v,
+                   "a partial full recompute other than the block method with a layer count is not "
+                   "modelled: every layer is recomputed");
+        }
+    }
+
+    void recompute(const std::string& k, const json& v) {
+        if (!v.is_object()) {
+            ignore(k, v, "not an object");
+            return;
+        }
+        const std::string g = string_or_empty(v, "granularity");
+        Recompute rc = l_.recompute;
+        if (g == "full") {
+            rc = Recompute::full;
+            full_recompute(v);
+        } else if (g == "selective") {
+            if (!v.contains("modules") || v.at("modules") == json::array({"core_attn"})) {
+                rc = Recompute::selective;
+            } else if (v.at("modules").is_array() && v.at("modules").empty()) {
+                rc = Recompute::none;  // selective with no module: nothing recomputed
+            } else {
+                ignore("recompute.modules", v.at("modules"),
+                       "only core_attn is modelled; simulated as training.recompute = \"" +
+                           training_recompute_ + "\"");
+            }
+        } else {
+            ignore(k, v, "granularity neither full nor selective");
+        }
+        if (rc != l_.recompute) {
+            run_.notes.push_back(
+                fmt::format("extensions.recompute: recompute {} (training.recompute = \"{}\")", to_string(rc),
+                            training_recompute_));
+            l_.recompute = rc;
+        }
+    }
+
+    void attention(const std::string& k, const json& v) {
+        if (!v.is_object()) {
+            ignore(k, v);
+            return;
+        }
+        for (auto a = v.begin(); a != v.end(); ++a) {
+            if (a.key() == "note") continue;
+            if (a.key() == "head_dim" && a.value().is_number_integer() &&
+                a.value().get<std::int64_t>() == m_.head_dim())
+                continue;
+            if (a.key() == "type" && a.value() == "MLA") {
+                set_unsupported(
+                    "multi-head latent attention (extensions.attention.type = \"MLA\") is not "
+                    "simulated");
+                continue;
+            }
+            ignore(
+                "attention." + a.key(), a.value(),
+                a.key() == "head_dim" ? fmt::format("trainsim uses hidden / heads = {}", m_.head_dim()) : "");
+        }
+    }
+
+    void megatron_fsdp(const std::string& k, const json& v) {
+        if (!is_true(v, "enabled")) return;
+        const std::string sharding = string_or_empty(v, "sharding");
+        // Megatron-FSDP sharding parameters, gradients and state is ZeRO-3 (the framework was set to
+        // megatron before the training block was read, see parse_run).
+        if (sharding != "optim_grads_params" || l_.zero_stage != 3) {
+            ignore(k, v,
+                   fmt::format("only optim_grads_params with training.zero_stage = 3 is read; "
+                               "zero_stage = {}",
+                               l_.zero_stage));
+        }
+    }
+
+    void cluster(const std::string& k, const json& v) {
+        if (!v.is_object()) {
+            ignore(k, v);
+            return;
+        }
+        for (auto a = v.begin(); a != v.end(); ++a)
+            if (a.key() != "system" && a.key() != "nvlink_domain_gpus" && a.key() != "gpus_per_tray")
+                ignore("cluster." + a.key(), a.value());
+    }
+
+    MeasuredRun& run_;
+    Layout& l_;
+    const ModelSpec& m_;
+    const std::string& training_recompute_;
+};
+
+/// Reads the run's `extensions` (see the header): sets what trainsim models, `unsupported` for what it does
+/// not simulate, and lists the rest in run.ignored.
+void read_extensions(const json& ext, const std::string& file, const std::string& where, MeasuredRun& run,
+                     const std::string& training_recompute) {
+    if (!ext.is_object())
+        throw InputError(
+            fmt::format("{}: {} extensions = {} must be an object", file, where, short_dump(ext)));
+    ExtensionReader reader(run, training_recompute);
+    for (auto it = ext.begin(); it != ext.end(); ++it)
+        reader.read(it.key(), it.value());
 }
 
 /// The row's own `notes` as the documented default for two torchtitan settings the format has no field for,

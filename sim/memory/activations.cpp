@@ -35,73 +35,152 @@
 
 namespace trainsim {
 
-LayerActivations layer_activations(const ModelSpec& m, const Layout& l) {
-    const double T = static_cast<double>(l.micro_batch) * static_cast<double>(m.seq_len) / l.cp;
-    const double s = static_cast<double>(m.seq_len) / l.cp;
-    const double h = static_cast<double>(m.hidden), a = static_cast<double>(m.heads);
-    const double g = static_cast<double>(m.kv_heads), d = static_cast<double>(m.head_dim());
-    const double f = static_cast<double>(m.ffn_hidden), t = l.tp;
-    const double E = l.activation_bytes();
-    const double G = l.precision == Precision::fp8 ? 1.0 : E;
-    const double rep = l.sequence_parallel ? t : 1.0;
-    const bool flash = l.fused_attention();
-    const bool swiglu = m.mlp == MlpKind::swiglu;
-    const double drop = m.dropout ? 1.0 : 0.0;
+namespace {
 
-    // The stored tensors of the unrecomputed layer, bytes per GPU, one entry per tensor.
+/// The sizes the formulas above use (per GPU; bytes per element E and G).
+struct ActivationShape {
+    double T, s, h, a, g, d, f, t, E, G, rep, drop;
+    bool flash, swiglu;
+    ActivationShape(const ModelSpec& m, const Layout& l)
+        : T(static_cast<double>(l.micro_batch) * static_cast<double>(m.seq_len) / l.cp),
+          s(static_cast<double>(m.seq_len) / l.cp),
+          h(static_cast<double>(m.hidden)),
+          a(static_cast<double>(m.heads)),
+          g(static_cast<double>(m.kv_heads)),
+          d(static_cast<double>(m.head_dim())),
+          f(static_cast<double>(m.ffn_hidden)),
+          t(l.tp),
+          E(l.activation_bytes()),
+          G(l.precision == Precision::fp8 ? 1.0 : E),
+          rep(l.sequence_parallel ? t : 1.0),
+          drop(m.dropout ? 1.0 : 0.0),
+          flash(l.fused_attention()),
+          swiglu(m.mlp == MlpKind::swiglu) {}
+    /// The widest linear weight per GPU (fc1, or QKV), elements.
+    double widest_weight() const { return h * std::max((swiglu ? 2 : 1) * f, (a + 2 * g) * d) / t; }
+};
+
+/// The stored tensors of the unrecomputed layer, bytes per GPU, one entry per tensor (scores excluded).
+std::vector<double> unrecomputed_tensors(const ActivationShape& x, const Layout& l) {
     std::vector<double> all;
     auto rep_t = [&](double per_token) {
-        if (per_token > 0) all.push_back(T * per_token / rep);
+        if (per_token > 0) all.push_back(x.T * per_token / x.rep);
     };
     auto tp_t = [&](double per_token) {
-        if (per_token > 0) all.push_back(T * per_token / t);
+        if (per_token > 0) all.push_back(x.T * per_token / x.t);
     };
-    rep_t(E * h);  // the two norm inputs
-    rep_t(E * h);
+    rep_t(x.E * x.h);  // the two norm inputs
+    rep_t(x.E * x.h);
     // QKV and fc1 GEMM inputs. Under TP + SP Megatron saves them sequence-sharded and gathers them again in
     // the backward; torchtitan's DTensor linears save the all-gathered input (whole sequence).
-    const double gemm_in = l.framework == Framework::torchtitan ? T * G * h : T * G * h / rep;
+    const double gemm_in = l.framework == Framework::torchtitan ? x.T * x.G * x.h : x.T * x.G * x.h / x.rep;
     all.push_back(gemm_in);
     all.push_back(gemm_in);
-    rep_t(drop * h);
-    rep_t(drop * h);
+    rep_t(x.drop * x.h);
+    rep_t(x.drop * x.h);
     if (l.adapter != Adapter::none) {
         const auto& tg = l.lora_targets;
-        const double per = E * static_cast<double>(l.lora_rank);
+        const double per = x.E * static_cast<double>(l.lora_rank);
         rep_t(per *
-              ((tg.qkv ? 3 : 0) + (tg.proj ? 1 : 0) + (tg.fc1 ? (swiglu ? 2 : 1) : 0) + (tg.fc2 ? 1 : 0)));
+              ((tg.qkv ? 3 : 0) + (tg.proj ? 1 : 0) + (tg.fc1 ? (x.swiglu ? 2 : 1) : 0) + (tg.fc2 ? 1 : 0)));
     }
-    const double kv_width = flash ? g * d : a * d;
-    tp_t(E * a * d);  // Q, K, V
-    tp_t(E * kv_width);
-    tp_t(E * kv_width);
-    if (flash) {
-        tp_t(E * a * d);  // O
-        tp_t(4 * a);      // log-sum-exp
-        if (G < E) tp_t(G * a * d);
+    const double kv_width = x.flash ? x.g * x.d : x.a * x.d;
+    tp_t(x.E * x.a * x.d);  // Q, K, V
+    tp_t(x.E * kv_width);
+    tp_t(x.E * kv_width);
+    if (x.flash) {
+        tp_t(x.E * x.a * x.d);  // O
+        tp_t(4 * x.a);          // log-sum-exp
+        if (x.G < x.E) tp_t(x.G * x.a * x.d);
     } else {
-        tp_t(G * a * d);
+        tp_t(x.G * x.a * x.d);
     }
-    if (swiglu) {
-        tp_t(E * f);  // gate and up outputs
-        tp_t(E * f);
+    if (x.swiglu) {
+        tp_t(x.E * x.f);  // gate and up outputs
+        tp_t(x.E * x.f);
     } else {
-        tp_t(E * f);
+        tp_t(x.E * x.f);
     }
-    tp_t(G * f);  // fc2 input
-    const double base = std::accumulate(all.begin(), all.end(), 0.0);
-    // The s x s scores of unfused attention, per token: softmax output, and with dropout its mask and output.
-    const double scores = flash ? 0.0 : T * (E + drop * (1 + E)) * a * s / t;
-    const double input = T * E * h / rep;
+    tp_t(x.G * x.f);  // fc2 input
+    return all;
+}
 
+/// torchtitan's per-op selective checkpointing: the kept tensors into out.stored_tensors, the rebuilt set
+/// (the unrecomputed set less what was kept, as tensors of the layer's sizes, largest first) into
+/// out.recomputed_tensors.
+void selective_op_tensors(const ActivationShape& x, const Layout& l, const std::vector<double>& all,
+                          double input, LayerActivations& out) {
+    auto keep = [&](double bytes) { out.stored_tensors.push_back(bytes); };
+    keep(input);                        // block input (the checkpoint's input)
+    keep(x.T * x.E * x.a * x.d / x.t);  // wq output (mm 1)
+    keep(x.T * x.E * x.g * x.d / x.t);  // wv output (mm 3)
+    if (x.flash) {
+        keep(x.T * x.E * x.a * x.d / x.t);  // SDPA output
+        keep(x.T * 4 * x.a / x.t);          // its log-sum-exp
+    }
+    keep(x.T * x.E * x.f / x.t);  // w1 output (mm 5)
+    keep(x.T * x.E * x.h);        // w2 output (mm 7), a partial sum under TP
+    if (l.tp > 1 && l.sequence_parallel) {
+        keep(x.T * x.E * x.h / x.rep);  // reduce_scatter outputs after wo and w2
+        keep(x.T * x.E * x.h / x.rep);
+    }
+    const double base = std::accumulate(all.begin(), all.end(), 0.0);
+    const double kept = std::accumulate(out.stored_tensors.begin(), out.stored_tensors.end(), 0.0);
+    std::vector<double> sizes = all;
+    std::sort(sizes.begin(), sizes.end(), std::greater<>());
+    double left = std::max(0.0, base - kept);
+    for (std::size_t i = 0; left > 0 && !sizes.empty(); i = (i + 1) % sizes.size()) {
+        const double v = std::min(left, sizes[i]);
+        out.recomputed_tensors.push_back(v);
+        left -= v;
+    }
+}
+
+/// Transients besides the layer's own tensors: a dequantized QLoRA weight, an uncached fp8 weight cast, the
+/// K and V of other context-parallel ranks.
+void extra_transients(const ActivationShape& x, const Layout& l, LayerActivations& out) {
+    auto& fwd = out.forward_transient_tensors;
+    auto& bwd = out.backward_transient_tensors;
+    if (l.adapter == Adapter::qlora) {
+        // The 16-bit weight of the widest linear layer, dequantized from NF4 for the GEMM.
+        fwd.push_back(x.E * x.widest_weight());
+        bwd.push_back(x.E * x.widest_weight());
+    }
+    if (l.precision == Precision::fp8 && !caches_fp8_weights(l)) {
+        // fp8 GEMMs without a weight cache (torchao Float8, TE without is_first_microbatch): the fp8 cast of
+        // a weight exists only around its GEMM; the widest is counted, 1 B per element.
+        fwd.push_back(x.widest_weight());
+        bwd.push_back(x.widest_weight());
+    }
+    if (l.cp > 1) {
+        // Context parallelism: the K and V the attention of this rank reads beyond its own. PyTorch's
+        // context_parallel with the default all-gather rotation (torchtitan) gathers the whole sequence's K/V
+        // once per attention call; Megatron's p2p ring holds the block being received beside its own.
+        const double kv_local = x.T * x.E * x.g * x.d / x.t;  // K or V of this rank
+        const double kv = l.framework == Framework::torchtitan ? kv_local * l.cp : 2 * kv_local;
+        for (auto* v : {&fwd, &bwd}) {
+            v->push_back(kv);  // K
+            v->push_back(kv);  // V
+        }
+    }
+}
+
+}  // namespace
+
+LayerActivations layer_activations(const ModelSpec& m, const Layout& l) {
+    const ActivationShape x(m, l);
+    const std::vector<double> all = unrecomputed_tensors(x, l);
+    // The s x s scores of unfused attention, per token: softmax output, and with dropout its mask and output.
+    const double scores = x.flash ? 0.0 : x.T * (x.E + x.drop * (1 + x.E)) * x.a * x.s / x.t;
+    const double input = x.T * x.E * x.h / x.rep;
     // Gradients alive in the layer's backward: the output gradient and the widest intermediate gradient (the
     // fc1 output's, or the unfused attention scores').
-    const double widest = std::max(E * (swiglu ? 2 : 1) * f / t, flash ? 0.0 : E * a * s / t);
+    const double widest =
+        std::max(x.E * (x.swiglu ? 2 : 1) * x.f / x.t, x.flash ? 0.0 : x.E * x.a * x.s / x.t);
     LayerActivations out;
     auto& fwd = out.forward_transient_tensors;
     auto& rec = out.recomputed_tensors;
-    auto& bwd = out.backward_transient_tensors;
-    bwd = {T * E * h / rep, T * widest};
+    out.backward_transient_tensors = {x.T * x.E * x.h / x.rep, x.T * widest};
     std::vector<double> with_scores = all;
     if (scores > 0) with_scores.push_back(scores);
     switch (l.recompute) {
@@ -113,72 +192,25 @@ LayerActivations layer_activations(const ModelSpec& m, const Layout& l) {
             out.stored_tensors = all;
             if (scores > 0) fwd = rec = {scores};
             break;
-        case Recompute::selective_op: {
-            auto keep = [&](double bytes) { out.stored_tensors.push_back(bytes); };
-            keep(input);              // block input (the checkpoint's input)
-            keep(T * E * a * d / t);  // wq output (mm 1)
-            keep(T * E * g * d / t);  // wv output (mm 3)
-            if (flash) {
-                keep(T * E * a * d / t);  // SDPA output
-                keep(T * 4 * a / t);      // its log-sum-exp
-            }
-            keep(T * E * f / t);  // w1 output (mm 5)
-            keep(T * E * h);      // w2 output (mm 7), a partial sum under TP
-            if (l.tp > 1 && l.sequence_parallel) {
-                keep(T * E * h / rep);  // reduce_scatter outputs after wo and w2
-                keep(T * E * h / rep);
-            }
-            const double kept = std::accumulate(out.stored_tensors.begin(), out.stored_tensors.end(), 0.0);
-            // The rebuilt set, as tensors of the layer's sizes: the largest of the unrecomputed set first.
-            std::vector<double> sizes = all;
-            std::sort(sizes.begin(), sizes.end(), std::greater<>());
-            double left = std::max(0.0, base - kept);
-            for (std::size_t i = 0; left > 0 && !sizes.empty(); i = (i + 1) % sizes.size()) {
-                const double x = std::min(left, sizes[i]);
-                rec.push_back(x);
-                left -= x;
-            }
+        case Recompute::selective_op:
+            selective_op_tensors(x, l, all, input, out);
             if (scores > 0) {
                 rec.push_back(scores);
                 fwd.push_back(scores);
             }
             break;
-        }
         case Recompute::full:
             out.stored_tensors = {input};
             fwd = with_scores;
             rec = with_scores;
             break;
     }
-    if (l.adapter == Adapter::qlora) {
-        // The 16-bit weight of the widest linear layer, dequantized from NF4 for the GEMM.
-        const double widest_weight = h * std::max((swiglu ? 2 : 1) * f, (a + 2 * g) * d) / t;
-        fwd.push_back(E * widest_weight);
-        bwd.push_back(E * widest_weight);
-    }
-    if (l.precision == Precision::fp8 && !caches_fp8_weights(l)) {
-        // fp8 GEMMs without a weight cache (torchao Float8, TE without is_first_microbatch): the fp8 cast of
-        // a weight exists only around its GEMM; the widest is counted, 1 B per element.
-        const double widest_weight = h * std::max((swiglu ? 2 : 1) * f, (a + 2 * g) * d) / t;
-        fwd.push_back(widest_weight);
-        bwd.push_back(widest_weight);
-    }
-    if (l.cp > 1) {
-        // Context parallelism: the K and V the attention of this rank reads beyond its own. PyTorch's
-        // context_parallel with the default all-gather rotation (torchtitan) gathers the whole sequence's K/V
-        // once per attention call; Megatron's p2p ring holds the block being received beside its own.
-        const double kv_local = T * E * g * d / t;  // K or V of this rank
-        const double kv = l.framework == Framework::torchtitan ? kv_local * l.cp : 2 * kv_local;
-        for (auto* v : {&fwd, &bwd}) {
-            v->push_back(kv);  // K
-            v->push_back(kv);  // V
-        }
-    }
+    extra_transients(x, l, out);
     auto sum = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); };
     out.stored = sum(out.stored_tensors);
     out.forward_transient = sum(fwd);
     out.recomputed = sum(rec);
-    out.backward_transient = sum(bwd);
+    out.backward_transient = sum(out.backward_transient_tensors);
     return out;
 }
 

@@ -104,6 +104,79 @@ ProfileMemoryBound memory_row(StrictObject& top, const std::string& name) {
 
 }  // namespace
 
+namespace {
+
+/// The measurement's `device` block: GPU name, SMs, memory, CUDA, torch, cuDNN and the nvidia-smi line; the
+/// nvidia-smi line is appended to `source`.
+ProfileDevice import_device(StrictObject d, std::string& source) {
+    ProfileDevice dev;
+    dev.name = d.string("gpu");
+    dev.sm_count = static_cast<int>(d.positive("sm_count"));
+    const double gib = d.number_in("memory_GiB", 0, 1e6, "GiB");
+    if (!(gib > 0)) d.fail(d.field("memory_GiB"), fmt::format("= {} must be positive", gib));
+    dev.memory_bytes = gib * kGiB;
+    dev.cuda = d.string("cuda");
+    dev.libraries["torch"] = d.string("torch");
+    const auto cudnn = d.positive("cudnn");  // cudnnGetVersion(): major*10000 + minor*100 + patch (cuDNN 9)
+    dev.libraries["cudnn"] = fmt::format("{}.{}.{}", cudnn / 10000, (cudnn % 10000) / 100, cudnn % 100);
+    // nvidia-smi --query-gpu=driver_version,clocks.max.sm,clocks.max.mem,power.limit,clocks.sm
+    const std::string smi = d.string("nvidia_smi");
+    const auto comma = smi.find(',');
+    if (comma == std::string::npos || comma == 0)
+        d.fail(d.field("nvidia_smi"), fmt::format("= \"{}\" does not start with the driver version", smi));
+    dev.driver = smi.substr(0, comma);
+    source +=
+        fmt::format(" nvidia-smi (driver, max SM clock, max memory clock, power limit, SM clock): {}.", smi);
+    d.finish();
+    return dev;
+}
+
+/// An attention row: one profile row per pass (fwd, bwd).
+void import_attention(StrictObject& o, std::vector<ProfileAttention>& out) {
+    ProfileAttention a;
+    const std::string config = o.string("config");
+    a.backend = backend(o, "backend");
+    a.batch = count(o, "batch");
+    a.heads = count(o, "heads");
+    a.kv_heads = count(o, "kv_heads");
+    a.seq = count(o, "seq");
+    a.head_dim = count(o, "head_dim");
+    a.causal = true;  // the README: causal self-attention
+    o.number("fwd_tflops");
+    o.number("bwd_tflops");
+    for (const char* pass : {"fwd", "bwd"}) {
+        StrictObject t = o.object(pass);
+        ProfileAttention r = a;
+        r.backward = std::string(pass) == "bwd";
+        r.timing = timing_ms(t);
+        r.timing.label = fmt::format("{} {}", config, pass);
+        t.finish();
+        out.push_back(r);
+    }
+}
+
+ProfileLayer import_layer(StrictObject& o) {
+    ProfileLayer l;
+    l.label = o.string("config");
+    l.attention_backend = backend(o, "attention_backend");
+    detail::read_layer_shape(o, l);
+    {
+        StrictObject f = o.object("fwd");
+        l.fwd_s = timing_ms(f).time_s;
+        f.finish();
+    }
+    {
+        StrictObject f = o.object("fwd_bwd");
+        l.fwd_bwd_s = timing_ms(f).time_s;
+        f.finish();
+    }
+    o.number("model_flops_fwd_bwd");
+    o.number("tflops_fwd_bwd");
+    return l;
+}
+
+}  // namespace
+
 Profile import_kernel_measurements(const nlohmann::json& j, const std::string& file, const std::string& gpu,
                                    const std::string& source) {
     StrictObject top(j, file, "");
@@ -119,30 +192,7 @@ Profile import_kernel_measurements(const nlohmann::json& j, const std::string& f
     Profile p;
     p.gpu = gpu;
     p.source = source;
-    {
-        StrictObject d = top.object("device");
-        p.device.name = d.string("gpu");
-        p.device.sm_count = static_cast<int>(d.positive("sm_count"));
-        const double gib = d.number_in("memory_GiB", 0, 1e6, "GiB");
-        if (!(gib > 0)) d.fail(d.field("memory_GiB"), fmt::format("= {} must be positive", gib));
-        p.device.memory_bytes = gib * kGiB;
-        p.device.cuda = d.string("cuda");
-        p.device.libraries["torch"] = d.string("torch");
-        const auto cudnn =
-            d.positive("cudnn");  // cudnnGetVersion(): major*10000 + minor*100 + patch (cuDNN 9)
-        p.device.libraries["cudnn"] =
-            fmt::format("{}.{}.{}", cudnn / 10000, (cudnn % 10000) / 100, cudnn % 100);
-        // nvidia-smi --query-gpu=driver_version,clocks.max.sm,clocks.max.mem,power.limit,clocks.sm
-        const std::string smi = d.string("nvidia_smi");
-        const auto comma = smi.find(',');
-        if (comma == std::string::npos || comma == 0)
-            d.fail(d.field("nvidia_smi"),
-                   fmt::format("= \"{}\" does not start with the driver version", smi));
-        p.device.driver = smi.substr(0, comma);
-        p.source += fmt::format(
-            " nvidia-smi (driver, max SM clock, max memory clock, power limit, SM clock): {}.", smi);
-        d.finish();
-    }
+    p.device = import_device(top.object("device"), p.source);
     {
         const std::string about = top.string("about");
         static const std::regex date_re("[0-9]{4}-[0-9]{2}-[0-9]{2}");
@@ -163,47 +213,8 @@ Profile import_kernel_measurements(const nlohmann::json& j, const std::string& f
         const std::string config = o.string("config"), linear = o.string("linear");
         p.gemm.push_back(gemm_row(o, GemmDtype::fp8, "fwd", fmt::format("{} {} fwd", config, linear)));
     });
-    rows(top, "attention", [&](StrictObject& o) {
-        ProfileAttention a;
-        const std::string config = o.string("config");
-        a.backend = backend(o, "backend");
-        a.batch = count(o, "batch");
-        a.heads = count(o, "heads");
-        a.kv_heads = count(o, "kv_heads");
-        a.seq = count(o, "seq");
-        a.head_dim = count(o, "head_dim");
-        a.causal = true;  // the README: causal self-attention
-        o.number("fwd_tflops");
-        o.number("bwd_tflops");
-        for (const char* pass : {"fwd", "bwd"}) {
-            StrictObject t = o.object(pass);
-            ProfileAttention r = a;
-            r.backward = std::string(pass) == "bwd";
-            r.timing = timing_ms(t);
-            r.timing.label = fmt::format("{} {}", config, pass);
-            t.finish();
-            p.attention.push_back(r);
-        }
-    });
-    rows(top, "layers", [&](StrictObject& o) {
-        ProfileLayer l;
-        l.label = o.string("config");
-        l.attention_backend = backend(o, "attention_backend");
-        detail::read_layer_shape(o, l);
-        {
-            StrictObject f = o.object("fwd");
-            l.fwd_s = timing_ms(f).time_s;
-            f.finish();
-        }
-        {
-            StrictObject f = o.object("fwd_bwd");
-            l.fwd_bwd_s = timing_ms(f).time_s;
-            f.finish();
-        }
-        o.number("model_flops_fwd_bwd");
-        o.number("tflops_fwd_bwd");
-        p.layers.push_back(l);
-    });
+    rows(top, "attention", [&](StrictObject& o) { import_attention(o, p.attention); });
+    rows(top, "layers", [&](StrictObject& o) { p.layers.push_back(import_layer(o)); });
     for (auto it = j.begin(); it != j.end(); ++it) {
         const std::string& key = it.key();
         if (key == "format" || key == "errors" || key == "device" || key == "about" || key == "gemm" ||

@@ -72,6 +72,100 @@ std::string to_string(GemmDtype d) {
     return d == GemmDtype::bf16 ? "bf16" : d == GemmDtype::fp16 ? "fp16" : "fp8";
 }
 
+namespace {
+
+ProfileDevice read_device(StrictObject d) {
+    ProfileDevice dev;
+    dev.name = d.string("name");
+    dev.sm_count = static_cast<int>(d.positive("sm_count"));
+    dev.memory_bytes = d.quantity("memory", Dimension::bytes);
+    dev.driver = d.string("driver");
+    dev.cuda = d.string("cuda");
+    if (d.has("libraries")) {
+        const auto& libs = d.raw("libraries");
+        if (!libs.is_object()) d.fail(d.field("libraries"), "must be an object of library: version strings");
+        for (auto it = libs.begin(); it != libs.end(); ++it) {
+            if (!it->is_string())
+                d.fail(d.field("libraries." + it.key()),
+                       fmt::format("= {} must be a string", detail::shown(*it)));
+            dev.libraries[it.key()] = it->get<std::string>();
+        }
+    }
+    d.finish();
+    return dev;
+}
+
+void check_iso_date(StrictObject& top, const std::string& s) {
+    const bool iso =
+        s.size() == 10 && s[4] == '-' && s[7] == '-' &&
+        std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || c == '-'; });
+    if (!iso) top.fail("date", fmt::format("= \"{}\" is not an ISO date (YYYY-MM-DD)", s));
+}
+
+ProfileGemm read_gemm(StrictObject& o) {
+    ProfileGemm g;
+    const std::string dt = o.choice("dtype", {"bf16", "fp16", "fp8"});
+    g.dtype = dt == "bf16" ? GemmDtype::bf16 : dt == "fp16" ? GemmDtype::fp16 : GemmDtype::fp8;
+    g.m = positive_count(o, "m");
+    g.n = positive_count(o, "n");
+    g.k = positive_count(o, "k");
+    g.batch = positive_count(o, "batch");
+    g.timing = timing(o);
+    return g;
+}
+
+ProfileAttention read_attention(StrictObject& o) {
+    ProfileAttention a;
+    a.backend = backend_of(o, "backend");
+    a.backward = o.choice("pass", {"fwd", "bwd"}) == "bwd";
+    a.batch = positive_count(o, "batch");
+    a.heads = positive_count(o, "heads");
+    a.kv_heads = positive_count(o, "kv_heads");
+    a.seq = positive_count(o, "seq");
+    a.head_dim = positive_count(o, "head_dim");
+    a.causal = o.boolean("causal");
+    if (static_cast<long>(a.heads) % static_cast<long>(a.kv_heads) != 0)
+        o.fail(o.field("kv_heads"), fmt::format("= {} does not divide heads = {}", a.kv_heads, a.heads));
+    a.timing = timing(o);
+    return a;
+}
+
+ProfileMemoryBound read_memory_bound(StrictObject& o) {
+    ProfileMemoryBound m;
+    m.kernel = o.string("kernel");
+    if (m.kernel.empty()) o.fail(o.field("kernel"), "must not be empty");
+    m.bytes = o.quantity("bytes", Dimension::bytes);
+    m.timing = timing(o);
+    return m;
+}
+
+ProfileCollective read_collective(StrictObject& o) {
+    ProfileCollective c;
+    c.op = o.choice("op", {"all_reduce", "all_gather", "reduce_scatter", "send_recv"});
+    c.gpus = static_cast<int>(o.positive("gpus"));
+    c.nodes = static_cast<int>(o.positive("nodes"));
+    c.bytes = o.quantity("bytes", Dimension::bytes);
+    c.time_s = o.quantity("time", Dimension::time);
+    c.algbw_bytes_per_s = o.quantity("algbw", Dimension::bandwidth);
+    c.busbw_bytes_per_s = o.quantity("busbw", Dimension::bandwidth);
+    if (o.has("dtype")) c.dtype = o.string("dtype");
+    return c;
+}
+
+ProfileLayer read_layer(StrictObject& o) {
+    ProfileLayer l;
+    l.label = o.string("label");
+    l.attention_backend = backend_of(o, "attention_backend");
+    detail::read_layer_shape(o, l);
+    l.fwd_s = o.quantity("fwd", Dimension::time);
+    l.fwd_bwd_s = o.quantity("fwd_bwd", Dimension::time);
+    if (l.fwd_bwd_s < l.fwd_s)
+        o.fail(o.field("fwd_bwd"), fmt::format("= {}s is below fwd = {}s", l.fwd_bwd_s, l.fwd_s));
+    return l;
+}
+
+}  // namespace
+
 Profile parse_profile(const nlohmann::json& j, const std::string& file) {
     StrictObject top(j, file, "");
     const std::string format = top.string("format");
@@ -85,92 +179,15 @@ Profile parse_profile(const nlohmann::json& j, const std::string& file) {
     } catch (const InputError& e) {
         throw InputError(fmt::format("{}: {}", file, e.what()));
     }
-    {
-        StrictObject d = top.object("device");
-        p.device.name = d.string("name");
-        p.device.sm_count = static_cast<int>(d.positive("sm_count"));
-        p.device.memory_bytes = d.quantity("memory", Dimension::bytes);
-        p.device.driver = d.string("driver");
-        p.device.cuda = d.string("cuda");
-        if (d.has("libraries")) {
-            const auto& libs = d.raw("libraries");
-            if (!libs.is_object())
-                d.fail(d.field("libraries"), "must be an object of library: version strings");
-            for (auto it = libs.begin(); it != libs.end(); ++it) {
-                if (!it->is_string())
-                    d.fail(d.field("libraries." + it.key()),
-                           fmt::format("= {} must be a string", detail::shown(*it)));
-                p.device.libraries[it.key()] = it->get<std::string>();
-            }
-        }
-        d.finish();
-    }
+    p.device = read_device(top.object("device"));
     p.date = top.string("date");
-    {
-        const std::string& s = p.date;
-        const bool iso =
-            s.size() == 10 && s[4] == '-' && s[7] == '-' &&
-            std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || c == '-'; });
-        if (!iso) top.fail("date", fmt::format("= \"{}\" is not an ISO date (YYYY-MM-DD)", s));
-    }
+    check_iso_date(top, p.date);
     p.source = top.string("source");
-    each_row(top, "gemm", [&](StrictObject& o) {
-        ProfileGemm g;
-        const std::string dt = o.choice("dtype", {"bf16", "fp16", "fp8"});
-        g.dtype = dt == "bf16" ? GemmDtype::bf16 : dt == "fp16" ? GemmDtype::fp16 : GemmDtype::fp8;
-        g.m = positive_count(o, "m");
-        g.n = positive_count(o, "n");
-        g.k = positive_count(o, "k");
-        g.batch = positive_count(o, "batch");
-        g.timing = timing(o);
-        p.gemm.push_back(g);
-    });
-    each_row(top, "attention", [&](StrictObject& o) {
-        ProfileAttention a;
-        a.backend = backend_of(o, "backend");
-        a.backward = o.choice("pass", {"fwd", "bwd"}) == "bwd";
-        a.batch = positive_count(o, "batch");
-        a.heads = positive_count(o, "heads");
-        a.kv_heads = positive_count(o, "kv_heads");
-        a.seq = positive_count(o, "seq");
-        a.head_dim = positive_count(o, "head_dim");
-        a.causal = o.boolean("causal");
-        if (static_cast<long>(a.heads) % static_cast<long>(a.kv_heads) != 0)
-            o.fail(o.field("kv_heads"), fmt::format("= {} does not divide heads = {}", a.kv_heads, a.heads));
-        a.timing = timing(o);
-        p.attention.push_back(a);
-    });
-    each_row(top, "memory_bound", [&](StrictObject& o) {
-        ProfileMemoryBound m;
-        m.kernel = o.string("kernel");
-        if (m.kernel.empty()) o.fail(o.field("kernel"), "must not be empty");
-        m.bytes = o.quantity("bytes", Dimension::bytes);
-        m.timing = timing(o);
-        p.memory_bound.push_back(m);
-    });
-    each_row(top, "collectives", [&](StrictObject& o) {
-        ProfileCollective c;
-        c.op = o.choice("op", {"all_reduce", "all_gather", "reduce_scatter", "send_recv"});
-        c.gpus = static_cast<int>(o.positive("gpus"));
-        c.nodes = static_cast<int>(o.positive("nodes"));
-        c.bytes = o.quantity("bytes", Dimension::bytes);
-        c.time_s = o.quantity("time", Dimension::time);
-        c.algbw_bytes_per_s = o.quantity("algbw", Dimension::bandwidth);
-        c.busbw_bytes_per_s = o.quantity("busbw", Dimension::bandwidth);
-        if (o.has("dtype")) c.dtype = o.string("dtype");
-        p.collectives.push_back(c);
-    });
-    each_row(top, "layers", [&](StrictObject& o) {
-        ProfileLayer l;
-        l.label = o.string("label");
-        l.attention_backend = backend_of(o, "attention_backend");
-        detail::read_layer_shape(o, l);
-        l.fwd_s = o.quantity("fwd", Dimension::time);
-        l.fwd_bwd_s = o.quantity("fwd_bwd", Dimension::time);
-        if (l.fwd_bwd_s < l.fwd_s)
-            o.fail(o.field("fwd_bwd"), fmt::format("= {}s is below fwd = {}s", l.fwd_bwd_s, l.fwd_s));
-        p.layers.push_back(l);
-    });
+    each_row(top, "gemm", [&](StrictObject& o) { p.gemm.push_back(read_gemm(o)); });
+    each_row(top, "attention", [&](StrictObject& o) { p.attention.push_back(read_attention(o)); });
+    each_row(top, "memory_bound", [&](StrictObject& o) { p.memory_bound.push_back(read_memory_bound(o)); });
+    each_row(top, "collectives", [&](StrictObject& o) { p.collectives.push_back(read_collective(o)); });
+    each_row(top, "layers", [&](StrictObject& o) { p.layers.push_back(read_layer(o)); });
     top.finish();
     return p;
 }

@@ -76,6 +76,11 @@ void BlockBuilder::flush(OpTemplate& t) {
 
 void BlockBuilder::tp(OpTemplate& t, CollectiveKind kind, double bytes, bool wait) {
     if (l_.tp <= 1) return;
+    // funcol's chunk + cat around a dim-1 collective (funcol_chunk_cat): before a reduce-scatter, after an
+    // all-gather's wait. (Every all-gather it applies to is waited for here.)
+    const bool cat = funcol_chunk_cat() && kind != CollectiveKind::all_reduce;
+    if (cat && kind == CollectiveKind::reduce_scatter)
+        kernel(t, Kernel::memory("funcol_chunk_cat", 2 * bytes));
     flush(t);
     Op op;
     op.kind = OpKind::tp_launch;
@@ -83,6 +88,16 @@ void BlockBuilder::tp(OpTemplate& t, CollectiveKind kind, double bytes, bool wai
     op.bytes = bytes;
     t.push_back(op);
     if (wait) tp_wait(t);
+    if (cat && kind == CollectiveKind::all_gather && wait)
+        kernel(t, Kernel::memory("funcol_chunk_cat", 2 * bytes));
+}
+
+bool BlockBuilder::funcol_chunk_cat() const {
+    return l_.framework == Framework::torchtitan && l_.tp > 1 && l_.sequence_parallel && !l_.tp_comm_overlap;
+}
+
+bool BlockBuilder::regathers_in_backward() const {
+    return l_.sequence_parallel && l_.framework != Framework::torchtitan;
 }
 
 void BlockBuilder::cp_collective(OpTemplate& t, CollectiveKind kind, double bytes) {
@@ -303,9 +318,10 @@ OpTemplate BlockBuilder::layer_backward() {
     // is all-gathered again, overlapped with the data-gradient GEMM; the input gradient's all-reduce
     // (reduce-scatter) is launched asynchronously and overlapped with the weight-gradient GEMM.
     auto column_bwd = [&](const Kernel& dgrad, const Kernel& wgrad) {
-        if (sp) tp(t, CollectiveKind::all_gather, act, false);
+        const bool regather = regathers_in_backward();
+        if (regather) tp(t, CollectiveKind::all_gather, act, false);
         kernel(t, dgrad);
-        if (sp) tp_wait(t);
+        if (regather) tp_wait(t);
         tp(t, grad_kind, act, false);
         if (!frozen) kernel(t, wgrad);
         tp_wait(t);
@@ -651,9 +667,10 @@ OpTemplate BlockBuilder::head_backward() {
         kernel(t, Kernel::memory("fused_cross_entropy_bwd", kFusedCrossEntropyBwdBytes * logits));
     else
         kernel(t, Kernel::memory("vocab_parallel_cross_entropy_bwd", 14 * logits));
-    if (sp) tp(t, CollectiveKind::all_gather, act, false);
+    const bool regather = regathers_in_backward();  // the final norm's output, for the weight gradient
+    if (regather) tp(t, CollectiveKind::all_gather, act, false);
     kernel(t, Kernel::gemm("lm_head_dgrad", T_, h_, V_ / t_));
-    if (sp) tp_wait(t);
+    if (regather) tp_wait(t);
     tp(t, sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, act, false);
     kernel(t, Kernel::gemm("lm_head_wgrad", V_ / t_, h_, T_));
     tp_wait(t);

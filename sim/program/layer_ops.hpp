@@ -92,6 +92,19 @@ class BlockBuilder {
     /// Float8Linear: torchtitan docs/float8.md): the sequence-sharded input of a column-parallel GEMM is cast
     /// to FP8 before its all-gather, which then moves 1 B per element.
     bool fp8_tp_all_gather() const;
+    /// torchtitan's TP with SP as DTensor runs it (torch/distributed/_functional_collectives.py,
+    /// all_gather_tensor and reduce_scatter_tensor, PyTorch 2.4-2.7): the sequence dimension is dim 1 of
+    /// [batch, seq, hidden], and funcol gathers and scatters along dim 0 only, so an all-gather with
+    /// gather_dim != 0 is followed by torch.cat(torch.chunk(out, group_size, dim=0), dim=gather_dim) and a
+    /// reduce-scatter with scatter_dim != 0 is preceded by torch.cat(torch.chunk(in, group_size,
+    /// dim=scatter_dim)): one copy of the whole (gathered) tensor each, read and written. Async TP's fused
+    /// all-gather-matmul and matmul-reduce-scatter (torch/distributed/_symmetric_memory) work on
+    /// movedim'ed views instead: no copy.
+    bool funcol_chunk_cat() const;
+    /// Megatron saves a column-parallel GEMM's input sequence-sharded and all-gathers it again in the
+    /// backward; torchtitan's DTensor linears save the gathered input (recomputation gathers it again in the
+    /// recompute pass).
+    bool regathers_in_backward() const;
     /// Weights of one layer's linear layers on this GPU.
     double layer_linear_weights() const;
 

@@ -277,3 +277,42 @@ TEST_CASE("collectives: busbw_factor") {
     CHECK(busbw_factor(CollectiveKind::reduce_scatter, 4) == doctest::Approx(3.0 / 4));
     CHECK(busbw_factor(CollectiveKind::all_reduce, 1) == 0.0);
 }
+
+TEST_CASE("collectives: all-to-all sends S / n from every member to every other (closed-form volumes)") {
+    const std::vector<int> ranks = {0, 1, 2, 3, 8, 9, 10, 11};
+    const double S = 64e6;
+    const auto flows = Collectives::all_to_all_flows(ranks, S);
+    REQUIRE(flows.size() == 8 * 7);
+    for (int r : ranks) {
+        double out = 0, in = 0;
+        for (const auto& f : flows) {
+            CHECK(f.src != f.dst);
+            if (f.src == r) out += f.bytes;
+            if (f.dst == r) in += f.bytes;
+        }
+        CHECK(out == doctest::Approx(7.0 / 8.0 * S));  // (n - 1) / n of its bytes leave each rank
+        CHECK(in == doctest::Approx(7.0 / 8.0 * S));
+    }
+    CHECK(Collectives::all_to_all_flows({5}, S).empty());
+    CHECK(busbw_factor(CollectiveKind::all_to_all, 8) == doctest::Approx(7.0 / 8));
+}
+
+TEST_CASE(
+    "collectives: all-to-all inside one node is bound by each GPU's NVLink: T = launch + alpha + (n-1)/n S / "
+    "B") {
+    // 8 GPUs on one NVSwitch: each GPU's NVLink up carries 7 flows of S / 8; the switch is not a bottleneck.
+    const std::vector<int> ranks = {0, 1, 2, 3, 4, 5, 6, 7};
+    const double S = 256e6;
+    Fabric f(small_topology(2));
+    const double t = run_one(f, CollectiveKind::all_to_all, ranks, S);
+    const double B = 300e9 * f.cluster.gpu().nvlink_efficiency;
+    const double hand = kNcclLaunchLatencyS + f.cluster.route(0, 1).latency.to_seconds() + 7.0 / 8.0 * S / B;
+    CHECK(rel_diff(t, hand) < 0.01);
+    // Across two nodes (4 + 4 GPUs): half of each rank's bytes (4 flows of S / 8) leave its node through its
+    // one NIC, so it takes at least (S / 2) / (NIC bandwidth x efficiency), longer than the NVLink bound.
+    Fabric g(small_topology(2));
+    const double t2 = run_one(g, CollectiveKind::all_to_all, {0, 1, 2, 3, 8, 9, 10, 11}, S);
+    const double nic = 25e9 * kScaleOutEfficiency;
+    CHECK(t2 >= 0.5 * S / nic);
+    CHECK(t2 > t);
+}

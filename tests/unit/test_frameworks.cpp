@@ -507,3 +507,49 @@ TEST_CASE("torchtitan Float8 TP: the column-parallel inputs are cast on the shar
     l.fp8_recipe = Fp8Recipe::rowwise;
     CHECK(forward_gathers(build_program(m, l))[0] == doctest::Approx(T * h * E));
 }
+
+TEST_CASE(
+    "torchtitan TP + SP: funcol's chunk + cat copy around each dim-1 collective; no backward re-gather") {
+    // 2 layers, TP 4 with SP, 1,024 tokens of h = 1,024 in 16 bits: a full activation is T h E bytes.
+    const ModelSpec m = llama_style(2, 1024, 16, 4, 3584, 8192, 1024);
+    auto count = [](const Program& p, Phase ph, const char* name) {
+        int n = 0;
+        for (const auto& k : kernels_of(p, ph))
+            if (std::string(k.name) == name) {
+                CHECK(k.bytes ==
+                      doctest::Approx(2 * 1024.0 * 1024.0 * 2.0));  // read and write the whole tensor
+                ++n;
+            }
+        return n;
+    };
+    auto gathers = [](const Program& p, Phase ph) {
+        int n = 0;
+        for (const auto& op : p.stages[0].ops)
+            if (op.phase == ph && op.kind == OpKind::tp_launch && op.collective == CollectiveKind::all_gather)
+                ++n;
+        return n;
+    };
+    Layout l = layout_of(Framework::torchtitan, 4, true);
+    l.micro_batch = 1;
+    l.global_batch = 1;
+    l.torch_compile = true;
+    const Program tt = build_program(m, l);
+    // Forward: per layer 2 all-gathers (qkv, fc1 inputs) and 2 reduce-scatters (proj, fc2 outputs), the
+    // embedding's reduce-scatter and the LM head input's all-gather: 2 * 4 + 2 copies.
+    CHECK(count(tt, Phase::forward, "funcol_chunk_cat") == 2 * 4 + 2);
+    // Backward: per layer the output-gradient all-gathers of proj and fc2 and the input-gradient
+    // reduce-scatters of qkv and fc1; the embedding's all-gather and the head's reduce-scatter.
+    CHECK(count(tt, Phase::backward, "funcol_chunk_cat") == 2 * 4 + 2);
+    // DTensor saves the gathered input of a column-parallel GEMM: the backward gathers only the output
+    // gradients (2 per layer) and the embedding's; Megatron gathers the inputs again (2 more per layer).
+    CHECK(gathers(tt, Phase::backward) == 2 * 2 + 1);
+    Layout mg = layout_of(Framework::megatron, 4, true);
+    mg.micro_batch = 1;
+    mg.global_batch = 1;
+    const Program meg = build_program(m, mg);
+    CHECK(gathers(meg, Phase::backward) == 2 * 4 + 2);  // and the LM head input
+    CHECK(count(meg, Phase::forward, "funcol_chunk_cat") == 0);
+    // Async TP's fused all-gather-matmul / matmul-reduce-scatter work on views: no copy.
+    l.tp_comm_overlap = true;
+    CHECK(count(build_program(m, l), Phase::forward, "funcol_chunk_cat") == 0);
+}

@@ -1,0 +1,522 @@
+// One pipeline stage's op list: parameter groups and DP buckets, the forward and backward passes in schedule
+// order, and the end of the step. DeepSpeed's 2021 ZeRO-3 coordinator is in deepspeed_stage3.cpp.
+#include "stage_builder.hpp"
+
+#include <algorithm>
+
+namespace trainsim::detail {
+
+std::vector<Bucket> make_buckets(const std::vector<double>& groups, double bucket_elements) {
+    std::vector<Bucket> buckets;
+    double acc = 0;
+    for (std::size_t i = 0; i < groups.size(); ++i) {
+        acc += groups[i];
+        if (acc >= bucket_elements || i + 1 == groups.size()) {
+            if (acc > 0) buckets.push_back({acc, static_cast<int>(i)});
+            acc = 0;
+        }
+    }
+    return buckets;
+}
+
+void append(std::vector<Op>& ops, const OpTemplate& t, Phase phase, int mb) {
+    for (Op op : t) {
+        op.phase = phase;
+        op.micro_batch = mb;
+        ops.push_back(op);
+    }
+}
+
+ProgramTemplates::ProgramTemplates(BlockBuilder& blocks, const Layout& layout) {
+    layer_fwd = blocks.layer_forward();
+    layer_bwd = blocks.layer_backward();
+    layer_rec = blocks.layer_recompute();
+    emb_fwd = blocks.embedding_forward();
+    emb_bwd = blocks.embedding_backward();
+    head_fwd = blocks.head_forward();
+    head_bwd = blocks.head_backward();
+    const bool ds3_any = layout.framework == Framework::deepspeed && layout.zero_stage >= 3 && layout.dp > 1;
+    if (ds3_any) {
+        ds3_fwd_units = blocks.layer_forward_units();
+        ds3_bwd_units = blocks.layer_backward_units();
+    }
+    ds3_weights = blocks.layer_linear_unit_weights();
+    ds3_biases = blocks.layer_linear_unit_biases();
+}
+
+const OpTemplate& ProgramTemplates::hp_accumulate_for(BlockBuilder& blocks, double params) {
+    auto it = hp_accumulate.find(params);
+    if (it == hp_accumulate.end())
+        it = hp_accumulate.emplace(params, blocks.bf16_hp_grad_accumulate(params)).first;
+    return it->second;
+}
+
+ProgramShape::ProgramShape(const ModelSpec& model, const Layout& layout) {
+    pp = layout.pp;
+    vpp = layout.vpp;
+    m = static_cast<int>(layout.micro_batches());
+    last_vs = pp * vpp - 1;
+    t = layout.tp;
+    act_bytes = static_cast<double>(layout.micro_batch * model.seq_len * model.hidden) *
+                layout.activation_bytes() / layout.cp;
+    // P2P message per rank: with TP, each rank sends its 1/t share (sequence parallelism shards the
+    // activation; without it, Megatron's scatter-gather optimization, Narayanan et al. 2021 Sec. 4.1, splits
+    // it and the receiver all-gathers over NVLink).
+    // (DeepSpeed's pipeline engine does the same: is_pipe_partitioned / is_grad_partitioned when model
+    // parallel, PartitionedTensor rebuilt with an all-gather by the receiver.)
+    deepspeed = layout.framework == Framework::deepspeed;
+    p2p_bytes = act_bytes / t;
+    gather_after_recv = layout.tp > 1 && !layout.sequence_parallel;
+    grad_bytes = layout.grad_reduce_bytes_per_element();
+    bucket_elements = layout.dp_bucket_bytes / 4.0;
+    layer_params_rank = model.layer_params() / t;
+    emb_params_rank = model.embedding_params() / t;
+    head_params_rank = model.output_params() / t +
+                       (model.tied_embeddings && last_vs > 0 ? model.embedding_params() / t : 0.0);
+    // Trainable parameters per group: everything, or only the LoRA / QLoRA adapters (base frozen: no
+    // gradients, no optimizer state, nothing reduced over DP for it).
+    frozen = layout.frozen_base();
+    layer_trainable_rank = frozen ? adapter_params_per_layer(model, layout) / t : layer_params_rank;
+    emb_trainable_rank = frozen ? 0.0 : emb_params_rank;
+    head_trainable_rank = frozen ? 0.0 : head_params_rank;
+}
+
+StageBuilder::StageBuilder(const ModelSpec& model, const Layout& layout, BlockBuilder& blocks,
+                           ProgramTemplates& templates, const ProgramShape& shape, int stage)
+    : model_(model), layout_(layout), blocks_(blocks), tpl_(templates), shape_(shape), r_(stage) {
+    const auto vpp = static_cast<std::size_t>(shape_.vpp);
+    stage_layers_ = layers_on_stage(model_, layout_, r_);
+    layers_of_chunk_.resize(vpp);
+    buckets_.resize(vpp);
+    group_elements_.resize(vpp);
+    group_trainable_.resize(vpp);
+    backward_count_.assign(vpp, 0);
+    kept_.assign(vpp, false);
+    gather_base_.assign(vpp, 0);
+    chunk_started_.assign(vpp, false);
+    plan_groups();
+
+    sharded_ = layout_.sharded_optimizer() && layout_.dp > 1;
+    zero2_ = layout_.zero_stage == 2 && layout_.dp > 1;
+    zero3_ = layout_.zero_stage >= 3 && layout_.dp > 1;
+    // DeepSpeed's own stage-3 coordinator (deepspeed_stage3.cpp); it has no pipeline engine path (stage 3
+    // with PP is refused by DeepSpeed) and no frozen-base adapters here. A run that states
+    // reshard_after_forward = false (not a DeepSpeed setting) keeps the generic gather-once path.
+    ds3_ = shape_.deepspeed && zero3_ && shape_.pp == 1 && shape_.vpp == 1 && !shape_.frozen &&
+           layout_.reshard_after_forward;
+    // ZeRO-3 / FSDP: reshard_after_forward = false keeps the gathered parameters from forward to backward
+    // (no backward all-gather); under PP torchtitan also defers the reshard after backward to the last
+    // micro-batch (torch/distributed/pipelining/stage.py), so each group is gathered once per step.
+    rebackward_ = layout_.reshard_after_forward;
+    keep_for_step_ = !layout_.reshard_after_forward && shape_.pp > 1;
+    // The copy the framework makes of each all-gathered group on the compute stream before its compute:
+    // FSDP2 copy-out (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py
+    // foreach_all_gather_copy_out: split_with_sizes_copy from the gathered flat buffer into each
+    // parameter, read and write 2 B per element); DeepSpeed stage 3 (2021, partition_parameters.py
+    // _allgather_param: torch.zeros of the full flat buffer, 2 B, then torch.distributed.all_gather into
+    // a list of partitions, which ProcessGroupNCCL runs on a flattened copy and copies out, 2 + 2 B): 6
+    // B, the copy out being one copy_ per partition (ProcessGroupNCCL::allgather in PyTorch 1.8-1.10,
+    // torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp: outputTensors[i][j].copy_(outputFlattened[i][j])
+    // for each of the DP world's partitions): DP kernels, each paying the kernel overhead, so the
+    // gather's fixed cost grows with the number of GPUs. FSDP1 (Composer) gathers into the flat
+    // parameter itself: none.
+    copy_out_bytes_ = layout_.framework == Framework::torchtitan  ? 4.0
+                      : layout_.framework == Framework::pytorch   ? 4.0
+                      : layout_.framework == Framework::deepspeed ? 6.0
+                                                                  : 0.0;
+    // Backward prefetch: the next group's all-gather is issued before the current group's gradient
+    // computation (FSDP BACKWARD_PRE, FSDP2's explicit backward prefetch, DeepSpeed's trace prefetch),
+    // overlapping it; or after it (FSDP1 BACKWARD_POST, Composer's default, composer/trainer/
+    // dist_strategy.py set_fsdp_default; PyTorch torch/distributed/fsdp/api.py BackwardPrefetch: it
+    // "overlaps the current reduce-scatter and the next gradient computation", not the next all-gather).
+    backward_post_ = layout_.framework == Framework::composer;
+    // Bytes per all-gathered parameter: 16-bit, or (fp8_param_gather) FP8 for the linear weights and
+    // 16-bit for the rest, averaged over the stage's parameters.
+    const double stage_linear_rank = static_cast<double>(stage_layers_) * model_.linear_params() / shape_.t;
+    gather_bytes_ = layout_.precision == Precision::fp8 && layout_.fp8_param_gather && stage_params_rank_ > 0
+                        ? 2.0 - std::min(stage_linear_rank, stage_params_rank_) / stage_params_rank_
+                        : 2.0;
+    // DeepSpeed's BF16_Optimizer (bf16 + ZeRO-1) all-reduces the fp32 gradients, then all-gathers the
+    // weights after its partitioned step.
+    reduce_in_full_ = shape_.deepspeed && layout_.zero_stage == 1 && layout_.precision == Precision::bf16;
+    // Distributed optimizer with overlapped parameter all-gather: the gathers of this iteration's
+    // parameters are dispatched at its start, in forward order, and the first forward of each parameter
+    // group waits for the bucket that holds it (Megatron-LM --overlap-param-gather: a forward pre-hook
+    // waits per bucket).
+    early_gather_ = sharded_ && layout_.overlap_param_gather && !zero3_;
+}
+
+void StageBuilder::plan_groups() {
+    // Layers per model chunk: even, or one fewer where the embedding / loss counts in the split.
+    for (int c = 0; c < shape_.vpp; ++c)
+        layers_of_chunk_[static_cast<std::size_t>(c)] =
+            static_cast<int>(layers_on_virtual_stage(model_, layout_, r_, c));
+    for (int c = 0; c < shape_.vpp; ++c) {
+        const int vs = c * shape_.pp + r_;
+        const int chunk_layers = layers_of_chunk_[static_cast<std::size_t>(c)];
+        std::vector<double> groups, trainable;
+        if (vs == shape_.last_vs) {
+            groups.push_back(shape_.head_params_rank);
+            trainable.push_back(shape_.head_trainable_rank);
+        }
+        for (int i = 0; i < chunk_layers; ++i) {
+            groups.push_back(shape_.layer_params_rank);
+            trainable.push_back(shape_.layer_trainable_rank);
+        }
+        if (vs == 0) {
+            groups.push_back(shape_.emb_params_rank);
+            trainable.push_back(shape_.emb_trainable_rank);
+        }
+        for (double g : groups)
+            stage_params_rank_ += g;
+        for (double g : trainable)
+            stage_trainable_rank_ += g;
+        buckets_[static_cast<std::size_t>(c)] = make_buckets(trainable, shape_.bucket_elements);
+        group_elements_[static_cast<std::size_t>(c)] = groups;
+        group_trainable_[static_cast<std::size_t>(c)] = trainable;
+        if (vs == 0) sp_.embedding_params += shape_.emb_params_rank * shape_.t;
+        if (vs == shape_.last_vs) sp_.embedding_params += shape_.head_params_rank * shape_.t;
+        sp_.has_embedding = sp_.has_embedding || vs == 0;
+        sp_.has_head = sp_.has_head || vs == shape_.last_vs;
+    }
+    sp_.params = stage_params_rank_ * shape_.t;
+    sp_.trainable_params = stage_trainable_rank_ * shape_.t;
+    sp_.layers = stage_layers_;
+}
+
+void StageBuilder::mark(MemoryEvent e, double elements) {
+    sp_.memory_marks.push_back(MemoryMark{sp_.ops.size(), e, elements});
+}
+
+void StageBuilder::append_copy_out(double elements, Phase phase, int mb) {
+    if (copy_out_bytes_ <= 0 || elements <= 0) return;
+    auto it = copy_out_.find(elements);
+    if (it == copy_out_.end())
+        it = copy_out_
+                 .emplace(elements,
+                          ds3_ ? blocks_.list_all_gather_copy_out(elements, layout_.dp)
+                               : blocks_.memory_pass("zero3_all_gather_copy_out", copy_out_bytes_ * elements))
+                 .first;
+    append(sp_.ops, it->second, phase, mb);
+}
+
+void StageBuilder::dp_launch(CollectiveKind kind, double bytes) {
+    if (layout_.dp <= 1) return;
+    Op op;
+    op.kind = OpKind::dp_launch;
+    op.phase = Phase::backward;
+    op.collective = kind;
+    op.bytes = bytes;
+    sp_.ops.push_back(op);
+    ++dp_launched_;
+}
+
+void StageBuilder::dp_wait(int target, Phase phase) {
+    if (layout_.dp <= 1) return;
+    Op op;
+    op.kind = OpKind::dp_wait;
+    op.phase = phase;
+    op.dp_target = target;
+    sp_.ops.push_back(op);
+}
+
+int StageBuilder::param_gather(double elements) {
+    dp_launch(CollectiveKind::all_gather, elements * gather_bytes_);
+    return dp_launched_ - 1;
+}
+
+void StageBuilder::launch_grad_bucket(const Bucket& b) {
+    dp_launch(sharded_ && !reduce_in_full_ ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce,
+              b.elements * shape_.grad_bytes);
+}
+
+void StageBuilder::launch_param_gather(int chunk) {
+    // Parameters are all-gathered in 16-bit (or FP8, see gather_bytes_), in forward order.
+    const auto& bs = buckets_[static_cast<std::size_t>(chunk)];
+    for (auto it = bs.rbegin(); it != bs.rend(); ++it) {
+        dp_launch(CollectiveKind::all_gather, it->elements * gather_bytes_);
+        sp_.ops.back().phase = Phase::forward;
+    }
+}
+
+void StageBuilder::wait_for_group(int chunk, int group) {
+    // Before the forward of param group `group` (backward-order index) of `chunk`: wait for its bucket.
+    const auto& bs = buckets_[static_cast<std::size_t>(chunk)];
+    for (std::size_t k = 0; k < bs.size(); ++k)
+        if (group <= bs[k].closes_after) {
+            dp_wait(gather_base_[static_cast<std::size_t>(chunk)] + static_cast<int>(bs.size() - k),
+                    Phase::forward);
+            return;
+        }
+}
+
+void StageBuilder::recv(int direction, int vs, int mb, Phase phase) {
+    Op op;
+    op.kind = OpKind::recv;
+    op.phase = phase;
+    op.direction = direction;
+    op.virtual_stage = vs;
+    op.micro_batch = mb;
+    op.bytes = shape_.p2p_bytes;
+    sp_.ops.push_back(op);
+    if (shape_.gather_after_recv) {
+        Op ag;
+        ag.kind = OpKind::tp_launch;
+        ag.phase = phase;
+        ag.collective = CollectiveKind::all_gather;
+        ag.bytes = shape_.act_bytes;
+        ag.micro_batch = mb;
+        sp_.ops.push_back(ag);
+        Op w;
+        w.kind = OpKind::tp_wait;
+        w.phase = phase;
+        w.micro_batch = mb;
+        sp_.ops.push_back(w);
+    }
+}
+
+void StageBuilder::send(int direction, int to_vs, int mb, Phase phase) {
+    Op op;
+    op.kind = OpKind::send;
+    op.phase = phase;
+    op.direction = direction;
+    op.virtual_stage = to_vs;
+    op.micro_batch = mb;
+    op.bytes = shape_.p2p_bytes;
+    sp_.ops.push_back(op);
+}
+
+StageProgram StageBuilder::build() {
+    if (early_gather_)
+        for (int c = 0; c < shape_.vpp; ++c) {
+            gather_base_[static_cast<std::size_t>(c)] = dp_launched_;
+            launch_param_gather(c);
+        }
+    const auto items = pipeline_schedule(layout_.schedule, shape_.pp, r_, shape_.m, shape_.vpp);
+    if (ds3_) {
+        deepspeed_stage3(items);
+    } else {
+        for (const auto& it : items) {
+            if (it.forward)
+                forward_pass(it);
+            else
+                backward_pass(it);
+        }
+    }
+    finish_step();
+    return std::move(sp_);
+}
+
+void StageBuilder::forward_pass(const ScheduleItem& item) {
+    const int c = item.chunk;
+    const auto ci = static_cast<std::size_t>(c);
+    const int vs = c * shape_.pp + r_;
+    const int mb = item.micro_batch;
+    const int chunk_layers = layers_of_chunk_[ci];
+    const bool first = early_gather_ && !chunk_started_[ci];
+    chunk_started_[ci] = true;
+    const int groups = (vs == shape_.last_vs ? 1 : 0) + chunk_layers + (vs == 0 ? 1 : 0);
+    const auto& elems = group_elements_[ci];
+    // ZeRO-3 / FSDP: each parameter group is all-gathered just in time, the next one prefetched while this
+    // one computes (PyTorch FSDP forward prefetch, DeepSpeed stage-3 prefetch).
+    int gathered = -1;
+    auto gather = [&](int k) {  // all-gather of forward-order group k
+        const double e = elems[static_cast<std::size_t>(groups - 1 - k)];
+        const int id = param_gather(e);
+        mark(MemoryEvent::params_gathered, e);
+        return id;
+    };
+    const bool skip_gather = keep_for_step_ && kept_[ci];
+    kept_[ci] = true;
+    auto zero3_gather = [&](int k) {  // k: forward-order index of the group about to run
+        if (!zero3_ || skip_gather) return;
+        if (gathered < 0) gathered = gather(k);
+        const int next = k + 1 < groups ? gather(k + 1) : -1;
+        dp_wait(gathered + 1, Phase::forward);
+        gathered = next;
+        append_copy_out(elems[static_cast<std::size_t>(groups - 1 - k)], Phase::forward, mb);
+    };
+    auto zero3_release = [&](int k) {  // after the compute of forward-order group k
+        if (zero3_ && rebackward_)
+            mark(MemoryEvent::params_released, elems[static_cast<std::size_t>(groups - 1 - k)]);
+    };
+    // TransformerEngine's delayed-scaling FP8 casts every weight (and its transpose) once per step, in the
+    // first micro-batch's forward (per chunk: its own layer count).
+    if (mb == 0) {
+        const auto weight_casts = blocks_.fp8_weight_casts_per_step(static_cast<double>(chunk_layers));
+        if (!weight_casts.empty()) append(sp_.ops, weight_casts, Phase::forward, mb);
+    }
+    if (vs > 0) recv(+1, vs, mb, Phase::forward);
+    int k = 0;
+    if (vs == 0) {
+        if (first) wait_for_group(c, groups - 1);
+        zero3_gather(k);
+        append(sp_.ops, tpl_.emb_fwd, Phase::forward, mb);
+        mark(MemoryEvent::embedding_forward);
+        zero3_release(k++);
+    }
+    for (int i = 0; i < chunk_layers; ++i) {
+        if (first) wait_for_group(c, (vs == shape_.last_vs ? 1 : 0) + chunk_layers - 1 - i);
+        zero3_gather(k);
+        append(sp_.ops, tpl_.layer_fwd, Phase::forward, mb);
+        mark(layout_.layer_recomputed(i) || layout_.recompute == Recompute::none
+                 ? MemoryEvent::layer_forward
+                 : MemoryEvent::layer_forward_kept);
+        zero3_release(k++);
+    }
+    if (vs == shape_.last_vs) {
+        if (first) wait_for_group(c, 0);
+        zero3_gather(k);
+        append(sp_.ops, tpl_.head_fwd, Phase::forward, mb);
+        mark(MemoryEvent::head_forward);
+        zero3_release(k++);
+    } else {
+        send(+1, vs + 1, mb, Phase::forward);
+    }
+    in_flight_ += 1.0 / shape_.vpp;
+    sp_.peak_in_flight_microbatches = std::max(sp_.peak_in_flight_microbatches, in_flight_);
+}
+
+/// A backward pass's progress over the chunk's parameter groups (backward order).
+struct StageBuilder::BackwardState {
+    int chunk = 0, mb = 0, groups = 0;
+    bool last_backward = false;
+    bool overlap = false;  ///< gradient buckets reduced as they fill
+    std::size_t next_bucket = 0;
+    int group = 0;         ///< index of the param group whose gradients are complete next
+    int gathered = -1;     ///< ZeRO-3: DP index of the all-gather in flight for the next group, or -1
+    double unsharded = 0;  ///< ZeRO-3: the previous group's gradients, until its reduce-scatter
+};
+
+void StageBuilder::backward_group_start(BackwardState& s) {
+    // ZeRO-3 / FSDP backward: gather the group's parameters again (prefetching the next).
+    if (!zero3_ || !rebackward_) return;
+    const auto& elems = group_elements_[static_cast<std::size_t>(s.chunk)];
+    auto gather = [&](int g) {
+        const double e = elems[static_cast<std::size_t>(g)];
+        const int id = param_gather(e);
+        mark(MemoryEvent::params_gathered, e);
+        return id;
+    };
+    if (s.gathered < 0) s.gathered = gather(s.group);
+    const int next = !backward_post_ && s.group + 1 < s.groups ? gather(s.group + 1) : -1;
+    dp_wait(s.gathered + 1, Phase::backward);
+    s.gathered = next;
+    append_copy_out(elems[static_cast<std::size_t>(s.group)], Phase::backward, s.mb);
+}
+
+void StageBuilder::backward_group_done(BackwardState& s) {
+    const auto ci = static_cast<std::size_t>(s.chunk);
+    const auto& elems = group_elements_[ci];
+    const double g = group_trainable_[ci][static_cast<std::size_t>(s.group)];
+    if (zero3_) {
+        if (!keep_for_step_ || s.last_backward)
+            mark(MemoryEvent::params_released, elems[static_cast<std::size_t>(s.group)]);
+        // BACKWARD_POST: the next group's all-gather is issued after this group's gradient computation,
+        // ahead of its reduce-scatter on the one NCCL stream.
+        if (backward_post_ && rebackward_ && s.group + 1 < s.groups) {
+            const double e = elems[static_cast<std::size_t>(s.group + 1)];
+            s.gathered = param_gather(e);
+            mark(MemoryEvent::params_gathered, e);
+        }
+        if (s.unsharded > 0) mark(MemoryEvent::grads_reduced, s.unsharded);
+        s.unsharded = 0;
+        if (g > 0) {
+            mark(MemoryEvent::grads_unsharded, g);
+            dp_launch(CollectiveKind::reduce_scatter, g * shape_.grad_bytes);
+            s.unsharded = g;
+        }
+    } else {
+        const auto& bs = buckets_[ci];
+        if (s.overlap && s.next_bucket < bs.size() && bs[s.next_bucket].closes_after == s.group)
+            launch_grad_bucket(bs[s.next_bucket++]);
+    }
+    ++s.group;
+}
+
+void StageBuilder::backward_pass(const ScheduleItem& item) {
+    const int c = item.chunk;
+    const auto ci = static_cast<std::size_t>(c);
+    const int vs = c * shape_.pp + r_;
+    const int mb = item.micro_batch;
+    const int chunk_layers = layers_of_chunk_[ci];
+    BackwardState s;
+    s.chunk = c;
+    s.mb = mb;
+    s.groups = static_cast<int>(group_elements_[ci].size());
+    s.last_backward = ++backward_count_[ci] == shape_.m;
+    // ZeRO-2 (DeepSpeed) reduces the gradients of every micro-batch as its buckets fill; Megatron's DDP and
+    // distributed optimizer only in the last micro-batch (no_sync before), when overlapped.
+    s.overlap = (layout_.overlap_grad_reduce && s.last_backward) || zero2_;
+    if (vs < shape_.last_vs) recv(-1, vs, mb, Phase::backward);
+    if (vs == shape_.last_vs) {
+        backward_group_start(s);
+        append(sp_.ops, tpl_.head_bwd, Phase::backward, mb);
+        mark(MemoryEvent::head_backward);
+        backward_group_done(s);
+    }
+    for (int i = 0; i < chunk_layers; ++i) {
+        backward_group_start(s);
+        if (layout_.layer_recomputed(chunk_layers - 1 - i)) {  // backward runs the last layer first
+            append(sp_.ops, tpl_.layer_rec, Phase::recompute, mb);
+            mark(MemoryEvent::layer_recomputed);
+        }
+        append(sp_.ops, tpl_.layer_bwd, Phase::backward, mb);
+        mark(MemoryEvent::layer_backward);
+        backward_group_done(s);
+    }
+    if (vs == 0) {
+        backward_group_start(s);
+        append(sp_.ops, tpl_.emb_bwd, Phase::backward, mb);
+        mark(MemoryEvent::embedding_backward);
+        backward_group_done(s);
+    }
+    // DeepSpeed BF16_Optimizer: the micro-batch's gradients go into the fp32 copies before the pipeline
+    // engine sends the input gradient on (its BackwardPass instruction ends with it).
+    if (layout_.deepspeed_bf16_optimizer()) {
+        double chunk_trainable = 0;
+        for (double g : group_trainable_[ci])
+            chunk_trainable += g;
+        append(sp_.ops, tpl_.hp_accumulate_for(blocks_, chunk_trainable), Phase::backward, mb);
+    }
+    if (vs > 0) send(-1, vs - 1, mb, Phase::backward);
+    // The last group's reduce-scatter is in flight; its buffer is counted until the pass ends.
+    if (s.unsharded > 0) mark(MemoryEvent::grads_reduced, s.unsharded);
+    in_flight_ -= 1.0 / shape_.vpp;
+}
+
+void StageBuilder::finish_step() {
+    if (!layout_.overlap_grad_reduce && !zero2_ && !zero3_)
+        for (int c = 0; c < shape_.vpp; ++c)
+            for (const auto& b : buckets_[static_cast<std::size_t>(c)])
+                launch_grad_bucket(b);
+    dp_wait(dp_launched_, Phase::backward);
+    // Tied input embedding and output layer on different stages: Megatron-LM (finalize_model_grads,
+    // _allreduce_embedding_grads) and DeepSpeed (tied modules) all-reduce the embedding's gradients
+    // between the first and the last stage after the backward pass, before the optimizer step.
+    const bool holds_tied_copy = r_ == 0 || r_ == shape_.pp - 1;
+    if (model_.tied_embeddings && shape_.pp > 1 && holds_tied_copy) {
+        Op ar;
+        ar.kind = OpKind::tp_launch;
+        ar.group = CommGroup::embedding;
+        ar.phase = Phase::backward;
+        ar.collective = CollectiveKind::all_reduce;
+        ar.bytes = shape_.emb_params_rank * shape_.grad_bytes;
+        sp_.ops.push_back(ar);
+        Op w;
+        w.kind = OpKind::tp_wait;
+        w.phase = Phase::backward;
+        sp_.ops.push_back(w);
+    }
+    if (layout_.deepspeed_bf16_optimizer())
+        append(sp_.ops, blocks_.bf16_step_gradient_passes(stage_trainable_rank_), Phase::optimizer, -1);
+    append(sp_.ops, blocks_.optimizer(sharded_ ? stage_trainable_rank_ / layout_.dp : stage_trainable_rank_),
+           Phase::optimizer, -1);
+    if (sharded_ && !early_gather_ && !zero3_) {
+        for (int c = 0; c < shape_.vpp; ++c)
+            launch_param_gather(c);
+        dp_wait(dp_launched_, Phase::optimizer);
+    }
+}
+
+}  // namespace trainsim::detail

@@ -1,0 +1,124 @@
+// One pipeline stage's op list, as build_program assembles it: the stage's parameter groups and DP buckets,
+// its forward and backward passes in schedule order (P2P, ZeRO-3 / FSDP gathers and reduce-scatters, the DP
+// gradient buckets), DeepSpeed's 2021 stage-3 coordinator, and the end of the step (last reductions, tied
+// embedding all-reduce, optimizer, parameter all-gather). Internal to sim/program.
+#pragma once
+
+#include <map>
+#include <vector>
+
+#include "layer_ops.hpp"
+#include "trainsim/program.hpp"
+
+namespace trainsim::detail {
+
+/// The op templates of one model and layout, built once (BlockBuilder) and shared by every stage.
+struct ProgramTemplates {
+    OpTemplate layer_fwd, layer_bwd, layer_rec, emb_fwd, emb_bwd, head_fwd, head_bwd;
+    /// DeepSpeed ZeRO-3 (framework deepspeed, dp > 1): the layer cut into its fetch units (qkv, proj, fc1,
+    /// fc2 and the kernels between), and each linear unit's weight and bias elements per rank.
+    std::vector<OpTemplate> ds3_fwd_units, ds3_bwd_units;
+    std::vector<double> ds3_weights, ds3_biases;
+    /// DeepSpeed BF16_Optimizer's per-micro-batch gradient accumulation, one template per parameter count
+    /// (shared by the stages so that equal counts reuse one segment).
+    std::map<double, OpTemplate> hp_accumulate;
+
+    ProgramTemplates(BlockBuilder& blocks, const Layout& layout);
+    const OpTemplate& hp_accumulate_for(BlockBuilder& blocks, double params);
+};
+
+/// Sizes that every stage shares: pipeline shape, P2P message, parameters per rank per group kind.
+struct ProgramShape {
+    int pp = 1, vpp = 1, m = 1;      ///< pipeline ranks, chunks per rank, micro-batches per step
+    int last_vs = 0;                 ///< index of the last virtual stage (pp * vpp - 1)
+    double t = 1;                    ///< TP degree
+    double act_bytes = 0;            ///< one micro-batch's activation between stages, all TP ranks together
+    double p2p_bytes = 0;            ///< P2P message per rank (act_bytes / t)
+    bool gather_after_recv = false;  ///< TP without SP: the receiver all-gathers the split activation
+    bool deepspeed = false;
+    double grad_bytes = 0;       ///< bytes per reduced gradient element
+    double bucket_elements = 0;  ///< DP bucket size, elements
+    double layer_params_rank = 0, emb_params_rank = 0, head_params_rank = 0;
+    bool frozen = false;  ///< LoRA / QLoRA: base weights frozen
+    double layer_trainable_rank = 0, emb_trainable_rank = 0, head_trainable_rank = 0;
+
+    ProgramShape(const ModelSpec& model, const Layout& layout);
+};
+
+/// A DP bucket of gradients, filled in reverse parameter order (Megatron-LM's DistributedDataParallel).
+struct Bucket {
+    double elements = 0;  ///< parameters per rank in this bucket
+    int closes_after =
+        0;  ///< index, in backward order of the chunk's param groups, of the group that fills it
+};
+
+/// Splits a chunk's parameter groups (in backward order) into DP buckets of at least `bucket_elements`.
+std::vector<Bucket> make_buckets(const std::vector<double>& groups, double bucket_elements);
+
+/// Appends a template's ops with their phase and micro-batch set.
+void append(std::vector<Op>& ops, const OpTemplate& t, Phase phase, int mb);
+
+/// Builds the program of pipeline rank `stage`.
+class StageBuilder {
+  public:
+    StageBuilder(const ModelSpec& model, const Layout& layout, BlockBuilder& blocks,
+                 ProgramTemplates& templates, const ProgramShape& shape, int stage);
+    StageProgram build();
+
+  private:
+    // Parameter groups and buckets per chunk (backward order); the stage's totals.
+    void plan_groups();
+    // Op emitters.
+    void mark(MemoryEvent e, double elements = 0);
+    void append_copy_out(double elements, Phase phase, int mb);
+    void dp_launch(CollectiveKind kind, double bytes);
+    void dp_wait(int target, Phase phase);
+    int param_gather(double elements);
+    void launch_grad_bucket(const Bucket& b);
+    void launch_param_gather(int chunk);
+    void wait_for_group(int chunk, int group);
+    void recv(int direction, int vs, int mb, Phase phase);
+    void send(int direction, int to_vs, int mb, Phase phase);
+    // Passes.
+    void forward_pass(const ScheduleItem& item);
+    void backward_pass(const ScheduleItem& item);
+    struct BackwardState;
+    void backward_group_start(BackwardState& s);
+    void backward_group_done(BackwardState& s);
+    void deepspeed_stage3(const std::vector<ScheduleItem>& items);
+    struct Ds3State;
+    void ds3_fetch(Ds3State& s, std::size_t k);
+    void ds3_after_use(Ds3State& s, std::size_t k);
+    void finish_step();
+
+    const ModelSpec& model_;
+    const Layout& layout_;
+    BlockBuilder& blocks_;
+    ProgramTemplates& tpl_;
+    const ProgramShape& shape_;
+    const int r_;  ///< pipeline rank
+    StageProgram sp_;
+
+    std::int64_t stage_layers_ = 0;
+    std::vector<int> layers_of_chunk_;
+    std::vector<std::vector<Bucket>> buckets_;
+    std::vector<std::vector<double>> group_elements_;   ///< parameters per group (all-gathered by ZeRO-3)
+    std::vector<std::vector<double>> group_trainable_;  ///< trainable parameters (gradients) per group
+    std::vector<int> backward_count_;
+    double stage_params_rank_ = 0, stage_trainable_rank_ = 0;
+
+    bool sharded_ = false, zero2_ = false, zero3_ = false, ds3_ = false;
+    bool rebackward_ = true, keep_for_step_ = false;
+    std::vector<bool> kept_;
+    double copy_out_bytes_ = 0;
+    bool backward_post_ = false;
+    std::map<double, OpTemplate> copy_out_;
+    int dp_launched_ = 0;
+    double gather_bytes_ = 2.0;
+    bool reduce_in_full_ = false, early_gather_ = false;
+    std::vector<int> gather_base_;
+    std::vector<bool> chunk_started_;
+    double in_flight_ = 0;
+};
+
+}  // namespace trainsim::detail
