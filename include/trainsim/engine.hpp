@@ -149,8 +149,9 @@ class Simulator {
         schedule(now_ + delay, priority, std::forward<F>(cb));
     }
 
-    /// Runs events until none is left. Returns the number of events executed by this call.
-    std::uint64_t run();
+    /// Runs events until none is left, or until `max_events` have run in this call (pending() then tells
+    /// whether any is left). Returns the number of events executed by this call.
+    std::uint64_t run(std::uint64_t max_events = ~std::uint64_t{0});
 
     /// Events executed since construction.
     std::uint64_t events_executed() const { return executed_; }

@@ -19,6 +19,15 @@ class InputError : public std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+/// A simulation passed its bound on events (ExecutionOptions::max_events) and was stopped: the input is
+/// valid, but simulating it in full was not asked for at this cost. `events` is the bound.
+class EventLimitExceeded : public InputError {
+  public:
+    EventLimitExceeded(const std::string& what, unsigned long long events)
+        : InputError(what), events(events) {}
+    unsigned long long events;
+};
+
 /// An invariant of the simulator broke: a bug in trainsim, never the user's fault.
 class InternalError : public std::logic_error {
   public:

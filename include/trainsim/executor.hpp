@@ -99,6 +99,10 @@ struct ExecutionOptions {
     /// collective not yet waited for) or that leaves one there. Same times, accounts and waiting caused, bit
     /// for bit (exact ties of event times aside, which jitter makes unlikely); tests check on == off.
     bool run_local_ops_ahead = true;
+    /// 0: no bound. Else the simulation stops after this many events and execute() throws EventLimitExceeded
+    /// (include/trainsim/errors.hpp), naming the bound: for callers that can do without the timeline (the
+    /// memory what-if: memory needs only the program's order, include/trainsim/memory.hpp).
+    std::uint64_t max_events = 0;
     // Each shortcut checks the scenario (ExecutionScenario) and declines where a perturbation breaks the
     // symmetry it relies on: TP folding when the members of a TP group would not run alike: jitter, different
     // compute factors within a TP group, or any link perturbation (a NIC, rail or leaf uplink serves one

@@ -1,13 +1,18 @@
-// `trainsim memory --what-if`: the standard remedies for memory, each applied to the layout and simulated
-// (memory walk and step time), against the layout as given.
+// `trainsim memory --what-if`: the standard remedies for memory, each applied to the layout, against the
+// layout as given. A remedy's memory comes from the memory walk over its program's order (simulate_memory, no
+// timeline: the piles and peaks do not depend on the times, include/trainsim/memory.hpp); its step time from
+// a simulation, bounded by WhatIfOptions::max_events so that a layout whose simulation is large (a TP group
+// across nodes on an ECMP fabric: tens of millions of events) still gets its memory answer at once.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "trainsim/cluster.hpp"
 #include "trainsim/layout.hpp"
 #include "trainsim/model.hpp"
+#include "trainsim/report.hpp"
 
 namespace trainsim {
 
@@ -15,24 +20,38 @@ struct Remedy {
     std::string name;         ///< e.g. "recompute full", "ZeRO-3 / FSDP", "micro-batch 1 (halved)"
     bool applicable = false;  ///< false: already in the layout, or the changed layout is invalid
     std::string reason;       ///< why not applicable (the layout check's message), else empty
-    double peak_bytes = 0;    ///< the new peak over stages and phases
+    double peak_bytes = 0;    ///< the new peak over stages and phases (memory walk)
     double saved_bytes = 0;   ///< baseline peak - new peak (negative: it costs memory)
-    double step_time_s = 0;   ///< the new simulated step time
-    double step_time_delta_s = 0;
     bool fits = false;
-    std::string peak_where;  ///< "stage 0 backward"
+    std::string peak_where;        ///< "stage 0 backward"
+    bool step_simulated = false;   ///< false: the simulation passed WhatIfOptions::max_events
+    double step_time_s = 0;        ///< the new simulated step time (step_simulated only)
+    double step_time_delta_s = 0;  ///< new - baseline step time (both simulated only)
 };
 
 struct WhatIf {
-    double baseline_peak_bytes = 0, baseline_step_time_s = 0, capacity_bytes = 0;
+    double baseline_peak_bytes = 0, capacity_bytes = 0;
     bool baseline_fits = false;
+    bool baseline_step_simulated = false;
+    double baseline_step_time_s = 0;  ///< baseline_step_simulated only
+    std::uint64_t max_events = 0;     ///< the bound the step times were simulated under (0: none)
     std::vector<Remedy> remedies;
 };
 
-/// Simulates the layout and each remedy: recompute selective and full, distributed optimizer (ZeRO-1),
+struct WhatIfOptions {
+    /// Bound on the events of each simulation of a step time (ExecutionOptions::max_events); 0: none. A
+    /// remedy (or baseline) past it keeps its memory figures and has step_simulated = false. When the
+    /// baseline passes it, no remedy is simulated (each would pass it too, and its cost has no baseline).
+    std::uint64_t max_events = 0;
+    /// The layout's own report, when the caller simulated it already (trainsim memory does): reused for the
+    /// baseline instead of simulating it again. Null: the baseline is computed like a remedy.
+    const Report* baseline = nullptr;
+};
+
+/// Evaluates the layout and each remedy: recompute selective and full, distributed optimizer (ZeRO-1),
 /// ZeRO-2, ZeRO-3 / FSDP, micro-batch halved (same global batch), 8-bit Adam, optimizer offloaded to the CPU.
 /// Throws InputError if the layout itself is invalid.
 WhatIf memory_what_if(const TopologySpec& topology, const ModelSpec& model, const Layout& layout,
-                      const std::string& name);
+                      const std::string& name, const WhatIfOptions& options = {});
 
 }  // namespace trainsim

@@ -82,9 +82,9 @@ void Simulator::pop_top() {
     h[i] = last;
 }
 
-std::uint64_t Simulator::run() {
+std::uint64_t Simulator::run(std::uint64_t max_events) {
     std::uint64_t count = 0;
-    while (!heap_.empty()) {
+    while (!heap_.empty() && count < max_events) {
         const Entry e = heap_.front();
         pop_top();
         now_ = Time::ps(static_cast<std::int64_t>(e.order >> 64));

@@ -189,6 +189,7 @@ class Executor {
         // A folded unit runs its local ops ahead alone; an unfolded TP group (folding declined: jitter,
         // different compute factors, link perturbations) runs them ahead together (run_group_ahead).
         ahead_ = options.run_local_ops_ahead && tp_private_;
+        max_events_ = options.max_events;
         if (ahead_) {
             for (const StageProgram& st : program.stages) {
                 ahead_ok_.push_back(ahead_ok(st.ops));
@@ -218,7 +219,15 @@ class Executor {
             Unit* sp = &s;
             sim_.schedule(Time{}, Priority::kDefault, [this, sp] { advance(*sp); });
         }
-        sim_.run();
+        if (max_events_ == 0) {
+            sim_.run();
+        } else {
+            sim_.run(max_events_);
+            if (sim_.pending() > 0)
+                throw EventLimitExceeded(
+                    fmt::format("the simulation passed its bound of {} events and was stopped", max_events_),
+                    max_events_);
+        }
         for (GroupCache& g : tp_groups_)
             flush_pool(g);
         for (std::size_t u = 0; u < caused_later_.size(); ++u)
@@ -1066,6 +1075,7 @@ class Executor {
     int fold_ = 1;
     bool tp_private_ = false;  ///< ExecutionOptions::private_tp_links applies to this layout
     bool ahead_ = false;       ///< ExecutionOptions::run_local_ops_ahead applies to this layout
+    std::uint64_t max_events_ = 0;  ///< ExecutionOptions::max_events (0: no bound)
     std::vector<std::vector<char>> ahead_ok_;      ///< [stage][pc], see ahead_ok()
     std::vector<std::vector<char>> group_starts_;  ///< [stage][pc], see group_starts()
     /// run_group_ahead's scratch: per member its clock and resume priority; per pending collective its

@@ -117,7 +117,8 @@ std::string format_text(const Report& r, const Measured* measured) {
     o += fmt::format("{:<34}{:>16}\n", "MFU", pct(r.mfu));
     o += fmt::format("{:<34}{:>16}\n", "HFU", pct(r.hfu));
     if (measured)
-        o += fmt::format("(measured: {}; TFLOP/s as {})\n", measured->source, measured->tflops_convention);
+        o += fmt::format("(measured: {}{})\n", measured->source,
+                         measured->tflops_per_gpu > 0 ? "; TFLOP/s as " + measured->tflops_convention : "");
     o += fmt::format("\nwhere the step goes (mean over GPUs)\n");
     auto part = [&](const char* name, double s) {
         o += fmt::format("  {:<32}{:>12}{:>9}\n", name, fmt::format("{:.3f} s", s), pct(s / r.step_time_s));

@@ -1,22 +1,71 @@
 #include "trainsim/what_if.hpp"
 
 #include <functional>
+#include <optional>
 
 #include <fmt/format.h>
 
+#include "trainsim/compute.hpp"
 #include "trainsim/errors.hpp"
+#include "trainsim/memory.hpp"
+#include "trainsim/program.hpp"
 #include "trainsim/simulate.hpp"
 
 namespace trainsim {
 
+namespace {
+
+/// The memory of `layout` walked over its program's order, without a simulation. The kernels are costed
+/// first, as a simulation would (that is where a layout the cluster cannot run is refused: an offloaded
+/// optimizer on a topology without its host side), so that a remedy is applicable exactly when its simulation
+/// would run.
+MemoryReport walked_memory(const TopologySpec& topology, const GpuSpec& gpu, const ModelSpec& model,
+                           const Layout& layout) {
+    Program program = build_program(model, layout);
+    const ComputeModel compute(gpu, layout.precision, host_links(topology), topology.profile);
+    assign_durations(program, compute);
+    return simulate_memory(model, layout, program, gpu);
+}
+
+/// The step time of `layout`, simulated under the bound; nullopt when the simulation passed it.
+std::optional<double> bounded_step_time(const TopologySpec& topology, const ModelSpec& model,
+                                        const Layout& layout, const std::string& name,
+                                        std::uint64_t max_events) {
+    SimulationOptions o;
+    o.execution.max_events = max_events;
+    try {
+        return simulate(topology, model, layout, name, o).report.step_time_s;
+    } catch (const EventLimitExceeded&) {
+        return std::nullopt;
+    }
+}
+
+}  // namespace
+
 WhatIf memory_what_if(const TopologySpec& topology, const ModelSpec& model, const Layout& layout,
-                      const std::string& name) {
+                      const std::string& name, const WhatIfOptions& options) {
     WhatIf w;
-    const auto base = simulate(topology, model, layout, name);
-    w.baseline_peak_bytes = base.report.memory.peak().peak_bytes;
-    w.baseline_step_time_s = base.report.step_time_s;
-    w.capacity_bytes = base.report.memory.capacity_bytes;
-    w.baseline_fits = base.report.memory.fits();
+    w.max_events = options.max_events;
+    check_layout(model, layout, topology.gpus());
+    const GpuSpec gpu =
+        topology.gpu_calibrated ? *topology.gpu_calibrated : find_gpu(topology.gpu, "topology.gpu");
+    if (options.baseline) {
+        const MemoryReport& mem = options.baseline->memory;
+        w.baseline_peak_bytes = mem.peak().peak_bytes;
+        w.capacity_bytes = mem.capacity_bytes;
+        w.baseline_fits = mem.fits();
+        w.baseline_step_simulated = true;
+        w.baseline_step_time_s = options.baseline->step_time_s;
+    } else {
+        const MemoryReport mem = walked_memory(topology, gpu, model, layout);
+        w.baseline_peak_bytes = mem.peak().peak_bytes;
+        w.capacity_bytes = mem.capacity_bytes;
+        w.baseline_fits = mem.fits();
+        if (const auto step = bounded_step_time(topology, model, layout, name, options.max_events)) {
+            w.baseline_step_simulated = true;
+            w.baseline_step_time_s = *step;
+        }
+    }
 
     struct Candidate {
         std::string name;
@@ -64,16 +113,25 @@ WhatIf memory_what_if(const TopologySpec& topology, const ModelSpec& model, cons
         Layout l = layout;
         c.apply(l);
         try {
-            const auto res = simulate(topology, model, l, name);
-            const auto& mem = res.report.memory;
+            check_layout(model, l, topology.gpus());
+            const MemoryReport mem = walked_memory(topology, gpu, model, l);
             r.applicable = true;
             r.peak_bytes = mem.peak().peak_bytes;
             r.saved_bytes = w.baseline_peak_bytes - r.peak_bytes;
-            r.step_time_s = res.report.step_time_s;
-            r.step_time_delta_s = r.step_time_s - w.baseline_step_time_s;
             r.fits = mem.fits();
             r.peak_where = fmt::format("stage {} {}", mem.peak_stage, to_string(mem.peak().peak_phase));
+            // A remedy changes the simulation's size by a small factor at most (micro-batch halved: twice the
+            // passes): when the baseline passed the bound, the remedies would too, and their cost has no
+            // baseline to be measured against; they are not simulated.
+            if (w.baseline_step_simulated)
+                if (const auto step = bounded_step_time(topology, model, l, name, options.max_events)) {
+                    r.step_simulated = true;
+                    r.step_time_s = *step;
+                    r.step_time_delta_s = r.step_time_s - w.baseline_step_time_s;
+                }
         } catch (const InputError& e) {
+            r = Remedy{};
+            r.name = c.name;
             r.reason = e.what();
         }
         w.remedies.push_back(r);

@@ -95,4 +95,33 @@ python3 -c 'import json,sys; t=json.load(open(sys.argv[1])); del t["host"]; json
 check "offload on a topology without its host side exits 2" test $? -eq 2
 check "offload without a host side: the field is named" grep -q 'topology.host.memory_bandwidth is not given' "$tmp/bad6.err"
 
+# 4. A large simulation under the event bound (issue 14): TP 16 across two nodes on a RoCE/ECMP fabric, CP 4, 2,048
+#    GPUs; the full iteration is ~50 M events (minutes), so memory --what-if stops the simulation at --max-events
+#    (default 5 M), walks every remedy's memory over its schedule, and simulates no remedy.
+ecmp=(--topology "$h100" --workload "$src/workloads/gpt3-175b.json" --set topology.nodes=256
+      --set 'topology.scale_out.kind="roce"' --set 'topology.scale_out.routing="ecmp"' --set layout.tp=16
+      --set layout.cp=4 --set layout.pp=4 --set layout.dp=8 --set model.seq_len=8192
+      --set 'layout.attention="flash"' --set 'layout.precision="bf16"')
+"$bin" memory "${ecmp[@]}" --what-if >"$tmp/ecmp.txt" 2>"$tmp/ecmp.err"
+rc=$?
+check "bounded what-if: exit 0 or 3 (out of memory), never a bad-input or internal error" test $rc -eq 0 -o $rc -eq 3
+check "bounded what-if: the table, 4 stages x 5 phases" test "$(grep -cE '^ +[0-9]* +(load|forward|backward|optimizer|checkpoint) +[0-9]' "$tmp/ecmp.txt")" -eq 20
+check "bounded what-if: says the times were not simulated, naming --max-events" \
+    grep -q '^(times not simulated: the iteration passed --max-events 5000000 events' "$tmp/ecmp.txt"
+check "bounded what-if: each remedy has its memory, no step time" \
+    grep -Eq '^  distributed optimizer \(ZeRO-1\) +[0-9.]+ +-?[0-9.]+ +- +-  (fits|DOES NOT FIT)' "$tmp/ecmp.txt"
+check "bounded what-if: the dash explained" grep -q 'step time not simulated, its simulation passed --max-events 5000000' "$tmp/ecmp.txt"
+"$bin" memory "${small[@]}" --what-if --max-events 100 --json >"$tmp/cut.json" 2>/dev/null
+check "--max-events 100 --json: exit 0" test $? -eq 0
+check "--max-events 100 --json: memory whole, step times null" \
+    python3 -c 'import json,sys
+d = json.load(open(sys.argv[1]))
+assert d["step_time_s"] is None and d["max_events"] == 100 and len(d["memory"]["stages"]) == 2
+w = d["what_if"]
+assert w["baseline"]["step_time_s"] is None and w["baseline"]["peak_bytes"] > 0
+ok = [r for r in w["remedies"] if r["applicable"]]
+assert len(ok) >= 4 and all(r["step_time_s"] is None and r["peak_bytes"] > 0 for r in ok)' "$tmp/cut.json"
+"$bin" memory "${small[@]}" --max-events=-1 >"$tmp/bad7.out" 2>"$tmp/bad7.err"
+check "--max-events -1 exits 2" test $? -eq 2
+
 exit $fail

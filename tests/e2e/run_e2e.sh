@@ -286,22 +286,31 @@ check_bad "7f a file that is not a measured-runs file still exits 2" notruns "sm
 # ---- 2./3. the embedded default (1024 GPUs) ----
 "$BIN" run --json >"$TMP/default2.out" 2>"$TMP/default2.err" &
 pid_json2=$!
+# The README's published run: a row of the measured-runs file (no preset carries a measured block).
+"$BIN" run --from-runs "$ROOT/tests/validation/public_runs.json" --id megatron_readme_gpt3_175b_1024gpu \
+    >"$TMP/readme_run.out" 2>"$TMP/readme_run.err" &
+pid_readme=$!
 wait $pid_text
 echo $? >"$TMP/default.rc"
 wait $pid_json1
 echo $? >"$TMP/default1.rc"
 wait $pid_json2
 echo $? >"$TMP/default2.rc"
+wait $pid_readme
+echo $? >"$TMP/readme_run.rc"
 
 D=$TMP/default.out
 check_rc "2 default run (text)" default 0
 check_has "2 default report names the cluster and the layout" "$D" "1024 x A100-SXM4-80GB" "gpt3-175b" \
     "TP 8 x PP 16 x DP 8"
-if grep -qE '^ +predicted +measured +error$' "$D"; then pass "2 header has predicted, measured and error columns"; else fail "2 no 'predicted measured error' header"; fi
-if grep -qE '^step time +[0-9]+\.[0-9]{3} s +32\.000 s +[-+][0-9]+\.[0-9]%$' "$D"; then
-    pass "2 step time row: predicted, measured 32.000 s, error ($(step_line "$D" | tr -s ' '))"
+if grep -qE '^ +predicted$' "$D"; then pass "2 the default (a preset) has no measured column"; else fail "2 the default run prints a measured column"; fi
+R=$TMP/readme_run.out
+check_rc "2 run --from-runs the README's GPT-3 175B row" readme_run 0
+if grep -qE '^ +predicted +measured +error$' "$R"; then pass "2 --from-runs header has predicted, measured and error columns"; else fail "2 --from-runs: no 'predicted measured error' header"; fi
+if grep -qE '^step time +[0-9]+\.[0-9]{3} s +32\.000 s +[-+][0-9]+\.[0-9]%$' "$R"; then
+    pass "2 --from-runs step time row: predicted, measured 32.000 s, error ($(step_line "$R" | tr -s ' '))"
 else
-    fail "2 step time row lacks predicted / measured 32.000 s / error" "got: $(step_line "$D")"
+    fail "2 --from-runs step time row lacks predicted / measured 32.000 s / error" "got: $(step_line "$R")"
 fi
 if grep -qE '^MFU +[0-9]+\.[0-9]%$' "$D" && grep -qE '^HFU +[0-9]+\.[0-9]%$' "$D"; then
     pass "2 MFU and HFU rows"
@@ -325,7 +334,7 @@ else
     fail "3 two default --json runs differ" "$(cmp "$J" "$TMP/default2.out" 2>&1 | head -n 1)"
 fi
 check_has "3 JSON has the report keys" "$J" '"step_time_s":' '"mfu":' '"hfu":' '"bubble_fraction":' '"stages": [' \
-    '"memory": {' '"phases": {' '"activations":' '"tokens_per_s":' '"measured": {' '"fits": true'
+    '"memory": {' '"phases": {' '"activations":' '"tokens_per_s":' '"fits": true'
 n=$(grep -c '"ranks": 64' "$J")
 if [ "$n" -eq 16 ]; then pass "3 JSON has the memory of 16 stages"; else fail "3 JSON has $n memory stages, expected 16"; fi
 if [ "$(head -c 1 "$J")" = "{" ] && [ "$(tail -n 1 "$J")" = "}" ]; then pass "3 JSON is one object"; else fail "3 JSON does not start with { and end with }"; fi

@@ -91,8 +91,7 @@ TEST_CASE("config: the preset workloads parse") {
     CHECK(w.layout.precision == Precision::fp16);
     CHECK(w.layout.attention == AttentionKernel::unfused);
     CHECK(w.layout.dp_bucket_bytes == doctest::Approx(160e6));
-    REQUIRE(w.measured.has_value());
-    CHECK(w.measured->step_time_s == 32.0);
+    CHECK_FALSE(w.measured.has_value());  // test_presets.cpp: no preset carries one
 }
 
 TEST_CASE("config: unknown keys are refused with the field's path") {

@@ -8,6 +8,8 @@
 #include "commands.hpp"
 #include "inputs.hpp"
 #include "trainsim/errors.hpp"
+#include "trainsim/memory.hpp"
+#include "trainsim/program.hpp"
 #include "trainsim/simulate.hpp"
 #include "trainsim/units.hpp"
 #include "trainsim/what_if.hpp"
@@ -18,37 +20,58 @@ namespace trainsim::cli {
 
 namespace {
 
+/// The default of --max-events: the simulations of the presets (GPT-3 175B on 1,024 A100: 3.3 M events; Llama
+/// 3 405B on 16,384 H100: 1.6 M) run in full; a layout whose simulation is far larger (a TP group across
+/// nodes on an ECMP fabric: tens of millions of events, minutes) gets its memory at once and its step times
+/// not.
+constexpr std::uint64_t kDefaultMaxEvents = 5'000'000;
+
 std::string what_if_text(const WhatIf& w) {
-    std::string o =
-        fmt::format("\nwhat if (each remedy simulated; baseline peak {:.2f} GiB, step {:.3f} s)\n",
-                    w.baseline_peak_bytes / kGiB, w.baseline_step_time_s);
+    std::string o = fmt::format(
+        "\nwhat if (each remedy's memory walked over its schedule, its step simulated; baseline peak {:.2f} "
+        "GiB, step {})\n",
+        w.baseline_peak_bytes / kGiB,
+        w.baseline_step_simulated ? fmt::format("{:.3f} s", w.baseline_step_time_s) : std::string("-"));
     o += fmt::format("  {:<44} {:>10} {:>10} {:>10} {:>10}  {}\n", "remedy", "peak GiB", "saved GiB",
                      "step s", "cost s", "");
+    bool cut = !w.baseline_step_simulated;
     for (const auto& r : w.remedies) {
         if (!r.applicable) {
             o += fmt::format("  {:<44} not applicable: {}\n", r.name, r.reason);
             continue;
         }
-        o += fmt::format("  {:<44} {:>10.2f} {:>10.2f} {:>10.3f} {:>+10.3f}  {}{}\n", r.name,
-                         r.peak_bytes / kGiB, r.saved_bytes / kGiB, r.step_time_s, r.step_time_delta_s,
-                         r.fits ? "fits" : "DOES NOT FIT", fmt::format(" (peak {})", r.peak_where));
+        const std::string step = r.step_simulated ? fmt::format("{:.3f}", r.step_time_s) : "-";
+        const std::string cost =
+            r.step_simulated && w.baseline_step_simulated ? fmt::format("{:+.3f}", r.step_time_delta_s) : "-";
+        cut = cut || !r.step_simulated;
+        o += fmt::format("  {:<44} {:>10.2f} {:>10.2f} {:>10} {:>10}  {}{}\n", r.name, r.peak_bytes / kGiB,
+                         r.saved_bytes / kGiB, step, cost, r.fits ? "fits" : "DOES NOT FIT",
+                         fmt::format(" (peak {})", r.peak_where));
     }
+    if (cut)
+        o +=
+            fmt::format("  -: step time not simulated, its simulation passed --max-events {} (0: no bound)\n",
+                        w.max_events);
     return o;
 }
 
 nlohmann::json what_if_json(const WhatIf& w) {
     nlohmann::json j;
+    const auto step = [](bool simulated, double s) {
+        return simulated ? nlohmann::json(s) : nlohmann::json();
+    };
     j["baseline"] = {{"peak_bytes", w.baseline_peak_bytes},
-                     {"step_time_s", w.baseline_step_time_s},
+                     {"step_time_s", step(w.baseline_step_simulated, w.baseline_step_time_s)},
                      {"fits", w.baseline_fits}};
+    j["max_events"] = w.max_events;
     j["remedies"] = nlohmann::json::array();
     for (const auto& r : w.remedies) {
         nlohmann::json x = {{"name", r.name}, {"applicable", r.applicable}};
         if (r.applicable) {
             x["peak_bytes"] = r.peak_bytes;
             x["saved_bytes"] = r.saved_bytes;
-            x["step_time_s"] = r.step_time_s;
-            x["step_time_delta_s"] = r.step_time_delta_s;
+            x["step_time_s"] = step(r.step_simulated, r.step_time_s);
+            x["step_time_delta_s"] = step(r.step_simulated && w.baseline_step_simulated, r.step_time_delta_s);
             x["fits"] = r.fits;
             x["peak_at"] = r.peak_where;
         } else {
@@ -70,6 +93,7 @@ int memory_command(const std::vector<std::string>& args) {
         "over the simulated iteration; the peak stage and phase named. Exit 3 when a stage does not fit.\n"
         "Same inputs as `trainsim run` (no options: the embedded default).\n\noptions");
     std::string svg_file;
+    long long max_events_arg = static_cast<long long>(kDefaultMaxEvents);
     InputOptions in_opts;
     desc.add_options()("help,h", "this help")("json", "print JSON on stdout instead of the tables")(
         "what-if",
@@ -77,36 +101,66 @@ int memory_command(const std::vector<std::string>& args) {
         "CPU offload): memory saved and step-time cost of each")(
         "timeline", "with --json: every memory sample of every stage (time, phase, bytes by pile)")(
         "svg", po::value(&svg_file),
-        "write a chart of the per-phase peak by pile to FILE (self-contained SVG)");
+        "write a chart of the per-phase peak by pile to FILE (self-contained SVG)")(
+        "max-events", po::value(&max_events_arg)->default_value(static_cast<long long>(kDefaultMaxEvents)),
+        "bound on the events of each simulation this command runs (the layout's; with --what-if, each "
+        "remedy's); 0: none. Past it the memory is still complete (it is walked over the schedule's order, "
+        "which needs no simulation) but has no times, and the step time is not given");
     add_input_options(desc, in_opts);
     po::variables_map vm;
     if (!parse_input_command(args, desc, vm, "memory")) return kExitOk;
     if (!svg_file.empty()) check_output_path(svg_file);
+    if (max_events_arg < 0)
+        throw InputError(fmt::format("memory: --max-events {} must be 0 (no bound) or more", max_events_arg));
+    const auto max_events = static_cast<std::uint64_t>(max_events_arg);
     const Inputs in = resolve_inputs(in_opts);
     SimulationResult res;
+    bool simulated = true;  // false: the simulation passed --max-events; memory from the walk, no times
+    MemoryReport walked;
     WhatIf what_if;
     try {
-        res = simulate(in.topology, in.model, in.layout, in.name, with_timeline());
-        if (vm.count("what-if")) what_if = memory_what_if(in.topology, in.model, in.layout, in.name);
+        SimulationOptions so = with_timeline();
+        so.execution.max_events = max_events;
+        try {
+            res = simulate(in.topology, in.model, in.layout, in.name, so);
+        } catch (const EventLimitExceeded&) {
+            simulated = false;
+            const GpuSpec gpu = in.topology.gpu_calibrated ? *in.topology.gpu_calibrated
+                                                           : find_gpu(in.topology.gpu, "topology.gpu");
+            walked = simulate_memory(in.model, in.layout, build_program(in.model, in.layout), gpu);
+        }
+        if (vm.count("what-if")) {
+            WhatIfOptions wo;
+            wo.max_events = max_events;
+            if (simulated) wo.baseline = &res.report;
+            what_if = memory_what_if(in.topology, in.model, in.layout, in.name, wo);
+        }
     } catch (const InputError& e) {
         throw InputError(fmt::format("{}: {}", in.label, e.what()));
     }
-    const MemoryReport& mem = res.report.memory;
-    const std::string title = fmt::format("{} on {} x {}: TP {} x PP {} x DP {}{}", in.name, res.report.gpus,
-                                          res.report.gpu_name, in.layout.tp, in.layout.pp, in.layout.dp,
+    const MemoryReport& mem = simulated ? res.report.memory : walked;
+    const std::string gpu_name = simulated ? res.report.gpu_name : in.topology.gpu;
+    const std::string title = fmt::format("{} on {} x {}: TP {} x PP {} x DP {}{}", in.name, in.layout.gpus(),
+                                          gpu_name, in.layout.tp, in.layout.pp, in.layout.dp,
                                           in.layout.cp > 1 ? fmt::format(" x CP {}", in.layout.cp) : "");
+    const std::string not_simulated = fmt::format(
+        "(times not simulated: the iteration passed --max-events {} events; the memory is walked over the "
+        "schedule's order, which needs no simulation)\n",
+        max_events);
     if (!svg_file.empty()) write_file_atomically(svg_file, memory_svg(mem, title));
     if (vm.count("json")) {
         nlohmann::json j;
         j["workload"] = in.name;
-        j["gpu"] = res.report.gpu_name;
-        j["gpus"] = res.report.gpus;
-        j["step_time_s"] = res.report.step_time_s;
+        j["gpu"] = gpu_name;
+        j["gpus"] = in.layout.gpus();
+        j["step_time_s"] = simulated ? nlohmann::json(res.report.step_time_s) : nlohmann::json();
+        if (!simulated) j["max_events"] = max_events;
         j["memory"] = memory_json(mem, vm.count("timeline") > 0);
         if (vm.count("what-if")) j["what_if"] = what_if_json(what_if);
         std::cout << j.dump(2) << "\n";
     } else {
         std::cout << title << "\n" << format_memory_text(mem);
+        if (!simulated) std::cout << not_simulated;
         if (vm.count("what-if")) std::cout << what_if_text(what_if);
     }
     if (!mem.fits()) {
