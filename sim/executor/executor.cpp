@@ -202,7 +202,8 @@ class Executor {
                 for (auto& s : units_) {
                     s.group_ahead = true;
                     for (int m : tp_group(s.coord))
-                        if (!observed_by_.empty() && observed_by_[static_cast<std::size_t>(m)] != 0) s.group_ahead = false;
+                        if (!observed_by_.empty() && observed_by_[static_cast<std::size_t>(m)] != 0)
+                            s.group_ahead = false;
                     any = any || s.group_ahead;
                 }
                 bool starts = false;
@@ -1073,8 +1074,8 @@ class Executor {
     FlowNetwork net_;
     Collectives coll_;
     int fold_ = 1;
-    bool tp_private_ = false;  ///< ExecutionOptions::private_tp_links applies to this layout
-    bool ahead_ = false;       ///< ExecutionOptions::run_local_ops_ahead applies to this layout
+    bool tp_private_ = false;       ///< ExecutionOptions::private_tp_links applies to this layout
+    bool ahead_ = false;            ///< ExecutionOptions::run_local_ops_ahead applies to this layout
     std::uint64_t max_events_ = 0;  ///< ExecutionOptions::max_events (0: no bound)
     std::vector<std::vector<char>> ahead_ok_;      ///< [stage][pc], see ahead_ok()
     std::vector<std::vector<char>> group_starts_;  ///< [stage][pc], see group_starts()

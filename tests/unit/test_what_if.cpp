@@ -10,6 +10,7 @@
 #include "trainsim/compute.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/executor.hpp"
+#include "trainsim/executor_observer.hpp"
 #include "trainsim/perturbation.hpp"
 #include "trainsim/program.hpp"
 #include "trainsim/scenario_study.hpp"
@@ -340,7 +341,10 @@ TEST_CASE("what-if: under jitter a TP group runs its local ops ahead together, e
     check_identical(ahead2, run_with(topo, m, l, more, kAllOff));
     // Traced GPUs keep the event by event path for their group; the others still run ahead.
     SimulationOptions traced = o;
-    traced.trace = TraceRanks::stage_leaders;
+    std::vector<bool> observed(static_cast<std::size_t>(l.gpus()), false);
+    observed[0] = observed[static_cast<std::size_t>(l.gpus() / 2)] = true;
+    SliceRecorder recorder(observed);
+    traced.observers = {&recorder};
     const ExecutionResult tr = run_with(topo, m, l, traced, kAllOn);
     CHECK(tr.ran_ahead);
     check_identical(tr, event);
