@@ -58,6 +58,9 @@ struct TopologySpec {
     /// scale-up domain spans several hosts (GB200 NVL72: 18 trays of 4 GPUs on one NVLink domain, see
     /// apply_scale_up_domain()); 0: a node is one host. Host figures below stay per node (domain).
     int gpus_per_host = 0;
+    /// `scale_up.domain_gpus` as the topology file states it (0: not stated, the domain is gpus_per_node);
+    /// parse_topology folds it in with apply_scale_up_domain() and resets it to 0.
+    int scale_up_domain_gpus = 0;
     // scale-up fabric
     std::string scale_up_kind = "nvswitch";
     Bandwidth nvlink_bandwidth;  ///< per GPU, per direction

@@ -2,7 +2,7 @@
 // quantity carries its unit in the string ("300GBps", "200Gbps", "2us", "160MB"), unknown keys are refused,
 // and every error is one line naming the file, the field and the value (InputError).
 //
-// Topology file:
+// Topology file (the fields, types, units, defaults and ranges: topology_fields(), docs/inputs.md):
 //   { "name", "description"?, "gpu", "nodes", "gpus_per_node",
 //     "scale_up":  { "kind": "nvswitch", "bandwidth_per_gpu": "300GBps", "latency": "1us",
 //                    "domain_gpus"?: 72 (GPUs of one NVLink domain spanning several nodes of
@@ -12,26 +12,14 @@
 //     "scale_out": { "kind": "infiniband"|"roce", "nics_per_node", "nic_rate": "200Gbps",
 //                    "pcie_bandwidth": "32GBps", "nic_latency": "2us", "switch_latency": "0.5us",
 //                    "topology": "rail-optimized-fat-tree", "nodes_per_leaf", "oversubscription",
-//                    "routing"?: "adaptive"|"ecmp" (default: adaptive for infiniband, ecmp for roce) },
-//     "host"?: { "memory_bandwidth": "614.4GBps", "nvme_bandwidth": "25GBps" },   (per node; for offload)
-//     "storage"?: { "read_bandwidth_per_node"?: "1GBps", "write_bandwidth_per_node"?: "1GBps" } }
-//                  (shared storage for checkpoints, `trainsim goodput`; 1 MB/s .. 1 PB/s; default
-//                  kDefaultStorageBandwidthPerNode)
+//                    "routing"?: "adaptive"|"ecmp" },
+//     "host"?: { "memory_bandwidth", "nvme_bandwidth" }, "storage"?: { "read_bandwidth_per_node"?,
+//     "write_bandwidth_per_node"? } }
 // Workload file:
-//   { "name", "description"?, "model": { layers, hidden, heads, kv_heads, ffn_hidden, vocab, seq_len,
-//     mlp: "gelu"|"swiglu", tied_embeddings, dropout? }, "layout": { tp, pp, dp, cp?, vpp?, micro_batch,
-//     global_batch, schedule?: "1f1b"|"gpipe", sequence_parallel?, recompute?: "none"|"selective"|"full",
-//     precision?: "bf16"|"fp16"|"fp8", distributed_optimizer?, zero_stage?, dp_bucket_size?: "160MB",
-//     overlap_grad_reduce?, overlap_param_gather?, tp_comm_overlap?, attention?: "flash"|"cudnn"|"unfused",
-//     fp8_recipe?, fp8_param_gather?, cross_entropy_fusion?, grad_reduce_in_bf16? (Megatron-LM's flags,
-//     see Layout),
-//     layers_per_stage?: [..] | null (even split), account_for_embedding_in_pipeline_split?,
-//     account_for_loss_in_pipeline_split? (Megatron-LM's, see Layout),
-//     optimizer?: "adam"|"adam_8bit"|"sgd_momentum"|"sgd",
-//     offload_optimizer?: "none"|"cpu"|"nvme", adapter?: "none"|"lora"|"qlora", lora_rank?,
-//     lora_targets?: ["qkv","proj","fc1","fc2"], checkpoint_save?: "sharded"|"rank0",
-//     framework?: "megatron"|"deepspeed"|"torchtitan"|"composer"|"pytorch" }, "measured"?: { source,
-//     step_time_s, tflops_per_gpu, tflops_convention } }
+//   { "name", "description"?, "model": {...}, "layout": {...}, "measured"?: { source, step_time_s,
+//     tflops_per_gpu, tflops_convention } }; the fields of "model" and "layout", their types, units, defaults
+//   and ranges are declared once in model_fields() and layout_fields() (include/trainsim/schema.hpp) and
+//   listed in docs/inputs.md (`trainsim schema --markdown`).
 #pragma once
 
 #include <optional>
@@ -80,5 +68,13 @@ void apply_override(nlohmann::json& topology, nlohmann::json& workload, const st
 /// InfiniBand).
 nlohmann::json default_topology_json();
 nlohmann::json default_workload_json();
+
+/// The topology file's fields (include/trainsim/schema.hpp), in the order the loader reads them; a nested
+/// object's fields are named "scale_out.nic_rate". docs/inputs.md is generated from it.
+const schema::Table<TopologySpec>& topology_fields();
+
+/// docs/inputs.md: every field of the input files (topology, workload model and layout) with its type, unit,
+/// default, range or choices and meaning, generated from the schemas (`trainsim schema --markdown`).
+std::string inputs_markdown();
 
 }  // namespace trainsim

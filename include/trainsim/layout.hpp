@@ -12,6 +12,7 @@
 
 #include "trainsim/gpu_catalog.hpp"
 #include "trainsim/model.hpp"
+#include "trainsim/schema.hpp"
 
 namespace trainsim {
 
@@ -211,6 +212,11 @@ struct Layout {
     }
 };
 
+/// The layout's fields as a workload file's "layout" object writes them (include/trainsim/schema.hpp): name,
+/// type, unit, default (Layout{}'s), range or choices, documentation and accessors, in the order the loader
+/// reads them. docs/inputs.md is generated from it.
+const schema::Table<Layout>& layout_fields();
+
 /// Trainable adapter parameters of one transformer layer (all TP shards): r·(in + out) per targeted linear
 /// layer (LoRA's A is in x r, B is r x out; Hu et al. 2021, Sec. 4.1), one adapter per projection as
 /// Hugging Face PEFT places them: q, k, v (3), o, and SwiGLU's gate and up (2) with down. 0 without adapters.
@@ -229,14 +235,55 @@ std::int64_t layers_on_virtual_stage(const ModelSpec& m, const Layout& l, int st
 /// The layer count the pipeline split divides: model.layers plus one for each account_for_* flag set.
 std::int64_t pipeline_split_layers(const ModelSpec& m, const Layout& l);
 
-/// Refuses sizes above trainsim/limits.hpp (model dimensions, batch, micro-batches and layer passes per
-/// step), naming the field and the limit. Throws InputError. check_layout calls it.
+/// Refuses sizes above trainsim/limits.hpp (model dimensions, the layout fields whose schema range names
+/// the limit, batch, micro-batches and layer passes per step), naming the field and the limit. Throws
+/// InputError. check_layout calls it.
 void check_sizes(const ModelSpec& m, const Layout& l);
 
-/// Checks the layout against the model and the cluster size. Throws InputError with a message naming the
-/// field and the values, e.g. "layout.tp = 7 does not divide model.heads = 96". `cluster_gpus` is the
-/// cluster's GPU count.
+/// The category of a failed layout check. The first twelve are the rank-grid checks a layout sweep fails
+/// (is_grid_check), in the order the sweep counts a layout that fails several (its reject counts are by
+/// category: to_string gives the sweep's text); the others are checks of the base layout or the model.
+enum class LayoutCheck {
+    gpu_count,   ///< tp * pp * dp * cp is not the cluster's GPUs (dp = 0: tp * pp * cp does not divide them)
+    cp_seq_len,  ///< 2 * cp does not divide model.seq_len
+    cp_attention,       ///< cp > 1 with an unfused attention kernel
+    tp_heads,           ///< tp does not divide model.heads
+    tp_kv_heads,        ///< tp does not divide model.kv_heads
+    tp_ffn_hidden,      ///< tp does not divide model.ffn_hidden
+    tp_seq_len,         ///< sequence_parallel and tp does not divide model.seq_len
+    batch_split,        ///< micro_batch * dp does not divide global_batch
+    pp_layers,          ///< pp does not divide the layers of the split
+    vpp_layers,         ///< vpp does not divide the layers per stage
+    vpp_schedule,       ///< vpp > 1 with the GPipe schedule
+    vpp_micro_batches,  ///< vpp > 1 and the micro-batches per pipeline are not a multiple of pp
+    positive,           ///< a size of the model or the layout is not positive
+    model_shape,        ///< heads do not divide hidden, or kv_heads do not divide heads
+    size_limit,         ///< above a limit of trainsim/limits.hpp (check_sizes)
+    recompute_layers,   ///< recompute_num_layers without recompute full
+    layers_per_stage,   ///< layers_per_stage: wrong entry count, negative entry, wrong sum, combined flags
+    vpp_needs_pp,       ///< vpp > 1 with pp = 1
+    zero_stage,         ///< zero_stage outside 0 .. 3
+    adapter,            ///< LoRA rank or targets
+    offload,            ///< NVMe offload without ZeRO-3
+    dp_bucket,          ///< dp_bucket_size not positive
+};
+/// A failed layout check: its category and the one-line message naming the fields and the values, e.g.
+/// {tp_heads, "layout.tp = 7 does not divide model.heads = 96"}.
+struct LayoutViolation {
+    LayoutCheck check;
+    std::string message;
+};
+/// Every check the layout fails against the model and the cluster size (`cluster_gpus` GPUs), in check
+/// order; empty when it passes. A non-positive size stops the checks that would divide by it (only those
+/// found so far are returned).
+std::vector<LayoutViolation> layout_violations(const ModelSpec& m, const Layout& l, int cluster_gpus);
+/// Throws InputError with the message of the first of layout_violations, e.g. "layout.tp = 7 does not divide
+/// model.heads = 96".
 void check_layout(const ModelSpec& m, const Layout& l, int cluster_gpus);
+/// True for the rank-grid checks (gpu_count .. vpp_micro_batches).
+bool is_grid_check(LayoutCheck c);
+/// The category in a few words ("tp does not divide heads"): the sweep's reject reason for the grid checks.
+std::string to_string(LayoutCheck c);
 
 std::string to_string(Schedule s);
 std::string to_string(Recompute r);

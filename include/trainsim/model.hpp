@@ -8,6 +8,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "trainsim/schema.hpp"
 
 namespace trainsim {
 
@@ -53,5 +56,12 @@ struct ModelSpec {
     /// Forward FLOPs of one transformer layer for `tokens` tokens (the same count, one third of fwd+bwd).
     double layer_forward_flops(double tokens) const;
 };
+
+/// The names of MlpKind's values in enum order ("gelu", "swiglu").
+const std::vector<std::string>& mlp_kind_names();
+
+/// The model's fields as a workload file's "model" object writes them (include/trainsim/schema.hpp), in the
+/// order the loader reads them. docs/inputs.md is generated from it.
+const schema::Table<ModelSpec>& model_fields();
 
 }  // namespace trainsim

@@ -60,13 +60,14 @@ struct SweepGrid {
 };
 
 /// The keys --fix and --vary accept, in this order: tp, pp, dp, cp, micro_batch, vpp, recompute,
-/// sequence_parallel, distributed_optimizer.
+/// sequence_parallel, distributed_optimizer. Each names a field of layout_fields(), whose range (integers)
+/// or choices (recompute) bound the values and which writes the CSV column and the JSON key of the same name.
 const std::vector<std::string>& sweep_keys();
 
 /// Restricts one dimension from "key=v1,v2,..." (`option` names the CLI option for the messages: "--fix" or
-/// "--vary"; --fix takes exactly one value). Integers must be positive; booleans are true/false; recompute is
-/// none/selective/full. Throws InputError (one line) for an unknown key, a malformed value, a repeated value,
-/// or a key restricted twice.
+/// "--vary"; --fix takes exactly one value). Integers must be positive and within the field's range;
+/// booleans are true/false; recompute is one of the field's choices. Throws InputError (one line) for an
+/// unknown key, a malformed value, a repeated value, or a key restricted twice.
 void restrict_sweep_grid(SweepGrid& grid, const std::string& assignment, const std::string& option);
 
 /// Every grid point in enumeration order (nested loops, outermost first: tp, pp, cp, vpp, micro_batch,
@@ -76,10 +77,10 @@ void restrict_sweep_grid(SweepGrid& grid, const std::string& assignment, const s
 std::vector<Layout> enumerate_layouts(const ModelSpec& model, const Layout& base, const SweepGrid& grid,
                                       int gpus, int gpus_per_node);
 
-/// The short category of the first check the layout fails ("tp does not divide heads", "global_batch not
-/// divisible by micro_batch*dp", "2*cp does not divide seq_len", ...), or "" when it passes check_layout. The
-/// categories of the known checks are fixed strings; any other InputError of check_layout is reduced to its
-/// message with the numbers replaced by "N".
+/// The short category of the layout's failed checks (layout_violations): the first rank-grid check it fails
+/// in LayoutCheck's order, as to_string(LayoutCheck) writes it ("tp does not divide heads", "global_batch not
+/// divisible by micro_batch*dp", "2*cp does not divide seq_len", ...); when it fails only other checks, the
+/// first violation's message with the numbers replaced by "N". "" when it passes check_layout.
 std::string reject_reason(const ModelSpec& model, const Layout& layout, int gpus);
 
 /// "tp8 pp4 dp32 cp1 mb1 vpp1 rc=none sp1 do1": the grid coordinates of a layout; the tie-break of the

@@ -35,134 +35,175 @@ std::int64_t layers_on_stage(const ModelSpec& m, const Layout& l, int stage) {
 }
 
 namespace {
-void require_divides(const char* what, std::int64_t divisor, const char* of, std::int64_t value) {
-    if (divisor <= 0 || value % divisor != 0)
-        throw InputError(fmt::format("{} = {} does not divide {} = {}", what, divisor, of, value));
-}
-void require_positive(const char* what, std::int64_t v) {
-    if (v <= 0) throw InputError(fmt::format("{} = {} must be positive", what, v));
-}
-void require_at_most(const char* what, std::int64_t v, std::int64_t limit) {
-    if (v > limit)
-        throw InputError(
-            fmt::format("{} = {} is above the limit of {} (trainsim/limits.hpp)", what, v, limit));
-}
-}  // namespace
+/// Collects the violations of one layout check after another (the order is the order of the messages).
+struct Violations {
+    std::vector<LayoutViolation> list;
+    void add(LayoutCheck c, std::string message) { list.push_back({c, std::move(message)}); }
+    void divides(LayoutCheck c, const char* what, std::int64_t divisor, const char* of, std::int64_t value) {
+        if (divisor <= 0 || value % divisor != 0)
+            add(c, fmt::format("{} = {} does not divide {} = {}", what, divisor, of, value));
+    }
+    void positive(LayoutCheck c, const char* what, std::int64_t v) {
+        if (v <= 0) add(c, fmt::format("{} = {} must be positive", what, v));
+    }
+    void at_most(const std::string& what, std::int64_t v, std::int64_t limit) {
+        if (v > limit)
+            add(LayoutCheck::size_limit,
+                fmt::format("{} = {} is above the limit of {} (trainsim/limits.hpp)", what, v, limit));
+    }
+};
 
-void check_sizes(const ModelSpec& m, const Layout& l) {
-    require_at_most("model.layers", m.layers, limits::kMaxLayers);
-    require_at_most("model.hidden", m.hidden, limits::kMaxHidden);
-    require_at_most("model.ffn_hidden", m.ffn_hidden, limits::kMaxHidden);
-    require_at_most("model.heads", m.heads, limits::kMaxHeads);
-    require_at_most("model.kv_heads", m.kv_heads, limits::kMaxHeads);
-    require_at_most("model.vocab", m.vocab, limits::kMaxVocab);
-    require_at_most("model.seq_len", m.seq_len, limits::kMaxSeqLen);
-    require_at_most("layout.global_batch", l.global_batch, limits::kMaxGlobalBatch);
-    require_at_most("layout.tp", l.tp, limits::kMaxGpus);
-    require_at_most("layout.pp", l.pp, limits::kMaxGpus);
-    require_at_most("layout.dp", l.dp, limits::kMaxGpus);
-    require_at_most("layout.cp", l.cp, limits::kMaxGpus);
-    require_at_most("layout.vpp", l.vpp, limits::kMaxLayers);
-    require_at_most("layout.micro_batch", l.micro_batch, limits::kMaxGlobalBatch);
+/// The size checks of check_sizes, into `out`.
+void size_violations(const ModelSpec& m, const Layout& l, Violations& out) {
+    // The model's and the layout's fields with a limit of trainsim/limits.hpp, as their schemas state it.
+    for (const auto& f : model_fields())
+        if (f.kind == schema::Kind::integer && f.range && !f.range->hi_source.empty())
+            out.at_most("model." + f.name, std::get<std::int64_t>(f.get(m)),
+                        static_cast<std::int64_t>(f.range->hi));
+    for (const auto& f : layout_fields())
+        if (f.kind == schema::Kind::integer && f.range && !f.range->hi_source.empty())
+            out.at_most("layout." + f.name, std::get<std::int64_t>(f.get(l)),
+                        static_cast<std::int64_t>(f.range->hi));
     if (m.seq_len > 0 && l.micro_batch > 0)
-        require_at_most("layout.micro_batch * model.seq_len (tokens per micro-batch)",
-                        l.micro_batch * m.seq_len, limits::kMaxTokensPerMicroBatch);
+        out.at_most("layout.micro_batch * model.seq_len (tokens per micro-batch)", l.micro_batch * m.seq_len,
+                    limits::kMaxTokensPerMicroBatch);
     if (l.micro_batch > 0 && l.dp > 0 && l.global_batch > 0) {
         const std::int64_t micro_batches = l.global_batch / (l.micro_batch * l.dp);
-        require_at_most("layout.global_batch / (layout.micro_batch * layout.dp) (micro-batches per step)",
-                        micro_batches, limits::kMaxMicroBatchesPerStep);
+        out.at_most("layout.global_batch / (layout.micro_batch * layout.dp) (micro-batches per step)",
+                    micro_batches, limits::kMaxMicroBatchesPerStep);
         // One factor at a time, so the product cannot overflow (each is bounded above).
         std::int64_t passes = std::max<std::int64_t>(m.layers, 0) * micro_batches;
         for (const std::int64_t f : {std::int64_t{1}, std::int64_t{l.dp}, std::int64_t{l.cp}}) {
             passes *= std::max<std::int64_t>(f, 1);
-            require_at_most(
-                "model.layers * micro-batches per step * layout.dp * layout.cp (layer passes per step)",
-                passes, limits::kMaxLayerPassesPerStep);
+            if (passes > limits::kMaxLayerPassesPerStep) {
+                out.at_most(
+                    "model.layers * micro-batches per step * layout.dp * layout.cp (layer passes per step)",
+                    passes, limits::kMaxLayerPassesPerStep);
+                break;
+            }
         }
     }
-    if (l.lora_rank > limits::kMaxHidden)
-        require_at_most("layout.lora_rank", l.lora_rank, limits::kMaxHidden);
+}
+}  // namespace
+
+void check_sizes(const ModelSpec& m, const Layout& l) {
+    Violations v;
+    size_violations(m, l, v);
+    if (!v.list.empty()) throw InputError(v.list.front().message);
 }
 
-void check_layout(const ModelSpec& m, const Layout& l, int cluster_gpus) {
-    require_positive("model.layers", m.layers);
-    require_positive("model.hidden", m.hidden);
-    require_positive("model.heads", m.heads);
-    require_positive("model.kv_heads", m.kv_heads);
-    require_positive("model.ffn_hidden", m.ffn_hidden);
-    require_positive("model.vocab", m.vocab);
-    require_positive("model.seq_len", m.seq_len);
-    require_divides("model.heads", m.heads, "model.hidden", m.hidden);
-    require_divides("model.kv_heads", m.kv_heads, "model.heads", m.heads);
-    require_positive("layout.tp", l.tp);
-    require_positive("layout.pp", l.pp);
-    require_positive("layout.dp", l.dp);
-    check_sizes(m, l);
+std::vector<LayoutViolation> layout_violations(const ModelSpec& m, const Layout& l, int cluster_gpus) {
+    using C = LayoutCheck;
+    Violations v;
+    v.positive(C::positive, "model.layers", m.layers);
+    v.positive(C::positive, "model.hidden", m.hidden);
+    v.positive(C::positive, "model.heads", m.heads);
+    v.positive(C::positive, "model.kv_heads", m.kv_heads);
+    v.positive(C::positive, "model.ffn_hidden", m.ffn_hidden);
+    v.positive(C::positive, "model.vocab", m.vocab);
+    v.positive(C::positive, "model.seq_len", m.seq_len);
+    if (!v.list.empty()) return v.list;  // the checks below divide by these
+    v.divides(C::model_shape, "model.heads", m.heads, "model.hidden", m.hidden);
+    v.divides(C::model_shape, "model.kv_heads", m.kv_heads, "model.heads", m.heads);
+    const std::size_t before_positive = v.list.size();
+    v.positive(C::positive, "layout.tp", l.tp);
+    v.positive(C::positive, "layout.pp", l.pp);
+    // dp = 0 is what a rank grid of tp * pp * cp not dividing the GPUs gives (the sweep's derived dp).
+    v.positive(C::gpu_count, "layout.dp", l.dp);
+    bool bad_size = false, not_positive = v.list.size() > before_positive;
+    {
+        const std::size_t n = v.list.size();
+        size_violations(m, l, v);
+        bad_size = v.list.size() > n;
+    }
     if (l.recompute_num_layers < 0 || (l.recompute_num_layers > 0 && l.recompute != Recompute::full))
-        throw InputError(
-            fmt::format("layout.recompute_num_layers = {} needs layout.recompute = \"full\" (it is "
-                        "Megatron's block recompute of the first N layers of each model chunk)",
-                        l.recompute_num_layers));
-    require_positive("layout.vpp", l.vpp);
-    require_positive("layout.micro_batch", l.micro_batch);
-    require_positive("layout.global_batch", l.global_batch);
-    require_positive("layout.cp", l.cp);
+        v.add(C::recompute_layers,
+              fmt::format("layout.recompute_num_layers = {} needs layout.recompute = \"full\" (it is "
+                          "Megatron's block recompute of the first N layers of each model chunk)",
+                          l.recompute_num_layers));
+    {
+        const std::size_t n = v.list.size();
+        v.positive(C::positive, "layout.vpp", l.vpp);
+        v.positive(C::positive, "layout.micro_batch", l.micro_batch);
+        v.positive(C::positive, "layout.global_batch", l.global_batch);
+        v.positive(C::positive, "layout.cp", l.cp);
+        not_positive = not_positive || v.list.size() > n;
+    }
+    if (not_positive) return v.list;  // the checks below divide by these
     if (l.cp > 1 && m.seq_len % (2 * l.cp) != 0)
-        throw InputError(
-            fmt::format("layout.cp = {}: 2 * cp does not divide model.seq_len = {} (each CP rank holds two "
-                        "chunks of the sequence)",
-                        l.cp, m.seq_len));
+        v.add(C::cp_seq_len,
+              fmt::format("layout.cp = {}: 2 * cp does not divide model.seq_len = {} (each CP rank holds two "
+                          "chunks of the sequence)",
+                          l.cp, m.seq_len));
     if (l.cp > 1 && !l.fused_attention())
-        throw InputError(
-            fmt::format("layout.cp = {} needs layout.attention = \"flash\" (ring attention is a fused "
-                        "attention kernel)",
-                        l.cp));
-    require_divides("layout.tp", l.tp, "model.heads", m.heads);
-    require_divides("layout.tp", l.tp, "model.kv_heads", m.kv_heads);
-    require_divides("layout.tp", l.tp, "model.ffn_hidden", m.ffn_hidden);
+        v.add(C::cp_attention,
+              fmt::format("layout.cp = {} needs layout.attention = \"flash\" (ring attention "
+                          "is a fused attention kernel)",
+                          l.cp));
+    v.divides(C::tp_heads, "layout.tp", l.tp, "model.heads", m.heads);
+    v.divides(C::tp_kv_heads, "layout.tp", l.tp, "model.kv_heads", m.kv_heads);
+    v.divides(C::tp_ffn_hidden, "layout.tp", l.tp, "model.ffn_hidden", m.ffn_hidden);
     if (l.sequence_parallel && m.seq_len % l.tp != 0)
-        throw InputError(
-            fmt::format("layout.tp = {} does not divide model.seq_len = {} (sequence_parallel needs it)",
-                        l.tp, m.seq_len));
-    const std::int64_t gpus = static_cast<std::int64_t>(l.tp) * l.pp * l.dp * l.cp;
-    if (gpus != cluster_gpus)
-        throw InputError(
-            fmt::format("layout.tp * layout.pp * layout.dp{} = {} does not equal the cluster's GPUs = {}",
-                        l.cp > 1 ? fmt::format(" * layout.cp = {} * {} * {} * {}", l.tp, l.pp, l.dp, l.cp)
-                                 : fmt::format(" = {} * {} * {}", l.tp, l.pp, l.dp),
-                        gpus, cluster_gpus));
+        v.add(C::tp_seq_len,
+              fmt::format("layout.tp = {} does not divide model.seq_len = {} (sequence_parallel needs it)",
+                          l.tp, m.seq_len));
+    if (!bad_size) {  // within the limits the product cannot overflow
+        const std::int64_t gpus = static_cast<std::int64_t>(l.tp) * l.pp * l.dp * l.cp;
+        if (gpus != cluster_gpus)
+            v.add(
+                C::gpu_count,
+                fmt::format("layout.tp * layout.pp * layout.dp{} = {} does not equal the cluster's GPUs = {}",
+                            l.cp > 1 ? fmt::format(" * layout.cp = {} * {} * {} * {}", l.tp, l.pp, l.dp, l.cp)
+                                     : fmt::format(" = {} * {} * {}", l.tp, l.pp, l.dp),
+                            gpus, cluster_gpus));
+    }
     if (l.global_batch % (l.micro_batch * l.dp) != 0)
-        throw InputError(
-            fmt::format("layout.global_batch = {} is not divisible by layout.micro_batch * layout.dp = "
-                        "{} * {} = {}",
-                        l.global_batch, l.micro_batch, l.dp, l.micro_batch * l.dp));
+        v.add(C::batch_split,
+              fmt::format("layout.global_batch = {} is not divisible by layout.micro_batch * layout.dp = "
+                          "{} * {} = {}",
+                          l.global_batch, l.micro_batch, l.dp, l.micro_batch * l.dp));
     if (!l.layers_per_stage.empty()) {
         if (l.account_for_embedding_in_pipeline_split || l.account_for_loss_in_pipeline_split)
-            throw InputError(
+            v.add(
+                C::layers_per_stage,
                 "layout.layers_per_stage cannot be combined with "
                 "layout.account_for_embedding_in_pipeline_split or layout.account_for_loss_in_pipeline_split "
                 "(Megatron-LM refuses the combination)");
         if (static_cast<int>(l.layers_per_stage.size()) != l.pp)
-            throw InputError(fmt::format("layout.layers_per_stage has {} entries; layout.pp = {}",
-                                         l.layers_per_stage.size(), l.pp));
+            v.add(C::layers_per_stage, fmt::format("layout.layers_per_stage has {} entries; layout.pp = {}",
+                                                   l.layers_per_stage.size(), l.pp));
+        bool entries_ok = true;
         for (auto n : l.layers_per_stage) {
-            if (n < 0) throw InputError(fmt::format("layout.layers_per_stage has a negative entry {}", n));
-            require_at_most("a layout.layers_per_stage entry", n, limits::kMaxLayers);
+            if (n < 0) {
+                v.add(C::layers_per_stage, fmt::format("layout.layers_per_stage has a negative entry {}", n));
+                entries_ok = false;
+                break;
+            }
+            if (n > limits::kMaxLayers) {
+                v.at_most("a layout.layers_per_stage entry", n, limits::kMaxLayers);
+                entries_ok = false;
+                break;
+            }
         }
-        const auto sum =
-            std::accumulate(l.layers_per_stage.begin(), l.layers_per_stage.end(), std::int64_t{0});
-        if (sum != m.layers)
-            throw InputError(
-                fmt::format("layout.layers_per_stage sums to {}; model.layers = {}", sum, m.layers));
+        if (entries_ok) {  // entries within the limit: the sum cannot overflow
+            const auto sum =
+                std::accumulate(l.layers_per_stage.begin(), l.layers_per_stage.end(), std::int64_t{0});
+            if (sum != m.layers)
+                v.add(C::layers_per_stage,
+                      fmt::format("layout.layers_per_stage sums to {}; model.layers = {}", sum, m.layers));
+        }
         if (l.vpp > 1)
             for (auto n : l.layers_per_stage)
-                if (n % l.vpp != 0)
-                    throw InputError(fmt::format(
-                        "layout.vpp = {} does not divide layout.layers_per_stage entry {} (to count the "
-                        "embedding and the loss as layers under VPP, set "
-                        "account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split "
-                        "instead of layers_per_stage)",
-                        l.vpp, n));
+                if (n % l.vpp != 0) {
+                    v.add(C::vpp_layers,
+                          fmt::format(
+                              "layout.vpp = {} does not divide layout.layers_per_stage entry {} (to count "
+                              "the embedding and the loss as layers under VPP, set "
+                              "account_for_embedding_in_pipeline_split and "
+                              "account_for_loss_in_pipeline_split instead of layers_per_stage)",
+                              l.vpp, n));
+                    break;
+                }
     } else {
         const std::int64_t split = pipeline_split_layers(m, l);
         const bool accounted = split != m.layers;
@@ -172,40 +213,103 @@ void check_layout(const ModelSpec& m, const Layout& l, int cluster_gpus) {
                                     l.account_for_loss_in_pipeline_split ? " + the loss" : "")
                       : "";
         if (split % l.pp != 0)
-            throw InputError(accounted
-                                 ? fmt::format("layout.pp = {} does not divide {}", l.pp, counted)
-                                 : fmt::format("layout.pp = {} does not divide model.layers = {}; state the "
-                                               "uneven split in layout.layers_per_stage",
-                                               l.pp, m.layers));
+            v.add(C::pp_layers, accounted
+                                    ? fmt::format("layout.pp = {} does not divide {}", l.pp, counted)
+                                    : fmt::format("layout.pp = {} does not divide model.layers = {}; state "
+                                                  "the uneven split in layout.layers_per_stage",
+                                                  l.pp, m.layers));
         if ((split / l.pp) % l.vpp != 0)
-            throw InputError(fmt::format("layout.vpp = {} does not divide the {} layers per pipeline stage{}",
-                                         l.vpp, split / l.pp, accounted ? " (" + counted + ")" : ""));
+            v.add(C::vpp_layers,
+                  fmt::format("layout.vpp = {} does not divide the {} layers per pipeline stage{}", l.vpp,
+                              split / l.pp, accounted ? " (" + counted + ")" : ""));
     }
-    if (l.vpp > 1 && l.pp == 1) throw InputError(fmt::format("layout.vpp = {} needs layout.pp > 1", l.vpp));
+    if (l.vpp > 1 && l.pp == 1)
+        v.add(C::vpp_needs_pp, fmt::format("layout.vpp = {} needs layout.pp > 1", l.vpp));
     if (l.vpp > 1 && l.schedule != Schedule::one_f_one_b)
-        throw InputError("layout.vpp > 1 needs layout.schedule = \"1f1b\" (interleaved 1F1B)");
+        v.add(C::vpp_schedule, "layout.vpp > 1 needs layout.schedule = \"1f1b\" (interleaved 1F1B)");
     if (l.vpp > 1 && l.micro_batches() % l.pp != 0)
-        throw InputError(
-            fmt::format("layout.vpp = {} (interleaved 1F1B) needs the {} micro-batches per pipeline to "
-                        "be a multiple of layout.pp = {}",
-                        l.vpp, l.micro_batches(), l.pp));
+        v.add(C::vpp_micro_batches,
+              fmt::format("layout.vpp = {} (interleaved 1F1B) needs the {} micro-batches per pipeline to "
+                          "be a multiple of layout.pp = {}",
+                          l.vpp, l.micro_batches(), l.pp));
     if (l.zero_stage < 0 || l.zero_stage > 3)
-        throw InputError(fmt::format("layout.zero_stage = {} must be 0, 1, 2 or 3", l.zero_stage));
+        v.add(C::zero_stage, fmt::format("layout.zero_stage = {} must be 0, 1, 2 or 3", l.zero_stage));
     if (l.adapter != Adapter::none) {
-        require_positive("layout.lora_rank", l.lora_rank);
+        v.positive(C::adapter, "layout.lora_rank", l.lora_rank);
         if (l.lora_rank > m.hidden)
-            throw InputError(
-                fmt::format("layout.lora_rank = {} exceeds model.hidden = {}", l.lora_rank, m.hidden));
+            v.add(C::adapter,
+                  fmt::format("layout.lora_rank = {} exceeds model.hidden = {}", l.lora_rank, m.hidden));
         const auto& t = l.lora_targets;
         if (!t.qkv && !t.proj && !t.fc1 && !t.fc2)
-            throw InputError("layout.lora_targets is empty: name at least one of qkv, proj, fc1, fc2");
+            v.add(C::adapter, "layout.lora_targets is empty: name at least one of qkv, proj, fc1, fc2");
     }
     if (l.offload_optimizer == Offload::nvme && l.zero_stage != 3)
-        throw InputError(fmt::format(
-            "layout.offload_optimizer = \"nvme\" needs layout.zero_stage = 3 (ZeRO-Infinity), not {}",
-            l.zero_stage));
+        v.add(C::offload,
+              fmt::format(
+                  "layout.offload_optimizer = \"nvme\" needs layout.zero_stage = 3 (ZeRO-Infinity), not {}",
+                  l.zero_stage));
     if (l.dp_bucket_bytes <= 0)
-        throw InputError(fmt::format("layout.dp_bucket_size = {} B must be positive", l.dp_bucket_bytes));
+        v.add(C::dp_bucket, fmt::format("layout.dp_bucket_size = {} B must be positive", l.dp_bucket_bytes));
+    return v.list;
+}
+
+void check_layout(const ModelSpec& m, const Layout& l, int cluster_gpus) {
+    const auto v = layout_violations(m, l, cluster_gpus);
+    if (!v.empty()) throw InputError(v.front().message);
+}
+
+bool is_grid_check(LayoutCheck c) {
+    return static_cast<int>(c) <= static_cast<int>(LayoutCheck::vpp_micro_batches);
+}
+
+std::string to_string(LayoutCheck c) {
+    switch (c) {
+        case LayoutCheck::gpu_count:
+            return "tp*pp*cp does not divide the GPUs";
+        case LayoutCheck::cp_seq_len:
+            return "2*cp does not divide seq_len";
+        case LayoutCheck::cp_attention:
+            return "cp > 1 needs flash attention";
+        case LayoutCheck::tp_heads:
+            return "tp does not divide heads";
+        case LayoutCheck::tp_kv_heads:
+            return "tp does not divide kv_heads";
+        case LayoutCheck::tp_ffn_hidden:
+            return "tp does not divide ffn_hidden";
+        case LayoutCheck::tp_seq_len:
+            return "tp does not divide seq_len (sequence parallel)";
+        case LayoutCheck::batch_split:
+            return "global_batch not divisible by micro_batch*dp";
+        case LayoutCheck::pp_layers:
+            return "pp does not divide layers";
+        case LayoutCheck::vpp_layers:
+            return "vpp does not divide the layers per stage";
+        case LayoutCheck::vpp_schedule:
+            return "vpp > 1 needs the 1f1b schedule";
+        case LayoutCheck::vpp_micro_batches:
+            return "vpp > 1: micro-batches not a multiple of pp";
+        case LayoutCheck::positive:
+            return "a size is not positive";
+        case LayoutCheck::model_shape:
+            return "heads do not divide hidden or kv_heads do not divide heads";
+        case LayoutCheck::size_limit:
+            return "above a limit of trainsim/limits.hpp";
+        case LayoutCheck::recompute_layers:
+            return "recompute_num_layers needs recompute full";
+        case LayoutCheck::layers_per_stage:
+            return "layers_per_stage does not match pp or the layers";
+        case LayoutCheck::vpp_needs_pp:
+            return "vpp > 1 needs pp > 1";
+        case LayoutCheck::zero_stage:
+            return "zero_stage not 0, 1, 2 or 3";
+        case LayoutCheck::adapter:
+            return "LoRA rank or targets invalid";
+        case LayoutCheck::offload:
+            return "nvme offload needs zero_stage 3";
+        case LayoutCheck::dp_bucket:
+            return "dp_bucket_size not positive";
+    }
+    return "?";
 }
 
 std::string to_string(Schedule s) {

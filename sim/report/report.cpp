@@ -85,7 +85,7 @@ std::string format_text(const Report& r, const Measured* measured) {
         "model     {}: {} layers, hidden {}, heads {} (kv {}), ffn {} ({}), vocab {}, seq {}; {:.1f} B "
         "parameters\n",
         r.workload_name, m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden,
-        m.mlp == MlpKind::swiglu ? "swiglu" : "gelu", m.vocab, m.seq_len, m.total_params() / 1e9);
+        mlp_kind_names().at(static_cast<std::size_t>(m.mlp)), m.vocab, m.seq_len, m.total_params() / 1e9);
     o += fmt::format(
         "layout    TP {} x PP {} x DP {}{}{}, micro-batch {}, global batch {} ({} micro-batches per "
         "pipeline), {}, recompute {}, {}{}{}, attention {}\n\n",
@@ -180,19 +180,8 @@ nlohmann::json to_json(const Report& r, const Measured* measured) {
     j["gpu"] = r.gpu_name;
     j["gpus"] = r.gpus;
     if (!r.gpu_uncalibrated.empty()) j["gpu_uncalibrated"] = r.gpu_uncalibrated;
-    j["layout"] = {{"tp", r.layout.tp},
-                   {"pp", r.layout.pp},
-                   {"dp", r.layout.dp},
-                   {"cp", r.layout.cp},
-                   {"vpp", r.layout.vpp},
-                   {"micro_batch", r.layout.micro_batch},
-                   {"global_batch", r.layout.global_batch},
-                   {"micro_batches", r.layout.micro_batches()},
-                   {"schedule", to_string(r.layout.schedule)},
-                   {"recompute", to_string(r.layout.recompute)},
-                   {"precision", to_string(r.layout.precision)},
-                   {"sequence_parallel", r.layout.sequence_parallel},
-                   {"attention", to_string(r.layout.attention)}};
+    j["layout"] = schema::to_json(layout_fields(), r.layout, /*summary_only=*/true);
+    j["layout"]["micro_batches"] = r.layout.micro_batches();
     j["step_time_s"] = r.step_time_s;
     j["tokens_per_s"] = r.tokens_per_s;
     j["model_flops"] = r.model_flops;

@@ -55,11 +55,30 @@ bool parse_bool(const std::string& v, const std::string& where) {
     throw InputError(fmt::format("{}: \"{}\" is not true or false", where, v));
 }
 
+/// The layout field an axis of the grid sets (sweep_keys(): every key names one).
+const schema::Field<Layout>& axis_field(const std::string& key) {
+    const auto* f = schema::find(layout_fields(), key);
+    if (!f) throw InternalError(fmt::format("sweep axis \"{}\" is not a layout field", key));
+    return *f;
+}
+
+/// A positive integer value of axis `key`, within the field's range.
+std::int64_t parse_axis_integer(const std::string& key, const std::string& v, const std::string& where) {
+    const auto x = parse_positive<std::int64_t>(v, where);
+    const auto& f = axis_field(key);
+    if (f.range)
+        if (const auto problem = schema::range_problem(static_cast<double>(x), *f.range))
+            throw InputError(fmt::format("{}: {} {}", where, v, *problem));
+    return x;
+}
+
 Recompute parse_recompute(const std::string& v, const std::string& where) {
-    if (v == "none") return Recompute::none;
-    if (v == "selective") return Recompute::selective;
-    if (v == "full") return Recompute::full;
-    throw InputError(fmt::format("{}: \"{}\" is not one of none, selective, full", where, v));
+    const auto& f = axis_field("recompute");
+    if (std::find(f.choices.begin(), f.choices.end(), v) == f.choices.end())
+        throw InputError(fmt::format("{}: \"{}\" is not one of {}", where, v, fmt::join(f.choices, ", ")));
+    Layout l;
+    f.set(l, schema::Value{v});
+    return l.recompute;
 }
 
 /// Parses every value with `parse`, sorts them and drops repeats, into `dim` (which must still be empty).
@@ -94,39 +113,17 @@ std::string numbers_to_n(const std::string& msg) {
     return out;
 }
 
-/// The fixed category of the first failed check among those trainsim's sweep knows, "" if none fails.
-std::string known_category(const ModelSpec& m, const Layout& l) {
-    if (l.dp <= 0) return "tp*pp*cp does not divide the GPUs";
-    if (l.cp > 1 && m.seq_len % (2 * l.cp) != 0) return "2*cp does not divide seq_len";
-    if (l.cp > 1 && !l.fused_attention()) return "cp > 1 needs flash attention";
-    if (m.heads % l.tp != 0) return "tp does not divide heads";
-    if (m.kv_heads % l.tp != 0) return "tp does not divide kv_heads";
-    if (m.ffn_hidden % l.tp != 0) return "tp does not divide ffn_hidden";
-    if (l.sequence_parallel && m.seq_len % l.tp != 0) return "tp does not divide seq_len (sequence parallel)";
-    if (l.global_batch % (l.micro_batch * l.dp) != 0) return "global_batch not divisible by micro_batch*dp";
-    if (l.layers_per_stage.empty()) {
-        const std::int64_t split = pipeline_split_layers(m, l);  // layers + embedding / loss if counted
-        if (split % l.pp != 0) return "pp does not divide layers";
-        if ((split / l.pp) % l.vpp != 0) return "vpp does not divide the layers per stage";
-    } else if (l.vpp > 1) {
-        for (auto n : l.layers_per_stage)
-            if (n % l.vpp != 0) return "vpp does not divide the layers per stage";
-    }
-    if (l.vpp > 1 && l.schedule != Schedule::one_f_one_b) return "vpp > 1 needs the 1f1b schedule";
-    if (l.vpp > 1 && l.micro_batches() % l.pp != 0) return "vpp > 1: micro-batches not a multiple of pp";
-    return "";
-}
-
-/// reject_reason, also giving check_layout's message.
+/// reject_reason, also giving check_layout's message (the first violation's): the category of the first
+/// rank-grid check the layout fails in LayoutCheck's order, else the first violation's message with its
+/// numbers replaced by "N".
 std::string classify(const ModelSpec& m, const Layout& l, int gpus, std::string* detail) {
-    try {
-        check_layout(m, l, gpus);
-        return "";
-    } catch (const InputError& e) {
-        if (detail) *detail = e.what();
-        std::string cat = known_category(m, l);
-        return cat.empty() ? numbers_to_n(e.what()) : cat;
-    }
+    const auto violations = layout_violations(m, l, gpus);
+    if (violations.empty()) return "";
+    if (detail) *detail = violations.front().message;
+    const LayoutViolation* grid = nullptr;
+    for (const auto& v : violations)
+        if (is_grid_check(v.check) && (!grid || v.check < grid->check)) grid = &v;
+    return grid ? to_string(grid->check) : numbers_to_n(violations.front().message);
 }
 
 std::string seconds(double s) {
@@ -299,17 +296,18 @@ void restrict_sweep_grid(SweepGrid& grid, const std::string& assignment, const s
     if (option == "--fix" && values.size() != 1)
         throw InputError(
             fmt::format("{} \"{}\": --fix takes one value; --vary takes a list", option, assignment));
-    auto to_int = [](const std::string& v, const std::string& w) {
-        const auto x = parse_positive<std::int64_t>(v, w);
-        if (x > std::numeric_limits<int>::max()) throw InputError(fmt::format("{}: {} is too large", w, v));
-        return static_cast<int>(x);
+    auto to_int = [&key](const std::string& v, const std::string& w) {
+        return static_cast<int>(parse_axis_integer(key, v, w));
+    };
+    auto to_int64 = [&key](const std::string& v, const std::string& w) {
+        return parse_axis_integer(key, v, w);
     };
     if (key == "tp") fill(grid.tp, values, where, to_int);
     if (key == "pp") fill(grid.pp, values, where, to_int);
     if (key == "dp") fill(grid.dp, values, where, to_int);
     if (key == "cp") fill(grid.cp, values, where, to_int);
     if (key == "vpp") fill(grid.vpp, values, where, to_int);
-    if (key == "micro_batch") fill(grid.micro_batch, values, where, parse_positive<std::int64_t>);
+    if (key == "micro_batch") fill(grid.micro_batch, values, where, to_int64);
     if (key == "recompute") fill(grid.recompute, values, where, parse_recompute);
     if (key == "sequence_parallel") fill(grid.sequence_parallel, values, where, parse_bool);
     if (key == "distributed_optimizer") fill(grid.distributed_optimizer, values, where, parse_bool);
@@ -610,20 +608,21 @@ std::string format_sweep_text(const SweepResult& r, std::size_t top_k) {
 }
 
 std::string sweep_csv(const SweepResult& r) {
-    std::string o =
-        "rank,tp,pp,dp,cp,micro_batch,vpp,recompute,sequence_parallel,distributed_optimizer,micro_batches,"
-        "status,"
-        "reason,step_time_s,tokens_per_s,mfu,compute_s,bubble_s,tp_exposed_s,pp_exposed_s,dp_exposed_s,idle_"
-        "s,"
-        "peak_memory_gib,headroom_gib,limit\n";
+    std::string o = "rank,";
+    for (const auto& key : sweep_keys())
+        o += key + ",";
+    o += "micro_batches,status,reason,step_time_s,tokens_per_s,mfu,compute_s,bubble_s,tp_exposed_s,pp_"
+         "exposed_s,"
+         "dp_exposed_s,idle_s,peak_memory_gib,headroom_gib,limit\n";
     for (std::size_t i = 0; i < r.entries.size(); ++i) {
         const auto& e = r.entries[i];
         const auto& l = e.layout;
         const bool sim = e.status == SweepStatus::simulated;
         const bool has_memory = e.status != SweepStatus::rejected;
-        o += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},", sim ? fmt::format("{}", i + 1) : "", l.tp,
-                         l.pp, l.dp, l.cp, l.micro_batch, l.vpp, to_string(l.recompute), l.sequence_parallel,
-                         l.distributed_optimizer, has_memory ? fmt::format("{}", l.micro_batches()) : "",
+        o += sim ? fmt::format("{},", i + 1) : std::string(",");
+        for (const auto& key : sweep_keys())
+            o += csv_field(schema::text(axis_field(key).get(l))) + ",";
+        o += fmt::format("{},{},{},", has_memory ? fmt::format("{}", l.micro_batches()) : "",
                          status_name(e.status), csv_field(e.reason));
         if (sim) {
             const auto& p = e.report;
@@ -666,17 +665,9 @@ nlohmann::json sweep_json(const SweepResult& r) {
     for (std::size_t i = 0; i < r.entries.size(); ++i) {
         const auto& e = r.entries[i];
         const auto& l = e.layout;
-        json row = {{"layout", canonical_string(l)},
-                    {"tp", l.tp},
-                    {"pp", l.pp},
-                    {"dp", l.dp},
-                    {"cp", l.cp},
-                    {"micro_batch", l.micro_batch},
-                    {"vpp", l.vpp},
-                    {"recompute", to_string(l.recompute)},
-                    {"sequence_parallel", l.sequence_parallel},
-                    {"distributed_optimizer", l.distributed_optimizer},
-                    {"status", status_name(e.status)}};
+        json row = {{"layout", canonical_string(l)}, {"status", status_name(e.status)}};
+        for (const auto& key : sweep_keys())
+            row[key] = schema::to_json(axis_field(key).get(l));
         if (e.status == SweepStatus::simulated) {
             const auto& p = e.report;
             row["rank"] = i + 1;

@@ -76,7 +76,7 @@ TEST_CASE("sweep: --fix / --vary restrict a dimension; unknown keys and bad valu
     CHECK(contains(err("tp=0", "--vary"), "not a positive integer"));
     CHECK(contains(err("tp=x", "--vary"), "not a positive integer"));
     CHECK(contains(err("sequence_parallel=yes", "--fix"), "not true or false"));
-    CHECK(contains(err("recompute=some", "--fix"), "none, selective, full"));
+    CHECK(contains(err("recompute=some", "--fix"), "none, selective, selective_op, full"));
     CHECK(contains(err("tp", "--fix"), "expected key=value"));
     CHECK(contains(message_of<InputError>([&] { restrict_sweep_grid(g, "tp=4", "--vary"); }), "twice"));
 }

@@ -17,7 +17,9 @@ void add_input_options(po::options_description& desc, InputOptions& o) {
         "workload", po::value(&o.workload_file), "model and training layout, JSON (workloads/*.json)")(
         "set", po::value(&o.sets)->composing(),
         "override a field: layout.tp=4, model.layers=48, topology.nodes=16, "
-        "topology.scale_out.nic_rate=400Gbps (repeatable)")(
+        "topology.scale_out.nic_rate=400Gbps (repeatable; `trainsim schema` lists the fields, their units "
+        "and "
+        "ranges)")(
         "from-runs", po::value(&o.runs_file),
         "simulate one run of a measured-runs file (format trainsim-measured-runs/1) instead; needs --id")(
         "id", po::value(&o.run_id), "the run id in the --from-runs file")(

@@ -31,6 +31,7 @@ commands:
   goodput    simulate a whole training run (days to months) with failures, checkpoints and restarts over
              many seeds: goodput, lost work, failures by component, time to train; the checkpoint interval
              swept beside Young/Daly's
+  schema     every field of the input files with its type, unit, default and range (docs/inputs.md)
 
   trainsim <command> --help   lists the command's options with their units (also: trainsim help <command>)
   trainsim --version          prints the version
@@ -49,6 +50,7 @@ int dispatch(const std::string& cmd, const std::vector<std::string>& args) {
     if (cmd == "memory") return trainsim::cli::memory_command(args);
     if (cmd == "profile") return trainsim::cli::profile_command(args);
     if (cmd == "goodput") return trainsim::cli::goodput_command(args);
+    if (cmd == "schema") return trainsim::cli::schema_command(args);
     throw trainsim::InputError(
         fmt::format("unknown command \"{}\"; see trainsim --help", trainsim::clip_for_message(cmd)));
 }

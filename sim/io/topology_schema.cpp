@@ -1,0 +1,189 @@
+// The topology file's fields, declared once (include/trainsim/schema.hpp): the topology loader, --set
+// topology.* and docs/inputs.md read them from here.
+#include "trainsim/config.hpp"
+#include "trainsim/limits.hpp"
+
+namespace trainsim {
+
+namespace {
+
+using schema::Field;
+using schema::Range;
+using schema::Value;
+
+constexpr const char* kLimits = "trainsim/limits.hpp";
+
+Field<TopologySpec> bandwidth(std::string name, Bandwidth TopologySpec::*member, std::string doc) {
+    Field<TopologySpec> f;
+    f.name = std::move(name);
+    f.kind = schema::Kind::quantity;
+    f.dimension = Dimension::bandwidth;
+    f.unit = std::string("B/s");
+    f.doc = std::move(doc);
+    f.required = true;
+    f.get = [member](const TopologySpec& t) { return Value{(t.*member).bytes_per_s}; };
+    f.set = [member](TopologySpec& t, const Value& v) { t.*member = Bandwidth{std::get<double>(v)}; };
+    return f;
+}
+
+Field<TopologySpec> latency(std::string name, Time TopologySpec::*member, std::string doc) {
+    Field<TopologySpec> f;
+    f.name = std::move(name);
+    f.kind = schema::Kind::quantity;
+    f.dimension = Dimension::time;
+    f.unit = std::string("s");
+    f.doc = std::move(doc);
+    f.required = true;
+    f.allow_zero = true;
+    f.get = [member](const TopologySpec& t) { return Value{(t.*member).to_seconds()}; };
+    f.set = [member](TopologySpec& t, const Value& v) { t.*member = Time::seconds(std::get<double>(v)); };
+    return f;
+}
+
+/// A choice the simulator accepts but does not store (one value only, or documentation).
+Field<TopologySpec> fixed_choice(std::string name, std::vector<std::string> choices, std::string doc) {
+    Field<TopologySpec> f;
+    f.name = std::move(name);
+    f.kind = schema::Kind::choice;
+    f.choices = std::move(choices);
+    f.doc = std::move(doc);
+    f.required = true;
+    const std::string first = f.choices.front();
+    f.get = [first](const TopologySpec&) { return Value{first}; };
+    f.set = [](TopologySpec&, const Value&) {};
+    return f;
+}
+
+schema::Table<TopologySpec> make_topology_fields() {
+    using schema::integer_field;
+    schema::Table<TopologySpec> t;
+    t.push_back(schema::string_field("name", &TopologySpec::name, "the cluster's name in reports", true));
+    {
+        Field<TopologySpec> f;
+        f.name = "description";
+        f.kind = schema::Kind::string;
+        f.doc = "free text (not read)";
+        f.get = [](const TopologySpec&) { return Value{std::string()}; };
+        f.set = [](TopologySpec&, const Value&) {};
+        t.push_back(std::move(f));
+    }
+    {
+        auto f =
+            schema::string_field("gpu", &TopologySpec::gpu,
+                                 "the GPU, a name of the catalog (include/trainsim/gpu_catalog.hpp)", true);
+        f.check = [](const Value& v, const std::string& field) { find_gpu(std::get<std::string>(v), field); };
+        // An alias (H200, H800, ...) is read as the catalog name.
+        f.set = [](TopologySpec& s, const Value& v) {
+            s.gpu = find_gpu(std::get<std::string>(v), "gpu").name;
+        };
+        t.push_back(std::move(f));
+    }
+    t.push_back(integer_field("nodes", &TopologySpec::nodes, Range{1, double(limits::kMaxGpus), kLimits},
+                              "nodes", "nodes; nodes * gpus_per_node at most 131072 (limits.hpp)", true));
+    t.push_back(integer_field("gpus_per_node", &TopologySpec::gpus_per_node,
+                              Range{1, double(limits::kMaxGpusPerNode), kLimits}, "GPUs",
+                              "GPUs per node, i.e. per NVSwitch scale-up domain", true));
+    {
+        auto f =
+            fixed_choice("scale_up.kind", {"nvswitch"}, "scale-up fabric: every GPU of a node on NVSwitches");
+        t.push_back(std::move(f));
+    }
+    t.push_back(bandwidth("scale_up.bandwidth_per_gpu", &TopologySpec::nvlink_bandwidth,
+                          "NVLink bandwidth per GPU, per direction"));
+    t.push_back(latency("scale_up.latency", &TopologySpec::nvlink_latency, "GPU -> NVSwitch hop latency"));
+    t.push_back(
+        integer_field("scale_up.domain_gpus", &TopologySpec::scale_up_domain_gpus,
+                      Range{1, double(limits::kMaxGpus), kLimits}, "GPUs",
+                      "GPUs of one NVLink domain spanning several hosts of gpus_per_node GPUs each (GB200 "
+                      "NVL72: 72 over 18 trays of 4; apply_scale_up_domain in cluster.hpp); default: "
+                      "gpus_per_node",
+                      false));
+    {
+        Field<TopologySpec> f;
+        f.name = "scale_out.kind";
+        f.kind = schema::Kind::choice;
+        f.choices = {"infiniband", "roce"};
+        f.doc = "scale-out network";
+        f.required = true;
+        f.get = [](const TopologySpec& s) { return Value{s.scale_out_kind}; };
+        f.set = [](TopologySpec& s, const Value& v) { s.scale_out_kind = std::get<std::string>(v); };
+        t.push_back(std::move(f));
+    }
+    t.push_back(integer_field("scale_out.nics_per_node", &TopologySpec::nics_per_node,
+                              Range{1, double(limits::kMaxGpusPerNode), kLimits}, "NICs",
+                              "NICs per node, at most gpus_per_node (one rail each)", true));
+    t.push_back(
+        bandwidth("scale_out.nic_rate", &TopologySpec::nic_bandwidth, "line rate of one NIC, per direction"));
+    t.push_back(
+        bandwidth("scale_out.pcie_bandwidth", &TopologySpec::pcie_bandwidth, "GPU <-> NIC, per direction"));
+    t.push_back(latency("scale_out.nic_latency", &TopologySpec::nic_latency, "GPU -> NIC -> wire latency"));
+    t.push_back(
+        latency("scale_out.switch_latency", &TopologySpec::switch_latency, "latency per switch traversal"));
+    t.push_back(fixed_choice("scale_out.topology", {"rail-optimized-fat-tree"},
+                             "two-level fat tree, NIC k of every node on rail k"));
+    t.push_back(integer_field("scale_out.nodes_per_leaf", &TopologySpec::nodes_per_leaf,
+                              Range{1, double(limits::kMaxNodesPerLeaf), kLimits}, "nodes",
+                              "nodes under one leaf switch", true));
+    {
+        Field<TopologySpec> f;
+        f.name = "scale_out.oversubscription";
+        f.kind = schema::Kind::number;
+        f.range = Range{1, limits::kMaxOversubscription, kLimits};
+        f.doc = "leaf down:up bandwidth ratio (1 = non-blocking)";
+        f.required = true;
+        f.get = [](const TopologySpec& s) { return Value{s.oversubscription}; };
+        f.set = [](TopologySpec& s, const Value& v) { s.oversubscription = std::get<double>(v); };
+        t.push_back(std::move(f));
+    }
+    {
+        Field<TopologySpec> f;
+        f.name = "scale_out.routing";
+        f.kind = schema::Kind::choice;
+        f.choices = {"adaptive", "ecmp"};
+        f.doc = "spine-layer routing: adaptive, or flows hashed over the spines (ECMP)";
+        f.get = [](const TopologySpec& s) {
+            return Value{std::string(s.routing == ScaleOutRouting::ecmp ? "ecmp" : "adaptive")};
+        };
+        f.set = [](TopologySpec& s, const Value& v) {
+            s.routing =
+                std::get<std::string>(v) == "ecmp" ? ScaleOutRouting::ecmp : ScaleOutRouting::adaptive;
+        };
+        f.derive_default = [](TopologySpec& s) {
+            s.routing = s.scale_out_kind == "roce" ? ScaleOutRouting::ecmp : ScaleOutRouting::adaptive;
+        };
+        f.default_doc = "`\"adaptive\"` for infiniband, `\"ecmp\"` for roce";
+        t.push_back(std::move(f));
+    }
+    {
+        auto f = bandwidth("host.memory_bandwidth", &TopologySpec::host_memory_bandwidth,
+                           "host DRAM bandwidth per node (optimizer offload); host absent: not described");
+        f.optional_section = true;
+        t.push_back(std::move(f));
+        f = bandwidth("host.nvme_bandwidth", &TopologySpec::nvme_bandwidth,
+                      "NVMe bandwidth per node (offload)");
+        f.optional_section = true;
+        t.push_back(std::move(f));
+    }
+    {
+        auto f = bandwidth("storage.read_bandwidth_per_node", &TopologySpec::storage_read_bandwidth_per_node,
+                           "shared storage read bandwidth per node (checkpoint load, trainsim goodput)");
+        f.optional_section = true;
+        f.required = false;
+        t.push_back(std::move(f));
+        f = bandwidth("storage.write_bandwidth_per_node", &TopologySpec::storage_write_bandwidth_per_node,
+                      "shared storage write bandwidth per node (checkpoint save)");
+        f.optional_section = true;
+        f.required = false;
+        t.push_back(std::move(f));
+    }
+    return t;
+}
+
+}  // namespace
+
+const schema::Table<TopologySpec>& topology_fields() {
+    static const schema::Table<TopologySpec> table = make_topology_fields();
+    return table;
+}
+
+}  // namespace trainsim
