@@ -1,6 +1,7 @@
 // The topology file's fields, declared once (include/trainsim/schema.hpp): the topology loader, --set
 // topology.* and docs/inputs.md read them from here.
 #include "trainsim/config.hpp"
+#include "trainsim/gpu_catalog.hpp"
 #include "trainsim/limits.hpp"
 
 namespace trainsim {
@@ -74,7 +75,10 @@ schema::Table<TopologySpec> make_topology_fields() {
         f.check = [](const Value& v, const std::string& field) { find_gpu(std::get<std::string>(v), field); };
         // An alias (H200, H800, ...) is read as the catalog name.
         f.set = [](TopologySpec& s, const Value& v) {
-            s.gpu = find_gpu(std::get<std::string>(v), "gpu").name;
+            const auto& name = std::get<std::string>(v);
+            s.gpu = name;  // an unknown name is refused by `check`, naming the field
+            for (const auto& [alias, catalog_name] : gpu_aliases())
+                if (alias == name) s.gpu = catalog_name;
         };
         t.push_back(std::move(f));
     }
@@ -95,7 +99,7 @@ schema::Table<TopologySpec> make_topology_fields() {
         integer_field("scale_up.domain_gpus", &TopologySpec::scale_up_domain_gpus,
                       Range{1, double(limits::kMaxGpus), kLimits}, "GPUs",
                       "GPUs of one NVLink domain spanning several hosts of gpus_per_node GPUs each (GB200 "
-                      "NVL72: 72 over 18 trays of 4; apply_scale_up_domain in cluster.hpp); default: "
+                      "NVL72: 72 over 18 trays of 4; apply_scale_up_domain in cluster.hpp); not stated (0): "
                       "gpus_per_node",
                       false));
     {
