@@ -27,8 +27,8 @@ void BM_DefaultRunWithTrace(benchmark::State& state) {
         trainsim::OutputFile out(file);
         trainsim::ChromeTraceWriter writer(work.layout, trainsim::TraceSelection{},
                                            [&](std::string_view piece) { out.write(piece); });
-        const auto res = trainsim::simulate(topo, work.model, work.layout, work.name,
-                                            trainsim::with_timeline({&writer}));
+        const auto res =
+            trainsim::simulate(topo, work.model, work.layout, work.name, trainsim::with_timeline({&writer}));
         out.commit();
         bytes = out.bytes();
         slices = writer.slices_written();

@@ -191,7 +191,8 @@ TEST_CASE("trace: the window keeps the slices that overlap it; the selection its
     const std::size_t n_all = check_trace_format(all), n_part = check_trace_format(part);
     CHECK(n_part > 0);
     CHECK(n_part < n_all / 2);
-    const nlohmann::json part_json = nlohmann::json::parse(part);  // kept alive for the loop (not a temporary)
+    const nlohmann::json part_json =
+        nlohmann::json::parse(part);  // kept alive for the loop (not a temporary)
     for (const auto& e : part_json["traceEvents"]) {
         if (e["ph"] != "X") continue;
         const double ts = e["ts"], end = ts + e["dur"].get<double>();
