@@ -28,9 +28,17 @@ namespace trainsim::cli {
 namespace {
 
 const char* op_name(CollectiveKind k) {
-    return k == CollectiveKind::all_reduce   ? "all_reduce"
-           : k == CollectiveKind::all_gather ? "all_gather"
-                                             : "reduce_scatter";
+    switch (k) {
+        case CollectiveKind::all_reduce:
+            return "all_reduce";
+        case CollectiveKind::all_gather:
+            return "all_gather";
+        case CollectiveKind::reduce_scatter:
+            return "reduce_scatter";
+        case CollectiveKind::all_to_all:
+            return "all_to_all";
+    }
+    return "?";
 }
 
 std::string pct(double e) {
