@@ -97,6 +97,21 @@ struct Layout {
     /// "ring attention"); gradients are reduced over DP x CP. Needs flash attention.
     int cp = 1;
     int vpp = 1;  ///< virtual pipeline stages per rank (interleaved 1F1B when > 1)
+    /// Expert parallelism (MoE models): the routed experts of each MoE layer split over ep ranks
+    /// (num_experts / ep each), tokens dispatched to them by all-to-all. As in Megatron-Core
+    /// (megatron/core/parallel_state.py initialize_model_parallel, the expert RankGenerator), the EP ranks
+    /// are carved out of TP x CP x DP of each pipeline stage: its ranks are decomposed a second time as
+    /// etp-ep-edp (expert TP fastest), so gpus() stays tp * pp * dp * cp.
+    int ep = 1;
+    /// Expert tensor parallelism: each routed expert's FFN split over etp ranks; 0 -> tp (Megatron-Core's
+    /// default: --expert-tensor-parallel-size unset is tensor_model_parallel_size).
+    int etp = 0;
+    /// Expert TP size: etp, or tp when 0.
+    int expert_tp() const { return etp > 0 ? etp : tp; }
+    /// Expert data parallelism (EDP, Megatron-Core's expert_data_parallel group): the ranks of one pipeline
+    /// stage that hold the same experts, tp * cp * dp / (expert_tp() * ep); routed-expert gradients are
+    /// reduced over them (dense gradients over DP x CP).
+    int expert_dp() const { return tp * cp * dp / (expert_tp() * ep); }
     std::int64_t micro_batch = 1;
     std::int64_t global_batch = 1;
     Schedule schedule = Schedule::one_f_one_b;
@@ -240,7 +255,7 @@ std::int64_t pipeline_split_layers(const ModelSpec& m, const Layout& l);
 /// InputError. check_layout calls it.
 void check_sizes(const ModelSpec& m, const Layout& l);
 
-/// The category of a failed layout check. The first twelve are the rank-grid checks a layout sweep fails
+/// The category of a failed layout check. The first fifteen are the rank-grid checks a layout sweep fails
 /// (is_grid_check), in the order the sweep counts a layout that fails several (its reject counts are by
 /// category: to_string gives the sweep's text); the others are checks of the base layout or the model.
 enum class LayoutCheck {
@@ -256,6 +271,9 @@ enum class LayoutCheck {
     vpp_layers,         ///< vpp does not divide the layers per stage
     vpp_schedule,       ///< vpp > 1 with the GPipe schedule
     vpp_micro_batches,  ///< vpp > 1 and the micro-batches per pipeline are not a multiple of pp
+    ep_experts,         ///< ep does not divide model.num_experts
+    ep_grid,            ///< expert_tp() * ep does not divide tp * cp * dp (the ranks of a pipeline stage)
+    etp_ffn_hidden,     ///< expert_tp() does not divide the routed experts' FFN width
     positive,           ///< a size of the model or the layout is not positive
     model_shape,        ///< heads do not divide hidden, or kv_heads do not divide heads
     size_limit,         ///< above a limit of trainsim/limits.hpp (check_sizes)
@@ -266,6 +284,10 @@ enum class LayoutCheck {
     adapter,            ///< LoRA rank or targets
     offload,            ///< NVMe offload without ZeRO-3
     dp_bucket,          ///< dp_bucket_size not positive
+    ep_needs_moe,       ///< ep > 1 or etp set for a dense model (num_experts = 0)
+    moe_shape,          ///< MoE fields inconsistent: moe_top_k > num_experts, dense layers >= layers, tp
+                        ///< not dividing the shared experts' width
+    mla_shape,  ///< MLA without kv_lora_rank / qk_rope_head_dim / v_head_dim, or with kv_heads != heads
 };
 /// A failed layout check: its category and the one-line message naming the fields and the values, e.g.
 /// {tp_heads, "layout.tp = 7 does not divide model.heads = 96"}.
@@ -280,7 +302,7 @@ std::vector<LayoutViolation> layout_violations(const ModelSpec& m, const Layout&
 /// Throws InputError with the message of the first of layout_violations, e.g. "layout.tp = 7 does not divide
 /// model.heads = 96".
 void check_layout(const ModelSpec& m, const Layout& l, int cluster_gpus);
-/// True for the rank-grid checks (gpu_count .. vpp_micro_batches).
+/// True for the rank-grid checks (gpu_count .. etp_ffn_hidden).
 bool is_grid_check(LayoutCheck c);
 /// The category in a few words ("tp does not divide heads"): the sweep's reject reason for the grid checks.
 std::string to_string(LayoutCheck c);

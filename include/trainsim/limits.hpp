@@ -24,6 +24,9 @@ inline constexpr std::int64_t kMaxLayers = 4096;
 inline constexpr std::int64_t kMaxHidden = 1 << 20;
 /// model.heads and model.kv_heads.
 inline constexpr std::int64_t kMaxHeads = 1 << 16;
+/// model.num_experts and model.moe_top_k (routed experts per MoE layer): published models reach 384
+/// (Kimi-K2).
+inline constexpr std::int64_t kMaxExperts = 1 << 16;
 /// model.vocab: published tokenizers reach 256,000.
 inline constexpr std::int64_t kMaxVocab = 1 << 24;
 /// model.seq_len in tokens: context-parallel runs reach 1,048,576.

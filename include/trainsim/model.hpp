@@ -3,7 +3,23 @@
 // Conventions (as in Megatron-LM): `mlp = gelu` means a GPT-style block (LayerNorm with weight and bias,
 // linear biases, two MLP matrices ffn_hidden wide); `mlp = swiglu` means a Llama-style block (RMSNorm, no
 // biases, three MLP matrices: gate, up, down). kv_heads < heads is grouped-query attention; head_dim = hidden
-// / heads.
+// / heads unless head_dim_override states it (Qwen3, gpt-oss: heads * head_dim != hidden).
+//
+// Mixture-of-experts (Megatron-Core megatron/core/transformer/moe/: MoELayer, TopKRouter, GroupedMLP /
+// TEGroupedMLP, SharedExpertMLP): num_experts > 0 makes the MoE layers' MLP a router (a hidden x num_experts
+// linear layer) plus num_experts routed experts, each an MLP moe_ffn_hidden wide of the model's mlp kind,
+// every token going to moe_top_k of them, plus optional shared experts (moe_shared_expert_ffn_hidden wide in
+// all, as Megatron --moe-shared-expert-intermediate-size) that see every token. The first
+// moe_first_dense_layers layers are dense (DeepSeek-V3 first_k_dense_replace = 3), then every
+// moe_layer_freq-th layer is MoE (Megatron
+// --moe-layer-freq N: layer i (0-based, after the dense ones) is MoE when i % N == 0). ffn_hidden stays the
+// FFN width of the dense layers (Megatron --ffn-hidden-size).
+//
+// Multi-head latent attention (DeepSeek-V2/V3; Megatron-Core
+// megatron/core/transformer/multi_latent_attention.py MLASelfAttention): queries through a q_lora_rank
+// down-projection (none when q_lora_rank = 0), keys and values through a shared kv_lora_rank latent plus a
+// qk_rope_head_dim rotary key shared by the heads; the query/key head is head_dim() (the "nope" part,
+// Megatron qk_head_dim) + qk_rope_head_dim wide, the value head v_head_dim wide.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +31,8 @@
 namespace trainsim {
 
 enum class MlpKind { gelu, swiglu };
+/// The attention block: standard multi-head / grouped-query attention, or multi-head latent attention (MLA).
+enum class AttentionType { standard, mla };
 
 struct ModelSpec {
     std::string name;
@@ -32,9 +50,60 @@ struct ModelSpec {
     /// Llama-style recipes train without dropout.
     bool dropout = true;
 
-    std::int64_t head_dim() const { return hidden / heads; }
+    // Mixture-of-experts (see the header comment). Defaults: a dense model.
+    std::int64_t num_experts = 0;  ///< routed experts per MoE layer; 0 = dense model (--num-experts)
+    std::int64_t moe_top_k = 1;    ///< experts each token is routed to (--moe-router-topk)
+    std::int64_t moe_ffn_hidden =
+        0;  ///< FFN width of one routed expert; 0 -> ffn_hidden (--moe-ffn-hidden-size)
+    /// Total FFN width of the shared experts; 0 = none (--moe-shared-expert-intermediate-size).
+    std::int64_t moe_shared_expert_ffn_hidden = 0;
+    std::int64_t moe_first_dense_layers =
+        0;                            ///< the first k layers are dense (DeepSeek first_k_dense_replace)
+    std::int64_t moe_layer_freq = 1;  ///< every n-th layer after the dense ones is MoE (--moe-layer-freq)
+    /// 0 = dropless; else the tokens per expert are capped at cf * tokens * top_k / num_experts
+    /// (--moe-expert-capacity-factor).
+    double moe_capacity_factor = 0;
+    /// Routed tokens at the busiest EP rank / the mean: 1 = balanced (the benchmarks force-balance), > 1 a
+    /// hot-expert what-if.
+    double moe_load_imbalance = 1.0;
+    /// Attention head width when it is not hidden / heads (JSON "head_dim"); 0 -> hidden / heads.
+    std::int64_t head_dim_override = 0;
+    AttentionType attention_type = AttentionType::standard;
+    /// MLA ranks and head widths (DeepSeek-V3: 1536, 512, 64, 128; its qk_head_dim 128 is head_dim()).
+    std::int64_t q_lora_rank = 0, kv_lora_rank = 0, qk_rope_head_dim = 0, v_head_dim = 0;
 
-    /// Parameters of one transformer layer (attention + MLP + norms, biases for gelu models).
+    /// Width of one attention head (MLA: of the non-rotary query/key part, Megatron qk_head_dim).
+    std::int64_t head_dim() const { return head_dim_override > 0 ? head_dim_override : hidden / heads; }
+
+    bool moe() const { return num_experts > 0; }
+    bool mla() const { return attention_type == AttentionType::mla; }
+    /// True when layer `layer` (global, 0-based) has an MoE MLP: moe(), not one of the first
+    /// moe_first_dense_layers, and (layer - moe_first_dense_layers) % moe_layer_freq == 0.
+    bool layer_is_moe(std::int64_t layer) const;
+    /// Layers with an MoE MLP.
+    std::int64_t moe_layer_count() const;
+    /// FFN width of one routed expert: moe_ffn_hidden, or ffn_hidden when 0.
+    std::int64_t expert_ffn() const { return moe_ffn_hidden > 0 ? moe_ffn_hidden : ffn_hidden; }
+    /// Weights of ONE routed expert (all TP shards): 2 (gelu) or 3 (swiglu) matrices hidden x expert_ffn(),
+    /// plus the gelu biases (expert_ffn() + hidden).
+    double expert_params() const;
+    /// Weights of the router of one MoE layer: hidden x num_experts (TopKRouter.weight, no bias).
+    double router_params() const;
+    /// Weights of the shared experts of one MoE layer (an MLP moe_shared_expert_ffn_hidden wide; 0 if none).
+    double shared_expert_params() const;
+    /// Attention weights of one layer: standard (QKV, projection, their gelu biases) or MLA (q down / up with
+    /// the q norm, kv down with the rotary key, kv norm, kv up, projection); norms before the block excluded.
+    double attention_params() const;
+    /// Parameters of layer `layer` (global 0-based): attention + norms + (dense MLP | router + all routed
+    /// experts + shared experts).
+    double layer_params(std::int64_t layer) const;
+    /// The part of layer_params(layer) that is NOT in routed experts (gradients reduced over DP x CP).
+    double layer_dense_params(std::int64_t layer) const;
+    /// num_experts * expert_params() for MoE layers, else 0 (gradients reduced over the expert-DP group).
+    double layer_expert_params(std::int64_t layer) const;
+
+    /// Parameters of one transformer layer (attention + MLP + norms, biases for gelu models) of a dense
+    /// model: layer_params(0).
     double layer_params() const;
     /// Weights of the four linear layers of one transformer layer (QKV, projection, MLP matrices), no
     /// biases: what QLoRA quantizes to 4 bits.
@@ -43,8 +112,11 @@ struct ModelSpec {
     double embedding_params() const;
     /// Parameters of the output layer (0 when tied to the input embedding) plus the final norm.
     double output_params() const;
-    /// Total parameters (counting tied embeddings once).
+    /// Total parameters (counting tied embeddings once; every routed expert of every MoE layer).
     double total_params() const;
+    /// Parameters one token goes through (dense parts, the router, moe_top_k routed experts and the shared
+    /// experts of each MoE layer; the embeddings as total_params counts them): "active" parameters.
+    double active_params() const;
 
     /// Model FLOPs of one iteration for `sequences` sequences, forward + backward, no recomputation.
     /// General form of Megatron-Core r0.8.0 `num_floating_point_operations` (megatron/training/training.py):
@@ -59,6 +131,8 @@ struct ModelSpec {
 
 /// The names of MlpKind's values in enum order ("gelu", "swiglu").
 const std::vector<std::string>& mlp_kind_names();
+/// The names of AttentionType's values in enum order ("standard", "mla").
+const std::vector<std::string>& attention_type_names();
 
 /// The model's fields as a workload file's "model" object writes them (include/trainsim/schema.hpp), in the
 /// order the loader reads them. docs/inputs.md is generated from it.

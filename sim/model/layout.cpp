@@ -103,7 +103,8 @@ std::vector<LayoutViolation> layout_violations(const ModelSpec& m, const Layout&
     v.positive(C::positive, "model.vocab", m.vocab);
     v.positive(C::positive, "model.seq_len", m.seq_len);
     if (!v.list.empty()) return v.list;  // the checks below divide by these
-    v.divides(C::model_shape, "model.heads", m.heads, "model.hidden", m.hidden);
+    if (m.head_dim_override == 0)        // head_dim = hidden / heads
+        v.divides(C::model_shape, "model.heads", m.heads, "model.hidden", m.hidden);
     v.divides(C::model_shape, "model.kv_heads", m.kv_heads, "model.heads", m.heads);
     const std::size_t before_positive = v.list.size();
     v.positive(C::positive, "layout.tp", l.tp);
@@ -127,6 +128,8 @@ std::vector<LayoutViolation> layout_violations(const ModelSpec& m, const Layout&
         v.positive(C::positive, "layout.micro_batch", l.micro_batch);
         v.positive(C::positive, "layout.global_batch", l.global_batch);
         v.positive(C::positive, "layout.cp", l.cp);
+        v.positive(C::positive, "layout.ep", l.ep);
+        if (l.etp < 0) v.add(C::positive, fmt::format("layout.etp = {} must be 0 (= tp) or positive", l.etp));
         not_positive = not_positive || v.list.size() > n;
     }
     if (not_positive) return v.list;  // the checks below divide by these
@@ -142,7 +145,8 @@ std::vector<LayoutViolation> layout_violations(const ModelSpec& m, const Layout&
                           l.cp));
     v.divides(C::tp_heads, "layout.tp", l.tp, "model.heads", m.heads);
     v.divides(C::tp_kv_heads, "layout.tp", l.tp, "model.kv_heads", m.kv_heads);
-    v.divides(C::tp_ffn_hidden, "layout.tp", l.tp, "model.ffn_hidden", m.ffn_hidden);
+    if (m.moe_layer_count() < m.layers)  // some layer has a dense MLP ffn_hidden wide
+        v.divides(C::tp_ffn_hidden, "layout.tp", l.tp, "model.ffn_hidden", m.ffn_hidden);
     if (l.sequence_parallel && m.seq_len % l.tp != 0)
         v.add(C::tp_seq_len,
               fmt::format("layout.tp = {} does not divide model.seq_len = {} (sequence_parallel needs it)",
@@ -156,6 +160,28 @@ std::vector<LayoutViolation> layout_violations(const ModelSpec& m, const Layout&
                             l.cp > 1 ? fmt::format(" * layout.cp = {} * {} * {} * {}", l.tp, l.pp, l.dp, l.cp)
                                      : fmt::format(" = {} * {} * {}", l.tp, l.pp, l.dp),
                             gpus, cluster_gpus));
+    }
+    if (m.moe()) {
+        // Megatron-LM arguments.py: "Number of experts should be a multiple of expert model parallel_size";
+        // parallel_state.py initialize_model_parallel: the expert rank generator (etp-ep-edp) needs
+        // expert_tensor_parallel_size * expert_model_parallel_size to divide the ranks of a pipeline stage.
+        v.divides(C::ep_experts, "layout.ep", l.ep, "model.num_experts", m.num_experts);
+        if (!bad_size) {
+            const std::int64_t stage_ranks = static_cast<std::int64_t>(l.tp) * l.cp * l.dp;
+            const std::int64_t expert_ranks = static_cast<std::int64_t>(l.expert_tp()) * l.ep;
+            if (stage_ranks % expert_ranks != 0)
+                v.add(C::ep_grid,
+                      fmt::format(
+                          "layout.etp * layout.ep = {} * {} = {} does not divide the ranks of a pipeline "
+                          "stage, layout.tp * layout.cp * layout.dp = {} * {} * {} = {}{}",
+                          l.expert_tp(), l.ep, expert_ranks, l.tp, l.cp, l.dp, stage_ranks,
+                          l.etp > 0 ? "" : " (etp = 0: etp is tp)"));
+        }
+        if (m.expert_ffn() % l.expert_tp() != 0)
+            v.add(C::etp_ffn_hidden,
+                  fmt::format("layout.etp = {}{} does not divide the routed experts' FFN width "
+                              "model.moe_ffn_hidden = {}",
+                              l.expert_tp(), l.etp > 0 ? "" : " (etp = 0: etp is tp)", m.expert_ffn()));
     }
     if (l.global_batch % (l.micro_batch * l.dp) != 0)
         v.add(C::batch_split,
@@ -250,6 +276,43 @@ std::vector<LayoutViolation> layout_violations(const ModelSpec& m, const Layout&
                   l.zero_stage));
     if (l.dp_bucket_bytes <= 0)
         v.add(C::dp_bucket, fmt::format("layout.dp_bucket_size = {} B must be positive", l.dp_bucket_bytes));
+    if (!m.moe() && (l.ep > 1 || l.etp > 0))
+        v.add(C::ep_needs_moe,
+              fmt::format(
+                  "layout.ep = {}, layout.etp = {}: expert parallelism needs a mixture-of-experts model "
+                  "(model.num_experts = 0)",
+                  l.ep, l.etp));
+    if (m.moe()) {
+        if (m.moe_top_k > m.num_experts)
+            v.add(C::moe_shape, fmt::format("model.moe_top_k = {} exceeds model.num_experts = {}",
+                                            m.moe_top_k, m.num_experts));
+        if (m.moe_layer_count() == 0)
+            v.add(C::moe_shape,
+                  fmt::format("model.moe_first_dense_layers = {} leaves no MoE layer of model.layers = {}",
+                              m.moe_first_dense_layers, m.layers));
+        if (m.moe_shared_expert_ffn_hidden % l.tp != 0)
+            v.add(C::moe_shape,
+                  fmt::format("layout.tp = {} does not divide model.moe_shared_expert_ffn_hidden = {} "
+                              "(the shared experts are split over TP)",
+                              l.tp, m.moe_shared_expert_ffn_hidden));
+    }
+    if (m.mla()) {
+        if (m.kv_lora_rank <= 0 || m.v_head_dim <= 0)
+            v.add(C::mla_shape,
+                  fmt::format("model.attention_type = \"mla\" needs model.kv_lora_rank and model.v_head_dim "
+                              "(got {} and {})",
+                              m.kv_lora_rank, m.v_head_dim));
+        if (m.kv_heads != m.heads)
+            v.add(C::mla_shape,
+                  fmt::format(
+                      "model.attention_type = \"mla\" has no grouped-query attention: model.kv_heads = {} "
+                      "must equal model.heads = {}",
+                      m.kv_heads, m.heads));
+    } else if (m.q_lora_rank > 0 || m.kv_lora_rank > 0 || m.qk_rope_head_dim > 0 || m.v_head_dim > 0) {
+        v.add(C::mla_shape,
+              "model.q_lora_rank, kv_lora_rank, qk_rope_head_dim and v_head_dim need model.attention_type = "
+              "\"mla\"");
+    }
     return v.list;
 }
 
@@ -259,7 +322,7 @@ void check_layout(const ModelSpec& m, const Layout& l, int cluster_gpus) {
 }
 
 bool is_grid_check(LayoutCheck c) {
-    return static_cast<int>(c) <= static_cast<int>(LayoutCheck::vpp_micro_batches);
+    return static_cast<int>(c) <= static_cast<int>(LayoutCheck::etp_ffn_hidden);
 }
 
 std::string to_string(LayoutCheck c) {
@@ -288,6 +351,12 @@ std::string to_string(LayoutCheck c) {
             return "vpp > 1 needs the 1f1b schedule";
         case LayoutCheck::vpp_micro_batches:
             return "vpp > 1: micro-batches not a multiple of pp";
+        case LayoutCheck::ep_experts:
+            return "ep does not divide num_experts";
+        case LayoutCheck::ep_grid:
+            return "etp*ep does not divide tp*cp*dp";
+        case LayoutCheck::etp_ffn_hidden:
+            return "etp does not divide moe_ffn_hidden";
         case LayoutCheck::positive:
             return "a size is not positive";
         case LayoutCheck::model_shape:
@@ -308,6 +377,12 @@ std::string to_string(LayoutCheck c) {
             return "nvme offload needs zero_stage 3";
         case LayoutCheck::dp_bucket:
             return "dp_bucket_size not positive";
+        case LayoutCheck::ep_needs_moe:
+            return "ep > 1 needs a MoE model";
+        case LayoutCheck::moe_shape:
+            return "MoE fields inconsistent";
+        case LayoutCheck::mla_shape:
+            return "MLA fields inconsistent";
     }
     return "?";
 }

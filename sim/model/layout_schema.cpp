@@ -50,6 +50,19 @@ schema::Table<Layout> make_layout_fields() {
                       "context-parallel size: the sequence split over cp ranks (ring attention; needs a "
                       "fused attention kernel)"),
         true);
+    add(integer_field(
+        "ep", &Layout::ep, gpus_range(), "GPUs",
+        "expert-parallel size (Megatron-Core --expert-model-parallel-size): num_experts / ep routed "
+        "experts per rank; EP ranks are carved out of tp * cp * dp as Megatron-Core's "
+        "parallel_state.py does; needs a MoE model"));
+    {
+        auto f = integer_field(
+            "etp", &Layout::etp, Range{0, static_cast<double>(limits::kMaxGpus), kLimits}, "GPUs",
+            "expert tensor-parallel size (Megatron-Core --expert-tensor-parallel-size): each "
+            "routed expert's FFN split over etp ranks; etp * ep divides tp * cp * dp");
+        f.default_doc = "0: tp";
+        add(std::move(f));
+    }
     add(integer_field("vpp", &Layout::vpp, Range{1, static_cast<double>(limits::kMaxLayers), kLimits},
                       "model chunks",
                       "virtual pipeline stages per rank (interleaved 1F1B when > 1; needs pp > 1)"),

@@ -2,7 +2,69 @@
 
 namespace trainsim {
 
+namespace {
+/// Weights of one MLP `f` wide: 2 (gelu) or 3 (swiglu) matrices hidden x f, plus gelu's biases (f + hidden).
+double mlp_params(const ModelSpec& m, double f) {
+    const double h = static_cast<double>(m.hidden);
+    const bool gpt = m.mlp == MlpKind::gelu;
+    return gpt ? 2 * h * f + f + h : 3 * h * f;
+}
+/// The two norms of a layer: LayerNorm weight + bias (gelu) or RMSNorm weight (swiglu), twice.
+double norm_params(const ModelSpec& m) {
+    return (m.mlp == MlpKind::gelu ? 4.0 : 2.0) * static_cast<double>(m.hidden);
+}
+}  // namespace
+
+bool ModelSpec::layer_is_moe(std::int64_t layer) const {
+    if (!moe() || layer < moe_first_dense_layers) return false;
+    return moe_layer_freq <= 1 || (layer - moe_first_dense_layers) % moe_layer_freq == 0;
+}
+
+std::int64_t ModelSpec::moe_layer_count() const {
+    if (!moe() || layers <= moe_first_dense_layers) return 0;
+    const std::int64_t after = layers - moe_first_dense_layers;
+    const std::int64_t freq = moe_layer_freq > 1 ? moe_layer_freq : 1;
+    return (after + freq - 1) / freq;
+}
+
+double ModelSpec::expert_params() const {
+    return mlp_params(*this, static_cast<double>(expert_ffn()));
+}
+
+double ModelSpec::router_params() const {
+    return static_cast<double>(hidden) * static_cast<double>(num_experts);
+}
+
+double ModelSpec::shared_expert_params() const {
+    return moe_shared_expert_ffn_hidden > 0
+               ? mlp_params(*this, static_cast<double>(moe_shared_expert_ffn_hidden))
+               : 0.0;
+}
+
+double ModelSpec::attention_params() const {
+    const double h = static_cast<double>(hidden);
+    const double d = static_cast<double>(head_dim());
+    const double a = static_cast<double>(heads);
+    if (mla()) {
+        // Megatron-Core MLASelfAttention: linear_q_down_proj (h x q_lora_rank), q_layernorm, linear_q_up_proj
+        // (q_lora_rank x a(d + rope)) -- or linear_q_proj (h x a(d + rope)) without q_lora_rank --,
+        // linear_kv_down_proj (h x (kv_lora_rank + rope)), kv_layernorm, linear_kv_up_proj (kv_lora_rank x
+        // a(d + v)), linear_proj (a v x h). No biases.
+        const double qr = static_cast<double>(q_lora_rank), kvr = static_cast<double>(kv_lora_rank);
+        const double rope = static_cast<double>(qk_rope_head_dim), v = static_cast<double>(v_head_dim);
+        const double q = q_lora_rank > 0 ? h * qr + qr + qr * a * (d + rope) : h * a * (d + rope);
+        const double kv = h * (kvr + rope) + kvr + kvr * a * (d + v);
+        return q + kv + a * v * h;
+    }
+    const double g = static_cast<double>(kv_heads);
+    const double qkv = h * (a + 2 * g) * d;
+    const double proj = a * d * h;
+    const double biases = mlp == MlpKind::gelu ? (a + 2 * g) * d + h : 0.0;
+    return qkv + proj + biases;
+}
+
 double ModelSpec::layer_params() const {
+    if (moe() || mla()) return layer_params(0);
     const double h = static_cast<double>(hidden);
     const double d = static_cast<double>(head_dim());
     const double a = static_cast<double>(heads);
@@ -15,6 +77,20 @@ double ModelSpec::layer_params() const {
     const double biases = gpt ? (a + 2 * g) * d + h + f + h : 0.0;
     const double norms = gpt ? 4 * h : 2 * h;  // LayerNorm: weight + bias, twice; RMSNorm: weight, twice
     return qkv + proj + mlp_w + biases + norms;
+}
+
+double ModelSpec::layer_dense_params(std::int64_t layer) const {
+    const double mlp_part = layer_is_moe(layer) ? router_params() + shared_expert_params()
+                                                : mlp_params(*this, static_cast<double>(ffn_hidden));
+    return attention_params() + norm_params(*this) + mlp_part;
+}
+
+double ModelSpec::layer_expert_params(std::int64_t layer) const {
+    return layer_is_moe(layer) ? static_cast<double>(num_experts) * expert_params() : 0.0;
+}
+
+double ModelSpec::layer_params(std::int64_t layer) const {
+    return layer_dense_params(layer) + layer_expert_params(layer);
 }
 
 double ModelSpec::linear_params() const {
@@ -36,7 +112,20 @@ double ModelSpec::output_params() const {
 }
 
 double ModelSpec::total_params() const {
-    return static_cast<double>(layers) * layer_params() + embedding_params() + output_params();
+    if (!moe() && !mla())
+        return static_cast<double>(layers) * layer_params() + embedding_params() + output_params();
+    double p = embedding_params() + output_params();
+    for (std::int64_t i = 0; i < layers; ++i)
+        p += layer_params(i);
+    return p;
+}
+
+double ModelSpec::active_params() const {
+    double p = embedding_params() + output_params();
+    for (std::int64_t i = 0; i < layers; ++i)
+        p += layer_dense_params(i) +
+             (layer_is_moe(i) ? static_cast<double>(moe_top_k) * expert_params() : 0.0);
+    return p;
 }
 
 double ModelSpec::model_flops(double sequences) const {

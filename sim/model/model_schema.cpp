@@ -14,6 +14,22 @@ constexpr const char* kLimits = "trainsim/limits.hpp";
 Range up_to(std::int64_t limit) {
     return {1, static_cast<double>(limit), kLimits};
 }
+/// 0 (not set / none) .. limit.
+Range zero_to(std::int64_t limit) {
+    return {0, static_cast<double>(limit), kLimits};
+}
+
+schema::Field<ModelSpec> number_field(std::string name, double ModelSpec::*member, Range range,
+                                      std::string doc) {
+    schema::Field<ModelSpec> f;
+    f.name = std::move(name);
+    f.kind = schema::Kind::number;
+    f.range = std::move(range);
+    f.doc = std::move(doc);
+    f.get = [member](const ModelSpec& m) { return schema::Value{m.*member}; };
+    f.set = [member](ModelSpec& m, const schema::Value& v) { m.*member = std::get<double>(v); };
+    return f;
+}
 
 schema::Table<ModelSpec> make_model_fields() {
     using schema::integer_field;
@@ -28,7 +44,7 @@ schema::Table<ModelSpec> make_model_fields() {
     t.push_back(integer_field("hidden", &ModelSpec::hidden, up_to(limits::kMaxHidden), "",
                               "hidden size (model width); divisible by heads", true));
     t.push_back(integer_field("heads", &ModelSpec::heads, up_to(limits::kMaxHeads), "",
-                              "attention heads; head_dim = hidden / heads", true));
+                              "attention heads; head_dim = hidden / heads unless head_dim is set", true));
     {
         auto f = integer_field("kv_heads", &ModelSpec::kv_heads, up_to(limits::kMaxHeads), "",
                                "key/value heads (grouped-query attention when < heads); divides heads");
@@ -57,6 +73,56 @@ schema::Table<ModelSpec> make_model_fields() {
     t.push_back(schema::boolean_field("dropout", &ModelSpec::dropout,
                                       "dropout after the attention softmax and the attention and MLP blocks "
                                       "(1-byte masks kept as activations)"));
+    // Mixture-of-experts: Megatron-Core megatron/core/transformer/moe/ (MoELayer, TopKRouter, experts.py,
+    // shared_experts.py) with the arguments of megatron/training/arguments.py named in each doc.
+    t.push_back(integer_field("num_experts", &ModelSpec::num_experts, zero_to(limits::kMaxExperts), "experts",
+                              "routed experts per MoE layer (Megatron-Core --num-experts); 0 = dense model"));
+    t.push_back(integer_field("moe_top_k", &ModelSpec::moe_top_k, up_to(limits::kMaxExperts), "experts",
+                              "experts each token is routed to (--moe-router-topk); at most num_experts"));
+    {
+        auto f = integer_field("moe_ffn_hidden", &ModelSpec::moe_ffn_hidden, zero_to(limits::kMaxHidden), "",
+                               "FFN width of one routed expert (--moe-ffn-hidden-size); ffn_hidden stays the "
+                               "dense layers' width");
+        f.default_doc = "0: ffn_hidden";
+        t.push_back(std::move(f));
+    }
+    t.push_back(integer_field("moe_shared_expert_ffn_hidden", &ModelSpec::moe_shared_expert_ffn_hidden,
+                              zero_to(limits::kMaxHidden), "",
+                              "total FFN width of the shared experts every token goes through "
+                              "(--moe-shared-expert-intermediate-size); 0 = none"));
+    t.push_back(integer_field("moe_first_dense_layers", &ModelSpec::moe_first_dense_layers,
+                              zero_to(limits::kMaxLayers), "layers",
+                              "the first k layers have a dense MLP (DeepSeek-V3 first_k_dense_replace = 3; "
+                              "Megatron --moe-layer-freq as a list)"));
+    t.push_back(
+        integer_field("moe_layer_freq", &ModelSpec::moe_layer_freq, up_to(limits::kMaxLayers), "layers",
+                      "after the dense layers, every n-th layer is MoE (Megatron-Core --moe-layer-freq)"));
+    t.push_back(number_field("moe_capacity_factor", &ModelSpec::moe_capacity_factor, Range{0, 1024, ""},
+                             "0 = dropless; else tokens per expert capped at factor * tokens * top_k / "
+                             "num_experts (--moe-expert-capacity-factor)"));
+    t.push_back(
+        number_field("moe_load_imbalance", &ModelSpec::moe_load_imbalance, Range{1, 1024, ""},
+                     "routed tokens at the busiest EP rank / the mean: 1 = balanced (Megatron-Bridge's "
+                     "benchmarks force-balance), > 1 a hot-expert what-if"));
+    {
+        auto f = integer_field("head_dim", &ModelSpec::head_dim_override, zero_to(limits::kMaxHidden), "",
+                               "attention head width when not hidden / heads (Megatron-Core --kv-channels; "
+                               "Qwen3, gpt-oss); with MLA the non-rotary query/key head (qk_head_dim)");
+        f.default_doc = "0: hidden / heads";
+        t.push_back(std::move(f));
+    }
+    t.push_back(schema::enum_field("attention_type", &ModelSpec::attention_type, attention_type_names(),
+                                   "standard multi-head / grouped-query attention, or multi-head latent "
+                                   "attention (Megatron-Core --multi-latent-attention, MLASelfAttention)"));
+    t.push_back(integer_field("q_lora_rank", &ModelSpec::q_lora_rank, zero_to(limits::kMaxHidden), "",
+                              "MLA: query down-projection rank (--q-lora-rank; DeepSeek-V3 1536); 0 = none"));
+    t.push_back(integer_field("kv_lora_rank", &ModelSpec::kv_lora_rank, zero_to(limits::kMaxHidden), "",
+                              "MLA: key/value latent rank (--kv-lora-rank; DeepSeek-V3 512)"));
+    t.push_back(
+        integer_field("qk_rope_head_dim", &ModelSpec::qk_rope_head_dim, zero_to(limits::kMaxHidden), "",
+                      "MLA: rotary part of the query/key head (--qk-pos-emb-head-dim; DeepSeek-V3 64)"));
+    t.push_back(integer_field("v_head_dim", &ModelSpec::v_head_dim, zero_to(limits::kMaxHidden), "",
+                              "MLA: value head width (--v-head-dim; DeepSeek-V3 128)"));
     return t;
 }
 
@@ -64,6 +130,11 @@ schema::Table<ModelSpec> make_model_fields() {
 
 const std::vector<std::string>& mlp_kind_names() {
     static const std::vector<std::string> names = {"gelu", "swiglu"};
+    return names;
+}
+
+const std::vector<std::string>& attention_type_names() {
+    static const std::vector<std::string> names = {"standard", "mla"};
     return names;
 }
 
