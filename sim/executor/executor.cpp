@@ -10,6 +10,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -122,6 +123,7 @@ class Executor {
         jitter_ = scenario.jitter_sigma > 0;
         if (jitter_ && scenario.kernel_seconds.size() != program.segments.size())
             throw InternalError("the jitter needs every segment's kernel times");
+        if (jitter_) lognormal_.emplace(scenario.jitter_sigma);
         attribute_ = scenario.attribute;
         // A unit is a TP group; its members' groups of the expert decomposition are distinct (one per TP
         // index) only when expert TP equals TP: with etp != tp (tp > 1) folding cannot represent the EP and
@@ -284,15 +286,13 @@ class Executor {
     }
 
     /// Seconds of one compute op's segment on unit s with jitter: each kernel's time times its factor
-    /// exp(sigma·z - sigma²/2), z drawn for (seed, GPU, the unit's kernel index) (ExecutionScenario).
+    /// exp(sigma·z - sigma²/2), drawn for (seed, GPU, the unit's kernel index) (ExecutionScenario,
+    /// LognormalJitter), times the unit's compute factor.
     double jittered_seconds(Unit& s, std::size_t seg) {
-        const double sigma = scenario_.jitter_sigma;
         double secs = 0;
-        for (double k : scenario_.kernel_seconds[seg]) {
-            const double z = counter_normal_at(s.jitter_prefix, s.kernels_run++);
-            secs += k * s.factor * std::exp(sigma * z - 0.5 * sigma * sigma);
-        }
-        return secs;
+        for (double k : scenario_.kernel_seconds[seg])
+            secs += k * lognormal_->factor(counter_hash_at(s.jitter_prefix, s.kernels_run++));
+        return secs * s.factor;
     }
 
     // ---- Reporting slices to the observers (include/trainsim/executor_observer.hpp) ----
@@ -1031,6 +1031,7 @@ class Executor {
     bool attribute_ = false;      ///< ExecutionScenario::attribute
     std::vector<double> caused_;  ///< [unit] with attribute_: the waiting it caused (caused_wait_s)
     std::map<double, std::pair<std::vector<Time>, std::vector<double>>> factor_tables_;
+    std::optional<LognormalJitter> lognormal_;  ///< with jitter_: the jitter's factors (its table)
     Simulator sim_;
     FlowNetwork net_;
     Collectives coll_;
