@@ -105,6 +105,11 @@ struct StageProgram {
     double hardware_flops = 0;    ///< per rank, including recomputation
     double params = 0;            ///< parameters held by this stage (all TP shards together)
     double embedding_params = 0;  ///< of which embedding / output layer
+    /// MoE: the routed experts' parameters on one GPU of this stage (num_experts / ep experts of each MoE
+    /// layer, each split over expert TP), included in params / tp; their gradients are reduced (and with a
+    /// sharded optimizer their optimizer state sharded) over expert DP (Layout::expert_dp). 0 for dense
+    /// models.
+    double expert_params_rank = 0;
     double trainable_params = 0;  ///< trainable parameters of the stage (all TP shards): all, or the adapters
     std::int64_t layers = 0;      ///< transformer layers on this stage (all its chunks)
     bool has_embedding = false, has_head = false;

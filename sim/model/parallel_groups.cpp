@@ -47,9 +47,8 @@ RankGrid RankGrid::dense(const Layout& l) {
 }
 
 RankGrid RankGrid::expert(const Layout& l) {
-    // Before expert parallelism is a layout field: etp = tp, ep = 1 (Megatron's defaults).
-    const int etp = l.tp;
-    const int ep = 1;
+    const int etp = l.expert_tp();
+    const int ep = l.ep;
     const int local = l.tp * l.cp * l.dp;
     if (etp * ep <= 0 || local % (etp * ep) != 0)
         throw InternalError(

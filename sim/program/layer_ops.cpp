@@ -44,6 +44,7 @@ BlockBuilder::BlockBuilder(const ModelSpec& m, const Layout& l, std::vector<Segm
     E_ = l.activation_bytes();
     fp8_ = l.precision == Precision::fp8;
     gemm_elem_ = fp8_ ? 1.0 : 2.0;
+    shared_f_ = static_cast<double>(m.moe_shared_expert_ffn_hidden);
 }
 
 void BlockBuilder::kernel(OpTemplate& /*t*/, const Kernel& k) {

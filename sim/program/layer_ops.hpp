@@ -81,6 +81,9 @@ class BlockBuilder {
     void moe_backward(OpTemplate& t);
     /// The EP all-to-all (token dispatch or combine) of `bytes` per rank, blocking, on the TP stream.
     void ep_all_to_all(OpTemplate& t, double bytes);
+    /// MoE with expert TP > 1: the all-gather (reduce-scatter) of the dispatched tokens over the expert-TP
+    /// group, blocking, on the TP stream (the TP group when expert TP = TP).
+    void etp_collective(OpTemplate& t, CollectiveKind kind, double bytes);
     void attention_core_forward(OpTemplate& t);
     void attention_core_backward(OpTemplate& t);
     void adapter_forward(OpTemplate& t, bool targeted, double in, double out);
