@@ -124,6 +124,12 @@ struct ModelSpec {
     /// with q = head_dim·a = h here; equals 72·B·s·L·h²·(1 + s/(6h) + V/(12·L·h)) for a GPT layer
     /// (Korthikanti et al. 2022, arXiv:2205.05198, Sec. 6.3). The s² attention term is not halved for the
     /// causal mask.
+    /// MoE and MLA models (moe() or mla()) follow Megatron-Core's current formula (training.py
+    /// num_floating_point_operations, transformer_flops, core r0.13+): dense layers ffn_hidden wide, per MoE
+    /// layer moe_top_k routed experts expert_ffn() wide plus the shared experts (the router GEMM is not
+    /// counted), the MLA projections (q_lora_rank, kv_lora_rank, qk_rope_head_dim, v_head_dim, their norms),
+    /// and the core attention halved for the causal mask; MTP layers are not counted. Dense models keep the
+    /// r0.8.0 form above, which the validated figures were computed with.
     double model_flops(double sequences) const;
     /// Forward FLOPs of one transformer layer for `tokens` tokens (the same count, one third of fwd+bwd).
     double layer_forward_flops(double tokens) const;

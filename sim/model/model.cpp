@@ -128,7 +128,48 @@ double ModelSpec::active_params() const {
     return p;
 }
 
+namespace {
+/// Megatron-Core's num_floating_point_operations (megatron/training/training.py, transformer_flops, main
+/// after core r0.13) for BSHD batches: per token 3 (forward, wgrad, dgrad) x 2 (FMA) x the GEMM weights it
+/// goes through -- dense MLPs ffn_hidden wide, moe_top_k routed experts and the shared experts of each MoE
+/// layer (the router GEMM is not counted), the attention projections (MLA: q down/up with the q norm, kv
+/// down/up with the kv norm and the rotary key, output), the logits -- plus the core attention, halved for
+/// the causal mask: 6 * s * a * d per token (MLA: 6 * s * a * (d + rope + v) / 2). MTP layers are not
+/// counted (trainsim does not simulate them).
+double megatron_core_model_flops(const ModelSpec& m, double sequences) {
+    const double T = sequences * static_cast<double>(m.seq_len);  // tokens
+    const double s = static_cast<double>(m.seq_len);
+    const double h = static_cast<double>(m.hidden);
+    const double a = static_cast<double>(m.heads);
+    const double d = static_cast<double>(m.head_dim());
+    const double V = static_cast<double>(m.vocab);
+    const double fe = m.mlp == MlpKind::swiglu ? 3.0 : 2.0;  // ffn_expansion_factor
+    const double L = static_cast<double>(m.layers);
+    const double moe_layers = static_cast<double>(m.moe_layer_count());
+    const double dense_layers = L - moe_layers;
+    const double mlp =
+        6.0 * h *
+        (static_cast<double>(m.ffn_hidden) * fe * dense_layers +
+         static_cast<double>(m.expert_ffn()) * static_cast<double>(m.moe_top_k) * fe * moe_layers +
+         static_cast<double>(m.moe_shared_expert_ffn_hidden) * fe * moe_layers);
+    double attn_linear = 0, attn_core = 0;  // per layer and token; core per token and key
+    if (m.mla()) {
+        const double qr = static_cast<double>(m.q_lora_rank), kvr = static_cast<double>(m.kv_lora_rank);
+        const double rope = static_cast<double>(m.qk_rope_head_dim), v = static_cast<double>(m.v_head_dim);
+        const double q_term = m.q_lora_rank > 0 ? qr * (h + a * (d + rope) + 1) : h * a * (d + rope);
+        attn_linear = 6.0 * (q_term + kvr * (h + a * (d + v) + 1) + h * rope + a * v * h);
+        attn_core = 6.0 * (a * (d + rope) / 2 + a * v / 2);
+    } else {
+        const double q = d * a, kv = d * static_cast<double>(m.kv_heads);
+        attn_linear = 6.0 * (h * (q + 2 * kv) + q * h);
+        attn_core = 6.0 * q / 2 * 2;
+    }
+    return T * (mlp + attn_linear * L + 6.0 * h * V) + sequences * s * s * attn_core * L;
+}
+}  // namespace
+
 double ModelSpec::model_flops(double sequences) const {
+    if (moe() || mla()) return megatron_core_model_flops(*this, sequences);
     const double B = sequences;
     const double s = static_cast<double>(seq_len);
     const double L = static_cast<double>(layers);
