@@ -203,6 +203,7 @@ TEST_CASE(
     ModelSpec dense_model = m;
     dense_model.num_experts = 0;
     l.ep = 1;
-    for (const Op& op : build_program(dense_model, l).stages[0].ops)
+    const Program dense_program = build_program(dense_model, l);
+    for (const Op& op : dense_program.stages[0].ops)
         CHECK(op.group != CommGroup::ep);
 }
