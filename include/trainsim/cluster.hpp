@@ -181,6 +181,7 @@ class Cluster {
 
   private:
     struct Impl;
+    class Builder;  ///< builds the graph (cluster.cpp)
     TopologySpec spec_;
     GpuSpec gpu_;
     std::vector<Link> links_;

@@ -6,7 +6,8 @@
 //
 // Time accounting per rank (seconds, they sum to the step time):
 //   compute      the main stream runs kernels
-//   tp_exposed   waiting for TP collectives
+//   tp_exposed   waiting for TP collectives, and for the CP and EP collectives that run on the TP stream
+//                (their parts: cp_exposed, ep_exposed)
 //   pp_exposed   waiting for a P2P message that is already in flight
 //   bubble       pipeline bubble: waiting for a P2P transfer whose peer was not ready yet (fill, and the
 //                dependencies of the schedule), plus, with pp > 1, the wait after the rank's last pass until
@@ -24,6 +25,7 @@
 #include "trainsim/engine.hpp"
 #include "trainsim/executor_observer.hpp"
 #include "trainsim/layout.hpp"
+#include "trainsim/parallel_groups.hpp"
 #include "trainsim/perturbation.hpp"
 #include "trainsim/program.hpp"
 
@@ -43,6 +45,8 @@ struct RankTimes {
     double tp_wait_s = 0;     ///< part of tp_exposed_s, TP collectives
     double cp_exposed_s = 0;  ///< part of tp_exposed_s: CP collectives (they run on the TP stream)
     double cp_wait_s = 0;     ///< part of cp_exposed_s
+    double ep_exposed_s = 0;  ///< part of tp_exposed_s: EP all-to-alls (MoE token dispatch / combine)
+    double ep_wait_s = 0;     ///< part of ep_exposed_s
     double dp_wait_s = 0;     ///< part of dp_exposed_s
 };
 
@@ -122,12 +126,7 @@ ExecutionResult execute(const Cluster& cluster, const Layout& layout, const Prog
                         const std::vector<ExecutorObserver*>& observers, const ExecutionOptions& options = {},
                         const ExecutionScenario& scenario = {});
 
-/// Rank coordinates in Megatron-LM's default order `tp-cp-ep-dp-pp` (megatron/core/parallel_state.py): tp
-/// fastest, then cp, then dp, then pp: rank = tp + TP·(cp + CP·(dp + DP·pp)).
-struct RankCoord {
-    int tp = 0, dp = 0, pp = 0, cp = 0;
-};
-RankCoord coord_of(const Layout& l, int rank);
-int rank_of(const Layout& l, RankCoord c);
+// Rank coordinates (RankCoord, coord_of, rank_of) and the parallel groups:
+// include/trainsim/parallel_groups.hpp.
 
 }  // namespace trainsim

@@ -26,11 +26,17 @@
 namespace trainsim {
 
 enum class Phase { forward, backward, recompute, optimizer };
-/// The group a collective on the TP stream runs over.
+/// The group a collective runs over (the executor's communicator registry maps each to a GroupKind of
+/// include/trainsim/parallel_groups.hpp). On the TP stream: tp, cp, embedding, ep, etp; on the DP stream: dp
+/// (the default for dp_launch: any value but edp) and edp.
 enum class CommGroup {
     tp,
     cp,
-    embedding  ///< the first and last pipeline stage's ranks of one (tp, cp, dp): tied embedding gradients
+    embedding,  ///< the first and last pipeline stage's ranks of one (tp, cp, dp): tied embedding gradients
+    ep,         ///< MoE token dispatch / combine all-to-all over the expert-parallel group (blocking)
+    etp,        ///< MoE: the expert-TP group's all-gather / reduce-scatter of the dispatched tokens
+    dp,         ///< dense gradients and parameters over DP x CP
+    edp,        ///< routed-expert gradients over the expert-data-parallel group
 };
 enum class OpKind {
     compute,    ///< run segment `segment` on the main stream
@@ -61,7 +67,7 @@ struct Op {
     int virtual_stage = 0;  ///< send/recv: the receiving model chunk (global index chunk*pp + pp_rank)
     int micro_batch = -1;
     int dp_target = 0;                ///< dp_wait
-    CommGroup group = CommGroup::tp;  ///< tp_launch: TP group, or CP group (ring attention K/V exchange)
+    CommGroup group = CommGroup::tp;  ///< tp_launch: tp, cp, embedding, ep, etp; dp_launch: edp, else DP x CP
 };
 
 /// What a point of a stage's op list does to memory. The builder marks the points; the memory model
@@ -99,6 +105,11 @@ struct StageProgram {
     double hardware_flops = 0;    ///< per rank, including recomputation
     double params = 0;            ///< parameters held by this stage (all TP shards together)
     double embedding_params = 0;  ///< of which embedding / output layer
+    /// MoE: the routed experts' parameters on one GPU of this stage (num_experts / ep experts of each MoE
+    /// layer, each split over expert TP), included in params / tp; their gradients are reduced (and with a
+    /// sharded optimizer their optimizer state sharded) over expert DP (Layout::expert_dp). 0 for dense
+    /// models.
+    double expert_params_rank = 0;
     double trainable_params = 0;  ///< trainable parameters of the stage (all TP shards): all, or the adapters
     std::int64_t layers = 0;      ///< transformer layers on this stage (all its chunks)
     bool has_embedding = false, has_head = false;

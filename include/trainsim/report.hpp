@@ -64,6 +64,9 @@ struct Report {
     double peak_flops = 0;
     double bubble_s = 0, bubble_ratio = 0, bubble_closed_form = 0;
     double compute_s = 0, tp_exposed_s = 0, pp_exposed_s = 0, dp_exposed_s = 0, idle_s = 0;
+    /// Of tp_exposed_s: waiting for the EP all-to-alls (MoE token dispatch and combine; RankTimes).
+    /// Reported (text, and JSON "breakdown_s.ep_exposed") when above 0 (a layout with EP all-to-alls).
+    double ep_exposed_s = 0;
     std::vector<StageTimes> stages;
     MemoryReport memory;  ///< per stage and phase; memory.fits() false: the layout runs out of memory
     double gpu_memory_bytes = 0;

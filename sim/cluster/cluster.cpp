@@ -93,48 +93,40 @@ void check_topology(const TopologySpec& spec) {
 
 Cluster::Cluster(const TopologySpec& spec) : Cluster(spec, {}) {}
 
-Cluster::Cluster(const TopologySpec& spec, const std::vector<LinkPerturbation>& perturbations,
-                 const ClusterOptions& options)
-    : spec_(spec), gpu_(spec.gpu_calibrated ? *spec.gpu_calibrated : find_gpu(spec.gpu, "topology.gpu")) {
-    check_topology(spec);
-    impl_ = std::make_unique<Impl>();
-    Graph& g = impl_->graph;
-    const int gpn = spec.gpus_per_node;
-    const int nics = spec.nics_per_node;
-    const int groups = (spec.nodes - 1) / spec.nodes_per_leaf + 1;  // (no overflow near INT_MAX)
-    const int uplinks =
-        static_cast<int>(std::ceil(static_cast<double>(spec.nodes_per_leaf) / spec.oversubscription));
+namespace {
 
-    auto add_vertex = [&](VertexKind k, int idx) { return boost::add_vertex(VertexProps{k, idx}, g); };
-    auto add_link = [&](VertexId a, VertexId b, LinkKind kind, Bandwidth bw, Time lat) {
-        const int id = static_cast<int>(links_.size());
-        links_.push_back(Link{static_cast<int>(a), static_cast<int>(b), kind, bw, lat});
-        boost::add_edge(a, b, EdgeProps{id}, g);
-        return id;
-    };
+/// The fabric's sizes, derived once from the topology.
+struct FabricShape {
+    int gpn = 0;      ///< GPUs per node
+    int nics = 0;     ///< NICs per node (= rails)
+    int groups = 0;   ///< leaf groups (nodes_per_leaf nodes each)
+    int uplinks = 0;  ///< uplinks per leaf
+    bool adaptive = false;
+    int spine_vertices = 0;  ///< adaptive routing: one logical spine; else one per uplink
+};
 
-    // GPUs first, so that vertex id == GPU id.
-    for (int i = 0; i < spec.gpus(); ++i)
-        add_vertex(VertexKind::gpu, i);
-    for (int n = 0; n < spec.nodes; ++n)
-        impl_->nvswitch_of_node.push_back(add_vertex(VertexKind::nvswitch, n));
-    for (int n = 0; n < spec.nodes; ++n)
-        for (int k = 0; k < nics; ++k)
-            impl_->nic_vertex.push_back(add_vertex(VertexKind::nic, n * nics + k));
-    for (int grp = 0; grp < groups; ++grp)
-        for (int r = 0; r < nics; ++r)
-            impl_->leaf_vertex.push_back(add_vertex(VertexKind::leaf, grp * nics + r));
-    // Adaptive routing: one logical spine, each leaf joined to it by a bundle of all its uplinks.
-    const bool adaptive = spec.routing == ScaleOutRouting::adaptive;
-    const int spine_vertices = adaptive ? 1 : uplinks;
-    std::vector<VertexId> spines;
-    for (int s = 0; s < spine_vertices; ++s)
-        spines.push_back(add_vertex(VertexKind::spine, s));
+FabricShape fabric_shape(const TopologySpec& spec) {
+    FabricShape f;
+    f.gpn = spec.gpus_per_node;
+    f.nics = spec.nics_per_node;
+    f.groups = (spec.nodes - 1) / spec.nodes_per_leaf + 1;  // (no overflow near INT_MAX)
+    f.uplinks = static_cast<int>(std::ceil(static_cast<double>(spec.nodes_per_leaf) / spec.oversubscription));
+    f.adaptive = spec.routing == ScaleOutRouting::adaptive;
+    f.spine_vertices = f.adaptive ? 1 : f.uplinks;
+    return f;
+}
 
-    // NICs that are down (--link node<N>.nic<K>,down or rail<K>,down): their GPUs use the node's next
-    // working NIC.
-    std::vector<char> nic_down(static_cast<std::size_t>(spec.nodes * nics), 0);
-    std::vector<LinkName> names;
+/// The link perturbations by name, range-checked against the fabric (InputError naming the option), and the
+/// NICs they take down ([node * nics + k]).
+struct ResolvedPerturbations {
+    std::vector<LinkName> names;  ///< [perturbation]
+    std::vector<char> nic_down;
+};
+
+ResolvedPerturbations resolve_perturbations(const TopologySpec& spec, const FabricShape& f,
+                                            const std::vector<LinkPerturbation>& perturbations) {
+    ResolvedPerturbations r;
+    r.nic_down.assign(static_cast<std::size_t>(spec.nodes * f.nics), 0);
     for (const LinkPerturbation& p : perturbations) {
         const std::string option = fmt::format("--link {}", p.text.empty() ? p.name : p.text);
         const LinkName n = parse_link_name(p.name, option);
@@ -146,7 +138,7 @@ Cluster::Cluster(const TopologySpec& spec, const std::vector<LinkPerturbation>& 
         switch (n.kind) {
             case LinkName::Kind::node_nic:
                 range(n.a, spec.nodes, "node", "nodes");
-                range(n.b, nics, "NIC", "NICs per node");
+                range(n.b, f.nics, "NIC", "NICs per node");
                 break;
             case LinkName::Kind::node_nvlink:
                 range(n.a, spec.nodes, "node", "nodes");
@@ -155,124 +147,212 @@ Cluster::Cluster(const TopologySpec& spec, const std::vector<LinkPerturbation>& 
                 range(n.a, spec.gpus(), "GPU", "GPUs");
                 break;
             case LinkName::Kind::leaf_uplink:
-                range(n.a, groups * nics, "leaf", "leaf switches");
+                range(n.a, f.groups * f.nics, "leaf", "leaf switches");
                 break;
             case LinkName::Kind::rail:
-                range(n.a, nics, "rail", "rails (NICs per node)");
+                range(n.a, f.nics, "rail", "rails (NICs per node)");
                 break;
         }
-        names.push_back(n);
+        r.names.push_back(n);
         if (p.down)
             for (int node = 0; node < spec.nodes; ++node)
                 if (n.kind == LinkName::Kind::rail || node == n.a)
-                    nic_down[static_cast<std::size_t>(node * nics +
-                                                      (n.kind == LinkName::Kind::rail ? n.a : n.b))] = 1;
+                    r.nic_down[static_cast<std::size_t>(node * f.nics +
+                                                        (n.kind == LinkName::Kind::rail ? n.a : n.b))] = 1;
     }
-    for (int l = 0; l < gpn; ++l)
-        impl_->nic_of_gpu_local.push_back(l * nics / gpn);
-    impl_->nic_of_gpu.resize(static_cast<std::size_t>(spec.gpus()));
-    for (int i = 0; i < spec.gpus(); ++i) {
-        const int node = i / gpn;
-        int k = impl_->nic_of_gpu_local[static_cast<std::size_t>(i % gpn)];
-        for (int tries = 0; nic_down[static_cast<std::size_t>(node * nics + k)]; ++tries) {
-            if (tries == nics) throw InputError(fmt::format("--link: every NIC of node {} is down", node));
-            k = (k + 1) % nics;
-        }
-        impl_->nic_of_gpu[static_cast<std::size_t>(i)] = k;
+    return r;
+}
+
+}  // namespace
+
+/// Builds the cluster graph step by step (vertices, NIC assignment, node links, fabric links, perturbations)
+/// into the Cluster's members.
+class Cluster::Builder {
+  public:
+    Builder(const TopologySpec& spec, const GpuSpec& gpu, Impl& impl, std::vector<Link>& links,
+            std::vector<PerturbedLinks>& perturbed)
+        : spec_(spec), gpu_(gpu), impl_(impl), links_(links), perturbed_(perturbed), f_(fabric_shape(spec)) {}
+
+    void build(const std::vector<LinkPerturbation>& perturbations, const ClusterOptions& options) {
+        add_vertices();
+        const ResolvedPerturbations resolved = resolve_perturbations(spec_, f_, perturbations);
+        assign_nics(resolved.nic_down);
+        add_node_links();
+        add_fabric_links(resolved.names, perturbations, options);
+        apply_perturbations(resolved.names, perturbations);
     }
 
-    const Bandwidth nvlink{spec.nvlink_bandwidth.bytes_per_s * gpu_.nvlink_efficiency};
-    const Bandwidth nic{spec.nic_bandwidth.bytes_per_s * kScaleOutEfficiency};
-    const Bandwidth pcie = spec.pcie_bandwidth;
-    const Time half_nvlink = Time::ps(spec.nvlink_latency.picoseconds() / 2);
-    for (int i = 0; i < spec.gpus(); ++i) {
-        const int node = i / gpn;
-        const VertexId gv = static_cast<VertexId>(i);
-        const VertexId nvs = impl_->nvswitch_of_node[static_cast<std::size_t>(node)];
-        impl_->link_gpu_to_nvs.push_back(add_link(gv, nvs, LinkKind::nvlink, nvlink, half_nvlink));
-        impl_->link_nvs_to_gpu.push_back(add_link(nvs, gv, LinkKind::nvlink, nvlink, half_nvlink));
-        const VertexId nv = impl_->nic_vertex[static_cast<std::size_t>(
-            node * nics + impl_->nic_of_gpu[static_cast<std::size_t>(i)])];
-        impl_->link_gpu_to_nic.push_back(add_link(gv, nv, LinkKind::pcie, pcie, spec.nic_latency));
-        impl_->link_nic_to_gpu.push_back(add_link(nv, gv, LinkKind::pcie, pcie, Time{}));
+  private:
+    VertexId add_vertex(VertexKind k, int idx) { return boost::add_vertex(VertexProps{k, idx}, impl_.graph); }
+    int add_link(VertexId a, VertexId b, LinkKind kind, Bandwidth bw, Time lat) {
+        const int id = static_cast<int>(links_.size());
+        links_.push_back(Link{static_cast<int>(a), static_cast<int>(b), kind, bw, lat});
+        boost::add_edge(a, b, EdgeProps{id}, impl_.graph);
+        return id;
     }
-    for (int n = 0; n < spec.nodes; ++n) {
-        const int grp = n / spec.nodes_per_leaf;
-        for (int k = 0; k < nics; ++k) {
-            const VertexId nv = impl_->nic_vertex[static_cast<std::size_t>(n * nics + k)];
-            const VertexId leaf = impl_->leaf_vertex[static_cast<std::size_t>(grp * nics + k)];
-            impl_->link_nic_to_leaf.push_back(
-                add_link(nv, leaf, LinkKind::nic_to_leaf, nic, spec.switch_latency));
-            impl_->link_leaf_to_nic.push_back(add_link(leaf, nv, LinkKind::nic_to_leaf, nic, Time{}));
-        }
-    }
-    impl_->spines = spine_vertices;
-    // A leaf's up bundle carries only flows that entered the leaf from its own NICs, each crossing of the
-    // bundle matching one crossing of a NIC-to-leaf link, so its load is at most the leaf's NIC capacity;
-    // with one uplink per node (no oversubscription) that is the bundle's capacity, and likewise for the down
-    // bundle. Such a link never binds under max-min sharing, and leaving it out of the routes gives the same
-    // rates while keeping the flow components small (the bundle would couple every flow crossing the spines).
-    // A perturbation that lowers a bundle's capacity breaks that argument (a lower NIC capacity, or a NIC
-    // down, only lowers the load); the routes then list the bundles.
-    bool bundle_degraded = false;
-    for (std::size_t i = 0; i < names.size(); ++i)
-        bundle_degraded = bundle_degraded || (names[i].kind == LinkName::Kind::leaf_uplink &&
-                                              perturbations[i].bandwidth_factor < 1.0);
-    impl_->bundles_never_bind =
-        options.omit_unbinding_bundles && adaptive && uplinks >= spec.nodes_per_leaf && !bundle_degraded;
-    const Bandwidth uplink{adaptive ? nic.bytes_per_s * uplinks : nic.bytes_per_s};
-    for (VertexId leaf : impl_->leaf_vertex)
-        for (VertexId sp : spines) {
-            impl_->link_leaf_to_spine.push_back(
-                add_link(leaf, sp, LinkKind::leaf_to_spine, uplink, spec.switch_latency));
-            impl_->link_spine_to_leaf.push_back(add_link(sp, leaf, LinkKind::leaf_to_spine, uplink, Time{}));
-        }
 
-    for (std::size_t i = 0; i < names.size(); ++i) {
-        const LinkName& n = names[i];
-        const LinkPerturbation& p = perturbations[i];
-        PerturbedLinks out;
-        out.name = p.name;
-        out.text = p.text.empty() ? p.name : p.text;
+    void add_vertices() {
+        // GPUs first, so that vertex id == GPU id.
+        for (int i = 0; i < spec_.gpus(); ++i)
+            add_vertex(VertexKind::gpu, i);
+        for (int n = 0; n < spec_.nodes; ++n)
+            impl_.nvswitch_of_node.push_back(add_vertex(VertexKind::nvswitch, n));
+        for (int n = 0; n < spec_.nodes; ++n)
+            for (int k = 0; k < f_.nics; ++k)
+                impl_.nic_vertex.push_back(add_vertex(VertexKind::nic, n * f_.nics + k));
+        for (int grp = 0; grp < f_.groups; ++grp)
+            for (int r = 0; r < f_.nics; ++r)
+                impl_.leaf_vertex.push_back(add_vertex(VertexKind::leaf, grp * f_.nics + r));
+        // Adaptive routing: one logical spine, each leaf joined to it by a bundle of all its uplinks.
+        for (int s = 0; s < f_.spine_vertices; ++s)
+            spines_.push_back(add_vertex(VertexKind::spine, s));
+    }
+
+    /// Each GPU's NIC: GPU l of a node uses NIC l * nics / gpn; NICs that are down (--link
+    /// node<N>.nic<K>,down or rail<K>,down) are avoided, the GPU using the node's next working NIC.
+    void assign_nics(const std::vector<char>& nic_down) {
+        for (int l = 0; l < f_.gpn; ++l)
+            impl_.nic_of_gpu_local.push_back(l * f_.nics / f_.gpn);
+        impl_.nic_of_gpu.resize(static_cast<std::size_t>(spec_.gpus()));
+        for (int i = 0; i < spec_.gpus(); ++i) {
+            const int node = i / f_.gpn;
+            int k = impl_.nic_of_gpu_local[static_cast<std::size_t>(i % f_.gpn)];
+            for (int tries = 0; nic_down[static_cast<std::size_t>(node * f_.nics + k)]; ++tries) {
+                if (tries == f_.nics)
+                    throw InputError(fmt::format("--link: every NIC of node {} is down", node));
+                k = (k + 1) % f_.nics;
+            }
+            impl_.nic_of_gpu[static_cast<std::size_t>(i)] = k;
+        }
+    }
+
+    /// Inside each node: GPU <-> NVSwitch (NVLink) and GPU <-> NIC (PCIe).
+    void add_node_links() {
+        const Bandwidth nvlink{spec_.nvlink_bandwidth.bytes_per_s * gpu_.nvlink_efficiency};
+        const Bandwidth pcie = spec_.pcie_bandwidth;
+        const Time half_nvlink = Time::ps(spec_.nvlink_latency.picoseconds() / 2);
+        for (int i = 0; i < spec_.gpus(); ++i) {
+            const int node = i / f_.gpn;
+            const VertexId gv = static_cast<VertexId>(i);
+            const VertexId nvs = impl_.nvswitch_of_node[static_cast<std::size_t>(node)];
+            impl_.link_gpu_to_nvs.push_back(add_link(gv, nvs, LinkKind::nvlink, nvlink, half_nvlink));
+            impl_.link_nvs_to_gpu.push_back(add_link(nvs, gv, LinkKind::nvlink, nvlink, half_nvlink));
+            const VertexId nv = impl_.nic_vertex[static_cast<std::size_t>(
+                node * f_.nics + impl_.nic_of_gpu[static_cast<std::size_t>(i)])];
+            impl_.link_gpu_to_nic.push_back(add_link(gv, nv, LinkKind::pcie, pcie, spec_.nic_latency));
+            impl_.link_nic_to_gpu.push_back(add_link(nv, gv, LinkKind::pcie, pcie, Time{}));
+        }
+    }
+
+    /// NIC <-> leaf (one leaf per rail and group) and leaf <-> spine.
+    void add_fabric_links(const std::vector<LinkName>& names,
+                          const std::vector<LinkPerturbation>& perturbations, const ClusterOptions& options) {
+        const Bandwidth nic{spec_.nic_bandwidth.bytes_per_s * kScaleOutEfficiency};
+        for (int n = 0; n < spec_.nodes; ++n) {
+            const int grp = n / spec_.nodes_per_leaf;
+            for (int k = 0; k < f_.nics; ++k) {
+                const VertexId nv = impl_.nic_vertex[static_cast<std::size_t>(n * f_.nics + k)];
+                const VertexId leaf = impl_.leaf_vertex[static_cast<std::size_t>(grp * f_.nics + k)];
+                impl_.link_nic_to_leaf.push_back(
+                    add_link(nv, leaf, LinkKind::nic_to_leaf, nic, spec_.switch_latency));
+                impl_.link_leaf_to_nic.push_back(add_link(leaf, nv, LinkKind::nic_to_leaf, nic, Time{}));
+            }
+        }
+        impl_.spines = f_.spine_vertices;
+        // A leaf's up bundle carries only flows that entered the leaf from its own NICs, each crossing of the
+        // bundle matching one crossing of a NIC-to-leaf link, so its load is at most the leaf's NIC capacity;
+        // with one uplink per node (no oversubscription) that is the bundle's capacity, and likewise for the
+        // down bundle. Such a link never binds under max-min sharing, and leaving it out of the routes gives
+        // the same rates while keeping the flow components small (the bundle would couple every flow crossing
+        // the spines). A perturbation that lowers a bundle's capacity breaks that argument (a lower NIC
+        // capacity, or a NIC down, only lowers the load); the routes then list the bundles.
+        bool bundle_degraded = false;
+        for (std::size_t i = 0; i < names.size(); ++i)
+            bundle_degraded = bundle_degraded || (names[i].kind == LinkName::Kind::leaf_uplink &&
+                                                  perturbations[i].bandwidth_factor < 1.0);
+        impl_.bundles_never_bind = options.omit_unbinding_bundles && f_.adaptive &&
+                                   f_.uplinks >= spec_.nodes_per_leaf && !bundle_degraded;
+        const Bandwidth uplink{f_.adaptive ? nic.bytes_per_s * f_.uplinks : nic.bytes_per_s};
+        for (VertexId leaf : impl_.leaf_vertex)
+            for (VertexId sp : spines_) {
+                impl_.link_leaf_to_spine.push_back(
+                    add_link(leaf, sp, LinkKind::leaf_to_spine, uplink, spec_.switch_latency));
+                impl_.link_spine_to_leaf.push_back(
+                    add_link(sp, leaf, LinkKind::leaf_to_spine, uplink, Time{}));
+            }
+    }
+
+    /// The links each perturbation names, their capacity and latency changed.
+    void apply_perturbations(const std::vector<LinkName>& names,
+                             const std::vector<LinkPerturbation>& perturbations) {
+        for (std::size_t i = 0; i < names.size(); ++i) {
+            const LinkPerturbation& p = perturbations[i];
+            PerturbedLinks out;
+            out.name = p.name;
+            out.text = p.text.empty() ? p.name : p.text;
+            out.links = links_named(names[i]);
+            for (int l : out.links) {
+                Link& link = links_[static_cast<std::size_t>(l)];
+                link.bandwidth.bytes_per_s *= p.bandwidth_factor;
+                link.latency += p.extra_latency;
+            }
+            perturbed_.push_back(std::move(out));
+        }
+    }
+
+    /// The links (both directions) a link name covers.
+    std::vector<int> links_named(const LinkName& n) const {
+        std::vector<int> out;
         auto nic_wire = [&](int node, int k) {
-            const auto j = static_cast<std::size_t>(node * nics + k);
-            out.links.push_back(impl_->link_nic_to_leaf[j]);
-            out.links.push_back(impl_->link_leaf_to_nic[j]);
+            const auto j = static_cast<std::size_t>(node * f_.nics + k);
+            out.push_back(impl_.link_nic_to_leaf[j]);
+            out.push_back(impl_.link_leaf_to_nic[j]);
         };
         auto nvlink_port = [&](int gpu) {
-            out.links.push_back(impl_->link_gpu_to_nvs[static_cast<std::size_t>(gpu)]);
-            out.links.push_back(impl_->link_nvs_to_gpu[static_cast<std::size_t>(gpu)]);
+            out.push_back(impl_.link_gpu_to_nvs[static_cast<std::size_t>(gpu)]);
+            out.push_back(impl_.link_nvs_to_gpu[static_cast<std::size_t>(gpu)]);
         };
         switch (n.kind) {
             case LinkName::Kind::node_nic:
                 nic_wire(n.a, n.b);
                 break;
             case LinkName::Kind::rail:
-                for (int node = 0; node < spec.nodes; ++node)
+                for (int node = 0; node < spec_.nodes; ++node)
                     nic_wire(node, n.a);
                 break;
             case LinkName::Kind::node_nvlink:
-                for (int l = 0; l < gpn; ++l)
-                    nvlink_port(n.a * gpn + l);
+                for (int l = 0; l < f_.gpn; ++l)
+                    nvlink_port(n.a * f_.gpn + l);
                 break;
             case LinkName::Kind::gpu_nvlink:
                 nvlink_port(n.a);
                 break;
             case LinkName::Kind::leaf_uplink:
-                for (int sp = 0; sp < spine_vertices; ++sp) {
-                    const auto j = static_cast<std::size_t>(n.a * spine_vertices + sp);
-                    out.links.push_back(impl_->link_leaf_to_spine[j]);
-                    out.links.push_back(impl_->link_spine_to_leaf[j]);
+                for (int sp = 0; sp < f_.spine_vertices; ++sp) {
+                    const auto j = static_cast<std::size_t>(n.a * f_.spine_vertices + sp);
+                    out.push_back(impl_.link_leaf_to_spine[j]);
+                    out.push_back(impl_.link_spine_to_leaf[j]);
                 }
                 break;
         }
-        for (int l : out.links) {
-            Link& link = links_[static_cast<std::size_t>(l)];
-            link.bandwidth.bytes_per_s *= p.bandwidth_factor;
-            link.latency += p.extra_latency;
-        }
-        perturbed_.push_back(std::move(out));
+        return out;
     }
+
+    const TopologySpec& spec_;
+    const GpuSpec& gpu_;
+    Impl& impl_;
+    std::vector<Link>& links_;
+    std::vector<PerturbedLinks>& perturbed_;
+    const FabricShape f_;
+    std::vector<VertexId> spines_;
+};
+
+Cluster::Cluster(const TopologySpec& spec, const std::vector<LinkPerturbation>& perturbations,
+                 const ClusterOptions& options)
+    : spec_(spec), gpu_(spec.gpu_calibrated ? *spec.gpu_calibrated : find_gpu(spec.gpu, "topology.gpu")) {
+    check_topology(spec);
+    impl_ = std::make_unique<Impl>();
+    Builder(spec_, gpu_, *impl_, links_, perturbed_).build(perturbations, options);
 }
 
 bool Cluster::bundles_omitted() const {

@@ -10,6 +10,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -19,25 +20,12 @@
 
 namespace trainsim {
 
-RankCoord coord_of(const Layout& l, int rank) {
-    RankCoord c;
-    c.tp = rank % l.tp;
-    c.cp = (rank / l.tp) % l.cp;
-    c.dp = (rank / (l.tp * l.cp)) % l.dp;
-    c.pp = rank / (l.tp * l.cp * l.dp);
-    return c;
-}
-
-int rank_of(const Layout& l, RankCoord c) {
-    return c.tp + l.tp * (c.cp + l.cp * (c.dp + l.dp * c.pp));
-}
-
 namespace {
 
 enum class Block { none, tp, dp, p2p, compute, done };
 
 /// Which collective a unit waited for on its TP stream (for the wait split of RankTimes).
-enum class StreamWait { tp, cp, pipeline };
+enum class StreamWait { tp, cp, ep, pipeline };
 
 /// One P2P message between two units. Its transfer starts when both sides have posted (NCCL send/recv pair
 /// up: the data moves once the receiver's kernel runs), as Megatron-LM's p2p_communication.py batches them.
@@ -64,10 +52,15 @@ struct PrivateTiming {
     bool pooled = false;  ///< its route crosses each link of the group's pool once (GroupCache::pool_links)
 };
 
-/// A group's communicator and the units that wait for its collectives, looked up once.
+/// A group's communicator and the units that wait for its collectives, looked up once: the entry of the
+/// communicator registry for one (GroupKind, group index) (include/trainsim/parallel_groups.hpp).
 struct GroupCache {
-    const Collectives::Communicator* comm = nullptr;
-    std::vector<struct Unit*> units;
+    std::vector<int> ranks;                           ///< the group's GPUs, ascending; empty until looked up
+    const Collectives::Communicator* comm = nullptr;  ///< set up on first use (ranks.size() > 1)
+    std::vector<struct Unit*> units;                  ///< the distinct units of its ranks, in rank order
+    /// [collective sequence number on the group] units arrived so far (a collective starts when every unit
+    /// has arrived; NCCL semantics: the k-th collective on a communicator is the same on every member).
+    std::unordered_map<std::uint32_t, int> arrivals;
     std::vector<PrivateTiming>
         private_timings;  ///< TP groups run ahead (ExecutionOptions::run_local_ops_ahead)
     // The bytes of the private TP collectives run ahead. Their routes (NVLS, or the ring of the node) cross
@@ -105,10 +98,8 @@ struct Unit {
     Time last_send_start;
     std::deque<std::size_t> tp_queue;  ///< op indices
     std::deque<std::size_t> dp_queue;
-    std::uint32_t tp_seq = 0;
-    std::uint32_t dp_seq = 0;
-    std::uint32_t cp_seq = 0;
-    std::uint32_t emb_seq = 0;
+    /// [GroupKind] collectives this unit has reached on its group of that kind (the arrival sequence).
+    std::array<std::uint32_t, kGroupKindCount> seq{};
     int dp_completed = 0;
     bool observed = false;  ///< an observer observes one of its members (ExecutorObserver::observes)
     RankTimes times;
@@ -121,6 +112,7 @@ class Executor {
              const ExecutionScenario& scenario)
         : layout_(layout),
           program_(program),
+          parallel_(layout),
           observers_(observers),
           scenario_(scenario),
           net_(sim_, link_capacities(cluster)),
@@ -131,8 +123,13 @@ class Executor {
         jitter_ = scenario.jitter_sigma > 0;
         if (jitter_ && scenario.kernel_seconds.size() != program.segments.size())
             throw InternalError("the jitter needs every segment's kernel times");
+        if (jitter_) lognormal_.emplace(scenario.jitter_sigma);
         attribute_ = scenario.attribute;
-        fold_ = options.fold_tp_groups && fold_symmetric(layout, scenario) ? layout.tp : 1;
+        // A unit is a TP group; its members' groups of the expert decomposition are distinct (one per TP
+        // index) only when expert TP equals TP: with etp != tp (tp > 1) folding cannot represent the EP and
+        // EDP groups and declines.
+        const bool experts_fold = parallel_.expert().size(Dim::tp) == layout.tp;
+        fold_ = options.fold_tp_groups && experts_fold && fold_symmetric(layout, scenario) ? layout.tp : 1;
         tp_private_ = options.private_tp_links && layout.tp > 1 && layout.tp == cluster.spec().gpus_per_node;
         const int n = layout.gpus() / fold_;
         if (observers.size() > 32) throw InternalError("at most 32 executor observers");
@@ -154,8 +151,6 @@ class Executor {
             s.coord = coord_of(layout, s.members.front());
             s.program = &program.stages[static_cast<std::size_t>(s.coord.pp)];
         }
-        tp_groups_.resize(static_cast<std::size_t>(layout.cp * layout.dp * layout.pp));
-        dp_groups_.resize(static_cast<std::size_t>(layout.tp * layout.pp));
         vs_count_ = static_cast<std::uint64_t>(layout.pp * layout.vpp);
         mb_count_ = static_cast<std::uint64_t>(std::max<std::int64_t>(1, layout.micro_batches()));
         for (const Segment& seg : program.segments) {
@@ -201,7 +196,7 @@ class Executor {
                 bool any = false;
                 for (auto& s : units_) {
                     s.group_ahead = true;
-                    for (int m : tp_group(s.coord))
+                    for (int m : group(GroupKind::tp, s.members.front()).ranks)
                         if (!observed_by_.empty() && observed_by_[static_cast<std::size_t>(m)] != 0)
                             s.group_ahead = false;
                     any = any || s.group_ahead;
@@ -229,7 +224,7 @@ class Executor {
                     fmt::format("the simulation passed its bound of {} events and was stopped", max_events_),
                     max_events_);
         }
-        for (GroupCache& g : tp_groups_)
+        for (GroupCache& g : groups_[static_cast<std::size_t>(GroupKind::tp)])
             flush_pool(g);
         for (std::size_t u = 0; u < caused_later_.size(); ++u)
             flush_caused(static_cast<int>(u), Time::ps(std::numeric_limits<std::int64_t>::max()), true);
@@ -291,15 +286,13 @@ class Executor {
     }
 
     /// Seconds of one compute op's segment on unit s with jitter: each kernel's time times its factor
-    /// exp(sigma·z - sigma²/2), z drawn for (seed, GPU, the unit's kernel index) (ExecutionScenario).
+    /// exp(sigma·z - sigma²/2), drawn for (seed, GPU, the unit's kernel index) (ExecutionScenario,
+    /// LognormalJitter), times the unit's compute factor.
     double jittered_seconds(Unit& s, std::size_t seg) {
-        const double sigma = scenario_.jitter_sigma;
         double secs = 0;
-        for (double k : scenario_.kernel_seconds[seg]) {
-            const double z = counter_normal_at(s.jitter_prefix, s.kernels_run++);
-            secs += k * s.factor * std::exp(sigma * z - 0.5 * sigma * sigma);
-        }
-        return secs;
+        for (double k : scenario_.kernel_seconds[seg])
+            secs += k * lognormal_->factor(counter_hash_at(s.jitter_prefix, s.kernels_run++));
+        return secs * s.factor;
     }
 
     // ---- Reporting slices to the observers (include/trainsim/executor_observer.hpp) ----
@@ -426,7 +419,7 @@ class Executor {
                 const PrivateTiming& p = private_timing(g, op);
                 count_ahead(g, p);
                 tp_free = std::max(t, tp_free) + p.duration;
-                ++s.tp_seq;
+                ++s.seq[static_cast<std::size_t>(GroupKind::tp)];
             } else if (tp_free > t) {  // a wait that finds the TP stream busy
                 s.times.tp_exposed_s += (tp_free - t).to_seconds();
                 t = tp_free;
@@ -569,7 +562,7 @@ class Executor {
                         c.start = a;
                         c.last = units[i]->id;
                     }
-                    ++units[i]->tp_seq;
+                    ++units[i]->seq[static_cast<std::size_t>(GroupKind::tp)];
                 }
                 c.done = c.start + p.duration;
                 prev_done = c.done;
@@ -616,33 +609,43 @@ class Executor {
         }
     }
 
-    static RankCoord at(int tp, int cp, int dp, int pp) {
-        RankCoord c;
-        c.tp = tp;
-        c.cp = cp;
-        c.dp = dp;
-        c.pp = pp;
-        return c;
+    /// The rank of `rank`'s pipeline peer on stage `pp` (same tp, cp, dp).
+    int pp_peer(int rank, int pp) const {
+        const int stride = parallel_.dense().stride(Dim::pp);
+        return rank + (pp - rank / stride) * stride;
     }
-    std::vector<int> tp_group(const RankCoord& c) const {
-        std::vector<int> g;
-        for (int i = 0; i < layout_.tp; ++i)
-            g.push_back(rank_of(layout_, at(i, c.cp, c.dp, c.pp)));
+
+    // ---- The communicator registry: one GroupCache per (GroupKind, group index) ----
+    GroupCache& group(GroupKind kind, int rank) {
+        auto& caches = groups_[static_cast<std::size_t>(kind)];
+        if (caches.empty()) caches.resize(static_cast<std::size_t>(parallel_.count(kind)));
+        const int index = parallel_.index(kind, rank);
+        GroupCache& g = caches[static_cast<std::size_t>(index)];
+        if (g.ranks.empty()) {
+            g.ranks = parallel_.ranks(kind, index);
+            for (int r : g.ranks) {
+                Unit* u = &unit_of(r);
+                if (g.units.empty() || g.units.back() != u) g.units.push_back(u);
+            }
+        }
         return g;
     }
-    std::vector<int> cp_group(int tp, const RankCoord& c) const {
-        std::vector<int> g;
-        for (int i = 0; i < layout_.cp; ++i)
-            g.push_back(rank_of(layout_, at(tp, i, c.dp, c.pp)));
-        return g;
+    /// Runs a collective on group g (its communicator set up on first use).
+    void run_on(GroupCache& g, CollectiveKind kind, double bytes, Simulator::Callback done,
+                bool private_links = false) {
+        if (g.ranks.size() < 2 || bytes <= 0) return coll_.run(kind, g.ranks, bytes, std::move(done));
+        if (!g.comm) g.comm = &coll_.communicator(g.ranks);
+        coll_.run(kind, *g.comm, bytes, std::move(done), private_links);
     }
-    /// Gradients are reduced over DP x CP (Megatron: the data-parallel group with context parallelism).
-    std::vector<int> dp_group(int tp, int pp) const {
-        std::vector<int> g;
-        for (int i = 0; i < layout_.dp; ++i)
-            for (int j = 0; j < layout_.cp; ++j)
-                g.push_back(rank_of(layout_, at(tp, j, i, pp)));
-        return g;
+    /// Counts unit s's arrival at its next collective on group g of kind `kind`; true when it was the last
+    /// unit of the group to arrive (the collective starts).
+    static bool arrive(Unit& s, GroupCache& g, GroupKind kind) {
+        const std::uint32_t seq = s.seq[static_cast<std::size_t>(kind)]++;
+        if (g.units.size() < 2) return true;
+        auto it = g.arrivals.try_emplace(seq, 0).first;
+        if (++it->second < static_cast<int>(g.units.size())) return false;
+        g.arrivals.erase(it);
+        return true;
     }
 
     std::uint64_t message_key(int dst_unit, int direction, int vs, int mb) const {
@@ -815,7 +818,7 @@ class Executor {
 
     void send(Unit& s, const Op& op) {
         const int peer_pp = (s.coord.pp + op.direction + layout_.pp) % layout_.pp;
-        const int dst_unit = unit_of(rank_of(layout_, at(s.coord.tp, s.coord.cp, s.coord.dp, peer_pp))).id;
+        const int dst_unit = unit_of(pp_peer(s.members.front(), peer_pp)).id;
         const std::uint64_t key = message_key(dst_unit, op.direction, op.virtual_stage, op.micro_batch);
         Message& msg = messages_[key];
         msg.sent = true;
@@ -839,17 +842,14 @@ class Executor {
         src.last_send_start = sim_.now();
         const Op& op = *msg.op;
         const int peer_pp = (src.coord.pp + op.direction + layout_.pp) % layout_.pp;
-        const int dst_unit =
-            unit_of(rank_of(layout_, at(src.coord.tp, src.coord.cp, src.coord.dp, peer_pp))).id;
+        const int dst_unit = unit_of(pp_peer(src.members.front(), peer_pp)).id;
         const Time start = sim_.now();
         msg.flows_left = static_cast<int>(src.members.size());
         if (src.observed) begin_slice(src, Track::p2p_sends, p2p_name(op), start);
         Unit* sp = &src;
         const Op* opp = &op;
         for (int m : src.members) {
-            RankCoord c = coord_of(layout_, m);
-            c.pp = peer_pp;
-            coll_.send(m, rank_of(layout_, c), op.bytes, [this, key, dst_unit, sp, start, opp] {
+            coll_.send(m, pp_peer(m, peer_pp), op.bytes, [this, key, dst_unit, sp, start, opp] {
                 Message& arrived = messages_[key];
                 if (--arrived.flows_left > 0) return;
                 if (sp->observed) add_slice(*sp, Track::p2p_sends, p2p_name(*opp), start, sim_.now());
@@ -865,16 +865,13 @@ class Executor {
     void arrive_tp(Unit& s) {
         s.tp_arrived = sim_.now();
         const Op& op = s.program->ops[s.tp_queue.front()];
-        if (op.group == CommGroup::cp) return arrive_cp(s, op);
-        if (op.group == CommGroup::embedding) return arrive_embedding(s, op);
-        const std::uint64_t group =
-            static_cast<std::uint64_t>(s.coord.cp + layout_.cp * (s.coord.dp + layout_.dp * s.coord.pp));
-        const std::uint64_t key = (group << 32) | s.tp_seq++;
-        if (fold_ < layout_.tp) {
-            if (++arrivals_tp_[key] < layout_.tp / fold_) return;
-            arrivals_tp_.erase(key);
-        }
+        if (op.group == CommGroup::cp) return arrive_members(s, op, GroupKind::cp, StreamWait::cp, "cp");
+        if (op.group == CommGroup::embedding)
+            return arrive_members(s, op, GroupKind::embedding, StreamWait::pipeline, "embedding");
+        if (op.group == CommGroup::ep) return arrive_members(s, op, GroupKind::ep, StreamWait::ep, "ep");
+        if (op.group == CommGroup::etp) return arrive_members(s, op, GroupKind::etp, StreamWait::tp, "tp");
         GroupCache& g = tp_cache(s);
+        if (!arrive(s, g, GroupKind::tp)) return;
         // Counted one by one from now on (the collective's flow adds its bytes to the group's links).
         flush_pool(g);
         g.pool_off = true;
@@ -884,8 +881,8 @@ class Executor {
             begin_slice(*u, Track::tp_stream, name, start);
         const GroupCache* gp = &g;
         const int last = s.id;
-        coll_.run(
-            op.collective, *g.comm, op.bytes,
+        run_on(
+            g, op.collective, op.bytes,
             [this, gp, start, name, last] { finish_tp_stream(gp->units, name, start, StreamWait::tp, last); },
             tp_private_);
     }
@@ -898,15 +895,8 @@ class Executor {
 
     GroupCache& tp_cache(Unit& s) {
         if (s.tp_group) return *s.tp_group;
-        const auto group =
-            static_cast<std::size_t>(s.coord.cp + layout_.cp * (s.coord.dp + layout_.dp * s.coord.pp));
-        GroupCache& g = tp_groups_[group];
-        if (!g.comm) {
-            const auto members = tp_group(s.coord);
-            g.comm = &coll_.communicator(members);
-            for (int m = 0; m < layout_.tp; m += fold_)
-                g.units.push_back(&unit_of(members[static_cast<std::size_t>(m)]));
-        }
+        GroupCache& g = group(GroupKind::tp, s.members.front());
+        if (!g.comm && g.ranks.size() > 1) g.comm = &coll_.communicator(g.ranks);
         s.tp_group = &g;
         return g;
     }
@@ -924,7 +914,9 @@ class Executor {
                 const Time from = std::max(r->block_start, r->tp_arrived);
                 if (start > from) {
                     const double wait = (start - from).to_seconds();
-                    (kind == StreamWait::cp ? r->times.cp_wait_s : r->times.tp_wait_s) += wait;
+                    (kind == StreamWait::cp   ? r->times.cp_wait_s
+                     : kind == StreamWait::ep ? r->times.ep_wait_s
+                                              : r->times.tp_wait_s) += wait;
                     if (attribute_) add_caused(last, wait * static_cast<double>(r->members.size()));
                 }
             }
@@ -942,89 +934,59 @@ class Executor {
                     r->block_start = from;
                     unblock(*r, r->times.pp_exposed_s, "PP exposed");
                 } else {
-                    if (kind == StreamWait::cp)
-                        r->times.cp_exposed_s += (sim_.now() - r->block_start).to_seconds();
-                    unblock(*r, r->times.tp_exposed_s, kind == StreamWait::cp ? "CP exposed" : "TP exposed");
+                    const double exposed = (sim_.now() - r->block_start).to_seconds();
+                    if (kind == StreamWait::cp) r->times.cp_exposed_s += exposed;
+                    if (kind == StreamWait::ep) r->times.ep_exposed_s += exposed;
+                    unblock(*r, r->times.tp_exposed_s,
+                            kind == StreamWait::cp   ? "CP exposed"
+                            : kind == StreamWait::ep ? "EP exposed"
+                                                     : "TP exposed");
                 }
             }
         }
     }
 
-    // The tied-embedding gradient all-reduce between the first and the last stage's unit of the same
-    // (tp, cp, dp); a folded unit runs it for each of its members' TP indices.
-    void arrive_embedding(Unit& s, const Op& op) {
-        const std::uint64_t group =
-            static_cast<std::uint64_t>(s.coord.tp + layout_.tp * (s.coord.cp + layout_.cp * s.coord.dp));
-        const std::uint64_t key = (std::uint64_t{3} << 62) | (group << 32) | s.emb_seq++;
-        if (++arrivals_tp_[key] < 2) return;
-        arrivals_tp_.erase(key);
-        const int last = layout_.pp - 1;
-        std::vector<Unit*> units = {&unit_of(rank_of(layout_, at(s.coord.tp, s.coord.cp, s.coord.dp, 0))),
-                                    &unit_of(rank_of(layout_, at(s.coord.tp, s.coord.cp, s.coord.dp, last)))};
+    // A collective on the TP stream over another group than TP: CP (ring attention's K/V exchange), the tied
+    // embeddings' all-reduce between the first and the last stage, EP (MoE token dispatch and combine
+    // all-to-all). It starts when every unit of the group of the unit's first member has reached it; a folded
+    // unit runs the collective of the group of each of its members (one per TP index) and the collective is
+    // done when all of them are.
+    void arrive_members(Unit& s, const Op& op, GroupKind kind, StreamWait wait, const char* group_name) {
+        GroupCache& g = group(kind, s.members.front());
+        if (!arrive(s, g, kind)) return;
+        const std::vector<Unit*>* units = &g.units;
         const Time start = sim_.now();
-        for (const Unit* u : units)
-            begin_slice(*u, Track::tp_stream, "embedding all_reduce", start);
-        auto remaining = std::make_shared<int>(fold_);
-        const int last_unit = s.id;
-        for (int i = 0; i < fold_; ++i) {
-            const std::vector<int> pair = {
-                rank_of(layout_, at(s.coord.tp + i, s.coord.cp, s.coord.dp, 0)),
-                rank_of(layout_, at(s.coord.tp + i, s.coord.cp, s.coord.dp, last))};
-            coll_.run(op.collective, pair, op.bytes, [this, units, start, remaining, last_unit] {
-                if (--*remaining == 0)
-                    finish_tp_stream(units, "embedding all_reduce", start, StreamWait::pipeline, last_unit);
-            });
-        }
-    }
-
-    // CP collectives (ring attention's K/V exchange) run on the TP stream, in order with the TP collectives;
-    // a folded unit runs the CP collective of each of its members' TP indices.
-    void arrive_cp(Unit& s, const Op& op) {
-        const std::uint64_t group =
-            static_cast<std::uint64_t>(s.coord.tp + layout_.tp * (s.coord.dp + layout_.dp * s.coord.pp));
-        const std::uint64_t key = (std::uint64_t{1} << 63) | (group << 32) | s.cp_seq++;
-        if (++arrivals_tp_[key] < layout_.cp) return;
-        arrivals_tp_.erase(key);
-        std::vector<Unit*> units;
-        for (int i = 0; i < layout_.cp; ++i)
-            units.push_back(&unit_of(rank_of(layout_, at(s.coord.tp, i, s.coord.dp, s.coord.pp))));
-        const Time start = sim_.now();
-        const char* name = collective_name(op.collective, "cp");
-        for (const Unit* u : units)
+        const char* name = kind == GroupKind::embedding ? "embedding all_reduce"
+                                                        : collective_name(op.collective, group_name);
+        for (const Unit* u : *units)
             begin_slice(*u, Track::tp_stream, name, start);
         auto remaining = std::make_shared<int>(fold_);
         const int last = s.id;
-        for (int i = 0; i < fold_; ++i)
-            coll_.run(op.collective, cp_group(s.coord.tp + i, s.coord), op.bytes,
-                      [this, units, start, name, remaining, last] {
-                          if (--*remaining == 0) finish_tp_stream(units, name, start, StreamWait::cp, last);
-                      });
+        for (int m : s.members)
+            run_on(group(kind, m), op.collective, op.bytes,
+                   [this, units, start, name, remaining, wait, last] {
+                       if (--*remaining == 0) finish_tp_stream(*units, name, start, wait, last);
+                   });
     }
 
     // ---- DP stream: a DP collective starts when every DP replica has reached it; a folded unit runs the DP
-    // collectives of all its members' TP indices and completes when all of them are done ----
+    // collectives of all its members' TP indices and completes when all of them are done. Dense gradients
+    // and parameters go over DP x CP, routed-expert gradients (CommGroup::edp) over the expert-DP group ----
     void arrive_dp(Unit& s) {
         s.dp_arrived = sim_.now();
         const Op& op = s.program->ops[s.dp_queue.front()];
-        const std::uint64_t group = static_cast<std::uint64_t>(s.coord.tp + layout_.tp * s.coord.pp);
-        const std::uint64_t key = (group << 32) | s.dp_seq++;
-        if (++arrivals_dp_[key] < layout_.dp * layout_.cp) return;
-        arrivals_dp_.erase(key);
-        GroupCache& g = dp_group_cache(s.coord.tp, s.coord.pp);
-        if (g.units.empty())
-            for (int r : dp_group(s.coord.tp, s.coord.pp))
-                g.units.push_back(&unit_of(r));
+        const GroupKind kind = op.group == CommGroup::edp ? GroupKind::edp : GroupKind::dp_cp;
+        GroupCache& g = group(kind, s.members.front());
+        if (!arrive(s, g, kind)) return;
         const std::vector<Unit*>* units = &g.units;
         const Time start = sim_.now();
-        const char* name = collective_name(op.collective, "dp");
+        const char* name = collective_name(op.collective, kind == GroupKind::edp ? "edp" : "dp");
         for (const Unit* u : *units)
             begin_slice(*u, Track::dp_stream, name, start);
         auto remaining = std::make_shared<int>(fold_);
         const int last = s.id;
-        for (int i = 0; i < fold_; ++i) {
-            GroupCache& gi = dp_group_cache(s.coord.tp + i, s.coord.pp);
-            if (!gi.comm) gi.comm = &coll_.communicator(dp_group(s.coord.tp + i, s.coord.pp));
-            coll_.run(op.collective, *gi.comm, op.bytes, [this, units, start, name, remaining, last] {
+        for (int m : s.members) {
+            run_on(group(kind, m), op.collective, op.bytes, [this, units, start, name, remaining, last] {
                 if (--*remaining > 0) return;
                 for (Unit* r : *units) {
                     add_slice(*r, Track::dp_stream, name, start, sim_.now());
@@ -1048,21 +1010,20 @@ class Executor {
         }
     }
 
-    GroupCache& dp_group_cache(int tp, int pp) {
-        return dp_groups_[static_cast<std::size_t>(tp + layout_.tp * pp)];
-    }
-
-    static const char* collective_name(CollectiveKind k, const std::string& group) {
-        static const char* names[3][4] = {
+    static const char* collective_name(CollectiveKind k, std::string_view group) {
+        static const char* names[5][4] = {
             {"tp all_reduce", "tp all_gather", "tp reduce_scatter", "tp all_to_all"},
             {"cp all_reduce", "cp all_gather", "cp reduce_scatter", "cp all_to_all"},
-            {"dp all_reduce", "dp all_gather", "dp reduce_scatter", "dp all_to_all"}};
-        const int g = group == "tp" ? 0 : group == "cp" ? 1 : 2;
+            {"dp all_reduce", "dp all_gather", "dp reduce_scatter", "dp all_to_all"},
+            {"ep all_reduce", "ep all_gather", "ep reduce_scatter", "ep all_to_all"},
+            {"edp all_reduce", "edp all_gather", "edp reduce_scatter", "edp all_to_all"}};
+        const int g = group == "tp" ? 0 : group == "cp" ? 1 : group == "dp" ? 2 : group == "ep" ? 3 : 4;
         return names[g][static_cast<int>(k)];
     }
 
     const Layout& layout_;
     const Program& program_;
+    ParallelGroups parallel_;  ///< the layout's groups (include/trainsim/parallel_groups.hpp)
     const std::vector<ExecutorObserver*>& observers_;
     std::vector<std::uint32_t> observed_by_;  ///< [GPU] bit i: observers_[i] observes it; empty: none
     const ExecutionScenario& scenario_;
@@ -1070,6 +1031,7 @@ class Executor {
     bool attribute_ = false;      ///< ExecutionScenario::attribute
     std::vector<double> caused_;  ///< [unit] with attribute_: the waiting it caused (caused_wait_s)
     std::map<double, std::pair<std::vector<Time>, std::vector<double>>> factor_tables_;
+    std::optional<LognormalJitter> lognormal_;  ///< with jitter_: the jitter's factors (its table)
     Simulator sim_;
     FlowNetwork net_;
     Collectives coll_;
@@ -1100,10 +1062,9 @@ class Executor {
     std::vector<double> seg_secs_;  ///< [segment] seg_time_ in seconds
     std::vector<Unit> units_;
     std::unordered_map<std::uint64_t, Message> messages_;
-    std::unordered_map<std::uint64_t, int> arrivals_tp_;
-    std::unordered_map<std::uint64_t, int> arrivals_dp_;
-    std::vector<GroupCache> tp_groups_;  ///< [cp + CP * (dp + DP * pp)]
-    std::vector<GroupCache> dp_groups_;  ///< [tp + TP * pp]
+    /// The communicator registry: [GroupKind][group index] (ParallelGroups::index), each kind's vector sized
+    /// on first use and never resized (the units keep pointers into it).
+    std::array<std::vector<GroupCache>, kGroupKindCount> groups_;
     std::uint64_t vs_count_ = 1;
     std::uint64_t mb_count_ = 1;
 };

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <boost/math/special_functions/erf.hpp>
 
 #include "trainsim/errors.hpp"
 
@@ -44,6 +45,27 @@ double counter_normal_at(std::uint64_t prefix, std::uint64_t b) {
     const double u1 = to_unit(h);
     const double u2 = to_unit(splitmix64(h));
     return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+}
+
+double normal_quantile(double u) {
+    if (!(u > 0 && u < 1)) throw InternalError(fmt::format("normal_quantile({}): u must be in (0, 1)", u));
+    return -std::numbers::sqrt2 * boost::math::erfc_inv(2 * u);
+}
+
+LognormalJitter::LognormalJitter(double sigma) : sigma_(sigma) {
+    if (!(sigma > 0)) throw InternalError(fmt::format("LognormalJitter: sigma = {} must be > 0", sigma));
+    table_.reserve(kCells - 2 * kExactCells + 1);
+    for (std::uint64_t j = kExactCells; j <= kCells - kExactCells; ++j)
+        table_.push_back(
+            std::exp(sigma * normal_quantile(static_cast<double>(j) / static_cast<double>(kCells)) -
+                     0.5 * sigma * sigma));
+}
+
+double LognormalJitter::exact(std::uint64_t h) const {
+    // The top 52 bits and a half: in [2^-53, 1 - 2^-53], never 0 or 1 (to_unit's top 53 bits plus a half
+    // round to 1 for the largest hashes), and floor(u·4096) is the cell factor() reads.
+    const double u = (static_cast<double>(h >> 12) + 0.5) * 0x1.0p-52;
+    return std::exp(sigma_ * normal_quantile(u) - 0.5 * sigma_ * sigma_);
 }
 
 namespace {

@@ -44,6 +44,7 @@ BlockBuilder::BlockBuilder(const ModelSpec& m, const Layout& l, std::vector<Segm
     E_ = l.activation_bytes();
     fp8_ = l.precision == Precision::fp8;
     gemm_elem_ = fp8_ ? 1.0 : 2.0;
+    shared_f_ = static_cast<double>(m.moe_shared_expert_ffn_hidden);
 }
 
 void BlockBuilder::kernel(OpTemplate& /*t*/, const Kernel& k) {
@@ -118,13 +119,12 @@ void BlockBuilder::tp_wait(OpTemplate& t) {
     t.push_back(op);
 }
 
-OpTemplate BlockBuilder::layer_forward() {
+OpTemplate BlockBuilder::layer_forward(bool moe) {
     OpTemplate t;
     const bool sp = l_.sequence_parallel;
     const bool ov = l_.tp_comm_overlap;
     const double act = T_ * h_ * E_;  // one full activation [T, h]
     const CollectiveKind out_kind = sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
-    const double f_eff = (m_.mlp == MlpKind::swiglu ? 2.0 : 1.0) * f_ / t_;
     // The column-parallel inputs: gathered in 16 bits, or cast to FP8 on the shard and gathered in FP8.
     const bool fp8_gather = fp8_tp_all_gather();
     const double column_act = fp8_gather ? T_ * h_ : act;
@@ -168,17 +168,28 @@ OpTemplate BlockBuilder::layer_forward() {
     row(Kernel::gemm("attn_proj_gemm", T_, h_, a_ * d_ / t_, 1, gemm_elem_));
     kernel(t, Kernel::memory("bias_dropout_add", (3 * E_ + 1) * h_ * Tsp_));
     kernel(t, Kernel::memory("pre_mlp_norm", norm_fwd_bytes() * h_ * Tsp_));
-    unit_boundary(t);
-    dequantize(t, h_ * f_eff);
-    fp8_forward_casts(t, column_cast_elements, h_ * f_eff, true);
-    column(Kernel::gemm("fc1_gemm", T_, f_eff, h_, 1, gemm_elem_));
-    adapter_forward(t, l_.lora_targets.fc1, h_, f_eff);
-    kernel(t, Kernel::memory(m_.mlp == MlpKind::swiglu ? "swiglu" : "gelu", act_fwd_bytes() * T_ * f_ / t_));
-    unit_boundary(t);
-    dequantize(t, f_ / t_ * h_);
-    adapter_forward(t, l_.lora_targets.fc2, f_ / t_, h_);
-    fp8_forward_casts(t, T_ * f_ / t_, f_ / t_ * h_);
-    row(Kernel::gemm("fc2_gemm", T_, h_, f_ / t_, 1, gemm_elem_));
+    // A dense MLP of width f (the layer's, or an MoE layer's shared experts).
+    auto mlp = [&](double f) {
+        const double fe = (m_.mlp == MlpKind::swiglu ? 2.0 : 1.0) * f / t_;
+        unit_boundary(t);
+        dequantize(t, h_ * fe);
+        fp8_forward_casts(t, column_cast_elements, h_ * fe, true);
+        column(Kernel::gemm("fc1_gemm", T_, fe, h_, 1, gemm_elem_));
+        adapter_forward(t, l_.lora_targets.fc1, h_, fe);
+        kernel(t,
+               Kernel::memory(m_.mlp == MlpKind::swiglu ? "swiglu" : "gelu", act_fwd_bytes() * T_ * f / t_));
+        unit_boundary(t);
+        dequantize(t, f / t_ * h_);
+        adapter_forward(t, l_.lora_targets.fc2, f / t_, h_);
+        fp8_forward_casts(t, T_ * f / t_, f / t_ * h_);
+        row(Kernel::gemm("fc2_gemm", T_, h_, f / t_, 1, gemm_elem_));
+    };
+    if (moe) {
+        moe_forward(t);
+        if (shared_f_ > 0) mlp(shared_f_);
+    } else {
+        mlp(f_);
+    }
     kernel(t, Kernel::memory("bias_dropout_add", (3 * E_ + 1) * h_ * Tsp_));
     flush(t);
     return t;
@@ -293,12 +304,11 @@ void BlockBuilder::attention_core_backward(OpTemplate& t) {
     }
 }
 
-OpTemplate BlockBuilder::layer_backward() {
+OpTemplate BlockBuilder::layer_backward(bool moe) {
     OpTemplate t;
     const bool sp = l_.sequence_parallel;
     const bool ov = l_.tp_comm_overlap;
     const double act = T_ * h_ * E_;
-    const double f_eff = (m_.mlp == MlpKind::swiglu ? 2.0 : 1.0) * f_ / t_;
     const CollectiveKind grad_kind = sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
 
     // Row-parallel backward: with SP, the output gradient is all-gathered first (backward of the
@@ -328,20 +338,29 @@ OpTemplate BlockBuilder::layer_backward() {
     };
 
     kernel(t, Kernel::memory("bias_dropout_add_bwd", (3 * E_ + 1) * h_ * Tsp_));
-    unit_boundary(t);
-    dequantize(t, f_ / t_ * h_);
-    adapter_backward(t, l_.lora_targets.fc2, f_ / t_, h_);
-    fp8_backward_casts(t, T_ * h_, T_ * f_ / t_, f_ / t_ * h_);
-    row_bwd(Kernel::gemm("fc2_dgrad", T_, f_ / t_, h_, 1, gemm_elem_),
-            Kernel::gemm("fc2_wgrad", h_, f_ / t_, T_, 1, gemm_elem_));
-    kernel(t, Kernel::memory(m_.mlp == MlpKind::swiglu ? "swiglu_bwd" : "gelu_bwd",
-                             act_bwd_bytes() * T_ * f_ / t_));
-    unit_boundary(t);
-    dequantize(t, h_ * f_eff);
-    adapter_backward(t, l_.lora_targets.fc1, h_, f_eff);
-    fp8_backward_casts(t, T_ * f_eff, T_ * h_, h_ * f_eff, true);
-    column_bwd(Kernel::gemm("fc1_dgrad", T_, h_, f_eff, 1, gemm_elem_),
-               Kernel::gemm("fc1_wgrad", f_eff, h_, T_, 1, gemm_elem_));
+    auto mlp_bwd = [&](double f) {
+        const double fe = (m_.mlp == MlpKind::swiglu ? 2.0 : 1.0) * f / t_;
+        unit_boundary(t);
+        dequantize(t, f / t_ * h_);
+        adapter_backward(t, l_.lora_targets.fc2, f / t_, h_);
+        fp8_backward_casts(t, T_ * h_, T_ * f / t_, f / t_ * h_);
+        row_bwd(Kernel::gemm("fc2_dgrad", T_, f / t_, h_, 1, gemm_elem_),
+                Kernel::gemm("fc2_wgrad", h_, f / t_, T_, 1, gemm_elem_));
+        kernel(t, Kernel::memory(m_.mlp == MlpKind::swiglu ? "swiglu_bwd" : "gelu_bwd",
+                                 act_bwd_bytes() * T_ * f / t_));
+        unit_boundary(t);
+        dequantize(t, h_ * fe);
+        adapter_backward(t, l_.lora_targets.fc1, h_, fe);
+        fp8_backward_casts(t, T_ * fe, T_ * h_, h_ * fe, true);
+        column_bwd(Kernel::gemm("fc1_dgrad", T_, h_, fe, 1, gemm_elem_),
+                   Kernel::gemm("fc1_wgrad", fe, h_, T_, 1, gemm_elem_));
+    };
+    if (moe) {
+        if (shared_f_ > 0) mlp_bwd(shared_f_);
+        moe_backward(t);
+    } else {
+        mlp_bwd(f_);
+    }
     kernel(t, Kernel::memory("pre_mlp_norm_bwd", norm_bwd_bytes() * h_ * Tsp_));
     kernel(t, Kernel::memory("bias_dropout_add_bwd", (3 * E_ + 1) * h_ * Tsp_));
     unit_boundary(t);
@@ -433,12 +452,12 @@ void BlockBuilder::dequantize(OpTemplate& t, double weights) {
     kernel(t, Kernel::memory("nf4_dequantize", (kQloraBaseBytesPerParam + 2.0) * weights));
 }
 
-OpTemplate BlockBuilder::layer_recompute() {
+OpTemplate BlockBuilder::layer_recompute(bool moe) {
     switch (l_.recompute) {
         case Recompute::none:
             return {};
         case Recompute::full:
-            return layer_forward();
+            return layer_forward(moe);
         case Recompute::selective: {
             // Korthikanti et al. 2022: recompute only the attention core (scores, softmax, dropout, values);
             // flash attention already recomputes it inside its backward kernel, so nothing is added.

@@ -18,8 +18,9 @@ class BlockBuilder {
   public:
     BlockBuilder(const ModelSpec& m, const Layout& l, std::vector<Segment>& segments);
 
-    OpTemplate layer_forward();
-    OpTemplate layer_backward();
+    /// A transformer layer's forward / backward; `moe`: its MLP is a mixture of experts (moe_ops.cpp).
+    OpTemplate layer_forward(bool moe = false);
+    OpTemplate layer_backward(bool moe = false);
     /// The same kernels as layer_forward() / layer_backward(), cut where DeepSpeed ZeRO-3 fetches the weight
     /// of a linear module (its pre-forward / pre-backward hook): before the GEMM group of each linear layer.
     /// Forward: {element-wise kernels before qkv, qkv + attention core, proj + norm, fc1 + activation,
@@ -33,7 +34,7 @@ class BlockBuilder {
     /// Their biases (output features per GPU); 0 for models without biases (SwiGLU models).
     std::vector<double> layer_linear_unit_biases() const;
     /// Extra forward work recomputed before a layer's backward (empty for recompute = none).
-    OpTemplate layer_recompute();
+    OpTemplate layer_recompute(bool moe = false);
     OpTemplate embedding_forward();
     OpTemplate embedding_backward();
     OpTemplate head_forward();  ///< final norm, LM head, vocab-parallel cross-entropy
@@ -74,6 +75,15 @@ class BlockBuilder {
     void tp_wait(OpTemplate& t);
     void cp_collective(OpTemplate& t, CollectiveKind kind, double bytes);
     void flush(OpTemplate& t);
+    /// An MoE layer's MLP (router, permute, dispatch all-to-all, the local experts' grouped GEMMs, combine,
+    /// unpermute) as Megatron-Core's alltoall token dispatcher runs it (moe_ops.cpp); backward reversed.
+    void moe_forward(OpTemplate& t);
+    void moe_backward(OpTemplate& t);
+    /// The EP all-to-all (token dispatch or combine) of `bytes` per rank, blocking, on the TP stream.
+    void ep_all_to_all(OpTemplate& t, double bytes);
+    /// MoE with expert TP > 1: the all-gather (reduce-scatter) of the dispatched tokens over the expert-TP
+    /// group, blocking, on the TP stream (the TP group when expert TP = TP).
+    void etp_collective(OpTemplate& t, CollectiveKind kind, double bytes);
     void attention_core_forward(OpTemplate& t);
     void attention_core_backward(OpTemplate& t);
     void adapter_forward(OpTemplate& t, bool targeted, double in, double out);
@@ -115,6 +125,7 @@ class BlockBuilder {
     std::string open_name_;
     // shapes
     double b_, s_, h_, a_, g_, d_, f_, t_, V_, T_, Tsp_, E_, gemm_elem_, cp_;
+    double shared_f_ = 0;  ///< MoE: total FFN width of the shared experts (0: none)
     bool fp8_ = false;
 };
 

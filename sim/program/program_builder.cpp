@@ -10,7 +10,7 @@ namespace trainsim {
 Program build_program(const ModelSpec& model, const Layout& layout) {
     Program prog;
     detail::BlockBuilder blocks(model, layout, prog.segments);
-    detail::ProgramTemplates templates(blocks, layout);
+    detail::ProgramTemplates templates(blocks, model, layout);
     const detail::ProgramShape shape(model, layout);
     for (int r = 0; r < layout.pp; ++r)
         prog.stages.push_back(detail::StageBuilder(model, layout, blocks, templates, shape, r).build());

@@ -4,6 +4,10 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
+#include "trainsim/errors.hpp"
+
 namespace trainsim::detail {
 
 std::vector<Bucket> make_buckets(const std::vector<double>& groups, double bucket_elements) {
@@ -27,10 +31,15 @@ void append(std::vector<Op>& ops, const OpTemplate& t, Phase phase, int mb) {
     }
 }
 
-ProgramTemplates::ProgramTemplates(BlockBuilder& blocks, const Layout& layout) {
+ProgramTemplates::ProgramTemplates(BlockBuilder& blocks, const ModelSpec& model, const Layout& layout) {
     layer_fwd = blocks.layer_forward();
     layer_bwd = blocks.layer_backward();
     layer_rec = blocks.layer_recompute();
+    if (model.moe()) {
+        moe_fwd = blocks.layer_forward(true);
+        moe_bwd = blocks.layer_backward(true);
+        moe_rec = blocks.layer_recompute(true);
+    }
     emb_fwd = blocks.embedding_forward();
     emb_bwd = blocks.embedding_backward();
     head_fwd = blocks.head_forward();
@@ -88,6 +97,8 @@ StageBuilder::StageBuilder(const ModelSpec& model, const Layout& layout, BlockBu
     stage_layers_ = layers_on_stage(model_, layout_, r_);
     layers_of_chunk_.resize(vpp);
     buckets_.resize(vpp);
+    expert_buckets_.resize(vpp);
+    first_layer_.assign(vpp, 0);
     group_elements_.resize(vpp);
     group_trainable_.resize(vpp);
     backward_count_.assign(vpp, 0);
@@ -99,6 +110,12 @@ StageBuilder::StageBuilder(const ModelSpec& model, const Layout& layout, BlockBu
     sharded_ = layout_.sharded_optimizer() && layout_.dp > 1;
     zero2_ = layout_.zero_stage == 2 && layout_.dp > 1;
     zero3_ = layout_.zero_stage >= 3 && layout_.dp > 1;
+    if (model_.moe() && zero3_)
+        throw InputError(
+            fmt::format("layout.zero_stage = {}: ZeRO-3 / FSDP with an MoE model (model.num_experts "
+                        "= {}) is not modelled",
+                        layout_.zero_stage, model_.num_experts));
+    edp_reduce_ = model_.moe() && layout_.expert_dp() > 1;
     // DeepSpeed's own stage-3 coordinator (deepspeed_stage3.cpp); it has no pipeline engine path (stage 3
     // with PP is refused by DeepSpeed) and no frozen-base adapters here. A run that states
     // reshard_after_forward = false (not a DeepSpeed setting) keeps the generic gather-once path.
@@ -151,27 +168,54 @@ void StageBuilder::plan_groups() {
     for (int c = 0; c < shape_.vpp; ++c)
         layers_of_chunk_[static_cast<std::size_t>(c)] =
             static_cast<int>(layers_on_virtual_stage(model_, layout_, r_, c));
+    // The global index of each chunk's first layer: the layers of the virtual stages before it (virtual stage
+    // v is chunk v / pp of pipeline rank v % pp).
+    for (int c = 0; c < shape_.vpp; ++c) {
+        std::int64_t first = 0;
+        for (int v = 0; v < c * shape_.pp + r_; ++v)
+            first += layers_on_virtual_stage(model_, layout_, v % shape_.pp, v / shape_.pp);
+        first_layer_[static_cast<std::size_t>(c)] = first;
+    }
+    // Routed experts on this GPU: num_experts / ep experts, each split over expert TP.
+    const double expert_shards = static_cast<double>(layout_.ep) * layout_.expert_tp();
     for (int c = 0; c < shape_.vpp; ++c) {
         const int vs = c * shape_.pp + r_;
         const int chunk_layers = layers_of_chunk_[static_cast<std::size_t>(c)];
-        std::vector<double> groups, trainable;
+        std::vector<double> groups, trainable, experts;
         if (vs == shape_.last_vs) {
             groups.push_back(shape_.head_params_rank);
             trainable.push_back(shape_.head_trainable_rank);
+            experts.push_back(0);
         }
-        for (int i = 0; i < chunk_layers; ++i) {
-            groups.push_back(shape_.layer_params_rank);
-            trainable.push_back(shape_.layer_trainable_rank);
+        for (int i = chunk_layers; i-- > 0;) {  // backward order: the last layer first
+            if (!model_.moe()) {
+                groups.push_back(shape_.layer_params_rank);
+                trainable.push_back(shape_.layer_trainable_rank);
+                experts.push_back(0);
+                continue;
+            }
+            // MoE model: the dense part of a layer (attention, norms, router, shared experts; Megatron's
+            // dense parameters) is reduced over DP x CP, its routed experts over expert DP.
+            const std::int64_t layer = first_layer_[static_cast<std::size_t>(c)] + i;
+            const double dense = model_.layer_dense_params(layer) / shape_.t;
+            const double expert = model_.layer_expert_params(layer) / expert_shards;
+            groups.push_back(dense);
+            trainable.push_back(shape_.frozen ? adapter_params_per_layer(model_, layout_) / shape_.t : dense);
+            experts.push_back(shape_.frozen ? 0.0 : expert);
+            stage_expert_rank_ += expert;
         }
         if (vs == 0) {
             groups.push_back(shape_.emb_params_rank);
             trainable.push_back(shape_.emb_trainable_rank);
+            experts.push_back(0);
         }
         for (double g : groups)
             stage_params_rank_ += g;
         for (double g : trainable)
             stage_trainable_rank_ += g;
         buckets_[static_cast<std::size_t>(c)] = make_buckets(trainable, shape_.bucket_elements);
+        if (model_.moe())
+            expert_buckets_[static_cast<std::size_t>(c)] = make_buckets(experts, shape_.bucket_elements);
         group_elements_[static_cast<std::size_t>(c)] = groups;
         group_trainable_[static_cast<std::size_t>(c)] = trainable;
         if (vs == 0) sp_.embedding_params += shape_.emb_params_rank * shape_.t;
@@ -179,8 +223,11 @@ void StageBuilder::plan_groups() {
         sp_.has_embedding = sp_.has_embedding || vs == 0;
         sp_.has_head = sp_.has_head || vs == shape_.last_vs;
     }
-    sp_.params = stage_params_rank_ * shape_.t;
-    sp_.trainable_params = stage_trainable_rank_ * shape_.t;
+    // MoE: the routed experts count as parameters of this GPU (params / t is per GPU, as the memory model
+    // reads it); expert_params_rank says how many of them are experts (sharded over expert DP).
+    sp_.params = (stage_params_rank_ + stage_expert_rank_) * shape_.t;
+    sp_.trainable_params = (stage_trainable_rank_ + (shape_.frozen ? 0.0 : stage_expert_rank_)) * shape_.t;
+    sp_.expert_params_rank = stage_expert_rank_;
     sp_.layers = stage_layers_;
 }
 
@@ -200,10 +247,11 @@ void StageBuilder::append_copy_out(double elements, Phase phase, int mb) {
     append(sp_.ops, it->second, phase, mb);
 }
 
-void StageBuilder::dp_launch(CollectiveKind kind, double bytes) {
-    if (layout_.dp <= 1) return;
+void StageBuilder::dp_launch(CollectiveKind kind, double bytes, CommGroup group) {
+    if (group == CommGroup::edp ? !edp_reduce_ : layout_.dp <= 1) return;
     Op op;
     op.kind = OpKind::dp_launch;
+    op.group = group;
     op.phase = Phase::backward;
     op.collective = kind;
     op.bytes = bytes;
@@ -212,7 +260,7 @@ void StageBuilder::dp_launch(CollectiveKind kind, double bytes) {
 }
 
 void StageBuilder::dp_wait(int target, Phase phase) {
-    if (layout_.dp <= 1) return;
+    if (layout_.dp <= 1 && !edp_reduce_) return;
     Op op;
     op.kind = OpKind::dp_wait;
     op.phase = phase;
@@ -230,11 +278,25 @@ void StageBuilder::launch_grad_bucket(const Bucket& b) {
               b.elements * shape_.grad_bytes);
 }
 
+void StageBuilder::launch_expert_grad_bucket(const Bucket& b) {
+    dp_launch(layout_.sharded_optimizer() ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce,
+              b.elements * shape_.grad_bytes, CommGroup::edp);
+}
+
+bool StageBuilder::moe_layer(int chunk, int index) const {
+    return model_.moe() && model_.layer_is_moe(first_layer_[static_cast<std::size_t>(chunk)] + index);
+}
+
 void StageBuilder::launch_param_gather(int chunk) {
     // Parameters are all-gathered in 16-bit (or FP8, see gather_bytes_), in forward order.
     const auto& bs = buckets_[static_cast<std::size_t>(chunk)];
     for (auto it = bs.rbegin(); it != bs.rend(); ++it) {
         dp_launch(CollectiveKind::all_gather, it->elements * gather_bytes_);
+        sp_.ops.back().phase = Phase::forward;
+    }
+    const auto& es = expert_buckets_[static_cast<std::size_t>(chunk)];
+    for (auto it = es.rbegin(); it != es.rend() && edp_reduce_ && layout_.sharded_optimizer(); ++it) {
+        dp_launch(CollectiveKind::all_gather, it->elements * gather_bytes_, CommGroup::edp);
         sp_.ops.back().phase = Phase::forward;
     }
 }
@@ -358,7 +420,7 @@ void StageBuilder::forward_pass(const ScheduleItem& item) {
     for (int i = 0; i < chunk_layers; ++i) {
         if (first) wait_for_group(c, (vs == shape_.last_vs ? 1 : 0) + chunk_layers - 1 - i);
         zero3_gather(k);
-        append(sp_.ops, tpl_.layer_fwd, Phase::forward, mb);
+        append(sp_.ops, moe_layer(c, i) ? tpl_.moe_fwd : tpl_.layer_fwd, Phase::forward, mb);
         mark(layout_.layer_recomputed(i) || layout_.recompute == Recompute::none
                  ? MemoryEvent::layer_forward
                  : MemoryEvent::layer_forward_kept);
@@ -383,6 +445,7 @@ struct StageBuilder::BackwardState {
     bool last_backward = false;
     bool overlap = false;  ///< gradient buckets reduced as they fill
     std::size_t next_bucket = 0;
+    std::size_t next_expert_bucket = 0;
     int group = 0;         ///< index of the param group whose gradients are complete next
     int gathered = -1;     ///< ZeRO-3: DP index of the all-gather in flight for the next group, or -1
     double unsharded = 0;  ///< ZeRO-3: the previous group's gradients, until its reduce-scatter
@@ -430,6 +493,9 @@ void StageBuilder::backward_group_done(BackwardState& s) {
         const auto& bs = buckets_[ci];
         if (s.overlap && s.next_bucket < bs.size() && bs[s.next_bucket].closes_after == s.group)
             launch_grad_bucket(bs[s.next_bucket++]);
+        const auto& es = expert_buckets_[ci];
+        if (s.overlap && s.next_expert_bucket < es.size() && es[s.next_expert_bucket].closes_after == s.group)
+            launch_expert_grad_bucket(es[s.next_expert_bucket++]);
     }
     ++s.group;
 }
@@ -457,11 +523,12 @@ void StageBuilder::backward_pass(const ScheduleItem& item) {
     }
     for (int i = 0; i < chunk_layers; ++i) {
         backward_group_start(s);
+        const bool moe = moe_layer(c, chunk_layers - 1 - i);
         if (layout_.layer_recomputed(chunk_layers - 1 - i)) {  // backward runs the last layer first
-            append(sp_.ops, tpl_.layer_rec, Phase::recompute, mb);
+            append(sp_.ops, moe ? tpl_.moe_rec : tpl_.layer_rec, Phase::recompute, mb);
             mark(MemoryEvent::layer_recomputed);
         }
-        append(sp_.ops, tpl_.layer_bwd, Phase::backward, mb);
+        append(sp_.ops, moe ? tpl_.moe_bwd : tpl_.layer_bwd, Phase::backward, mb);
         mark(MemoryEvent::layer_backward);
         backward_group_done(s);
     }
@@ -487,9 +554,12 @@ void StageBuilder::backward_pass(const ScheduleItem& item) {
 
 void StageBuilder::finish_step() {
     if (!layout_.overlap_grad_reduce && !zero2_ && !zero3_)
-        for (int c = 0; c < shape_.vpp; ++c)
+        for (int c = 0; c < shape_.vpp; ++c) {
             for (const auto& b : buckets_[static_cast<std::size_t>(c)])
                 launch_grad_bucket(b);
+            for (const auto& b : expert_buckets_[static_cast<std::size_t>(c)])
+                launch_expert_grad_bucket(b);
+        }
     dp_wait(dp_launched_, Phase::backward);
     // Tied input embedding and output layer on different stages: Megatron-LM (finalize_model_grads,
     // _allreduce_embedding_grads) and DeepSpeed (tied modules) all-reduce the embedding's gradients
@@ -510,8 +580,11 @@ void StageBuilder::finish_step() {
     }
     if (layout_.deepspeed_bf16_optimizer())
         append(sp_.ops, blocks_.bf16_step_gradient_passes(stage_trainable_rank_), Phase::optimizer, -1);
-    append(sp_.ops, blocks_.optimizer(sharded_ ? stage_trainable_rank_ / layout_.dp : stage_trainable_rank_),
-           Phase::optimizer, -1);
+    double optimizer_params = sharded_ ? stage_trainable_rank_ / layout_.dp : stage_trainable_rank_;
+    if (model_.moe() && !shape_.frozen)  // routed experts: sharded over expert DP
+        optimizer_params +=
+            layout_.sharded_optimizer() ? stage_expert_rank_ / layout_.expert_dp() : stage_expert_rank_;
+    append(sp_.ops, blocks_.optimizer(optimizer_params), Phase::optimizer, -1);
     if (sharded_ && !early_gather_ && !zero3_) {
         for (int c = 0; c < shape_.vpp; ++c)
             launch_param_gather(c);

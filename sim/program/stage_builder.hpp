@@ -15,6 +15,8 @@ namespace trainsim::detail {
 /// The op templates of one model and layout, built once (BlockBuilder) and shared by every stage.
 struct ProgramTemplates {
     OpTemplate layer_fwd, layer_bwd, layer_rec, emb_fwd, emb_bwd, head_fwd, head_bwd;
+    /// An MoE layer's forward, backward and recompute (ModelSpec::layer_is_moe); empty for dense models.
+    OpTemplate moe_fwd, moe_bwd, moe_rec;
     /// DeepSpeed ZeRO-3 (framework deepspeed, dp > 1): the layer cut into its fetch units (qkv, proj, fc1,
     /// fc2 and the kernels between), and each linear unit's weight and bias elements per rank.
     std::vector<OpTemplate> ds3_fwd_units, ds3_bwd_units;
@@ -23,7 +25,7 @@ struct ProgramTemplates {
     /// (shared by the stages so that equal counts reuse one segment).
     std::map<double, OpTemplate> hp_accumulate;
 
-    ProgramTemplates(BlockBuilder& blocks, const Layout& layout);
+    ProgramTemplates(BlockBuilder& blocks, const ModelSpec& model, const Layout& layout);
     const OpTemplate& hp_accumulate_for(BlockBuilder& blocks, double params);
 };
 
@@ -71,10 +73,15 @@ class StageBuilder {
     // Op emitters.
     void mark(MemoryEvent e, double elements = 0);
     void append_copy_out(double elements, Phase phase, int mb);
-    void dp_launch(CollectiveKind kind, double bytes);
+    /// A collective on the DP stream: over DP x CP (group dp), or over expert DP (group edp: routed-expert
+    /// gradients and parameters).
+    void dp_launch(CollectiveKind kind, double bytes, CommGroup group = CommGroup::dp);
     void dp_wait(int target, Phase phase);
     int param_gather(double elements);
     void launch_grad_bucket(const Bucket& b);
+    void launch_expert_grad_bucket(const Bucket& b);
+    /// True when layer `index` (0-based, forward order) of model chunk `chunk` is an MoE layer.
+    bool moe_layer(int chunk, int index) const;
     void launch_param_gather(int chunk);
     void wait_for_group(int chunk, int group);
     void recv(int direction, int vs, int mb, Phase phase);
@@ -102,6 +109,12 @@ class StageBuilder {
     std::int64_t stage_layers_ = 0;
     std::vector<int> layers_of_chunk_;
     std::vector<std::vector<Bucket>> buckets_;
+    /// MoE: per chunk, the routed experts' gradient buckets (reduced over expert DP), in the same group
+    /// indices as buckets_ (groups without experts count 0).
+    std::vector<std::vector<Bucket>> expert_buckets_;
+    std::vector<std::int64_t> first_layer_;  ///< [chunk] global index of its first layer
+    double stage_expert_rank_ = 0;           ///< routed-expert parameters of the stage on this GPU
+    bool edp_reduce_ = false;                ///< MoE with expert_dp() > 1: expert gradients reduced over EDP
     std::vector<std::vector<double>> group_elements_;   ///< parameters per group (all-gathered by ZeRO-3)
     std::vector<std::vector<double>> group_trainable_;  ///< trainable parameters (gradients) per group
     std::vector<int> backward_count_;

@@ -38,6 +38,7 @@ Report make_report(const Cluster& cluster, const ModelSpec& m, const Layout& l, 
         const auto& t = r.ranks[i];
         rep.compute_s += t.compute_s / n;
         rep.tp_exposed_s += t.tp_exposed_s / n;
+        rep.ep_exposed_s += t.ep_exposed_s / n;
         rep.pp_exposed_s += t.pp_exposed_s / n;
         rep.dp_exposed_s += t.dp_exposed_s / n;
         rep.bubble_s += t.bubble_s / n;
@@ -126,6 +127,7 @@ std::string format_text(const Report& r, const Measured* measured) {
     part("compute", r.compute_s);
     part("pipeline bubble", r.bubble_s);
     part("exposed TP communication", r.tp_exposed_s);
+    if (r.ep_exposed_s > 0) part("  of which EP all-to-all", r.ep_exposed_s);
     part("exposed PP communication", r.pp_exposed_s);
     part("exposed DP communication", r.dp_exposed_s);
     part("idle (waiting for slower ranks)", r.idle_s);
@@ -198,6 +200,7 @@ nlohmann::json to_json(const Report& r, const Measured* measured) {
     j["breakdown_s"] = {{"compute", r.compute_s},       {"bubble", r.bubble_s},
                         {"tp_exposed", r.tp_exposed_s}, {"pp_exposed", r.pp_exposed_s},
                         {"dp_exposed", r.dp_exposed_s}, {"idle", r.idle_s}};
+    if (r.ep_exposed_s > 0) j["breakdown_s"]["ep_exposed"] = r.ep_exposed_s;
     json stages = json::array();
     for (std::size_t i = 0; i < r.stages.size(); ++i) {
         const auto& s = r.stages[i];

@@ -81,6 +81,84 @@ std::pair<double, double> load_of(const std::vector<int>& links, const std::vect
     return out;
 }
 
+/// The GPUs that caused more waiting than in the unperturbed run, the most first (at most 8).
+std::vector<CriticalRank> critical_ranks(const Cluster& cluster, const Layout& layout,
+                                         const SimulationOptions& options, const ExecutionResult& ex,
+                                         const ExecutionResult& base) {
+    const Perturbations& p = options.perturbations;
+    std::vector<CriticalRank> out;
+    const std::vector<double> factors = p.stragglers.empty()
+                                            ? std::vector<double>{}
+                                            : compute_factors(p.stragglers, cluster.gpus(), options.seed);
+    for (int g = 0; g < cluster.gpus(); ++g) {
+        const auto i = static_cast<std::size_t>(g);
+        const double extra = ex.caused_wait_s[i] - base.caused_wait_s[i];
+        if (!(extra > 0)) continue;
+        CriticalRank c;
+        c.gpu = g;
+        c.coord = coord_of(layout, g);
+        c.compute_factor = factors.empty() ? 1.0 : factors[i];
+        c.caused_wait_s = extra;
+        out.push_back(c);
+    }
+    std::stable_sort(out.begin(), out.end(), [](const CriticalRank& a, const CriticalRank& b) {
+        return a.caused_wait_s > b.caused_wait_s;
+    });
+    if (out.size() > 8) out.resize(8);
+    return out;
+}
+
+/// Each perturbed link option's most loaded direction, perturbed and unperturbed.
+std::vector<LinkLoad> link_loads(const Cluster& cluster, const Cluster& base_cluster,
+                                 const ExecutionResult& ex, const ExecutionResult& base) {
+    std::vector<LinkLoad> out;
+    const std::vector<double> cap = link_capacities(cluster), base_cap = link_capacities(base_cluster);
+    for (const PerturbedLinks& pl : cluster.perturbed_links()) {
+        LinkLoad ll;
+        ll.text = pl.text;
+        std::tie(ll.bytes, ll.busy_s) = load_of(pl.links, ex.link_bytes, cap);
+        std::tie(ll.base_bytes, ll.base_busy_s) = load_of(pl.links, base.link_bytes, base_cap);
+        out.push_back(ll);
+    }
+    return out;
+}
+
+/// Each pipeline stage's time accounts, the mean over its GPUs, perturbed and unperturbed.
+std::vector<StageWaits> stage_waits(const Layout& layout, const ExecutionResult& ex,
+                                    const ExecutionResult& base) {
+    std::vector<StageWaits> out(static_cast<std::size_t>(layout.pp));
+    const double per_stage = static_cast<double>(layout.gpus() / layout.pp);
+    for (int g = 0; g < layout.gpus(); ++g) {
+        const auto i = static_cast<std::size_t>(g);
+        StageWaits& sw = out[static_cast<std::size_t>(coord_of(layout, g).pp)];
+        add(sw.perturbed, parts_of(ex.ranks[i]), 1.0 / per_stage);
+        add(sw.base, parts_of(base.ranks[i]), 1.0 / per_stage);
+    }
+    for (int s = 0; s < layout.pp; ++s)
+        out[static_cast<std::size_t>(s)].stage = s;
+    return out;
+}
+
+/// The step-time percentiles over the seeds and the GPU most often critical.
+void add_seed_statistics(ScenarioStudy& st, const std::vector<ScenarioRun>& runs) {
+    st.runs = runs;
+    std::vector<double> steps;
+    std::map<int, int> critical_count;
+    for (const auto& r : runs) {
+        steps.push_back(r.step_time_s);
+        if (r.critical_gpu >= 0) ++critical_count[r.critical_gpu];
+    }
+    st.median_step_s = nearest_rank_percentile(steps, 0.5);
+    st.p90_step_s = nearest_rank_percentile(steps, 0.9);
+    st.p99_step_s = nearest_rank_percentile(steps, 0.99);
+    st.median_slowdown = st.median_step_s / st.base_step_time_s;
+    for (const auto& [gpu, count] : critical_count)
+        if (count > st.most_frequent_critical_count) {
+            st.most_frequent_critical_gpu = gpu;
+            st.most_frequent_critical_count = count;
+        }
+}
+
 }  // namespace
 
 ScenarioStudy study_scenario(const TopologySpec& topology, const ModelSpec& model, const Layout& layout,
@@ -146,62 +224,10 @@ ScenarioStudy study_scenario(const TopologySpec& topology, const ModelSpec& mode
     st.tp_folded = ex.tp_folded;
     st.ran_ahead = ex.ran_ahead;
     st.bundles_omitted = cluster.bundles_omitted();
-    const std::vector<double> factors = p.stragglers.empty()
-                                            ? std::vector<double>{}
-                                            : compute_factors(p.stragglers, cluster.gpus(), options.seed);
-    for (int g = 0; g < cluster.gpus(); ++g) {
-        const auto i = static_cast<std::size_t>(g);
-        const double extra = ex.caused_wait_s[i] - base.execution.caused_wait_s[i];
-        if (!(extra > 0)) continue;
-        CriticalRank c;
-        c.gpu = g;
-        c.coord = coord_of(layout, g);
-        c.compute_factor = factors.empty() ? 1.0 : factors[i];
-        c.caused_wait_s = extra;
-        st.critical_ranks.push_back(c);
-    }
-    std::stable_sort(
-        st.critical_ranks.begin(), st.critical_ranks.end(),
-        [](const CriticalRank& a, const CriticalRank& b) { return a.caused_wait_s > b.caused_wait_s; });
-    if (st.critical_ranks.size() > 8) st.critical_ranks.resize(8);
-
-    const std::vector<double> cap = link_capacities(cluster), base_cap = link_capacities(base_cluster);
-    for (const PerturbedLinks& pl : cluster.perturbed_links()) {
-        LinkLoad ll;
-        ll.text = pl.text;
-        std::tie(ll.bytes, ll.busy_s) = load_of(pl.links, ex.link_bytes, cap);
-        std::tie(ll.base_bytes, ll.base_busy_s) = load_of(pl.links, base.execution.link_bytes, base_cap);
-        st.links.push_back(ll);
-    }
-
-    st.stages.resize(static_cast<std::size_t>(layout.pp));
-    const double per_stage = static_cast<double>(layout.gpus() / layout.pp);
-    for (int g = 0; g < layout.gpus(); ++g) {
-        const auto i = static_cast<std::size_t>(g);
-        StageWaits& sw = st.stages[static_cast<std::size_t>(coord_of(layout, g).pp)];
-        add(sw.perturbed, parts_of(ex.ranks[i]), 1.0 / per_stage);
-        add(sw.base, parts_of(base.execution.ranks[i]), 1.0 / per_stage);
-    }
-    for (int s = 0; s < layout.pp; ++s)
-        st.stages[static_cast<std::size_t>(s)].stage = s;
-
-    // Over the seeds.
-    st.runs = runs;
-    std::vector<double> steps;
-    std::map<int, int> critical_count;
-    for (const auto& r : runs) {
-        steps.push_back(r.step_time_s);
-        if (r.critical_gpu >= 0) ++critical_count[r.critical_gpu];
-    }
-    st.median_step_s = nearest_rank_percentile(steps, 0.5);
-    st.p90_step_s = nearest_rank_percentile(steps, 0.9);
-    st.p99_step_s = nearest_rank_percentile(steps, 0.99);
-    st.median_slowdown = st.median_step_s / st.base_step_time_s;
-    for (const auto& [gpu, count] : critical_count)
-        if (count > st.most_frequent_critical_count) {
-            st.most_frequent_critical_gpu = gpu;
-            st.most_frequent_critical_count = count;
-        }
+    st.critical_ranks = critical_ranks(cluster, layout, options, ex, base.execution);
+    st.links = link_loads(cluster, base_cluster, ex, base.execution);
+    st.stages = stage_waits(layout, ex, base.execution);
+    add_seed_statistics(st, runs);
     return st;
 }
 

@@ -1,0 +1,139 @@
+// An MoE layer's MLP as Megatron-Core runs it with the alltoall token dispatcher
+// (megatron/core/transformer/moe/: router.py TopKRouter, token_dispatcher.py MoEAlltoAllTokenDispatcher,
+// experts.py TEGroupedMLP, moe_layer.py MoELayer). Per GPU and micro-batch, with Tr the tokens entering the
+// layer on this GPU (T / t with sequence parallelism, which Megatron requires for MoE with TP), k =
+// moe_top_k, n = num_experts, h hidden, E = 2 bytes:
+//   forward   router GEMM [Tr, h] x [h, n]; softmax and top-k over the Tr x n logits; permute (gather the
+//             k copies of each token by expert: read and write k·Tr·h·E); dispatch all-to-all over the EP
+//             group (k·Tr·h·E per rank, (ep-1)/ep of it off-rank); with expert TP > 1 an all-gather of the
+//             received tokens over the expert-TP group; the local experts' GEMMs (n / ep experts, one GEMM
+//             per expert and linear layer: TE's grouped GEMM runs them as one kernel each, timed here as
+//             the compute model's GEMM per expert); the activation; the reduce-scatter over expert TP; the
+//             combine all-to-all; unpermute (read and write k·Tr·h·E, the probabilities applied).
+//   backward  the same in reverse: unpermute's backward, the combine's reverse all-to-all, expert dgrad and
+//             wgrad GEMMs (2x the forward FLOPs), the dispatch's reverse all-to-all, permute's backward, the
+//             router's backward.
+// Tokens at the busiest EP rank: R = k·Tr·imbalance (dropless; moe_load_imbalance = 1: balanced, every EP
+// rank receives on average what it sends), capped at k·Tr·capacity_factor with a capacity factor; each of
+// its n / ep local experts gets R·etp / (n / ep) tokens. The all-to-all bytes stay the balanced k·Tr·h·E:
+// the EP collective moves each rank's own tokens (the hot rank's receive side is the imbalance's cost in the
+// GEMMs; its extra incoming bytes are not modelled).
+#include <algorithm>
+
+#include "layer_ops.hpp"
+
+namespace trainsim::detail {
+
+namespace {
+/// Router softmax and top-k over the logits, bytes per logit: read the 16-bit logits, write the fp32
+/// probabilities, read them for the top-k (router.py: the logits are cast to fp32 for the softmax).
+constexpr double kRouterForwardBytesPerLogit = 2.0 + 4.0 + 4.0;
+/// Its backward: read the fp32 probabilities and their gradient, write the 16-bit logits' gradient.
+constexpr double kRouterBackwardBytesPerLogit = 4.0 + 4.0 + 2.0;
+
+struct MoeShape {
+    double tokens = 0;         ///< Tr: tokens entering the layer on this GPU
+    double experts = 0;        ///< n: routed experts
+    double k = 1;              ///< top-k
+    double local_experts = 1;  ///< n / ep
+    double received = 0;       ///< R·etp: tokens the busiest rank's experts compute (after the etp gather)
+    double per_expert = 0;     ///< received / local_experts
+    double etp = 1;            ///< expert TP
+    double ffn = 0;            ///< one expert's FFN width on this GPU: expert_ffn() / etp
+};
+
+MoeShape moe_shape(const ModelSpec& m, const Layout& l, double tokens) {
+    MoeShape x;
+    x.tokens = tokens;
+    x.experts = static_cast<double>(m.num_experts);
+    x.k = static_cast<double>(m.moe_top_k);
+    x.local_experts = x.experts / l.ep;
+    x.etp = l.expert_tp();
+    double load = std::max(1.0, m.moe_load_imbalance);
+    if (m.moe_capacity_factor > 0) load = std::min(load, m.moe_capacity_factor);
+    x.received = x.k * tokens * load * x.etp;
+    x.per_expert = x.received / x.local_experts;
+    x.ffn = static_cast<double>(m.expert_ffn()) / x.etp;
+    return x;
+}
+}  // namespace
+
+void BlockBuilder::ep_all_to_all(OpTemplate& t, double bytes) {
+    if (l_.ep <= 1) return;
+    flush(t);
+    Op op;
+    op.kind = OpKind::tp_launch;
+    op.group = CommGroup::ep;
+    op.collective = CollectiveKind::all_to_all;
+    op.bytes = bytes;
+    t.push_back(op);
+    Op wait;
+    wait.kind = OpKind::tp_wait;
+    t.push_back(wait);
+}
+
+void BlockBuilder::etp_collective(OpTemplate& t, CollectiveKind kind, double bytes) {
+    if (l_.expert_tp() <= 1) return;
+    flush(t);
+    Op op;
+    op.kind = OpKind::tp_launch;
+    op.group = l_.expert_tp() == l_.tp ? CommGroup::tp : CommGroup::etp;
+    op.collective = kind;
+    op.bytes = bytes;
+    t.push_back(op);
+    Op wait;
+    wait.kind = OpKind::tp_wait;
+    t.push_back(wait);
+}
+
+void BlockBuilder::moe_forward(OpTemplate& t) {
+    const MoeShape x = moe_shape(m_, l_, Tsp_);
+    const double swiglu = m_.mlp == MlpKind::swiglu ? 2.0 : 1.0;
+    const double a2a = x.k * x.tokens * h_ * E_;
+    kernel(t, Kernel::gemm("router_gemm", x.tokens, x.experts, h_));
+    kernel(t, Kernel::memory("router_softmax_topk", kRouterForwardBytesPerLogit * x.tokens * x.experts));
+    kernel(t, Kernel::memory("moe_permute", 2 * a2a));
+    ep_all_to_all(t, a2a);
+    etp_collective(t, CollectiveKind::all_gather, x.received * h_ * E_);
+    const int n = static_cast<int>(x.local_experts);
+    for (int e = 0; e < n; ++e)
+        kernel(t, Kernel::gemm("expert_fc1_gemm", x.per_expert, swiglu * x.ffn, h_, 1, gemm_elem_));
+    kernel(t, Kernel::memory(m_.mlp == MlpKind::swiglu ? "expert_swiglu" : "expert_gelu",
+                             act_fwd_bytes() * x.received * x.ffn));
+    for (int e = 0; e < n; ++e)
+        kernel(t, Kernel::gemm("expert_fc2_gemm", x.per_expert, h_, x.ffn, 1, gemm_elem_));
+    etp_collective(t, CollectiveKind::reduce_scatter, x.received * h_ * E_);
+    ep_all_to_all(t, a2a);
+    kernel(t, Kernel::memory("moe_unpermute", 2 * a2a));
+}
+
+void BlockBuilder::moe_backward(OpTemplate& t) {
+    const MoeShape x = moe_shape(m_, l_, Tsp_);
+    const double swiglu = m_.mlp == MlpKind::swiglu ? 2.0 : 1.0;
+    const double a2a = x.k * x.tokens * h_ * E_;
+    const bool frozen = l_.frozen_base();
+    const int n = static_cast<int>(x.local_experts);
+    kernel(t, Kernel::memory("moe_unpermute_bwd", 2 * a2a));
+    ep_all_to_all(t, a2a);
+    etp_collective(t, CollectiveKind::all_gather, x.received * h_ * E_);
+    for (int e = 0; e < n; ++e)
+        kernel(t, Kernel::gemm("expert_fc2_dgrad", x.per_expert, x.ffn, h_, 1, gemm_elem_));
+    if (!frozen)
+        for (int e = 0; e < n; ++e)
+            kernel(t, Kernel::gemm("expert_fc2_wgrad", h_, x.ffn, x.per_expert, 1, gemm_elem_));
+    kernel(t, Kernel::memory(m_.mlp == MlpKind::swiglu ? "expert_swiglu_bwd" : "expert_gelu_bwd",
+                             act_bwd_bytes() * x.received * x.ffn));
+    for (int e = 0; e < n; ++e)
+        kernel(t, Kernel::gemm("expert_fc1_dgrad", x.per_expert, h_, swiglu * x.ffn, 1, gemm_elem_));
+    if (!frozen)
+        for (int e = 0; e < n; ++e)
+            kernel(t, Kernel::gemm("expert_fc1_wgrad", swiglu * x.ffn, h_, x.per_expert, 1, gemm_elem_));
+    etp_collective(t, CollectiveKind::reduce_scatter, x.received * h_ * E_);
+    ep_all_to_all(t, a2a);
+    kernel(t, Kernel::memory("moe_permute_bwd", 2 * a2a));
+    kernel(t, Kernel::memory("router_softmax_topk_bwd", kRouterBackwardBytesPerLogit * x.tokens * x.experts));
+    kernel(t, Kernel::gemm("router_dgrad", x.tokens, h_, x.experts));
+    if (!frozen) kernel(t, Kernel::gemm("router_wgrad", x.experts, h_, x.tokens));
+}
+
+}  // namespace trainsim::detail
