@@ -247,6 +247,11 @@ std::int64_t layers_on_stage(const ModelSpec& m, const Layout& l, int stage);
 /// (Megatron-LM get_num_layers_to_build). Assumes check_layout passed.
 std::int64_t layers_on_virtual_stage(const ModelSpec& m, const Layout& l, int stage, int chunk);
 
+/// The global 0-based indices of the transformer layers pipeline rank `stage` holds, in forward order of its
+/// model chunks (virtual stage chunk * pp + stage holds the layers after those of the virtual stages before
+/// it, as Megatron-LM numbers them). Assumes check_layout passed.
+std::vector<std::int64_t> stage_layer_indices(const ModelSpec& m, const Layout& l, int stage);
+
 /// The layer count the pipeline split divides: model.layers plus one for each account_for_* flag set.
 std::int64_t pipeline_split_layers(const ModelSpec& m, const Layout& l);
 

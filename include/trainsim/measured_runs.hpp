@@ -52,9 +52,17 @@
 //              `account_for_loss_in_pipeline_split` state it).
 //
 // The run's `extensions` object (README "Extensions used by public_runs_2026.json") is read where trainsim
-// models what it says: `moe` (unsupported), `precision_detail` (nvfp4 / mxfp8 unsupported; current or
+// models what it says: `moe` (read into the model's MoE fields and Layout::ep / etp: num_experts, top_k,
+// moe_ffn_hidden, shared_experts x shared_expert_ffn_hidden, dense_layers (+ dense_ffn_hidden -> ffn_hidden),
+// moe_layer_pattern checked against them, ep, etp, load_balance "force-balanced" -> balanced and dropless,
+// "token-dropping with capacity factor" -> moe_capacity_factor 1.0 (Megatron-Bridge's tokendrop recipes),
+// capacity_factor; router noted; the run stays unsupported while moe_supported() is false), `attention`
+// (type "MLA" with its ranks -> AttentionType::mla, qk_head_dim -> head_dim_override; unsupported while
+// moe_supported() is false; sliding-window keys are listed in ignored: full attention is simulated),
+// `precision_detail` (nvfp4 / mxfp8 unsupported; current or
 // delayed scaling -> Layout::fp8_recipe), `recompute` (granularity full / selective with modules
-// core_attn or none -> Layout::recompute), `head_dim` / `attention.head_dim` equal to hidden / heads,
+// core_attn or none -> Layout::recompute), `head_dim` / `attention.head_dim` (-> head_dim_override on MoE
+// and MLA rows; on dense rows only when equal to hidden / heads, else ignored as before),
 // `megatron_fsdp` (ZeRO-3 in Megatron: framework megatron), `cluster` (NVLink domain, trays). Provenance
 // keys (`table`, `source_row`, `recipe_preset`, `recipe_match`, `mlperf`, ...) are documentation. Anything
 // else that changes the run (CUDA graphs, activation offloading, partial recompute, a head_dim other than
@@ -121,6 +129,11 @@ struct MeasuredRunsFile {
     /// File-level notes, e.g. a top-level key the format does not define (ignored), one line each.
     std::vector<std::string> notes;
 };
+
+/// Whether the executor simulates mixture-of-experts (EP all-to-all, expert-DP reduction) and MLA rows: the
+/// single switch of the loader. False until the executor work lands; while false the MoE / MLA fields are
+/// read but the row stays `unsupported` with the reason it had (no figure from a half-modelled MoE run).
+bool moe_supported();
 
 /// Parses a measured-runs document. A malformed row is kept with its `error` set (see above); throws
 /// InputError naming the file and the field only when the document itself is not a measured-runs file.

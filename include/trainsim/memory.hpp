@@ -79,6 +79,16 @@ struct LayerActivations {
 /// ranks to the transients (torchtitan all-gathers the whole sequence's K/V; Megatron's ring one block).
 LayerActivations layer_activations(const ModelSpec& m, const Layout& l);
 
+/// Parameters one GPU of pipeline rank `stage` holds in a mixture-of-experts model, before any sharding:
+/// `dense` = (the stage's embedding / output parameters `embedding_params`, all TP shards, + the attention,
+/// norms, dense MLPs, routers and shared experts of its layers) / tp; `experts` = the routed experts of its
+/// MoE layers / (ep * expert_tp()): num_experts / ep experts per rank, each split over ETP (Megatron-Core
+/// MoELayer with expert parallelism); `linear` = the layers' part of both (the weights of its GEMMs).
+struct MoeStageParams {
+    double dense = 0, experts = 0, linear = 0;
+};
+MoeStageParams moe_stage_params(const ModelSpec& m, const Layout& l, int stage, double embedding_params);
+
 /// True when fp8 GEMMs keep an fp8 copy (and transpose) of every linear weight for the whole step: Megatron
 /// passes is_first_microbatch to TransformerEngine, which casts each weight once per step and caches it
 /// (megatron/core/extensions/transformer_engine.py; TE module/linear.py). Other frameworks (torchao Float8 in

@@ -57,6 +57,10 @@ struct SweepGrid {
     std::vector<Recompute> recompute;
     std::vector<bool> sequence_parallel;
     std::vector<bool> distributed_optimizer;
+    /// Expert-parallel sizes (MoE models only; --vary ep=...). Empty: every divisor of model.num_experts up
+    /// to the GPUs for a MoE model (the layout checks reject those etp * ep does not divide tp * cp * dp:
+    /// "etp*ep does not divide tp*cp*dp"), the base layout's ep for a dense one.
+    std::vector<int> ep;
 };
 
 /// The keys --fix and --vary accept, in this order: tp, pp, dp, cp, micro_batch, vpp, recompute,
@@ -64,13 +68,15 @@ struct SweepGrid {
 /// or choices (recompute) bound the values and which writes the CSV column and the JSON key of the same name.
 const std::vector<std::string>& sweep_keys();
 
+/// Besides sweep_keys(), --fix and --vary accept "ep" (expert parallelism, MoE models); its value is shown
+/// in the layout string (" ep8") and as a column only when a layout of the sweep has ep > 1.
 /// Restricts one dimension from "key=v1,v2,..." (`option` names the CLI option for the messages: "--fix" or
 /// "--vary"; --fix takes exactly one value). Integers must be positive and within the field's range;
 /// booleans are true/false; recompute is one of the field's choices. Throws InputError (one line) for an
 /// unknown key, a malformed value, a repeated value, or a key restricted twice.
 void restrict_sweep_grid(SweepGrid& grid, const std::string& assignment, const std::string& option);
 
-/// Every grid point in enumeration order (nested loops, outermost first: tp, pp, cp, vpp, micro_batch,
+/// Every grid point in enumeration order (nested loops, outermost first: tp, pp, cp, ep, vpp, micro_batch,
 /// recompute, sequence_parallel, distributed_optimizer, each over its values in ascending order), as layouts
 /// copied from `base` with the dimensions set. dp = gpus / (tp·pp·cp), or 0 when that is not an integer (the
 /// point is then rejected). `gpus_per_node` bounds the default tp.

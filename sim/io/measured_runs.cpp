@@ -328,12 +328,24 @@ DomainInfo read_domain(const json& ext) {
     return d;
 }
 
+}  // namespace
+
+bool moe_supported() {
+    return false;
+}
+
+namespace {
+
 /// Reads one run's `extensions` object key by key: what trainsim models is set on the run, what it does not
 /// simulate marks the run unsupported, the rest is listed in run.ignored.
 class ExtensionReader {
   public:
-    ExtensionReader(MeasuredRun& run, const std::string& training_recompute)
-        : run_(run), l_(run.layout), m_(run.model), training_recompute_(training_recompute) {}
+    ExtensionReader(MeasuredRun& run, const std::string& training_recompute, bool sparse_or_latent)
+        : run_(run),
+          l_(run.layout),
+          m_(run.model),
+          training_recompute_(training_recompute),
+          sparse_or_latent_(sparse_or_latent) {}
 
     void read(const std::string& k, const json& v) {
         if (provenance_keys().count(k)) return;
@@ -344,8 +356,7 @@ class ExtensionReader {
         else if (k == "recompute")
             recompute(k, v);
         else if (k == "head_dim") {
-            if (!(v.is_number_integer() && v.get<std::int64_t>() == m_.head_dim()))
-                ignore(k, v, fmt::format("trainsim uses hidden / heads = {}", m_.head_dim()));
+            head_dim(k, v);
         } else if (k == "attention")
             attention(k, v);
         else if (k == "megatron_fsdp")
@@ -377,7 +388,120 @@ class ExtensionReader {
         run_.unsupported = run_.unsupported ? *run_.unsupported + "; " + why : why;
     }
 
+    /// extensions.head_dim: the head width of MoE / MLA rows (Megatron-Core --kv-channels); on dense rows
+    /// only hidden / heads is accepted (the validated dense figures use it), anything else is ignored.
+    void head_dim(const std::string& k, const json& v) {
+        if (v.is_number_integer() && v.get<std::int64_t>() == m_.head_dim()) return;
+        if (sparse_or_latent_ && v.is_number_integer() && v.get<std::int64_t>() > 0 &&
+            v.get<std::int64_t>() <= limits::kMaxHidden) {
+            m_.head_dim_override = v.get<std::int64_t>();
+            return;
+        }
+        ignore(k, v, fmt::format("trainsim uses hidden / heads = {}", m_.head_dim()));
+    }
+
+    /// A positive integer `key` of extensions.moe / extensions.attention, or nullopt (with a reason) when
+    /// absent or not one.
+    std::optional<std::int64_t> count(const json& o, const char* key, std::int64_t hi, bool zero_ok = false) {
+        if (!o.contains(key)) return std::nullopt;
+        const json& x = o.at(key);
+        if (!x.is_number_integer() || x.get<std::int64_t>() < (zero_ok ? 0 : 1) ||
+            x.get<std::int64_t>() > hi) {
+            set_unsupported(
+                fmt::format("extensions value {} = {} is not a count trainsim reads", key, short_dump(x)));
+            return std::nullopt;
+        }
+        return x.get<std::int64_t>();
+    }
+
+    /// extensions.moe into the model's MoE fields and the layout's ep / etp (see the header).
+    void read_moe_fields(const json& v) {
+        if (!v.is_object()) {
+            set_unsupported("extensions.moe is not an object");
+            return;
+        }
+        std::int64_t shared_count = 0, shared_width = 0;
+        std::optional<std::int64_t> moe_layers_stated;
+        for (auto a = v.begin(); a != v.end(); ++a) {
+            const std::string& key = a.key();
+            const json& x = a.value();
+            if (key == "note" || key == "notes") continue;
+            if (key == "num_experts") {
+                if (auto n = count(v, "num_experts", limits::kMaxExperts)) m_.num_experts = *n;
+            } else if (key == "top_k") {
+                if (auto n = count(v, "top_k", limits::kMaxExperts)) m_.moe_top_k = *n;
+            } else if (key == "moe_ffn_hidden") {
+                if (auto n = count(v, "moe_ffn_hidden", limits::kMaxHidden)) m_.moe_ffn_hidden = *n;
+            } else if (key == "shared_experts") {
+                if (auto n = count(v, "shared_experts", limits::kMaxExperts, true)) shared_count = *n;
+            } else if (key == "shared_expert_ffn_hidden") {
+                if (auto n = count(v, "shared_expert_ffn_hidden", limits::kMaxHidden)) shared_width = *n;
+            } else if (key == "dense_layers") {
+                if (auto n = count(v, "dense_layers", limits::kMaxLayers, true))
+                    m_.moe_first_dense_layers = *n;
+            } else if (key == "dense_ffn_hidden") {
+                // The dense layers' width; model.ffn_hidden then holds it (ModelSpec's meaning).
+                if (auto n = count(v, "dense_ffn_hidden", limits::kMaxHidden)) m_.ffn_hidden = *n;
+            } else if (key == "moe_layer_pattern") {
+                // Documentation of dense_layers, e.g. "first 3 layers dense (ffn 18432), 58 MoE layers":
+                // the MoE layer count it names is checked below.
+                const std::string text = x.is_string() ? x.get<std::string>() : "";
+                const auto at = text.find(" MoE layers");
+                std::size_t b = at;
+                while (b != std::string::npos && b > 0 &&
+                       std::isdigit(static_cast<unsigned char>(text[b - 1])))
+                    --b;
+                if (at != std::string::npos && b < at)
+                    moe_layers_stated = std::stoll(text.substr(b, at - b));
+                else
+                    ignore("moe.moe_layer_pattern", x, "read as documentation of dense_layers");
+            } else if (key == "ep") {
+                if (auto n = count(v, "ep", limits::kMaxGpus)) l_.ep = static_cast<int>(*n);
+            } else if (key == "etp") {
+                if (auto n = count(v, "etp", limits::kMaxGpus)) l_.etp = static_cast<int>(*n);
+            } else if (key == "router") {
+                ignore("moe.router", x,
+                       "the router's scoring is not modelled; its GEMM and the token counts are");
+            } else if (key == "load_balance") {
+                const std::string lb = x.is_string() ? lower(x.get<std::string>()) : "";
+                if (contains(lb, "force-balanced") || contains(lb, "force balanced")) {
+                    m_.moe_load_imbalance = 1.0;
+                    m_.moe_capacity_factor = 0;
+                } else if (contains(lb, "capacity factor") || contains(lb, "tokendrop") ||
+                           contains(lb, "token-dropping")) {
+                    // Megatron-Bridge's "tokendrop" recipes: moe_expert_capacity_factor 1.0 with
+                    // moe_pad_expert_input_to_capacity.
+                    m_.moe_capacity_factor = 1.0;
+                    run_.notes.push_back(
+                        "extensions.moe.load_balance: token dropping read as capacity factor 1.0 "
+                        "(Megatron-Bridge tokendrop recipes)");
+                } else {
+                    set_unsupported(fmt::format(
+                        "extensions.moe.load_balance = {} is not a balance trainsim reads", short_dump(x)));
+                }
+            } else if (key == "capacity_factor") {
+                if (x.is_number() && x.get<double>() >= 0 && x.get<double>() <= 1024)
+                    m_.moe_capacity_factor = x.get<double>();
+                else
+                    set_unsupported(
+                        fmt::format("extensions.moe.capacity_factor = {} is not a factor", short_dump(x)));
+            } else {
+                ignore("moe." + key, x);
+            }
+        }
+        if (shared_count > 0)
+            m_.moe_shared_expert_ffn_hidden =
+                shared_count * (shared_width > 0 ? shared_width : m_.expert_ffn());
+        if (moe_layers_stated && *moe_layers_stated != m_.moe_layer_count())
+            set_unsupported(
+                fmt::format("extensions.moe.moe_layer_pattern names {} MoE layers; dense_layers = {} "
+                            "of {} layers gives {}",
+                            *moe_layers_stated, m_.moe_first_dense_layers, m_.layers, m_.moe_layer_count()));
+    }
+
     void moe(const json& v) {
+        read_moe_fields(v);
+        if (moe_supported()) return;
         std::string what = "mixture of experts (extensions.moe";
         if (v.is_object() && v.contains("num_experts"))
             what += ": " + detail::shown(v.at("num_experts")) + " experts";
@@ -468,9 +592,26 @@ class ExtensionReader {
                 a.value().get<std::int64_t>() == m_.head_dim())
                 continue;
             if (a.key() == "type" && a.value() == "MLA") {
-                set_unsupported(
-                    "multi-head latent attention (extensions.attention.type = \"MLA\") is not "
-                    "simulated");
+                m_.attention_type = AttentionType::mla;
+                if (!moe_supported())
+                    set_unsupported(
+                        "multi-head latent attention (extensions.attention.type = \"MLA\") is not "
+                        "simulated");
+                continue;
+            }
+            if (a.key() == "q_lora_rank" || a.key() == "kv_lora_rank" || a.key() == "qk_rope_head_dim" ||
+                a.key() == "v_head_dim" || a.key() == "qk_head_dim") {
+                const auto n = count(v, a.key().c_str(), limits::kMaxHidden);
+                if (!n) continue;
+                if (a.key() == "q_lora_rank") m_.q_lora_rank = *n;
+                if (a.key() == "kv_lora_rank") m_.kv_lora_rank = *n;
+                if (a.key() == "qk_rope_head_dim") m_.qk_rope_head_dim = *n;
+                if (a.key() == "v_head_dim") m_.v_head_dim = *n;
+                if (a.key() == "qk_head_dim") m_.head_dim_override = *n;
+                continue;
+            }
+            if (a.key() == "head_dim" && sparse_or_latent_) {
+                head_dim("attention.head_dim", a.value());
                 continue;
             }
             ignore(
@@ -504,8 +645,9 @@ class ExtensionReader {
 
     MeasuredRun& run_;
     Layout& l_;
-    const ModelSpec& m_;
+    ModelSpec& m_;
     const std::string& training_recompute_;
+    bool sparse_or_latent_;  ///< the row has extensions.moe or MLA attention
 };
 
 /// Reads the run's `extensions` (see the header): sets what trainsim models, `unsupported` for what it does
@@ -515,7 +657,9 @@ void read_extensions(const json& ext, const std::string& file, const std::string
     if (!ext.is_object())
         throw InputError(
             fmt::format("{}: {} extensions = {} must be an object", file, where, short_dump(ext)));
-    ExtensionReader reader(run, training_recompute);
+    const bool mla = ext.contains("attention") && ext.at("attention").is_object() &&
+                     ext.at("attention").contains("type") && ext.at("attention").at("type") == "MLA";
+    ExtensionReader reader(run, training_recompute, ext.contains("moe") || mla);
     for (auto it = ext.begin(); it != ext.end(); ++it)
         reader.read(it.key(), it.value());
 }

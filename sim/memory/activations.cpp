@@ -20,6 +20,21 @@
 // s·b·h·(34 + 5·a·s/h) without parallelism; 10 + 24/t with TP; 34/t with TP + SP.
 // Full recomputation keeps only the layer input (E·h, rep) and rebuilds the whole set before the backward.
 //
+// Mixture-of-experts layers (m.moe(), Megatron-Core MoELayer with the alltoall dispatcher), per token of this
+// GPU's MoE input (T_r = T / t with sequence parallelism, else T), R = T_r * top_k * u routed tokens arrive
+// at the busiest rank (u = moe_load_imbalance, at most ep; with a capacity factor cf, padded to capacity:
+// u = cf), gathered over the ETP group (x etp) when etp > 1:
+//   router logits and probabilities   2 * 4 * num_experts fp32 (TopKRouter scores in fp32)      per T_r
+//   routed-expert input                G * h                                                      per R*etp
+//   expert FFN as the dense MLP, f_e / etp wide (SwiGLU: E * 2 f_e in, G * f_e out)              per R*etp
+//   expert outputs before the weighted combine  E * h                                             per R
+//   shared experts as a dense MLP f_s / t wide                                                    per T
+// replacing the dense MLP's tensors; the few dense layers of a model are counted as MoE layers (an
+// approximation on the high side for DeepSeek-V3's 3 of 61).
+// Multi-head latent attention (m.mla()), approximated: Q and K a * (d + rope) wide, V and O a * v_head_dim,
+// plus the latents the up-projections read (q_lora_rank + kv_lora_rank + rope, E each, not split by TP);
+// flash attention's log-sum-exp as above. Megatron's recompute of the up-projections is not modelled.
+//
 // torchtitan's per-op selective checkpointing (selective_op, parallelize_llama.py _op_sac_save_list and
 // _get_custom_policy) keeps, per token: the block input E·h (rep; the checkpoint's input), the outputs of the
 // 1st, 3rd, 5th and 7th aten.mm of the block in forward order wq, wk, wv, wo, w1, w3, w2 (wq E·a·d, wv E·g·d,
@@ -60,8 +75,34 @@ struct ActivationShape {
     double widest_weight() const { return h * std::max((swiglu ? 2 : 1) * f, (a + 2 * g) * d) / t; }
 };
 
+/// The MoE MLP's stored tensors (see the header comment), into `all`.
+void moe_mlp_tensors(const ModelSpec& m, const ActivationShape& x, const Layout& l,
+                     std::vector<double>& all) {
+    const double tokens = l.sequence_parallel ? x.T / x.t : x.T;  // this rank's MoE input
+    double u = std::min(m.moe_load_imbalance, static_cast<double>(l.ep));
+    if (m.moe_capacity_factor > 0) u = m.moe_capacity_factor;
+    const double etp = l.expert_tp();
+    const double routed = tokens * static_cast<double>(m.moe_top_k) * u;
+    const double fe = static_cast<double>(m.expert_ffn()) / etp;
+    all.push_back(tokens * 2 * 4 * static_cast<double>(m.num_experts));  // router logits, probabilities
+    all.push_back(routed * etp * x.G * x.h);                             // permuted expert input
+    if (x.swiglu) {
+        all.push_back(routed * etp * x.E * fe);
+        all.push_back(routed * etp * x.E * fe);
+    } else {
+        all.push_back(routed * etp * x.E * fe);
+    }
+    all.push_back(routed * etp * x.G * fe);  // fc2 input
+    all.push_back(routed * x.E * x.h);       // expert outputs before the combine
+    if (m.moe_shared_expert_ffn_hidden > 0) {
+        const double fs = static_cast<double>(m.moe_shared_expert_ffn_hidden) / x.t;
+        all.push_back(x.T * x.E * fs * (x.swiglu ? 2 : 1));
+        all.push_back(x.T * x.G * fs);
+    }
+}
+
 /// The stored tensors of the unrecomputed layer, bytes per GPU, one entry per tensor (scores excluded).
-std::vector<double> unrecomputed_tensors(const ActivationShape& x, const Layout& l) {
+std::vector<double> unrecomputed_tensors(const ActivationShape& x, const Layout& l, const ModelSpec& m) {
     std::vector<double> all;
     auto rep_t = [&](double per_token) {
         if (per_token > 0) all.push_back(x.T * per_token / x.rep);
@@ -84,16 +125,32 @@ std::vector<double> unrecomputed_tensors(const ActivationShape& x, const Layout&
         rep_t(per *
               ((tg.qkv ? 3 : 0) + (tg.proj ? 1 : 0) + (tg.fc1 ? (x.swiglu ? 2 : 1) : 0) + (tg.fc2 ? 1 : 0)));
     }
-    const double kv_width = x.flash ? x.g * x.d : x.a * x.d;
-    tp_t(x.E * x.a * x.d);  // Q, K, V
-    tp_t(x.E * kv_width);
-    tp_t(x.E * kv_width);
-    if (x.flash) {
-        tp_t(x.E * x.a * x.d);  // O
-        tp_t(4 * x.a);          // log-sum-exp
-        if (x.G < x.E) tp_t(x.G * x.a * x.d);
+    if (m.mla()) {
+        const double qk = x.a * (x.d + static_cast<double>(m.qk_rope_head_dim));
+        const double vo = x.a * static_cast<double>(m.v_head_dim);
+        all.push_back(x.T * x.E *
+                      static_cast<double>(m.q_lora_rank + m.kv_lora_rank + m.qk_rope_head_dim));  // latents
+        tp_t(x.E * qk);                                                                           // Q, K, V
+        tp_t(x.E * qk);
+        tp_t(x.E * vo);
+        tp_t(x.E * vo);  // O (or the projection input unfused)
+        if (x.flash) tp_t(4 * x.a);
     } else {
-        tp_t(x.G * x.a * x.d);
+        const double kv_width = x.flash ? x.g * x.d : x.a * x.d;
+        tp_t(x.E * x.a * x.d);  // Q, K, V
+        tp_t(x.E * kv_width);
+        tp_t(x.E * kv_width);
+        if (x.flash) {
+            tp_t(x.E * x.a * x.d);  // O
+            tp_t(4 * x.a);          // log-sum-exp
+            if (x.G < x.E) tp_t(x.G * x.a * x.d);
+        } else {
+            tp_t(x.G * x.a * x.d);
+        }
+    }
+    if (m.moe()) {
+        moe_mlp_tensors(m, x, l, all);
+        return all;
     }
     if (x.swiglu) {
         tp_t(x.E * x.f);  // gate and up outputs
@@ -105,7 +162,23 @@ std::vector<double> unrecomputed_tensors(const ActivationShape& x, const Layout&
     return all;
 }
 
-/// torchtitan's per-op selective checkpointing: the kept tensors into out.stored_tensors, the rebuilt set
+/// Mixture-of-experts layers (m.moe(), Megatron-Core MoELayer with the alltoall dispatcher), per token of
+/// this
+// GPU's MoE input (T_r = T / t with sequence parallelism, else T), R = T_r * top_k * u routed tokens arrive
+// at the busiest rank (u = moe_load_imbalance, at most ep; with a capacity factor cf, padded to capacity:
+// u = cf), gathered over the ETP group (x etp) when etp > 1:
+//   router logits and probabilities   2 * 4 * num_experts fp32 (TopKRouter scores in fp32)      per T_r
+//   routed-expert input                G * h                                                      per R*etp
+//   expert FFN as the dense MLP, f_e / etp wide (SwiGLU: E * 2 f_e in, G * f_e out)              per R*etp
+//   expert outputs before the weighted combine  E * h                                             per R
+//   shared experts as a dense MLP f_s / t wide                                                    per T
+// replacing the dense MLP's tensors; the few dense layers of a model are counted as MoE layers (an
+// approximation on the high side for DeepSeek-V3's 3 of 61).
+// Multi-head latent attention (m.mla()), approximated: Q and K a * (d + rope) wide, V and O a * v_head_dim,
+// plus the latents the up-projections read (q_lora_rank + kv_lora_rank + rope, E each, not split by TP);
+// flash attention's log-sum-exp as above. Megatron's recompute of the up-projections is not modelled.
+//
+// torchtitan's per-op selective checkpointing: the kept tensors into out.stored_tensors, the rebuilt set
 /// (the unrecomputed set less what was kept, as tensors of the layer's sizes, largest first) into
 /// out.recomputed_tensors.
 void selective_op_tensors(const ActivationShape& x, const Layout& l, const std::vector<double>& all,
@@ -169,7 +242,7 @@ void extra_transients(const ActivationShape& x, const Layout& l, LayerActivation
 
 LayerActivations layer_activations(const ModelSpec& m, const Layout& l) {
     const ActivationShape x(m, l);
-    const std::vector<double> all = unrecomputed_tensors(x, l);
+    const std::vector<double> all = unrecomputed_tensors(x, l, m);
     // The s x s scores of unfused attention, per token: softmax output, and with dropout its mask and output.
     const double scores = x.flash ? 0.0 : x.T * (x.E + x.drop * (1 + x.E)) * x.a * x.s / x.t;
     const double input = x.T * x.E * x.h / x.rep;

@@ -75,14 +75,47 @@ int communicators(const ModelSpec& m, const Layout& l, int stage) {
     return n;
 }
 
+}  // namespace
+
+MoeStageParams moe_stage_params(const ModelSpec& m, const Layout& l, int stage, double embedding_params) {
+    MoeStageParams p;
+    const double t = l.tp, experts_split = static_cast<double>(l.ep) * l.expert_tp();
+    p.dense = embedding_params / t;
+    for (const std::int64_t i : stage_layer_indices(m, l, stage)) {
+        p.dense += m.layer_dense_params(i) / t;
+        p.experts += m.layer_expert_params(i) / experts_split;
+    }
+    p.linear = p.dense - embedding_params / t + p.experts;
+    return p;
+}
+
+namespace {
+
 StaticPiles static_piles(const ModelSpec& m, const Layout& l, const StageProgram& sp, int stage) {
     StaticPiles s;
     const double t = l.tp;
     const double dpc =
         static_cast<double>(l.dp) * l.cp;  // ZeRO and the distributed optimizer shard over DP x CP
-    const double params = sp.params / t, trainable = sp.trainable_params / t;
+    double params = sp.params / t, trainable = sp.trainable_params / t;
     const double layers = static_cast<double>(sp.layers);
-    const double linear = layers * m.linear_params() / t;  // linear weights of the stage's layers, per GPU
+    double linear = layers * m.linear_params() / t;  // linear weights of the stage's layers, per GPU
+    // MoE (no adapters): dense parts over TP and sharded over DP x CP, routed experts over EP x ETP and
+    // sharded over the expert-DP group (Megatron-Core's distributed optimizer shards expert parameters over
+    // expert_data_parallel, megatron/core/distributed/distributed_data_parallel.py expert buffers).
+    // `shard_fraction(x)` is the share of the per-GPU parameters one rank keeps when x-sharded.
+    const bool moe = m.moe() && !l.frozen_base();
+    MoeStageParams mp;
+    if (moe) {
+        mp = moe_stage_params(m, l, stage, sp.embedding_params);
+        params = trainable = mp.dense + mp.experts;
+        linear = mp.linear;
+    }
+    const double edp = std::max(1, l.expert_dp());
+    // Per-GPU parameters left after sharding the dense part over `dense_ways` and the experts over
+    // `expert_ways` (for dense models: trainable / dense_ways).
+    auto sharded_params = [&](double dense_ways, double expert_ways) {
+        return moe ? mp.dense / dense_ways + mp.experts / expert_ways : trainable / dense_ways;
+    };
     const double frozen = params - (l.frozen_base() ? 0.0 : trainable);
     const bool zero3 = l.zero_stage >= 3 && dpc > 1;
     const bool sharded = l.sharded_optimizer() && dpc > 1;
@@ -94,7 +127,7 @@ StaticPiles static_piles(const ModelSpec& m, const Layout& l, const StageProgram
     double weights = l.frozen_base() ? 2.0 * frozen + 2.0 * trainable : 2.0 * params;
     if (l.adapter == Adapter::qlora) weights -= (2.0 - kQloraBaseBytesPerParam) * linear;
     if (fp32_shards) weights = 4.0 * params;
-    if (zero3) weights /= dpc;
+    if (zero3) weights = moe ? weights / params * sharded_params(dpc, edp) : weights / dpc;
     // fp8 GEMMs under Megatron (TransformerEngine with is_first_microbatch): an fp8 copy of each linear
     // weight and its transpose, cached across the micro-batches of a step, sharded like the weights. With
     // fp8_param_gather the linear weights are FP8 themselves (1 B) with their cached transpose (1 B): the
@@ -103,11 +136,13 @@ StaticPiles static_piles(const ModelSpec& m, const Layout& l, const StageProgram
         weights += 2.0 * linear / (zero3 ? dpc : 1.0);
     s.piles[P(Pile::parameters)] = weights;
 
-    const double grad_shard = l.zero_stage >= 2 && dpc > 1 ? dpc : 1.0;
-    s.piles[P(Pile::gradients)] = gradient_bytes_per_element(l) * trainable / grad_shard;
+    const bool grad_sharded = l.zero_stage >= 2 && dpc > 1;
+    s.piles[P(Pile::gradients)] =
+        gradient_bytes_per_element(l) * sharded_params(grad_sharded ? dpc : 1.0, grad_sharded ? edp : 1.0);
 
     const double master = fp32_shards ? 4.0 : 0.0;  // counted with the parameters
-    const double optimizer = (l.optimizer_bytes_per_param() - master) * trainable / (sharded ? dpc : 1.0);
+    const double optimizer =
+        (l.optimizer_bytes_per_param() - master) * sharded_params(sharded ? dpc : 1.0, sharded ? edp : 1.0);
     if (l.offload_optimizer == Offload::none)
         s.piles[P(Pile::optimizer)] = optimizer;
     else
@@ -130,7 +165,7 @@ StaticPiles static_piles(const ModelSpec& m, const Layout& l, const StageProgram
     // The optimizer step's temporaries: 16-bit gradients copied to fp32 (Megatron's fp16 optimizer,
     // _copy_model_grads_to_main_grads) for the parameters this GPU updates.
     if (gradient_bytes_per_element(l) < 4 && l.offload_optimizer == Offload::none)
-        s.optimizer_temporary = 4.0 * trainable / (sharded ? dpc : 1.0);
+        s.optimizer_temporary = 4.0 * sharded_params(sharded ? dpc : 1.0, sharded ? edp : 1.0);
     // One fp32 copy per parameter tensor: the largest is a layer's widest weight (or its shard).
     {
         const double h = static_cast<double>(m.hidden), d = static_cast<double>(m.head_dim());

@@ -34,6 +34,20 @@ std::int64_t layers_on_stage(const ModelSpec& m, const Layout& l, int stage) {
     return n;
 }
 
+std::vector<std::int64_t> stage_layer_indices(const ModelSpec& m, const Layout& l, int stage) {
+    std::vector<std::int64_t> out;
+    std::int64_t first = 0;
+    for (int c = 0; c < l.vpp; ++c)
+        for (int s = 0; s < l.pp; ++s) {
+            const std::int64_t n = layers_on_virtual_stage(m, l, s, c);
+            if (s == stage)
+                for (std::int64_t i = first; i < first + n; ++i)
+                    out.push_back(i);
+            first += n;
+        }
+    return out;
+}
+
 namespace {
 /// Collects the violations of one layout check after another (the order is the order of the messages).
 struct Violations {

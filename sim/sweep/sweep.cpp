@@ -290,7 +290,7 @@ void restrict_sweep_grid(SweepGrid& grid, const std::string& assignment, const s
     const auto values = split_commas(assignment.substr(eq + 1));
     const std::string where = fmt::format("{} {}", option, key);
     const auto& keys = sweep_keys();
-    if (std::find(keys.begin(), keys.end(), key) == keys.end())
+    if (std::find(keys.begin(), keys.end(), key) == keys.end() && key != "ep")
         throw InputError(fmt::format("{} \"{}\": unknown key \"{}\"; the keys are {}", option, assignment,
                                      key, fmt::join(keys, ", ")));
     if (option == "--fix" && values.size() != 1)
@@ -306,6 +306,7 @@ void restrict_sweep_grid(SweepGrid& grid, const std::string& assignment, const s
     if (key == "pp") fill(grid.pp, values, where, to_int);
     if (key == "dp") fill(grid.dp, values, where, to_int);
     if (key == "cp") fill(grid.cp, values, where, to_int);
+    if (key == "ep") fill(grid.ep, values, where, to_int);
     if (key == "vpp") fill(grid.vpp, values, where, to_int);
     if (key == "micro_batch") fill(grid.micro_batch, values, where, to_int64);
     if (key == "recompute") fill(grid.recompute, values, where, parse_recompute);
@@ -334,6 +335,16 @@ std::vector<Layout> enumerate_layouts(const ModelSpec& model, const Layout& base
     const auto rcs = or_default(grid.recompute, {Recompute::none, Recompute::selective, Recompute::full});
     const auto sps = or_default(grid.sequence_parallel, {false, true});
     const auto dos = or_default(grid.distributed_optimizer, {false, true});
+    // EP, as Megatron-Core carves it out of TP x CP x DP: for MoE models every divisor of the experts up to
+    // the GPUs; dense models keep the base layout's (1).
+    std::vector<int> ep_default;
+    if (model.moe()) {
+        for (std::int64_t e = 1; e <= std::min<std::int64_t>(model.num_experts, gpus); ++e)
+            if (model.num_experts % e == 0) ep_default.push_back(static_cast<int>(e));
+    } else {
+        ep_default.push_back(base.ep);
+    }
+    const auto eps = or_default(grid.ep, ep_default);
 
     std::vector<Layout> out;
     for (int tp : tps)
@@ -343,29 +354,31 @@ std::vector<Layout> enumerate_layouts(const ModelSpec& model, const Layout& base
                 const int dp = gpus % cells == 0 ? static_cast<int>(gpus / cells) : 0;
                 if (!grid.dp.empty() && std::find(grid.dp.begin(), grid.dp.end(), dp) == grid.dp.end())
                     continue;
-                for (int vpp : vpps) {
-                    if (vpp > 1 && pp == 1) continue;
-                    for (auto mb : mbs)
-                        for (auto rc : rcs)
-                            for (bool sp : sps) {
-                                if (sp && tp == 1) continue;
-                                for (bool dist : dos) {
-                                    Layout l = base;
-                                    l.tp = tp;
-                                    l.pp = pp;
-                                    l.cp = cp;
-                                    l.dp = dp;
-                                    l.vpp = vpp;
-                                    l.micro_batch = mb;
-                                    l.recompute = rc;
-                                    l.sequence_parallel = sp;
-                                    l.distributed_optimizer = dist;
-                                    l.zero_stage = 0;
-                                    if (pp != base.pp) l.layers_per_stage.clear();
-                                    out.push_back(std::move(l));
+                for (int ep : eps)
+                    for (int vpp : vpps) {
+                        if (vpp > 1 && pp == 1) continue;
+                        for (auto mb : mbs)
+                            for (auto rc : rcs)
+                                for (bool sp : sps) {
+                                    if (sp && tp == 1) continue;
+                                    for (bool dist : dos) {
+                                        Layout l = base;
+                                        l.tp = tp;
+                                        l.pp = pp;
+                                        l.cp = cp;
+                                        l.dp = dp;
+                                        l.ep = ep;
+                                        l.vpp = vpp;
+                                        l.micro_batch = mb;
+                                        l.recompute = rc;
+                                        l.sequence_parallel = sp;
+                                        l.distributed_optimizer = dist;
+                                        l.zero_stage = 0;
+                                        if (pp != base.pp) l.layers_per_stage.clear();
+                                        out.push_back(std::move(l));
+                                    }
                                 }
-                            }
-                }
+                    }
             }
     return out;
 }
@@ -375,9 +388,9 @@ std::string reject_reason(const ModelSpec& model, const Layout& layout, int gpus
 }
 
 std::string canonical_string(const Layout& l) {
-    return fmt::format("tp{} pp{} dp{} cp{} mb{} vpp{} rc={} sp{} do{}", l.tp, l.pp, l.dp, l.cp,
-                       l.micro_batch, l.vpp, to_string(l.recompute), l.sequence_parallel ? 1 : 0,
-                       l.distributed_optimizer ? 1 : 0);
+    return fmt::format("tp{} pp{} dp{} cp{}{} mb{} vpp{} rc={} sp{} do{}", l.tp, l.pp, l.dp, l.cp,
+                       l.ep > 1 ? fmt::format(" ep{}", l.ep) : "", l.micro_batch, l.vpp,
+                       to_string(l.recompute), l.sequence_parallel ? 1 : 0, l.distributed_optimizer ? 1 : 0);
 }
 
 std::string explain_limit(const Report& r, const TopologySpec& topology) {
@@ -608,9 +621,12 @@ std::string format_sweep_text(const SweepResult& r, std::size_t top_k) {
 }
 
 std::string sweep_csv(const SweepResult& r) {
+    const bool with_ep =
+        std::any_of(r.entries.begin(), r.entries.end(), [](const SweepEntry& e) { return e.layout.ep > 1; });
     std::string o = "rank,";
     for (const auto& key : sweep_keys())
         o += key + ",";
+    if (with_ep) o += "ep,";
     o += "micro_batches,status,reason,step_time_s,tokens_per_s,mfu,compute_s,bubble_s,tp_exposed_s,pp_"
          "exposed_s,"
          "dp_exposed_s,idle_s,peak_memory_gib,headroom_gib,limit\n";
@@ -622,6 +638,7 @@ std::string sweep_csv(const SweepResult& r) {
         o += sim ? fmt::format("{},", i + 1) : std::string(",");
         for (const auto& key : sweep_keys())
             o += csv_field(schema::text(axis_field(key).get(l))) + ",";
+        if (with_ep) o += fmt::format("{},", l.ep);
         o += fmt::format("{},{},{},", has_memory ? fmt::format("{}", l.micro_batches()) : "",
                          status_name(e.status), csv_field(e.reason));
         if (sim) {
@@ -668,6 +685,7 @@ nlohmann::json sweep_json(const SweepResult& r) {
         json row = {{"layout", canonical_string(l)}, {"status", status_name(e.status)}};
         for (const auto& key : sweep_keys())
             row[key] = schema::to_json(axis_field(key).get(l));
+        if (l.ep > 1) row["ep"] = l.ep;
         if (e.status == SweepStatus::simulated) {
             const auto& p = e.report;
             row["rank"] = i + 1;
