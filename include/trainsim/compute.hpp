@@ -2,7 +2,19 @@
 //
 //  GEMM  [M x K] · [K x N], `batch` independent products (2·M·N·K·batch FLOPs):
 //        t = max(max(FLOPs / (peak · e), bytes / (HBM · hbm_efficiency)) + kernel_overhead, gemm_min_time_s)
-//        peak: the 16-bit peak, or for FP8 GEMMs the FP8 peak · fp8_gemm_efficiency
+//        peak: the 16-bit peak, or for the low-precision GEMMs of an fp8 layout (Kernel::fp8) by the layout's
+//          recipe (Fp8Recipe, layout.hpp):
+//            delayed, tensorwise, rowwise, mxfp8   FP8 peak · fp8_gemm_efficiency
+//            nvfp4                                 FP4 peak · fp4_gemm_efficiency
+//          MXFP8 and NVFP4 run on block-scaled tensor cores (Blackwell tcgen05.mma kind::mxf8f6f4 /
+//          kind::mxf4nvf4 with .block_scale: the per-block scales are applied inside the MMA, so the rate
+//          is the format's dense peak; PTX ISA 8.7 "tcgen05.mma"; TransformerEngine
+//          docs/features/low_precision_training/mxfp8/mxfp8.rst and nvfp4/nvfp4.rst: "native hardware
+//          acceleration on Blackwell", SM 10.0 / 10.3 only); a GPU without them (GpuSpec::block_scaled_mma,
+//          e.g. Hopper) refuses the recipe.
+//        bytes (block-scaled recipes): both operands at gemm_operand_bytes(recipe) per element (data and
+//          block scales), the output in bf16 (2 B): (M·K + K·N)·operand + 2·M·N per product. Other
+//          GEMMs: Kernel::gemm's elem_bytes for operands and output alike.
 //        e = gemm_max_efficiency · shape(M, N, batch) · K / (K + gemm_k_half)
 //        shape(): the best, over the library's tile shapes, of tile_efficiency · edge · waves, where
 //          edge  = M·N / (ceil(M/tm)·tm · ceil(N/tn)·tn)          (tile quantization)
@@ -102,9 +114,10 @@ struct Kernel {
     double bytes = 0;  ///< bytes read + written in HBM
     // GEMM shape (kind == gemm)
     double m = 0, n = 0, k = 0, batch = 1;
-    /// GEMM operands in FP8 (e4m3/e5m2, kind == gemm): timed against the FP8 peak. Every other kernel runs
-    /// at the 16-bit peak of the layout's precision (bf16 for fp8 layouts: TransformerEngine and torchao
-    /// Float8 keep attention, norms and the LM head in bf16).
+    /// GEMM operands in the layout's low-precision format (kind == gemm): FP8 (e4m3/e5m2), or MXFP8 / NVFP4
+    /// by the recipe the ComputeModel was built with; timed against that format's peak. Every other
+    /// kernel runs at the 16-bit peak of the layout's precision (bf16 for fp8 layouts: TransformerEngine
+    /// and torchao Float8 keep attention, norms and the LM head in bf16).
     bool fp8 = false;
     /// Fused attention backend (kind == flash_attention): flash (FlashAttention-2) or cudnn.
     AttentionKernel attention = AttentionKernel::flash;
@@ -130,6 +143,12 @@ struct AttentionWork {
 AttentionWork attention_flops_bytes(double batch, double heads, double kv_heads, double seq, double head_dim,
                                     bool causal, bool backward);
 
+/// Bytes per element of a GEMM operand quantized by `recipe` (block scales included): mxfp8 1 + 1/32 (E4M3
+/// data, one E8M0 scale per 32 elements), nvfp4 0.5 + 1/16 (E2M1 data, one E4M3 scale per 16 elements; the
+/// per-tensor fp32 scale is negligible), the per-tensor and per-row FP8 recipes 1 (their scales are one per
+/// tensor or row). TransformerEngine mxfp8.rst / nvfp4.rst "Data Format".
+double gemm_operand_bytes(Fp8Recipe recipe);
+
 /// A kernel's duration and where it came from.
 struct KernelCost {
     double seconds = 0;
@@ -138,10 +157,13 @@ struct KernelCost {
 
 class ComputeModel {
   public:
-    /// `profile` (may be null): measured kernel times of this GPU type. Throws
-    /// InputError naming both when the profile describes another GPU than `gpu`.
+    /// `profile` (may be null): measured kernel times of this GPU type. `recipe`: the layout's fp8_recipe,
+    /// which sets the rate and operand bytes of the Kernel::fp8 GEMMs (header comment). Throws
+    /// InputError naming both when the profile describes another GPU than `gpu`, and, for an fp8
+    /// layout, naming the recipe and the GPU when the GPU lacks what the recipe needs (FP8 tensor cores;
+    /// block-scaled tensor cores for mxfp8 and nvfp4; FP4 for nvfp4).
     ComputeModel(const GpuSpec& gpu, Precision precision, HostLinks host = {},
-                 std::shared_ptr<const Profile> profile = nullptr);
+                 std::shared_ptr<const Profile> profile = nullptr, Fp8Recipe recipe = Fp8Recipe::delayed);
     ~ComputeModel();
     ComputeModel(const ComputeModel&) = delete;
     ComputeModel& operator=(const ComputeModel&) = delete;
@@ -162,8 +184,10 @@ class ComputeModel {
   private:
     static double require(double bytes_per_s, const char* field);
     const GpuSpec& gpu_;
-    double peak_;      ///< 16-bit peak (fp16 or bf16)
-    double peak_fp8_;  ///< FP8 peak, 0 when the GPU has none
+    double peak_;       ///< 16-bit peak (fp16 or bf16)
+    double peak_fp8_;   ///< FP8 peak, 0 when the GPU has none
+    double peak_fp4_;   ///< FP4 peak, 0 when the GPU has none
+    Fp8Recipe recipe_;  ///< the layout's recipe for the Kernel::fp8 GEMMs
     HostLinks host_;
     std::shared_ptr<const Profile> profile_;
     struct Tables;  ///< the profile's rows indexed for lookups (sim/compute/profile_lookup.cpp)

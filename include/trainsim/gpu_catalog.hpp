@@ -22,9 +22,16 @@ struct GpuSpec {
     double peak_fp16_flops = 0;  ///< dense FP16 tensor-core FLOP/s (datasheet, no sparsity)
     double peak_bf16_flops = 0;  ///< dense BF16 tensor-core FLOP/s (datasheet, no sparsity)
     double peak_fp8_flops = 0;   ///< dense FP8 tensor-core FLOP/s; 0 when the GPU has no FP8 tensor cores
-    /// Dense FP4 tensor-core FLOP/s (NVFP4 / MXFP4, datasheet, no sparsity); 0 when the GPU has none.
-    /// Catalog data only: the compute model does not simulate FP4 GEMMs.
+    /// Dense FP4 tensor-core FLOP/s (NVFP4 / MXFP4, datasheet, no sparsity); 0 when the GPU has none. The
+    /// rate of the GEMMs of the nvfp4 recipe (Fp8Recipe::nvfp4, compute.hpp).
     double peak_fp4_flops = 0;
+    /// The tensor cores multiply block-scaled operands natively (Blackwell sm100/sm103: tcgen05.mma
+    /// kind::mxf8f6f4 and kind::mxf4nvf4 with .block_scale, the per-block scales applied inside the MMA;
+    /// PTX ISA 8.7, "tcgen05.mma" block scaling; CUDA C++ Programming Guide / cuBLAS "Block scaling
+    /// factors layout"). Needed by the mxfp8 and nvfp4 recipes (TransformerEngine MXFP8BlockScaling and
+    /// NVFP4BlockScaling: "Requires SM100 (Blackwell) or later", docs/features/low_precision_training/).
+    /// False on Ampere, Hopper and CDNA 3.
+    bool block_scaled_mma = false;
     double hbm_bytes = 0;        ///< HBM capacity, bytes
     double hbm_bytes_per_s = 0;  ///< HBM bandwidth, bytes/s
     int sm_count = 0;  ///< streaming multiprocessors (AMD: compute units) for GEMM wave quantization
@@ -53,6 +60,12 @@ struct GpuSpec {
     /// of the 16-bit peak (e4m3 x e4m3 -> bf16 with per-tensor scales; 1 = twice as fast as bf16 on a GPU
     /// whose FP8 peak is twice the bf16 peak). GPUs without FP8: 1 (unused).
     double fp8_gemm_efficiency = 1;
+    /// Fraction of the FP4 peak an NVFP4 GEMM (E2M1 operands, E4M3 scales per 16 elements) reaches relative
+    /// to what a 16-bit GEMM of the same shape reaches of the 16-bit peak, as fp8_gemm_efficiency is for
+    /// FP8. GPUs without FP4: 1 (unused). No FP4 GEMM has been measured: every entry that has FP4 is
+    /// uncalibrated and takes its fp8_gemm_efficiency (the measured ratio of the next narrower format's
+    /// GEMM to its bf16 twin; docs/compute-model.md, "Block-scaled recipes").
+    double fp4_gemm_efficiency = 1;
     /// Shortest time of any GEMM kernel, seconds: small GEMMs issued from the framework take this long
     /// whatever their FLOPs (host-side dispatch and the kernel's fixed cost). 0: no floor.
     double gemm_min_time_s = 0;

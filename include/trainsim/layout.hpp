@@ -34,14 +34,31 @@ enum class Recompute { none, selective, selective_op, full };
 /// cuDNN backend), both fused (scores never stored); `unfused` materialises the s x s scores (Megatron's
 /// fused scale-mask-softmax path).
 enum class AttentionKernel { flash, cudnn, unfused };
-/// FP8 scaling recipe of the linear layers (precision fp8):
-///   delayed     per-tensor scales from an amax history (TransformerEngine DelayedScaling, Megatron's
+/// Low-precision recipe of the linear layers' GEMMs (precision fp8; TransformerEngine's recipes all run
+/// under its fp8_autocast / autocast, transformer_engine/common/recipe/__init__.py):
+///   delayed     per-tensor FP8 scales from an amax history (TransformerEngine DelayedScaling, Megatron's
 ///               default `--fp8-recipe delayed`);
-///   tensorwise  per-tensor current scaling: an amax reduction over each tensor before its cast
+///   tensorwise  per-tensor FP8 current scaling: an amax reduction over each tensor before its cast
 ///               (TE Float8CurrentScaling; torchao Float8 "tensorwise", torchtitan's default);
-///   rowwise     per-row current scaling (torchao Float8 "rowwise"): an amax per row, communications in bf16;
-///   mxfp8       32-element blocks with E8M0 scales (Blackwell).
-enum class Fp8Recipe { delayed, tensorwise, rowwise, mxfp8 };
+///   rowwise     per-row FP8 current scaling (torchao Float8 "rowwise"): an amax per row, communications in
+///               bf16;
+///   mxfp8       TE MXFP8BlockScaling (Megatron `--fp8-recipe mxfp8`): E4M3 elements with one E8M0 scale per
+///               32 consecutive elements (1 + 1/32 B per element), row-wise (1x32) and column-wise (32x1)
+///               copies quantized separately from the 16-bit tensor; no amax history or reduction; GEMMs
+///               at the FP8 rate on block-scaled tensor cores (Blackwell only: GpuSpec::block_scaled_mma);
+///   nvfp4       TE NVFP4BlockScaling (Megatron `--fp4-format e2m1 --fp4-recipe nvfp4`, Megatron-Bridge
+///               bf16_with_nvfp4_mixed): E2M1 elements with one E4M3 scale per 16 (0.5 + 1/16 B per
+///               element) and one fp32 scale per tensor (its amax taken in a pass before the cast); random
+///               Hadamard transform on the column-wise (wgrad) copies of inputs and gradients, stochastic
+///               rounding on gradients, 16x16 blocks for weights; fprop, dgrad and wgrad GEMMs all in FP4 at
+///               the FP4 rate (Blackwell only). Attention, norms and the LM head stay 16-bit as with FP8.
+/// Costs of each recipe's quantization passes: sim/program/layer_ops.cpp; GEMM rates: compute.hpp.
+enum class Fp8Recipe { delayed, tensorwise, rowwise, mxfp8, nvfp4 };
+/// True for the block-scaled recipes (mxfp8, nvfp4): they need block-scaled tensor cores
+/// (GpuSpec::block_scaled_mma) and keep no per-tensor amax history.
+inline bool block_scaled(Fp8Recipe r) {
+    return r == Fp8Recipe::mxfp8 || r == Fp8Recipe::nvfp4;
+}
 /// Optimizer and the state it keeps per trainable parameter, besides the 16-bit weight (docs/memory.md):
 ///   adam          fp32 master weight + fp32 m + fp32 v = 12 B (Megatron-LM theoretical_memory_usage.py)
 ///   adam_8bit     fp32 master + 8-bit m + 8-bit v = 6 B, plus one fp32 absmax per 2,048-element block for
@@ -152,7 +169,18 @@ struct Layout {
     /// and the DP all-gather of those weights moves 1 B per element; no weight is cast in the forward. Off in
     /// Megatron-LM (arguments.py); set by Megatron-Bridge's FP8 recipes (bf16_with_fp8_mixed,
     /// bf16_with_fp8_current_scaling_mixed in src/megatron/bridge/training/mixed_precision.py).
+    /// With the block-scaled recipes (mxfp8, nvfp4) Megatron keeps the block-scaled weights (no bf16 weight
+    /// copy) but all-gathers the parameters in bf16 through the gradient buffer and quantizes them into the
+    /// weights after the gather, once per step (Megatron-Bridge bf16_with_mxfp8_mixed sets fp8_param_gather
+    /// with reuse_grad_buf_for_mxfp8_param_ag; megatron/core/distributed/distributed_data_parallel.py: "The
+    /// parameters are cast from bf16 to MXFP8 during copy"): see fp8_weights_gathered_in_fp8().
     bool fp8_param_gather = false;
+    /// True when fp8_param_gather makes the DP all-gather move FP8 weights (1 B per linear weight) and the
+    /// optimizer quantize its master shard: a per-tensor or per-row FP8 recipe. False for the block-scaled
+    /// recipes, whose gather is 16-bit and whose weights are quantized after it (fp8_param_gather above).
+    bool fp8_weights_gathered_in_fp8() const {
+        return precision == Precision::fp8 && fp8_param_gather && !block_scaled(fp8_recipe);
+    }
     /// Megatron-LM `--cross-entropy-loss-fusion` with `--cross-entropy-fusion-impl te` (TransformerEngine's
     /// parallel_cross_entropy, Triton): the loss reads the 16-bit logits twice (online max / sum of
     /// exponentials, then loss and gradient) and writes the gradient in place in the forward; the backward

@@ -4,11 +4,11 @@
 //
 // Per-row robustness: a row (run or collective) that is malformed becomes that row's `error` (one line naming
 // the file, the run, the field and the value); a run that uses what trainsim does not simulate (mixture of
-// experts, nvfp4 or mxfp8 precision, an uneven split no framework rule gives) is `unsupported` with the
-// reason. Only a document that is not a measured-runs file at all (not an object, wrong `format`, `runs` not
-// an array) throws. Top-level keys the format does not define are ignored with one note each
-// (MeasuredRunsFile::notes). `null` means "not reported" for measured.step_time_s (the run is simulated, not
-// scored), measured.peak_memory_GiB, and a collective's algbw_GBps, busbw_GBps and time_us.
+// experts, an uneven split no framework rule gives) is `unsupported` with the reason. Only a document that is
+// not a measured-runs file at all (not an object, wrong `format`, `runs` not an array) throws. Top-level keys
+// the format does not define are ignored with one note each (MeasuredRunsFile::notes). `null` means "not
+// reported" for measured.step_time_s (the run is simulated, not scored), measured.peak_memory_GiB, and a
+// collective's algbw_GBps, busbw_GBps and time_us.
 //
 // The run's `cluster` block is expanded by the DGX-style generator (cluster.hpp) with these generator
 // defaults for what the format does not carry: PCIe GPU<->NIC 32 GB/s (Gen4 x16, A100) or 64 GB/s (Gen5 x16,
@@ -23,17 +23,22 @@
 // Layout fields the format does not carry take the defaults of the run's framework
 // (include/trainsim/framework_defaults.hpp; docs/compute-model.md "Frameworks"), each overridable per run by
 // the optional `training` keys `attention` ("flash", "cudnn", "unfused"), `fp8_recipe` ("delayed",
-// "tensorwise", "rowwise", "mxfp8"), `reshard_after_forward`, `overlap_grad_reduce`, `overlap_param_gather`,
-// `tp_comm_overlap`, `fp8_param_gather`, `cross_entropy_fusion`, `grad_reduce_in_bf16`, `layers_per_stage`:
+// "tensorwise", "rowwise", "mxfp8", "nvfp4"), `reshard_after_forward`, `overlap_grad_reduce`,
+// `overlap_param_gather`, `tp_comm_overlap`, `fp8_param_gather`, `cross_entropy_fusion`,
+// `grad_reduce_in_bf16`, `layers_per_stage`:
 //   framework (optional `training.framework`): when absent, "torchtitan" in the run's source -> torchtitan;
 //              "llm-foundry" or "composer" -> composer; "DeepSpeed" or zero_stage >= 1 -> deepspeed; else
 //              megatron;
 //   Megatron-Bridge recipes (a megatron run whose source names "Megatron-Bridge"): the recipe's defaults
 //              that differ from Megatron-LM's: cross_entropy_fusion (GPTModelProvider
 //              cross_entropy_loss_fusion = True), grad_reduce_in_bf16 (the performance scripts set
-//              grad_reduce_in_fp32 = False) and, for fp8 with delayed or current scaling,
+//              grad_reduce_in_fp32 = False) and, for fp8 with delayed or current scaling or mxfp8,
 //              fp8_param_gather (mixed_precision.py bf16_with_fp8_mixed,
-//              bf16_with_fp8_current_scaling_mixed);
+//              bf16_with_fp8_current_scaling_mixed, bf16_with_mxfp8_mixed; for mxfp8 a 16-bit gather,
+//              Layout::fp8_weights_gathered_in_fp8); with nvfp4 (bf16_with_nvfp4_mixed: no param gather),
+//              tp_comm_overlap off (the Llama performance configs,
+//              scripts/performance/configs/llama/llama3*_llm_pretrain.py);
+//   precision "nvfp4" (outside the format's enum; the 2026 file): precision fp8 with fp8_recipe nvfp4;
 //   async_tp (optional `training.async_tp`, default false): a torchtitan run with async TP (torch.compile
 //              micro-pipeline TP); it sets tp_comm_overlap for that run;
 //   compile (optional `training.compile`, default false as torchtitan's job config): the blocks were
@@ -59,8 +64,8 @@
 // capacity_factor; router noted; the run stays unsupported while moe_supported() is false), `attention`
 // (type "MLA" with its ranks -> AttentionType::mla, qk_head_dim -> head_dim_override; unsupported while
 // moe_supported() is false; sliding-window keys are listed in ignored: full attention is simulated),
-// `precision_detail` (nvfp4 / mxfp8 unsupported; current or
-// delayed scaling -> Layout::fp8_recipe), `recompute` (granularity full / selective with modules
+// `precision_detail` (mxfp8 / nvfp4 -> Layout::fp8_recipe mxfp8 / nvfp4 with
+// Megatron-Bridge's fp8_param_gather for each; current or delayed scaling -> Layout::fp8_recipe), `recompute` (granularity full / selective with modules
 // core_attn or none -> Layout::recompute), `head_dim` / `attention.head_dim` (-> head_dim_override on MoE
 // and MLA rows; on dense rows only when equal to hidden / heads, else ignored as before),
 // `megatron_fsdp` (ZeRO-3 in Megatron: framework megatron), `cluster` (NVLink domain, trays). Provenance

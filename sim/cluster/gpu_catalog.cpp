@@ -247,6 +247,8 @@ std::vector<GpuSpec> build_catalog() {
     // fitted values, same CUDA software; documented in docs/compute-model.md).
     {
         GpuSpec g = uncalibrated(hopper("B200"));
+        g.block_scaled_mma = true;  // sm100/sm103 tcgen05 block-scaled MMA (gpu_catalog.hpp)
+        g.fp4_gemm_efficiency = g.fp8_gemm_efficiency;  // uncalibrated, see gpu_catalog.hpp
         g.sm_count = 148;
         g.peak_fp16_flops = g.peak_bf16_flops = 2250e12;
         g.peak_fp8_flops = 4500e12;
@@ -270,6 +272,8 @@ std::vector<GpuSpec> build_catalog() {
     // (Blackwell architecture technical brief).
     {
         GpuSpec g = uncalibrated(hopper("GB200"));
+        g.block_scaled_mma = true;  // sm100/sm103 tcgen05 block-scaled MMA (gpu_catalog.hpp)
+        g.fp4_gemm_efficiency = g.fp8_gemm_efficiency;  // uncalibrated, see gpu_catalog.hpp
         g.sm_count = 148;
         g.peak_fp16_flops = g.peak_bf16_flops = 2500e12;
         g.peak_fp8_flops = 5000e12;
@@ -289,6 +293,8 @@ std::vector<GpuSpec> build_catalog() {
     // Ultra" (2025-08): 160 SMs, 288 GB HBM3e at 8 TB/s per GPU, 1,100 W (HGX B300).
     {
         GpuSpec g = uncalibrated(hopper("B300"));
+        g.block_scaled_mma = true;  // sm100/sm103 tcgen05 block-scaled MMA (gpu_catalog.hpp)
+        g.fp4_gemm_efficiency = g.fp8_gemm_efficiency;  // uncalibrated, see gpu_catalog.hpp
         g.sm_count = 160;
         g.peak_fp16_flops = g.peak_bf16_flops = 2250e12;
         g.peak_fp8_flops = 4500e12;
@@ -310,6 +316,8 @@ std::vector<GpuSpec> build_catalog() {
     // per GPU), NVLink 130 TB/s (1.8 TB/s per GPU); 160 SMs (Blackwell Ultra, as B300).
     {
         GpuSpec g = uncalibrated(hopper("GB300"));
+        g.block_scaled_mma = true;  // sm100/sm103 tcgen05 block-scaled MMA (gpu_catalog.hpp)
+        g.fp4_gemm_efficiency = g.fp8_gemm_efficiency;  // uncalibrated, see gpu_catalog.hpp
         g.sm_count = 160;
         g.peak_fp16_flops = g.peak_bf16_flops = 2500e12;
         g.peak_fp8_flops = 5000e12;

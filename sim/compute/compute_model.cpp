@@ -100,6 +100,20 @@ double attention_efficiency(const GpuSpec& gpu, AttentionKernel backend, const F
     return e_max * (s.backward ? bwd : 1.0) * fill * sat;
 }
 
+double gemm_operand_bytes(Fp8Recipe recipe) {
+    switch (recipe) {
+        case Fp8Recipe::mxfp8:
+            return 1.0 + 1.0 / 32.0;
+        case Fp8Recipe::nvfp4:
+            return 0.5 + 1.0 / 16.0;
+        case Fp8Recipe::delayed:
+        case Fp8Recipe::tensorwise:
+        case Fp8Recipe::rowwise:
+            return 1.0;
+    }
+    return 1.0;
+}
+
 double ComputeModel::gemm_shape_efficiency(double m, double n, double batch) const {
     double best = 0;
     const double sms = gpu_.sm_count;
@@ -139,10 +153,20 @@ double ComputeModel::analytic_seconds(const Kernel& k) const {
         case KernelKind::gemm: {
             const double e = gpu_.gemm_max_efficiency * gemm_shape_efficiency(k.m, k.n, k.batch) * k.k /
                              (k.k + gpu_.gemm_k_half);
-            const double peak = k.fp8 ? peak_fp8_ * gpu_.fp8_gemm_efficiency : peak_;
+            const bool fp4 = k.fp8 && recipe_ == Fp8Recipe::nvfp4;
+            const double peak = !k.fp8 ? peak_
+                                : fp4  ? peak_fp4_ * gpu_.fp4_gemm_efficiency
+                                       : peak_fp8_ * gpu_.fp8_gemm_efficiency;
             if (!(peak > 0))
-                throw InputError(fmt::format("precision fp8 is not supported by GPU {}", gpu_.name));
-            return std::max(std::max(k.flops / (peak * e), mem_t) + gpu_.kernel_overhead_s,
+                throw InputError(
+                    fmt::format("precision {} is not supported by GPU {}", fp4 ? "nvfp4" : "fp8", gpu_.name));
+            // Block-scaled operands carry their scales; the output is bf16 (header comment).
+            const double t_mem =
+                k.fp8 && block_scaled(recipe_)
+                    ? ((k.m * k.k + k.k * k.n) * gemm_operand_bytes(recipe_) + 2.0 * k.m * k.n) * k.batch /
+                          mem_bw
+                    : mem_t;
+            return std::max(std::max(k.flops / (peak * e), t_mem) + gpu_.kernel_overhead_s,
                             gpu_.gemm_min_time_s);
         }
         case KernelKind::flash_attention: {

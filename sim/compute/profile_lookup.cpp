@@ -52,13 +52,23 @@ struct ComputeModel::Tables {
 };
 
 ComputeModel::ComputeModel(const GpuSpec& gpu, Precision precision, HostLinks host,
-                           std::shared_ptr<const Profile> profile)
+                           std::shared_ptr<const Profile> profile, Fp8Recipe recipe)
     : gpu_(gpu),
       peak_(gpu.peak_flops(precision == Precision::fp16 ? Precision::fp16 : Precision::bf16)),
       peak_fp8_(precision == Precision::fp8 ? gpu.peak_flops(Precision::fp8) : gpu.peak_fp8_flops),
+      peak_fp4_(gpu.peak_fp4_flops),
+      recipe_(recipe),
       host_(host),
       profile_(std::move(profile)),
       fp16_(precision == Precision::fp16) {
+    if (precision == Precision::fp8 && block_scaled(recipe) && !gpu.block_scaled_mma)
+        throw InputError(
+            fmt::format("layout.fp8_recipe = \"{}\" needs block-scaled tensor cores (Blackwell, "
+                        "sm100 or newer): GPU {} has none",
+                        to_string(recipe), gpu.name));
+    if (precision == Precision::fp8 && recipe == Fp8Recipe::nvfp4 && !(gpu.peak_fp4_flops > 0))
+        throw InputError(
+            fmt::format("layout.fp8_recipe = \"nvfp4\" needs FP4 tensor cores: GPU {} has none", gpu.name));
     if (!profile_) return;
     if (profile_->gpu != gpu.name)
         throw InputError(fmt::format("profile {} describes GPU {}, but the cluster's GPU is {}",
@@ -87,6 +97,8 @@ bool ComputeModel::profile_cost(const Kernel& k, double& seconds) const {
     const Tables& t = *tables_;
     switch (k.kind) {
         case KernelKind::gemm: {
+            // A profile's fp8 rows are per-tensor-scaled GEMMs: MXFP8 and NVFP4 GEMMs are analytic.
+            if (k.fp8 && block_scaled(recipe_)) return false;
             // Exact shape: geometric mean of the measured times.
             double log_sum = 0;
             int exact = 0;

@@ -10,6 +10,7 @@ const std::vector<std::string>& calibratable_constants() {
     static const std::vector<std::string> names = {"gemm_max_efficiency",
                                                    "gemm_k_half",
                                                    "fp8_gemm_efficiency",
+                                                   "fp4_gemm_efficiency",
                                                    "gemm_min_time_s",
                                                    "flash_attention_efficiency",
                                                    "flash_attention_bwd_factor",
@@ -29,6 +30,7 @@ double& gpu_constant(GpuSpec& g, const std::string& name) {
     if (name == "gemm_max_efficiency") return g.gemm_max_efficiency;
     if (name == "gemm_k_half") return g.gemm_k_half;
     if (name == "fp8_gemm_efficiency") return g.fp8_gemm_efficiency;
+    if (name == "fp4_gemm_efficiency") return g.fp4_gemm_efficiency;
     if (name == "gemm_min_time_s") return g.gemm_min_time_s;
     if (name == "flash_attention_efficiency") return g.flash_attention_efficiency;
     if (name == "cudnn_attention_efficiency") return g.cudnn_attention_efficiency;

@@ -199,11 +199,16 @@ void apply_recipe_defaults(Layout& l, const std::string& source) {
     l.cross_entropy_fusion = true;
     l.grad_reduce_in_bf16 = true;
     l.fp8_param_gather = l.precision == Precision::fp8 &&
-                         (l.fp8_recipe == Fp8Recipe::delayed || l.fp8_recipe == Fp8Recipe::tensorwise);
+                         (l.fp8_recipe == Fp8Recipe::delayed || l.fp8_recipe == Fp8Recipe::tensorwise ||
+                          l.fp8_recipe == Fp8Recipe::mxfp8);
+    // NVFP4: the performance configs switch TP communication overlap off (scripts/performance/configs/llama/
+    // llama3_llm_pretrain.py and llama31_llm_pretrain.py, v0.3.0-v0.4.0: `tp_comm_overlap = False if
+    // precision == "nvfp4"`; the rows' only nvfp4 pre-training configs).
+    if (l.precision == Precision::fp8 && l.fp8_recipe == Fp8Recipe::nvfp4) l.tp_comm_overlap = false;
 }
 
 Layout parse_training(StrictObject o, [[maybe_unused]] const ModelSpec& m, const std::string& gpu,
-                      const std::string& source, std::optional<std::string>& unsupported) {
+                      const std::string& source, [[maybe_unused]] std::optional<std::string>& unsupported) {
     Layout l;
     l.tp = static_cast<int>(o.positive("tp"));
     l.pp = static_cast<int>(o.positive("pp"));
@@ -228,13 +233,15 @@ Layout parse_training(StrictObject o, [[maybe_unused]] const ModelSpec& m, const
                                         : Recompute::none;
     l.distributed_optimizer = o.boolean("distributed_optimizer");
     const auto p = o.choice("precision", {"fp16", "bf16", "fp8", "nvfp4"});
+    // "nvfp4" (outside the format's enum, used by the 2026 file): the linear layers' GEMMs in NVFP4, i.e.
+    // precision fp8 with the nvfp4 recipe (include/trainsim/layout.hpp, Fp8Recipe).
     l.precision = p == "fp16" ? Precision::fp16 : p == "bf16" ? Precision::bf16 : Precision::fp8;
-    if (p == "nvfp4") unsupported = "precision nvfp4 (training.precision): FP4 GEMMs are not simulated";
     // The framework's defaults for what the format does not carry (include/trainsim/framework_defaults.hpp),
     // each overridable per run.
     const bool async_tp = o.boolean_or("async_tp", false);
     l.torch_compile = o.boolean_or("compile", false);
     apply_framework_defaults(l, find_gpu(gpu, "cluster.gpu"), async_tp);
+    if (p == "nvfp4") l.fp8_recipe = Fp8Recipe::nvfp4;
     apply_recipe_defaults(l, source);
     detail::read_kernel_choices(o, l);
     l.overlap_grad_reduce = o.boolean_or("overlap_grad_reduce", l.overlap_grad_reduce);
@@ -512,12 +519,10 @@ class ExtensionReader {
 
     void precision_detail(const std::string& k, const json& v) {
         const std::string d = v.is_string() ? lower(v.get<std::string>()) : "";
-        if (contains(d, "nvfp4")) {
-            set_unsupported("precision nvfp4 (extensions.precision_detail): FP4 GEMMs are not simulated");
-        } else if (contains(d, "mxfp8") || contains(d, "fp8_mx") || contains(d, "fp8-mx")) {
-            set_unsupported(
-                "precision mxfp8 (extensions.precision_detail): MXFP8 block-scaled GEMMs are not "
-                "simulated");
+        const bool nvfp4 = contains(d, "nvfp4");
+        const bool mxfp8 = contains(d, "mxfp8") || contains(d, "fp8_mx") || contains(d, "fp8-mx");
+        if (nvfp4 || mxfp8) {
+            block_scaled_recipe(nvfp4 ? Fp8Recipe::nvfp4 : Fp8Recipe::mxfp8);
         } else if (l_.precision == Precision::fp8) {
             const bool current = contains(d, "current") || contains(d, "fp8_cs") || contains(d, "tensorwise");
             const bool delayed = contains(d, "delayed") || contains(d, "fp8_ds");
@@ -527,6 +532,27 @@ class ExtensionReader {
                 l_.fp8_recipe = Fp8Recipe::delayed;
             else
                 ignore(k, v, "names no single FP8 scaling recipe; the framework's default is kept");
+        }
+    }
+
+    /// precision_detail naming a block-scaled recipe: the linear layers' GEMMs in MXFP8 or NVFP4
+    /// (Fp8Recipe). Megatron-Bridge's mxfp8 recipe (bf16_with_mxfp8_mixed) sets fp8_param_gather with
+    /// reuse_grad_buf_for_mxfp8_param_ag (a 16-bit gather, the MXFP8 weights quantized after it:
+    /// Layout::fp8_weights_gathered_in_fp8); its nvfp4 recipe before v0.4.2 (the rows' releases) sets no
+    /// fp4_param_gather (bf16_with_nvfp4_mixed).
+    void block_scaled_recipe(Fp8Recipe r) {
+        if (l_.precision != Precision::fp8) {
+            set_unsupported(
+                fmt::format("precision {} (extensions.precision_detail) with training.precision = "
+                            "{}: the recipe applies to fp8 (or nvfp4) runs",
+                            to_string(r), to_string(l_.precision)));
+            return;
+        }
+        l_.fp8_recipe = r;
+        const bool bridge = run_.source.find("Megatron-Bridge") != std::string::npos;
+        if (bridge) {
+            l_.fp8_param_gather = r == Fp8Recipe::mxfp8;
+            if (r == Fp8Recipe::nvfp4) l_.tp_comm_overlap = false;  // as apply_recipe_defaults
         }
     }
 

@@ -441,6 +441,8 @@ std::string to_string(Fp8Recipe r) {
             return "rowwise";
         case Fp8Recipe::mxfp8:
             return "mxfp8";
+        case Fp8Recipe::nvfp4:
+            return "nvfp4";
     }
     return "?";
 }

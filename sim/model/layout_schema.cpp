@@ -115,8 +115,9 @@ schema::Table<Layout> make_layout_fields() {
             "attention kernel: FlashAttention-2, cuDNN fused attention, or unfused (scores materialised)"),
         true);
     add(enum_field(
-        "fp8_recipe", &Layout::fp8_recipe, names_of<Fp8Recipe>(4),
-        "FP8 scaling recipe (precision fp8): delayed, per-tensor current, per-row current, MXFP8 blocks"));
+        "fp8_recipe", &Layout::fp8_recipe, names_of<Fp8Recipe>(5),
+        "low-precision recipe of the linear layers (precision fp8): FP8 delayed, per-tensor current, per-row "
+        "current; MXFP8 or NVFP4 blocks (Blackwell)"));
     add(boolean_field("reshard_after_forward", &Layout::reshard_after_forward,
                       "ZeRO-3 / FSDP: parameters freed after forward and gathered again for backward"));
     add(boolean_field("fp8_param_gather", &Layout::fp8_param_gather,

@@ -555,9 +555,24 @@ OpTemplate BlockBuilder::embedding_backward() {
 //     backward re-quantizes from the bf16 tensors along the other axis): forward input and weight 2E + 1
 //     each; backward output gradient twice (dgrad and wgrad axes) 2(2E + 1); input and weight once more each
 //     2E + 1.
-//   mxfp8 (TE MXFP8BlockScaling: 32-element blocks, the E8M0 scale computed in the cast kernel): one pass
-//     writing row- and column-wise copies with their scales, E + 2 + 2/32, for inputs and output gradients;
-//     weights once per step as with delayed scaling.
+//   mxfp8 (TE MXFP8BlockScaling: 32-element blocks, the E8M0 scale computed in the cast kernel, no amax
+//     history or reduction): one pass writing row- and column-wise copies with their scales (both are
+//     quantized from the 16-bit tensor: mxfp8.rst "Handling transposes"), E + 2 + 2/32, for inputs and
+//     output gradients; weights once per step as with delayed scaling; dgrad (gradient row-wise x weight
+//     column-wise) and wgrad (gradient and input column-wise) read those copies, nothing is re-laid out.
+//   nvfp4 (TE NVFP4BlockScaling, recipe/__init__.py: 16-element blocks with E4M3 scales and an fp32 scale
+//     per tensor): the per-tensor scale needs the tensor's amax first, so every quantization is two passes
+//     (pytorch/csrc/quantizer.cpp NVFP4Quantizer::quantize_impl): the amax (inputs and gradients: one
+//     kernel taking the row-wise amax and the amax after the random Hadamard transform of the column-wise
+//     copy, nvte_hadamard_transform_amax; read E), then one fused kernel writing the row-wise copy and the
+//     Hadamard-transformed column-wise copy with their scales (read E, write 0.5 + 0.5 + 2/16; stochastic
+//     rounding on gradients is done in the same kernel): 2E + 1 + 1/8 for inputs and output gradients;
+//     weights (16x16 blocks, no Hadamard transform) the same bytes, once per step. The TP amax all-reduce
+//     of sequence-parallel inputs (a few bytes) is not modelled.
+//   In both block-scaled recipes the norm before qkv / fc1 is not fused with the quantization by default
+//   (pytorch/csrc/extensions/normalization.cpp: MXFP8 only with NVTE_NORM_FWD_USE_CUDNN, which
+//   Megatron-Bridge's performance scripts remove for Llama, perf_plugins.py; NVFP4 with the Hadamard
+//   transform: UNFUSED): the norm writes E and the cast above reads it.
 //   tensorwise under TransformerEngine (Megatron's --fp8-recipe tensorwise, TE Float8CurrentScaling): the
 //     quantizer takes the tensor's amax first (read E), then cast_transpose writes the fp8 tensor and its
 //     transpose (read E, write 1 + 1): 2E + 2, for inputs and output gradients; the saved fp8 input already
@@ -583,6 +598,8 @@ Fp8CastBytes fp8_cast_bytes(Fp8Recipe r, double E, Framework f) {
             return {2 * E + 1, 2 * E + 1, 2 * (2 * E + 1), 2 * E + 1, 2 * E + 1, false};
         case Fp8Recipe::mxfp8:
             return {E + 2 + 2.0 / 32, E + 2 + 2.0 / 32, E + 2 + 2.0 / 32, 0, 0, true};
+        case Fp8Recipe::nvfp4:
+            return {2 * E + 1 + 2.0 / 16, 2 * E + 1 + 2.0 / 16, 2 * E + 1 + 2.0 / 16, 0, 0, true};
     }
     return {E + 2, E + 2, E + 2, 0, 0, true};
 }
@@ -597,9 +614,9 @@ bool BlockBuilder::fp8_cast_in_norm() const {
     // TransformerEngine's LayerNormLinear (Megatron's TE spec for linear_qkv and linear_fc1) writes the
     // norm's output directly in FP8 (layernorm_fwd_fp8), so those two GEMMs have no separate input cast;
     // their backward transposes the saved fp8 input for wgrad (fp8_transpose, read 1 + write 1 B per
-    // element). TE recipes only (delayed, mxfp8); torchao casts after the norm.
-    return l_.framework == Framework::megatron &&
-           (l_.fp8_recipe == Fp8Recipe::delayed || l_.fp8_recipe == Fp8Recipe::mxfp8);
+    // element). TE's delayed recipe only (its Float8Quantizer is FULLY_FUSED in normalization.cpp; the
+    // block-scaled recipes are not, see above); torchao casts after the norm.
+    return l_.framework == Framework::megatron && l_.fp8_recipe == Fp8Recipe::delayed;
 }
 
 bool BlockBuilder::fp8_tp_all_gather() const {
@@ -633,7 +650,7 @@ OpTemplate BlockBuilder::fp8_weight_casts_per_step(double layers) {
     if (!fp8_ || layers <= 0) return t;
     const auto c = fp8_cast_bytes(l_.fp8_recipe, E_, l_.framework);
     if (!c.weight_per_step) return t;
-    if (l_.fp8_param_gather)
+    if (l_.fp8_weights_gathered_in_fp8())  // block-scaled: quantized from the bf16 gather (layout.hpp)
         kernel(t, Kernel::memory("fp8_transpose_weights", 2.0 * layer_linear_weights() * layers));
     else
         kernel(t,
@@ -746,7 +763,7 @@ OpTemplate BlockBuilder::optimizer(double params_per_rank) {
         // fp8_utils.py quantize_param_shard): its amax (read 4 B; current scaling), then the cast (read 4,
         // write 1 B), counted over the whole shard (the norms and embeddings, a few percent of it, stay
         // 16-bit), and the 16-bit copy the Adam step writes is kept (an upper bound by 1-2 B per element).
-        if (l_.precision == Precision::fp8 && l_.fp8_param_gather)
+        if (l_.fp8_weights_gathered_in_fp8())
             kernel(t, Kernel::memory("fp8_quantize_param_shard",
                                      (l_.fp8_recipe == Fp8Recipe::delayed ? 5.0 : 9.0) * params_per_rank));
     } else {

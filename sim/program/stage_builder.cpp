@@ -150,7 +150,7 @@ StageBuilder::StageBuilder(const ModelSpec& model, const Layout& layout, BlockBu
     // Bytes per all-gathered parameter: 16-bit, or (fp8_param_gather) FP8 for the linear weights and
     // 16-bit for the rest, averaged over the stage's parameters.
     const double stage_linear_rank = static_cast<double>(stage_layers_) * model_.linear_params() / shape_.t;
-    gather_bytes_ = layout_.precision == Precision::fp8 && layout_.fp8_param_gather && stage_params_rank_ > 0
+    gather_bytes_ = layout_.fp8_weights_gathered_in_fp8() && stage_params_rank_ > 0
                         ? 2.0 - std::min(stage_linear_rank, stage_params_rank_) / stage_params_rank_
                         : 2.0;
     // DeepSpeed's BF16_Optimizer (bf16 + ZeRO-1) all-reduces the fp32 gradients, then all-gathers the

@@ -76,7 +76,7 @@ SimulationResult simulate(const Cluster& cluster, const ModelSpec& model, const 
                           Program program, const std::string& workload_name,
                           const SimulationOptions& options) {
     const ComputeModel compute(cluster.gpu(), layout.precision, host_links(cluster.spec()),
-                               cluster.spec().profile);
+                               cluster.spec().profile, layout.fp8_recipe);
     assign_durations(program, compute);
     // The memory walk's timing subscribes to the executor beside the caller's observers.
     ComputeEndTimes memory_times(layout);

@@ -189,7 +189,7 @@ ScenarioStudy study_scenario(const TopologySpec& topology, const ModelSpec& mode
     // and the scenario built once for them, and no report is made (the first seed's full result is).
     Program timed = program;
     const ComputeModel compute(cluster.gpu(), layout.precision, host_links(cluster.spec()),
-                               cluster.spec().profile);
+                               cluster.spec().profile, layout.fp8_recipe);
     assign_durations(timed, compute);
     SimulationOptions seed_opts = options;
     seed_opts.attribute = true;

@@ -158,3 +158,71 @@ TEST_CASE("compute model: element-wise kernels stream at the HBM efficiency; hos
     const ComputeModel bare(gpu, Precision::bf16);
     CHECK_THROWS_AS(bare.seconds(Kernel::host(KernelKind::host_copy, "d2h", 1e9)), InputError);
 }
+
+TEST_CASE("compute model: MXFP8 and NVFP4 GEMMs at the FP8 and FP4 rates with block-scaled operand bytes") {
+    GpuSpec gpu = round_gpu();
+    gpu.peak_fp4_flops = 400e12;
+    gpu.fp4_gemm_efficiency = 0.5;
+    gpu.block_scaled_mma = true;
+    const double e = 0.8 * 4096.0 / (4096.0 + 1024.0);  // shape factor 1 (first test case)
+    const Kernel k8 = Kernel::gemm("fc1", 4096, 4096, 4096, 1, 1);
+    // MXFP8: FP8 peak · fp8_gemm_efficiency = 150 TFLOP/s, compute-bound as the per-tensor FP8 GEMM.
+    const ComputeModel mx(gpu, Precision::fp8, {}, nullptr, Fp8Recipe::mxfp8);
+    CHECK(mx.seconds(k8) == doctest::Approx(2.0 * 4096 * 4096 * 4096 / (150e12 * e) + kOverhead));
+    // NVFP4: FP4 peak · fp4_gemm_efficiency = 200 TFLOP/s.
+    const ComputeModel fp4(gpu, Precision::fp8, {}, nullptr, Fp8Recipe::nvfp4);
+    CHECK(fp4.seconds(k8) == doctest::Approx(2.0 * 4096 * 4096 * 4096 / (200e12 * e) + kOverhead));
+    // The 16-bit GEMMs of a block-scaled layout stay at the bf16 peak.
+    const Kernel k16 = Kernel::gemm("lm_head", 4096, 4096, 4096);
+    CHECK(fp4.seconds(k16) == doctest::Approx(2.0 * 4096 * 4096 * 4096 / (100e12 * e) + kOverhead));
+    CHECK(gemm_operand_bytes(Fp8Recipe::mxfp8) == 1.0 + 1.0 / 32);
+    CHECK(gemm_operand_bytes(Fp8Recipe::nvfp4) == 0.5 + 1.0 / 16);
+    CHECK(gemm_operand_bytes(Fp8Recipe::delayed) == 1.0);
+    // Memory-bound (K = 64, k_half 0, shape 1, e = 0.8): operands with their scales, output bf16.
+    gpu.gemm_k_half = 0;
+    const ComputeModel mx0(gpu, Precision::fp8, {}, nullptr, Fp8Recipe::mxfp8);
+    const ComputeModel fp40(gpu, Precision::fp8, {}, nullptr, Fp8Recipe::nvfp4);
+    const Kernel thin = Kernel::gemm("wgrad", 8192, 8192, 64, 1, 1);
+    // MXFP8: (8192·64 + 64·8192)·(33/32) + 2·8192² = 135.3 MB at 0.5 TB/s = 0.2726 ms (compute 0.0716 ms).
+    const double mx_bytes = (2.0 * 8192 * 64) * (33.0 / 32) + 2.0 * 8192 * 8192;
+    CHECK(mx0.seconds(thin) == doctest::Approx(mx_bytes / kMemBw + kOverhead).epsilon(1e-12));
+    CHECK(mx0.seconds(thin) == doctest::Approx(0.272598e-3).epsilon(1e-4));
+    // NVFP4: (8192·64 + 64·8192)·(9/16) + 2·8192² = 134.8 MB.
+    const double fp4_bytes = (2.0 * 8192 * 64) * (9.0 / 16) + 2.0 * 8192 * 8192;
+    CHECK(fp40.seconds(thin) == doctest::Approx(fp4_bytes / kMemBw + kOverhead).epsilon(1e-12));
+}
+
+TEST_CASE("compute model: a quantization pass is a memory-bound kernel over its bytes") {
+    const GpuSpec gpu = round_gpu();
+    const ComputeModel cm(gpu, Precision::fp8, {}, nullptr, Fp8Recipe::delayed);
+    // An MXFP8 cast of a 4096 x 8192 bf16 activation into row- and column-wise copies with E8M0 scales:
+    // read 2 B, write 1 + 1 + 2/32 B per element (sim/program/layer_ops.cpp): 136.3 MB at 0.5 TB/s.
+    const double n = 4096.0 * 8192;
+    const double mx = n * (2 + 2 + 2.0 / 32);
+    CHECK(cm.seconds(Kernel::memory("fp8_cast_input", mx)) == doctest::Approx(mx / kMemBw + kOverhead));
+    CHECK(cm.seconds(Kernel::memory("fp8_cast_input", mx)) == doctest::Approx(0.274630e-3).epsilon(1e-4));
+    // NVFP4: amax pass (read 2) + quantize (read 2, write 0.5 + 0.5 + 2/16): 5.125 B per element.
+    const double fp4 = n * (2 * 2 + 1 + 2.0 / 16);
+    CHECK(cm.seconds(Kernel::memory("fp8_cast_input", fp4)) == doctest::Approx(fp4 / kMemBw + kOverhead));
+    CHECK(cm.seconds(Kernel::memory("fp8_cast_input", fp4)) == doctest::Approx(0.345933e-3).epsilon(1e-4));
+}
+
+TEST_CASE("compute model: block-scaled recipes refused on a GPU without block-scaled tensor cores") {
+    const GpuSpec hopper_like = round_gpu();  // FP8, no block_scaled_mma, no FP4
+    CHECK_THROWS_WITH_AS(ComputeModel(hopper_like, Precision::fp8, {}, nullptr, Fp8Recipe::mxfp8),
+                         "layout.fp8_recipe = \"mxfp8\" needs block-scaled tensor cores (Blackwell, sm100 or "
+                         "newer): GPU round-test-gpu has none",
+                         InputError);
+    CHECK_THROWS_AS(ComputeModel(hopper_like, Precision::fp8, {}, nullptr, Fp8Recipe::nvfp4), InputError);
+    GpuSpec no_fp4 = round_gpu();
+    no_fp4.block_scaled_mma = true;
+    CHECK_THROWS_WITH_AS(ComputeModel(no_fp4, Precision::fp8, {}, nullptr, Fp8Recipe::nvfp4),
+                         "layout.fp8_recipe = \"nvfp4\" needs FP4 tensor cores: GPU round-test-gpu has none",
+                         InputError);
+    // The recipe of a bf16 layout is not used, and the catalog's Hopper refuses while its Blackwell accepts.
+    CHECK_NOTHROW(ComputeModel(hopper_like, Precision::bf16, {}, nullptr, Fp8Recipe::mxfp8));
+    CHECK_THROWS_AS(
+        ComputeModel(find_gpu("H100-SXM5-80GB", "test"), Precision::fp8, {}, nullptr, Fp8Recipe::mxfp8),
+        InputError);
+    CHECK_NOTHROW(ComputeModel(find_gpu("GB200", "test"), Precision::fp8, {}, nullptr, Fp8Recipe::nvfp4));
+}
