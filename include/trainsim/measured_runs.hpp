@@ -62,8 +62,8 @@
 // moe_layer_pattern checked against them, ep, etp, load_balance "force-balanced" -> balanced and dropless,
 // "token-dropping with capacity factor" -> moe_capacity_factor 1.0 (Megatron-Bridge's tokendrop recipes),
 // capacity_factor; router noted; the run stays unsupported while moe_supported() is false), `attention`
-// (type "MLA" with its ranks -> AttentionType::mla, qk_head_dim -> head_dim_override; unsupported while
-// moe_supported() is false; sliding-window keys are listed in ignored: full attention is simulated),
+// (type "MLA" with its ranks -> AttentionType::mla, qk_head_dim -> head_dim_override; unsupported: the
+// program times MLA layers as standard attention; sliding-window keys are listed in ignored: full attention is simulated),
 // `precision_detail` (mxfp8 / nvfp4 -> Layout::fp8_recipe mxfp8 / nvfp4 with
 // Megatron-Bridge's fp8_param_gather for each; current or delayed scaling -> Layout::fp8_recipe), `recompute` (granularity full / selective with modules
 // core_attn or none -> Layout::recompute), `head_dim` / `attention.head_dim` (-> head_dim_override on MoE
@@ -135,9 +135,10 @@ struct MeasuredRunsFile {
     std::vector<std::string> notes;
 };
 
-/// Whether the executor simulates mixture-of-experts (EP all-to-all, expert-DP reduction) and MLA rows: the
-/// single switch of the loader. False until the executor work lands; while false the MoE / MLA fields are
-/// read but the row stays `unsupported` with the reason it had (no figure from a half-modelled MoE run).
+/// Whether the executor simulates mixture-of-experts rows (EP all-to-all, grouped expert GEMMs, expert-DP
+/// reduction): true since the executor's MoE work (sim/program/moe_ops.cpp). While false the MoE fields are
+/// read but the row stays `unsupported` (no figure from a half-modelled MoE run). MLA rows stay unsupported
+/// either way until the program builds the MLA projections.
 bool moe_supported();
 
 /// Parses a measured-runs document. A malformed row is kept with its `error` set (see above); throws

@@ -201,8 +201,8 @@ std::string program_signature(const Program& p) {
 
 /// The rank grid and batch of a layout: with the program signature, what decides its simulation.
 std::string execution_key(const Layout& l, std::size_t program_hash) {
-    return fmt::format("{} {} {} {} {} {} {} {} {}", l.tp, l.pp, l.dp, l.cp, l.vpp, l.micro_batch,
-                       l.global_batch, static_cast<int>(l.precision), program_hash);
+    return fmt::format("{} {} {} {} {} {} {} {} {} {} {}", l.tp, l.pp, l.dp, l.cp, l.ep, l.expert_tp(), l.vpp,
+                       l.micro_batch, l.global_batch, static_cast<int>(l.precision), program_hash);
 }
 
 void check_point(SweepEntry& e, double& cost, std::size_t& program_hash, const Cluster& cluster,

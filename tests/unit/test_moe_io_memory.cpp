@@ -110,11 +110,9 @@ TEST_CASE(
     CHECK(r.layout.ep == 8);
     CHECK(r.layout.etp == 1);
     CHECK(layout_violations(m, r.layout, 256).empty());
-    if (!moe_supported()) {
-        REQUIRE(r.unsupported);
-        CHECK(contains(*r.unsupported, "mixture of experts"));
-        CHECK(contains(*r.unsupported, "multi-head latent attention"));
-    }
+    REQUIRE(r.unsupported);  // MLA is not timed by the program yet
+    CHECK(contains(*r.unsupported, "multi-head latent attention"));
+    CHECK(contains(*r.unsupported, "mixture of experts") == !moe_supported());
     // a pattern contradicting dense_layers, and an unknown balance, are refused
     json bad = deepseek_row();
     bad["extensions"]["moe"]["moe_layer_pattern"] = "first 3 layers dense, 57 MoE layers";
