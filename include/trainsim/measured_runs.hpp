@@ -63,15 +63,16 @@
 // "token-dropping with capacity factor" -> moe_capacity_factor 1.0 (Megatron-Bridge's tokendrop recipes),
 // capacity_factor; router noted; the run stays unsupported while moe_supported() is false), `attention`
 // (type "MLA" with its ranks -> AttentionType::mla, qk_head_dim -> head_dim_override; unsupported: the
-// program times MLA layers as standard attention; sliding-window keys are listed in ignored: full attention is simulated),
-// `precision_detail` (mxfp8 / nvfp4 -> Layout::fp8_recipe mxfp8 / nvfp4 with
-// Megatron-Bridge's fp8_param_gather for each; current or delayed scaling -> Layout::fp8_recipe), `recompute` (granularity full / selective with modules
-// core_attn or none -> Layout::recompute), `head_dim` / `attention.head_dim` (-> head_dim_override on MoE
-// and MLA rows; on dense rows only when equal to hidden / heads, else ignored as before),
-// `megatron_fsdp` (ZeRO-3 in Megatron: framework megatron), `cluster` (NVLink domain, trays). Provenance
-// keys (`table`, `source_row`, `recipe_preset`, `recipe_match`, `mlperf`, ...) are documentation. Anything
-// else that changes the run (CUDA graphs, activation offloading, partial recompute, a head_dim other than
-// hidden / heads, multi-token prediction, ...) is listed in MeasuredRun::ignored and simulated without it.
+// program times MLA layers as standard attention; sliding-window keys are listed in ignored: full attention
+// is simulated), `precision_detail` (mxfp8 / nvfp4 -> Layout::fp8_recipe mxfp8 / nvfp4 with Megatron-Bridge's
+// fp8_param_gather for each; current or delayed scaling -> Layout::fp8_recipe), `recompute` (granularity full
+// / selective with modules core_attn or none -> Layout::recompute), `head_dim` / `attention.head_dim` (->
+// head_dim_override on MoE and MLA rows; on dense rows only when equal to hidden / heads, else ignored as
+// before), `megatron_fsdp` (ZeRO-3 in Megatron: framework megatron), `cluster` (NVLink domain, trays).
+// Provenance keys (`table`, `source_row`, `recipe_preset`, `recipe_match`, `mlperf`, ...) are documentation.
+// Anything else that changes the run (CUDA graphs, activation offloading, partial recompute, a head_dim other
+// than hidden / heads, multi-token prediction, ...) is listed in MeasuredRun::ignored and simulated without
+// it.
 #pragma once
 
 #include <optional>
