@@ -12,22 +12,6 @@ using trainsim::test::rel_diff;
 
 namespace {
 
-ModelSpec swiglu_model(std::int64_t layers, std::int64_t hidden, std::int64_t heads, std::int64_t kv_heads,
-                       std::int64_t ffn, std::int64_t vocab, std::int64_t seq) {
-    ModelSpec m;
-    m.layers = layers;
-    m.hidden = hidden;
-    m.heads = heads;
-    m.kv_heads = kv_heads;
-    m.ffn_hidden = ffn;
-    m.vocab = vocab;
-    m.seq_len = seq;
-    m.mlp = MlpKind::swiglu;
-    m.tied_embeddings = false;
-    m.dropout = false;
-    return m;
-}
-
 /// GFLOP per token, forward + backward.
 double gflop_per_token(const ModelSpec& m) {
     return m.model_flops(1.0) / static_cast<double>(m.seq_len) / 1e9;
@@ -38,7 +22,7 @@ double gflop_per_token(const ModelSpec& m) {
 TEST_CASE("moe flops: a tiny MoE by hand") {
     // 3 layers: layer 0 dense (ffn 96), layers 1, 2 MoE: 4 experts of 16, top-2, shared 8; h 32, 4 heads of
     // 8, 2 KV heads, vocab 100, s 64.
-    ModelSpec m = swiglu_model(3, 32, 4, 2, 96, 100, 64);
+    ModelSpec m = trainsim::test::llama_style(3, 32, 4, 2, 96, 100, 64);
     m.num_experts = 4;
     m.moe_top_k = 2;
     m.moe_ffn_hidden = 16;
@@ -55,7 +39,7 @@ TEST_CASE("moe flops: a tiny MoE by hand") {
 }
 
 TEST_CASE("mla flops: a tiny MLA model by hand") {
-    ModelSpec m = swiglu_model(2, 32, 4, 4, 64, 100, 64);
+    ModelSpec m = trainsim::test::llama_style(2, 32, 4, 4, 64, 100, 64);
     m.attention_type = AttentionType::mla;
     m.head_dim_override = 8;
     m.q_lora_rank = 12;
@@ -78,7 +62,7 @@ TEST_CASE("moe flops: the 2026 rows' implied model FLOPs per token, models from 
     // Each expected figure is the row's reported TFLOP/s/GPU / tokens/s/GPU (public_runs_2026.json,
     // reported.implied_model_flops_per_token); the models are the Hugging Face configs.
     SUBCASE("Qwen3-30B-A3B (Qwen/Qwen3-30B-A3B config.json)") {
-        ModelSpec m = swiglu_model(48, 2048, 32, 4, 768, 151936, 4096);
+        ModelSpec m = trainsim::test::llama_style(48, 2048, 32, 4, 768, 151936, 4096);
         m.head_dim_override = 128;
         m.num_experts = 128;
         m.moe_top_k = 8;
@@ -87,7 +71,7 @@ TEST_CASE("moe flops: the 2026 rows' implied model FLOPs per token, models from 
         CHECK(rel_diff(gflop_per_token(m), 23.031) < 0.02);
     }
     SUBCASE("Qwen3-235B-A22B (Qwen/Qwen3-235B-A22B config.json)") {
-        ModelSpec m = swiglu_model(94, 4096, 64, 4, 1536, 151936, 4096);
+        ModelSpec m = trainsim::test::llama_style(94, 4096, 64, 4, 1536, 151936, 4096);
         m.head_dim_override = 128;
         m.num_experts = 128;
         m.moe_top_k = 8;
@@ -96,7 +80,7 @@ TEST_CASE("moe flops: the 2026 rows' implied model FLOPs per token, models from 
         CHECK(rel_diff(gflop_per_token(m), 147.882) < 0.02);
     }
     SUBCASE("DeepSeek-V3 (deepseek-ai/DeepSeek-V3 config.json), no MTP") {
-        ModelSpec m = swiglu_model(61, 7168, 128, 128, 18432, 129280, 4096);
+        ModelSpec m = trainsim::test::llama_style(61, 7168, 128, 128, 18432, 129280, 4096);
         m.num_experts = 256;
         m.moe_top_k = 8;
         m.moe_ffn_hidden = 2048;
@@ -112,7 +96,7 @@ TEST_CASE("moe flops: the 2026 rows' implied model FLOPs per token, models from 
         CHECK(rel_diff(gflop_per_token(m), 249.627) < 0.02);
     }
     SUBCASE("gpt-oss-120b (openai/gpt-oss-120b config.json)") {
-        ModelSpec m = swiglu_model(36, 2880, 64, 8, 2880, 201088, 4096);
+        ModelSpec m = trainsim::test::llama_style(36, 2880, 64, 8, 2880, 201088, 4096);
         m.head_dim_override = 64;
         m.num_experts = 128;
         m.moe_top_k = 4;
@@ -126,7 +110,7 @@ TEST_CASE("moe flops: the 2026 rows' implied model FLOPs per token, models from 
         CHECK(rel_diff(gflop_per_token(m), 32.581) < 0.06);
     }
     SUBCASE("Mixtral 8x7B (mistralai/Mixtral-8x7B-v0.1 config.json)") {
-        ModelSpec m = swiglu_model(32, 4096, 32, 8, 14336, 32000, 4096);
+        ModelSpec m = trainsim::test::llama_style(32, 4096, 32, 8, 14336, 32000, 4096);
         m.num_experts = 8;
         m.moe_top_k = 2;
         m.moe_ffn_hidden = 14336;
