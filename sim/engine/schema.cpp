@@ -62,7 +62,7 @@ std::optional<std::string> range_problem(double v, const Range& r) {
     const std::string range = fmt::format("range {} .. {}", bound_text(r.lo), bound_text(r.hi));
     if (!(v == v)) return fmt::format("is not a number ({})", range);
     if (v < r.lo) {
-        if (r.lo == 1) return fmt::format("must be positive ({})", range);
+        if (r.lo == 1 && v <= 0) return fmt::format("must be positive ({})", range);
         return fmt::format("is below the minimum of {} ({})", bound_text(r.lo), range);
     }
     if (v > r.hi) {
