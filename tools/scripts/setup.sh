@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 PACKAGES=(g++ cmake ninja-build libboost-graph-dev libboost-program-options-dev libeigen3-dev nlohmann-json3-dev
-          libfmt-dev doctest-dev libbenchmark-dev python3)
+          libfmt-dev doctest-dev libbenchmark-dev python3 python3-dev pybind11-dev libtomlplusplus-dev
+          libboost-mpi-dev libopenmpi-dev openmpi-bin chromium)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
