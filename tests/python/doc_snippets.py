@@ -86,7 +86,8 @@ def main(argv):
     for p in problems:
         print(p, file=sys.stderr)
     if problems and not update:
-        print(f"{files[0]} is stale: tests/python/doc_snippets.py --update {files[0]} rewrites its outputs",
+        print(f"{files[0]} is stale: PYTHONPATH=build/python python3 tests/python/doc_snippets.py --update "
+              f"{files[0]} rewrites its outputs",
               file=sys.stderr)
         return 1
     return 0

@@ -12,8 +12,8 @@ class DocsTest(unittest.TestCase):
     def test_python_md(self):
         os.chdir(SOURCE_DIR)
         problems = run("docs/python.md")
-        self.assertEqual(problems, [], "\n".join(problems) + "\n(tests/python/doc_snippets.py --update "
-                         "docs/python.md rewrites the outputs)")
+        hint = "PYTHONPATH=build/python python3 tests/python/doc_snippets.py --update docs/python.md"
+        self.assertEqual(problems, [], "\n".join(problems) + f"\n({hint} rewrites the outputs)")
 
 
 if __name__ == "__main__":

@@ -81,6 +81,24 @@ class SimulateTest(unittest.TestCase):
         self.assertEqual(got, expected)
         self.assertEqual(dumped(got), text)
 
+    def test_memory_what_if_equals_memory_what_if_json(self):
+        _, expected = cli_json("memory", "--topology", TOPOLOGY, "--workload", WORKLOAD, "--set",
+                               "topology.nodes=2", "--what-if", "--max-events", "0")
+        got = trainsim.memory(TOPOLOGY, WORKLOAD, NODES, what_if=True, max_events=0)
+        self.assertEqual(got, expected)
+        self.assertTrue(got["what_if"]["remedies"])
+
+    def test_one_run_of_a_measured_runs_file(self):
+        runs = "tests/e2e/data/runs-with-memory.json"
+        text, expected = cli_json("run", "--from-runs", runs, "--id", "small_with_memory")
+        got = trainsim.simulate(runs=runs, run_id="small_with_memory")
+        self.assertEqual(dumped(got), text)
+        with self.assertRaises(trainsim.InputError) as ctx:
+            trainsim.simulate(runs=runs, run_id="nope")
+        code, _, err = cli("run", "--from-runs", runs, "--id", "nope")
+        self.assertEqual(code, 2)
+        self.assertEqual(str(ctx.exception), err[len("trainsim: error: "):].rstrip("\n"))
+
     def test_gil_released_while_simulating(self):
         # This thread runs Python code while simulate() is inside the simulator in another thread: with the GIL
         # held it could not (the simulator calls no Python and never yields), so no tick of this thread would
@@ -88,10 +106,12 @@ class SimulateTest(unittest.TestCase):
         ticks, calls = [], []
         done = threading.Event()
 
+        longer = {"topology.nodes": 4, "layout.dp": 8, "layout.global_batch": 256}  # about 0.1 s
+
         def worker():
             for _ in range(3):
                 t0 = time.monotonic()
-                trainsim.simulate(TOPOLOGY, WORKLOAD, NODES)
+                trainsim.simulate(TOPOLOGY, WORKLOAD, longer)
                 calls.append((t0, time.monotonic()))
             done.set()
 
