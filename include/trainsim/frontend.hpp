@@ -74,7 +74,8 @@ decltype(auto) with_label(const Inputs& in, F&& f) {
     }
 }
 
-/// simulate() of the inputs, errors labelled (with_label), the report's topology named.
+/// simulate() of the inputs, errors labelled (with_label), the report's topology named: what `trainsim run`
+/// does without perturbations or a trace (tools/trainsim/run_command.cpp; tests/python checks the two agree).
 SimulationResult simulate_inputs(const Inputs& in, const SimulationOptions& options = {});
 
 /// The document of `run --json`: to_json of the report beside the inputs' measured figures.

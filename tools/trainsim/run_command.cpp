@@ -146,19 +146,21 @@ int run_command(const std::vector<std::string>& args) {
     }
     SimulationResult res;
     std::optional<ScenarioStudy> study;
-    if (options.perturbations.empty())
-        res = simulate_inputs(in, options);
-    else
-        study = with_label(in, [&] {
-            return study_scenario(in.topology, in.model, in.layout, in.name, options, scenario.seeds, jobs,
-                                  res);
-        });
+    try {
+        if (options.perturbations.empty())
+            res = simulate(in.topology, in.model, in.layout, in.name, options);
+        else
+            study =
+                study_scenario(in.topology, in.model, in.layout, in.name, options, scenario.seeds, jobs, res);
+    } catch (const InputError& e) {
+        throw InputError(fmt::format("{}: {}", in.label, e.what()));
+    }
     res.report.topology_name = in.topology.name;
     const Measured* measured = in.measured ? &*in.measured : nullptr;
     // The trace first: if it cannot be written, the run fails (exit 2) with nothing on stdout.
     if (trace_out) trace_out->commit();
     if (vm.count("json")) {
-        nlohmann::json j = run_json(in, res.report);
+        nlohmann::json j = to_json(res.report, measured);
         if (vm.count("fingerprint")) j["fingerprint"] = to_json(fingerprint(res.execution));
         if (study) j["what_if"] = study_json(*study);
         std::cout << j.dump(2) << "\n";
