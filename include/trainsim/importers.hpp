@@ -38,6 +38,11 @@
 //   stages share the rest evenly); --account-for-embedding-in-pipeline-split,
 //   --account-for-loss-in-pipeline-split; --optimizer adam|sgd; --ddp-bucket-size (elements) ->
 //   dp_bucket_size. GPUs: --nnodes * --nproc-per-node (torchrun's) when given; DP = GPUs / (TP * PP * CP).
+//   NeMo 1.x Hydra overrides of megatron_gpt_config.yaml (model.num_layers=96, model.encoder_seq_length,
+//   model.activations_checkpoint_granularity, model.activation=fast-swiglu, model.num_query_groups,
+//   model.share_embeddings_and_output_weights, model.fp8 / fp8_hybrid,
+//   model.optim.name=distributed_fused_adam, trainer.num_nodes, trainer.devices, trainer.precision, ...) are
+//   read as the flags they configure.
 //
 // Hugging Face config.json (transformers' LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config,
 // GPTNeoXConfig, MixtralConfig, Qwen2MoeConfig, Qwen3MoeConfig; by model_type):
@@ -64,7 +69,8 @@
 //   parallelism, as torchtitan's TP plan shards the norms), enable_async_tensor_parallel,
 //   pipeline_parallel_degree, pipeline_parallel_schedule (1F1B, GPipe, Interleaved1F1B),
 //   pipeline_parallel_microbatch_size, pipeline_parallel_first/last_stage_less_layers (the split of
-//   pipeline_parallel.py generate_llm_fqn_per_model_part -> layers_per_stage), context_parallel_degree,
+//   pipeline_parallel.py generate_llm_fqn_per_model_part -> layers_per_stage: each rank's layers, split
+//   evenly over its chunks), context_parallel_degree,
 //   fsdp_reshard_after_forward; [activation_checkpoint] mode none / full / selective with
 //   selective_ac_option "op" (selective_op) or N (every N-th layer: recompute full of the same count of
 //   layers per chunk); [compile] enable (or [training] compile); float8 ([model] converters "float8" or

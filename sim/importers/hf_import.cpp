@@ -175,6 +175,11 @@ Imported import_hf_config(const nlohmann::json& config, const std::string& file,
                         *max_pos));
     } else
         throw InputError(fmt::format("{}: max_position_embeddings is missing: give --seq", file));
+    if (const auto window = c.integer("sliding_window"); window && *window < m.seq_len)
+        imp.notes.push_back(
+            fmt::format("sliding_window {} < seq_len {}: attention costed as full causal "
+                        "attention over the sequence",
+                        *window, m.seq_len));
     if (!f.experts_key.empty()) experts(c, f, m);
     Layout l;
     imp.gpus = importers_detail::import_gpus(target, 0);

@@ -45,4 +45,10 @@ class MegatronArgs {
     std::set<std::string> stray_, used_;
 };
 
+/// NeMo 1.x Hydra overrides among `words` ("model.num_layers=96", "trainer.num_nodes=128",
+/// "trainer.precision=bf16", "model.activation=fast-swiglu", "model.fp8=True"; keys of NeMo's
+/// megatron_gpt_config.yaml, a leading + or ++ dropped) replaced by the Megatron-LM flags they configure
+/// (nemo_args.cpp lists them); other words, and NeMo keys without a flag, are kept as they are.
+std::vector<std::string> translate_nemo_overrides(const std::vector<std::string>& words);
+
 }  // namespace trainsim::importers_detail

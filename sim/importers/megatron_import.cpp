@@ -245,7 +245,7 @@ void optimizer(MegatronArgs& a, Layout& l) {
 
 Imported import_megatron(const std::vector<std::string>& args, const std::string& source,
                          const ImportTarget& target) {
-    MegatronArgs a(args, source);
+    MegatronArgs a(importers_detail::translate_nemo_overrides(args), source);
     Imported imp;
     Layout l;
     const std::int64_t tp = a.integer("tensor-model-parallel-size").value_or(1);

@@ -204,7 +204,7 @@ std::vector<std::int64_t> titan_stage_layers(std::int64_t layers, std::int64_t s
 }
 
 /// pipeline_parallel_schedule (1F1B, GPipe, Interleaved1F1B), the stages per rank and the layer split.
-void pipeline(Toml& t, const ModelSpec& m, Layout& l) {
+void pipeline(Toml& t, const ModelSpec& m, Layout& l, Imported& imp) {
     const std::string sched =
         t.text({"parallelism.pipeline_parallel_schedule", "experimental.pipeline_parallel_schedule"})
             .value_or("1F1B");
@@ -227,15 +227,24 @@ void pipeline(Toml& t, const ModelSpec& m, Layout& l) {
     l.vpp = static_cast<int>(stages / l.pp);
     const auto counts = titan_stage_layers(m.layers, stages, in_w, out_w, t.file());
     std::vector<std::int64_t> per_rank(static_cast<std::size_t>(l.pp), 0);
+    bool uneven_chunks = false;
     for (std::int64_t s = 0; s < stages; ++s) {  // looped placement: virtual stage s on rank s % pp
-        const std::int64_t first_chunk = counts[static_cast<std::size_t>(s % l.pp)];
-        if (counts[static_cast<std::size_t>(s)] != first_chunk)
-            throw InputError(
-                fmt::format("{}: torchtitan's split of {} layers over {} virtual stages ({}) gives rank "
-                            "{} chunks of different sizes, which trainsim cannot hold",
-                            t.file(), m.layers, stages, fmt::join(counts, " "), s % l.pp));
-        per_rank[static_cast<std::size_t>(s % l.pp)] += counts[static_cast<std::size_t>(s)];
+        const auto rank = static_cast<std::size_t>(s % l.pp);
+        uneven_chunks = uneven_chunks || counts[static_cast<std::size_t>(s)] != counts[rank];
+        per_rank[rank] += counts[static_cast<std::size_t>(s)];
     }
+    for (std::size_t r = 0; r < per_rank.size(); ++r)
+        if (per_rank[r] % l.vpp != 0)
+            throw InputError(
+                fmt::format("{}: torchtitan's split of {} layers over {} virtual stages ({}) puts {} "
+                            "layers on rank {}, which its {} chunks cannot share evenly as trainsim "
+                            "holds them",
+                            t.file(), m.layers, stages, fmt::join(counts, " "), per_rank[r], r, l.vpp));
+    if (uneven_chunks)
+        imp.notes.push_back(
+            fmt::format("torchtitan splits the {} layers over the {} virtual stages as {}; trainsim "
+                        "keeps each rank's layers ({}) and splits them evenly over its {} chunks",
+                        m.layers, stages, fmt::join(counts, " "), fmt::join(per_rank, " "), l.vpp));
     if (std::adjacent_find(per_rank.begin(), per_rank.end(), std::not_equal_to<>()) != per_rank.end())
         l.layers_per_stage = per_rank;
 }
@@ -329,7 +338,7 @@ Layout titan_layout(Toml& t, const ModelSpec& m, const ImportTarget& target, Imp
     imp.gpus = importers_detail::import_gpus(target, 0);
     data_parallel(t, imp.gpus, l);
     l.sequence_parallel = l.tp > 1;  // torchtitan's TP plan shards the norms' activations (SequenceParallel)
-    pipeline(t, m, l);
+    pipeline(t, m, l, imp);
     training(t, l);
     activation_checkpoint(t, m, l, imp);
     const bool async_tp =

@@ -295,3 +295,52 @@ TEST_CASE("torchtitan: flavors, TP/PP split, float8, and refused settings") {
         "is not modeled (trainsim: 1F1B, GPipe, Interleaved1F1B)"));
     CHECK(contains(err("[activation_checkpoint]\nmode = \"memory_budget\"\n"), "is not modeled"));
 }
+
+TEST_CASE("megatron: NeMo 1.x Hydra overrides read as the Megatron flags they configure") {
+    const auto nemo = words(
+        "trainer.num_nodes=128 trainer.devices=8 trainer.precision=16 model.num_layers=96 "
+        "model.hidden_size=12288 "
+        "model.num_attention_heads=96 model.encoder_seq_length=2048 model.tensor_model_parallel_size=8 "
+        "model.pipeline_model_parallel_size=16 model.micro_batch_size=1 model.global_batch_size=1536 "
+        "model.activations_checkpoint_granularity=full model.activations_checkpoint_method=uniform "
+        "model.num_query_groups=null ++model.share_embeddings_and_output_weights=True model.optim.lr=6e-5 "
+        "--tokenizer-type GPT2BPETokenizer");
+    const Imported imp = import_megatron(nemo, "nemo", target_of(8));
+    CHECK(imp.ignored == std::vector<std::string>{"model.optim.lr=6e-5"});
+    CHECK(model_of(load(imp)) == model_of(preset("gpt3-175b")));
+    CHECK(schema::to_json(layout_fields(), load(imp).layout) ==
+          schema::to_json(layout_fields(), preset("gpt3-175b").layout));
+    const Workload w = load(import_megatron(
+        words(kGpt3Args +
+              " model.activation=fast-swiglu model.num_query_groups=8 model.sequence_parallel=True "
+              "model.optim.name=distributed_fused_adam model.fp8=True model.fp8_hybrid=True"),
+        "nemo", target_of(1024, "H100-SXM5-80GB")));
+    CHECK(w.model.mlp == MlpKind::swiglu);
+    CHECK(w.model.kv_heads == 8);
+    CHECK((w.layout.sequence_parallel && w.layout.distributed_optimizer &&
+           w.layout.precision == Precision::fp8));
+}
+
+TEST_CASE("torchtitan: Interleaved1F1B keeps each rank's layers and splits them over its chunks") {
+    const std::string toml =
+        "[model]\nflavor = \"8B\"\n[training]\nlocal_batch_size = 4\n[parallelism]\n"
+        "pipeline_parallel_degree = 2\npipeline_parallel_schedule = \"Interleaved1F1B\"\n";
+    Imported imp = import_torchtitan(toml, "t.toml", target_of(16));
+    Workload w = load(imp);
+    CHECK(w.layout.vpp == 2);
+    // 32 + 1 + 1 over 4 stages: 9 9 8 8 less the embedding and the output: 8 9 8 7; ranks hold 16 and 16.
+    CHECK(w.layout.layers_per_stage.empty());
+    CHECK(contains(fmt::format("{}", fmt::join(imp.notes, "\n")),
+                   "as 8 9 8 7; trainsim keeps each rank's layers (16 16)"));
+    imp = import_torchtitan(toml +
+                                "pipeline_parallel_first_stage_less_layers = 0\n"
+                                "pipeline_parallel_last_stage_less_layers = 0\n",
+                            "t.toml", target_of(16));
+    CHECK(!contains(fmt::format("{}", fmt::join(imp.notes, "\n")), "virtual stages"));
+    CHECK(load(imp).layout.vpp == 2);
+    CHECK(contains(message_of<InputError>([&] {
+                       import_torchtitan(toml + "pipeline_parallel_first_stage_less_layers = 3\n", "t.toml",
+                                         target_of(16));
+                   }),
+                   "which its 2 chunks cannot share evenly"));
+}
