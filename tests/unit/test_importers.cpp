@@ -344,3 +344,34 @@ TEST_CASE("torchtitan: Interleaved1F1B keeps each rank's layers and splits them 
                    }),
                    "which its 2 chunks cannot share evenly"));
 }
+
+TEST_CASE("megatron: DeepSeek-V3's MLA and MoE flags give the preset's model") {
+    const auto args = words(
+        "--num-layers 61 --hidden-size 7168 --num-attention-heads 128 --multi-latent-attention --q-lora-rank "
+        "1536 "
+        "--kv-lora-rank 512 --qk-head-dim 128 --qk-pos-emb-head-dim 64 --v-head-dim 128 --ffn-hidden-size "
+        "18432 "
+        "--swiglu --untie-embeddings-and-output-weights --attention-dropout 0.0 --hidden-dropout 0.0 "
+        "--num-experts 256 --moe-router-topk 8 --moe-ffn-hidden-size 2048 "
+        "--moe-shared-expert-intermediate-size "
+        "2048 --moe-layer-freq ([0]*3+[1]*58) --tokenizer-type HuggingFaceTokenizer --vocab-size 129280 "
+        "--seq-length 4096 --tensor-model-parallel-size 2 --expert-model-parallel-size 8 --bf16");
+    const Workload w = load(import_megatron(args, "m", target_of(16, "H100-SXM5-80GB")));
+    CHECK(model_of(w) == model_of(preset("deepseek-v3")));
+}
+
+TEST_CASE("hf: GPT-NeoX is a GELU block with its own FFN width") {
+    const json neox = {
+        {"model_type", "gpt_neox"},        {"num_hidden_layers", 32},    {"hidden_size", 2560},
+        {"num_attention_heads", 32},       {"intermediate_size", 10240}, {"vocab_size", 50432},
+        {"max_position_embeddings", 2048}, {"hidden_act", "gelu"},       {"use_parallel_residual", true},
+        {"tie_word_embeddings", false}};
+    const Imported imp = import_hf_config(neox, "neox.json", target_of(8));
+    const Workload w = load(imp);
+    CHECK(w.model.mlp == MlpKind::gelu);
+    CHECK(w.model.ffn_hidden == 10240);
+    CHECK(w.model.kv_heads == 32);
+    CHECK(!w.model.tied_embeddings);
+    CHECK(!w.model.dropout);
+    CHECK(imp.ignored == std::vector<std::string>{"use_parallel_residual"});
+}
