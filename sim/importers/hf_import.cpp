@@ -7,6 +7,7 @@
 #include "import_common.hpp"
 #include "moe_layer_pattern.hpp"
 #include "trainsim/errors.hpp"
+#include "trainsim/limits.hpp"
 
 namespace trainsim {
 
@@ -44,7 +45,8 @@ class Config {
         used_.insert(key);
         return has(key) ? &j_.at(key) : nullptr;
     }
-    std::optional<std::int64_t> integer(const std::string& key, std::int64_t min = 1) {
+    std::optional<std::int64_t> integer(const std::string& key, std::int64_t min = 1,
+                                        std::int64_t max = importers_detail::kMaxImportInteger) {
         const json* v = get(key);
         if (!v) return std::nullopt;
         if (!v->is_number_integer())
@@ -52,10 +54,14 @@ class Config {
         if (v->get<std::int64_t>() < min)
             importers_detail::bad_written_value(file_, key, v->dump(),
                                                 fmt::format("must be at least {}", min));
+        if (v->is_number_unsigned() ? v->get<std::uint64_t>() > static_cast<std::uint64_t>(max)
+                                    : v->get<std::int64_t>() > max)
+            importers_detail::bad_written_value(file_, key, v->dump(),
+                                                fmt::format("must be at most {}", max));
         return v->get<std::int64_t>();
     }
-    std::int64_t required(const std::string& key) {
-        const auto v = integer(key);
+    std::int64_t required(const std::string& key, std::int64_t max = importers_detail::kMaxImportInteger) {
+        const auto v = integer(key, 1, max);
         if (!v) throw InputError(fmt::format("{}: {} is missing", file_, key));
         return *v;
     }
@@ -150,7 +156,7 @@ Imported import_hf_config(const nlohmann::json& config, const std::string& file,
     const Family& f = family_of(c);
     Imported imp;
     ModelSpec m;
-    m.layers = c.required("num_hidden_layers");
+    m.layers = c.required("num_hidden_layers", limits::kMaxLayers);
     m.hidden = c.required("hidden_size");
     m.heads = c.required("num_attention_heads");
     m.kv_heads = c.integer("num_key_value_heads").value_or(m.heads);

@@ -27,6 +27,10 @@ int derive_dp(int gpus, const Layout& l, const std::string& source);
 /// The GPU count: target.gpus, else `stated` (from the source) when positive, else target.cluster_gpus.
 int import_gpus(const ImportTarget& target, int stated);
 
+/// The largest integer an importer takes for a size without a tighter limit (trainsim/limits.hpp bounds the
+/// result later): small enough that the importers' products (4 x hidden, micro-batch x DP) cannot overflow.
+inline constexpr std::int64_t kMaxImportInteger = std::int64_t{1} << 40;
+
 /// `text` as an integer (decimal, the whole text, within int64). nullopt when it is not one.
 std::optional<std::int64_t> parse_integer(const std::string& text);
 /// `text` as a finite number (the whole text). nullopt when it is not one.

@@ -125,12 +125,14 @@ std::optional<std::string> MegatronArgs::text(const std::string& name) {
     return it->second;
 }
 
-std::optional<std::int64_t> MegatronArgs::integer(const std::string& name, std::int64_t min) {
+std::optional<std::int64_t> MegatronArgs::integer(const std::string& name, std::int64_t min,
+                                                  std::int64_t max) {
     const auto t = text(name);
     if (!t) return std::nullopt;
     const auto v = parse_integer(*t);
     if (!v) bad_value(source_, "--" + name, *t, "is not an integer");
     if (*v < min) bad_value(source_, "--" + name, *t, fmt::format("must be at least {}", min));
+    if (*v > max) bad_value(source_, "--" + name, *t, fmt::format("must be at most {}", max));
     return v;
 }
 

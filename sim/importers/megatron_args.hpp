@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "import_common.hpp"
+
 namespace trainsim::importers_detail {
 
 class MegatronArgs {
@@ -26,9 +28,10 @@ class MegatronArgs {
     bool given(const std::string& name) const;
     /// The value of `name`, marking it used; nullopt when absent.
     std::optional<std::string> text(const std::string& name);
-    /// The integer value of `name` (at least `min`); nullopt when absent. Throws InputError
-    /// "SOURCE: --NAME = "VALUE" is not an integer" / "must be at least MIN".
-    std::optional<std::int64_t> integer(const std::string& name, std::int64_t min = 1);
+    /// The integer value of `name` (in min .. max); nullopt when absent. Throws InputError
+    /// "SOURCE: --NAME = "VALUE" is not an integer" / "must be at least MIN" / "must be at most MAX".
+    std::optional<std::int64_t> integer(const std::string& name, std::int64_t min = 1,
+                                        std::int64_t max = kMaxImportInteger);
     /// The number value of `name` (at least `min`); nullopt when absent. Throws InputError.
     std::optional<double> number(const std::string& name, double min = 0);
     /// The value of `name`, one of `choices`; nullopt when absent. Throws InputError listing them.

@@ -11,6 +11,7 @@
 #include "trainsim/errors.hpp"
 #include "trainsim/framework_defaults.hpp"
 #include "trainsim/gpu_catalog.hpp"
+#include "trainsim/limits.hpp"
 
 namespace trainsim {
 
@@ -45,8 +46,9 @@ std::int64_t padded_vocab(MegatronArgs& a, std::int64_t tp, std::vector<std::str
     return (orig + multiple - 1) / multiple * multiple;
 }
 
-std::int64_t required(MegatronArgs& a, const std::string& name) {
-    const auto v = a.integer(name);
+std::int64_t required(MegatronArgs& a, const std::string& name,
+                      std::int64_t max = importers_detail::kMaxImportInteger) {
+    const auto v = a.integer(name, 1, max);
     if (!v) throw InputError(fmt::format("{}: --{} is required", a.source(), name));
     return *v;
 }
@@ -55,7 +57,7 @@ std::int64_t required(MegatronArgs& a, const std::string& name) {
 ModelSpec dense_model(MegatronArgs& a, const ImportTarget& target, std::int64_t tp,
                       std::vector<std::string>& notes) {
     ModelSpec m;
-    m.layers = required(a, "num-layers");
+    m.layers = required(a, "num-layers", limits::kMaxLayers);
     m.hidden = required(a, "hidden-size");
     m.heads = required(a, "num-attention-heads");
     m.kv_heads = m.heads;
@@ -134,13 +136,14 @@ void uneven_split(MegatronArgs& a, const ModelSpec& m, Layout& l) {
 
 /// TP, PP, CP, EP, ETP and the virtual pipeline stages.
 void parallel_sizes(MegatronArgs& a, const ModelSpec& m, Layout& l) {
-    l.tp = static_cast<int>(a.integer("tensor-model-parallel-size").value_or(1));
-    l.pp = static_cast<int>(a.integer("pipeline-model-parallel-size").value_or(1));
-    l.cp = static_cast<int>(a.integer("context-parallel-size").value_or(1));
-    l.ep = static_cast<int>(a.integer("expert-model-parallel-size").value_or(1));
-    l.etp = static_cast<int>(a.integer("expert-tensor-parallel-size").value_or(0));
+    l.tp = static_cast<int>(a.integer("tensor-model-parallel-size", 1, limits::kMaxGpus).value_or(1));
+    l.pp = static_cast<int>(a.integer("pipeline-model-parallel-size", 1, limits::kMaxGpus).value_or(1));
+    l.cp = static_cast<int>(a.integer("context-parallel-size", 1, limits::kMaxGpus).value_or(1));
+    l.ep = static_cast<int>(a.integer("expert-model-parallel-size", 1, limits::kMaxGpus).value_or(1));
+    l.etp = static_cast<int>(a.integer("expert-tensor-parallel-size", 1, limits::kMaxGpus).value_or(0));
     uneven_split(a, m, l);
-    if (const auto v = a.integer("num-virtual-stages-per-pipeline-rank")) l.vpp = static_cast<int>(*v);
+    if (const auto v = a.integer("num-virtual-stages-per-pipeline-rank", 1, limits::kMaxGpus))
+        l.vpp = static_cast<int>(*v);
     if (const auto per = a.integer("num-layers-per-virtual-pipeline-stage")) {
         if (!l.layers_per_stage.empty() || m.layers % (l.pp * *per) != 0)
             throw InputError(fmt::format(
@@ -248,11 +251,12 @@ Imported import_megatron(const std::vector<std::string>& args, const std::string
     MegatronArgs a(importers_detail::translate_nemo_overrides(args), source);
     Imported imp;
     Layout l;
-    const std::int64_t tp = a.integer("tensor-model-parallel-size").value_or(1);
+    const std::int64_t tp = a.integer("tensor-model-parallel-size", 1, limits::kMaxGpus).value_or(1);
     ModelSpec m = dense_model(a, target, tp, imp.notes);
     moe_and_mla(a, m);
     parallel_sizes(a, m, l);
-    const auto nnodes = a.integer("nnodes"), per_node = a.integer("nproc-per-node");
+    const auto nnodes = a.integer("nnodes", 1, limits::kMaxGpus),
+               per_node = a.integer("nproc-per-node", 1, limits::kMaxGpus);
     imp.gpus =
         importers_detail::import_gpus(target, static_cast<int>(nnodes.value_or(1) * per_node.value_or(0)));
     l.dp = importers_detail::derive_dp(imp.gpus, l, source);

@@ -12,6 +12,7 @@
 #include "trainsim/errors.hpp"
 #include "trainsim/framework_defaults.hpp"
 #include "trainsim/gpu_catalog.hpp"
+#include "trainsim/limits.hpp"
 
 namespace trainsim {
 
@@ -64,12 +65,17 @@ class Toml {
         }
         return nullptr;
     }
-    std::optional<std::int64_t> integer(std::initializer_list<const char*> paths) {
+    /// The integer at the first of `paths` present, in lo .. hi; nullopt when none is present.
+    std::optional<std::int64_t> integer(std::initializer_list<const char*> paths, std::int64_t lo,
+                                        std::int64_t hi) {
         std::string path;
         const toml::node* n = find(paths, &path);
         if (!n) return std::nullopt;
         if (!n->is_integer()) bad(path, *n, "is not an integer");
-        return n->value<std::int64_t>();
+        const std::int64_t v = *n->value<std::int64_t>();
+        if (v < lo) bad(path, *n, fmt::format("must be at least {}", lo));
+        if (v > hi) bad(path, *n, fmt::format("must be at most {}", hi));
+        return v;
     }
     std::optional<std::string> text(std::initializer_list<const char*> paths) {
         std::string path;
@@ -147,7 +153,7 @@ ModelSpec flavor_model(Toml& t, const ImportTarget& target) {
     m.mlp = MlpKind::swiglu;
     m.tied_embeddings = false;
     m.dropout = false;
-    const std::int64_t seq = t.integer({"training.seq_len"}).value_or(2048);
+    const std::int64_t seq = t.integer({"training.seq_len"}, 1, limits::kMaxSeqLen).value_or(2048);
     m.seq_len = target.seq_len.value_or(seq);
     return m;
 }
@@ -155,9 +161,11 @@ ModelSpec flavor_model(Toml& t, const ImportTarget& target) {
 /// The data-parallel degrees: shard (FSDP, -1 = the GPUs left) and replicate (DDP); HSDP is refused.
 void data_parallel(Toml& t, int gpus, Layout& l) {
     const auto replicate =
-        t.integer({"parallelism.data_parallel_replicate_degree", "training.data_parallel_replicate_degree"})
+        t.integer({"parallelism.data_parallel_replicate_degree", "training.data_parallel_replicate_degree"},
+                  1, limits::kMaxGpus)
             .value_or(1);
-    auto shard = t.integer({"parallelism.data_parallel_shard_degree", "training.data_parallel_shard_degree"})
+    auto shard = t.integer({"parallelism.data_parallel_shard_degree", "training.data_parallel_shard_degree"},
+                           -1, limits::kMaxGpus)
                      .value_or(-1);
     const long long rest = static_cast<long long>(l.tp) * l.pp * l.cp * std::max<std::int64_t>(replicate, 1);
     if (replicate < 1 || shard == 0 || shard < -1)
@@ -208,11 +216,14 @@ void pipeline(Toml& t, const ModelSpec& m, Layout& l, Imported& imp) {
     const std::string sched =
         t.text({"parallelism.pipeline_parallel_schedule", "experimental.pipeline_parallel_schedule"})
             .value_or("1F1B");
-    const auto per_stage = t.integer({"parallelism.pipeline_parallel_layers_per_stage"});
+    const auto per_stage =
+        t.integer({"parallelism.pipeline_parallel_layers_per_stage"}, 1, limits::kMaxLayers);
     const std::int64_t in_w =
-        t.integer({"parallelism.pipeline_parallel_first_stage_less_layers"}).value_or(1);
+        t.integer({"parallelism.pipeline_parallel_first_stage_less_layers"}, 0, limits::kMaxLayers)
+            .value_or(1);
     const std::int64_t out_w =
-        t.integer({"parallelism.pipeline_parallel_last_stage_less_layers"}).value_or(1);
+        t.integer({"parallelism.pipeline_parallel_last_stage_less_layers"}, 0, limits::kMaxLayers)
+            .value_or(1);
     if (l.pp <= 1) return;
     if (sched != "1F1B" && sched != "GPipe" && sched != "Interleaved1F1B")
         importers_detail::bad_value(t.file(), "parallelism.pipeline_parallel_schedule", sched,
@@ -305,9 +316,13 @@ void low_precision(Toml& t, Layout& l) {
 
 /// [training]: batch sizes, precision, compile, CPU offload.
 void training(Toml& t, Layout& l) {
-    const std::int64_t local = t.integer({"training.local_batch_size", "training.batch_size"}).value_or(8);
-    const std::int64_t global = t.integer({"training.global_batch_size"}).value_or(-1);
-    const std::int64_t mbs = t.integer({"parallelism.pipeline_parallel_microbatch_size"}).value_or(1);
+    const std::int64_t local =
+        t.integer({"training.local_batch_size", "training.batch_size"}, 1, limits::kMaxGlobalBatch)
+            .value_or(8);
+    const std::int64_t global =
+        t.integer({"training.global_batch_size"}, -1, limits::kMaxGlobalBatch).value_or(-1);
+    const std::int64_t mbs =
+        t.integer({"parallelism.pipeline_parallel_microbatch_size"}, 1, limits::kMaxGlobalBatch).value_or(1);
     l.micro_batch = l.pp > 1 ? mbs : local;
     l.global_batch = global > 0 ? global : local * l.dp;
     const std::string param = t.text({"training.mixed_precision_param"}).value_or("bfloat16");
@@ -324,13 +339,17 @@ void training(Toml& t, Layout& l) {
 Layout titan_layout(Toml& t, const ModelSpec& m, const ImportTarget& target, Imported& imp) {
     Layout l;
     l.framework = Framework::torchtitan;
-    l.tp = static_cast<int>(
-        t.integer({"parallelism.tensor_parallel_degree", "training.tensor_parallel_degree"}).value_or(1));
+    l.tp =
+        static_cast<int>(t.integer({"parallelism.tensor_parallel_degree", "training.tensor_parallel_degree"},
+                                   1, limits::kMaxGpus)
+                             .value_or(1));
     l.pp = static_cast<int>(
-        t.integer({"parallelism.pipeline_parallel_degree", "experimental.pipeline_parallel_degree"})
+        t.integer({"parallelism.pipeline_parallel_degree", "experimental.pipeline_parallel_degree"}, 1,
+                  limits::kMaxGpus)
             .value_or(1));
     l.cp = static_cast<int>(
-        t.integer({"parallelism.context_parallel_degree", "experimental.context_parallel_degree"})
+        t.integer({"parallelism.context_parallel_degree", "experimental.context_parallel_degree"}, 1,
+                  limits::kMaxGpus)
             .value_or(1));
     if (l.tp < 1 || l.pp < 1 || l.cp < 1)
         throw InputError(fmt::format("{}: parallel degrees must be positive (TP {}, PP {}, CP {})", t.file(),

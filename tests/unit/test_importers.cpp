@@ -161,6 +161,9 @@ TEST_CASE("megatron: malformed and unrepresentable values are one-line errors na
           "megatron: --fp8-recipe = \"blockwise\" is not modeled (trainsim: delayed, tensorwise, mxfp8, "
           "nvfp4)");
     CHECK(err(kGpt3Args + " --hidden-size") == "megatron: --hidden-size needs a value");
+    CHECK(err(kGpt3Args + " --tensor-model-parallel-size 99999999999") ==
+          "megatron: --tensor-model-parallel-size = \"99999999999\" must be at most 131072");
+    CHECK(err(kGpt3Args + " --num-layers 5000") == "megatron: --num-layers = \"5000\" must be at most 4096");
     CHECK(err(kGpt3Args + " --bf16=yes") ==
           "megatron: --bf16 = \"yes\" is given a value; the flag takes none");
     CHECK(contains(
@@ -294,6 +297,8 @@ TEST_CASE("torchtitan: flavors, TP/PP split, float8, and refused settings") {
         err("[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_schedule = \"ZBVZeroBubble\"\n"),
         "is not modeled (trainsim: 1F1B, GPipe, Interleaved1F1B)"));
     CHECK(contains(err("[activation_checkpoint]\nmode = \"memory_budget\"\n"), "is not modeled"));
+    CHECK(err("[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_layers_per_stage = 0\n") ==
+          "t.toml: parallelism.pipeline_parallel_layers_per_stage = 0 must be at least 1");
 }
 
 TEST_CASE("megatron: NeMo 1.x Hydra overrides read as the Megatron flags they configure") {
