@@ -95,6 +95,8 @@ printf '[parallelism]\ndata_parallel_replicate_degree = 2\ndata_parallel_shard_d
 bad "torchtitan: HSDP" 'hsdp.toml: data_parallel_replicate_degree = 2 with data_parallel_shard_degree = 4 is HSDP' \
     torchtitan "$tmp/hsdp.toml" --gpus 8
 bad "--set of an unknown field" 'layout.tpp' hf "$data/llama3_8b_config.json" --gpus 8 --set layout.tpp=2
+bad "a directory as the TOML" "$tmp: is a directory" torchtitan "$tmp"
+bad "a device as the args file" '/dev/zero: larger than' megatron --args-file /dev/zero
 bad "megatron without arguments" 'no arguments' megatron
 bad "output into a missing folder" "$tmp/no/such/dir/w.json" megatron -o "$tmp/no/such/dir/w.json" -- "${gpt3[@]}"
 

@@ -1,6 +1,10 @@
 // `trainsim import megatron|hf|torchtitan`: a workload file from a Megatron-LM launch, a Hugging Face
 // config.json or a torchtitan train.toml (trainsim/importers.hpp; docs/importers.md).
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -66,13 +70,25 @@ void add_options(po::options_description& desc, ImportOptions& o) {
         "those after --")("files", po::value(&o.files)->composing(), "the source file (hf, torchtitan)");
 }
 
+/// The text of an input file, read as read_json_file reads one (trainsim/config.hpp): a directory is refused,
+/// at most kMaxInputFileBytes are read (a device or FIFO such as /dev/zero is refused, not read forever).
 std::string read_text_file(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0)
+        throw InputError(fmt::format("{}: cannot open the file ({})", path, std::strerror(errno)));
+    if (S_ISDIR(st.st_mode)) throw InputError(fmt::format("{}: is a directory, not a file", path));
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw InputError(fmt::format("{}: cannot be read", path));
-    std::ostringstream s;
-    s << in.rdbuf();
-    if (s.str().size() > kMaxInputFileBytes) throw InputError(fmt::format("{}: the file is too large", path));
-    return s.str();
+    if (!in) throw InputError(fmt::format("{}: cannot open the file", path));
+    std::string text;
+    char buf[65536];
+    while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+        text.append(buf, static_cast<std::size_t>(in.gcount()));
+        if (text.size() > kMaxInputFileBytes)
+            throw InputError(
+                fmt::format("{}: larger than the {} bytes an input file may have", path, kMaxInputFileBytes));
+    }
+    if (in.bad()) throw InputError(fmt::format("{}: reading failed", path));
+    return text;
 }
 
 Imported run_importer(const std::string& kind, const ImportOptions& o, const std::vector<std::string>& words,
