@@ -48,15 +48,16 @@
 // GPTNeoXConfig, MixtralConfig, Qwen2MoeConfig, Qwen3MoeConfig; by model_type):
 //   num_hidden_layers -> layers; hidden_size -> hidden; num_attention_heads -> heads; num_key_value_heads
 //   -> kv_heads (default heads); intermediate_size -> ffn_hidden; vocab_size -> vocab;
-//   max_position_embeddings -> seq_len unless a sequence length is given; tie_word_embeddings (default per
-//   class: false for these, true for Qwen3 and Qwen3-MoE's small configs only when stated) ->
-//   tied_embeddings; hidden_act silu/swish with the gated MLP of the Llama family -> mlp swiglu, GPT-NeoX's
-//   gelu -> gelu; head_dim -> head_dim (when not hidden / heads); attention_dropout / hidden_dropout ->
-//   dropout. MoE: num_local_experts (Mixtral) / num_experts (Qwen-MoE) -> num_experts; num_experts_per_tok ->
-//   moe_top_k; moe_intermediate_size (Qwen-MoE; Mixtral's experts are intermediate_size wide) ->
-//   moe_ffn_hidden; shared_expert_intermediate_size -> moe_shared_expert_ffn_hidden; decoder_sparse_step s
-//   (layer i is sparse when (i + 1) % s == 0) -> moe_layer_freq s with moe_first_dense_layers s - 1;
-//   mlp_only_layers [0 .. k-1] -> moe_first_dense_layers k. The layout: Layout's defaults, DP = GPUs.
+//   max_position_embeddings -> seq_len unless a sequence length is given; tie_word_embeddings (default false,
+//   the default of these classes) -> tied_embeddings; sliding_window shorter than the sequence is noted
+//   (attention costed as full causal); hidden_act silu/swish with the gated MLP of the Llama family -> mlp
+//   swiglu, GPT-NeoX's gelu -> gelu; head_dim -> head_dim (when not hidden / heads); attention_dropout /
+//   hidden_dropout -> dropout. MoE: num_local_experts (Mixtral) / num_experts (Qwen-MoE) -> num_experts;
+//   num_experts_per_tok -> moe_top_k; moe_intermediate_size (Qwen-MoE; Mixtral's experts are
+//   intermediate_size wide) -> moe_ffn_hidden; shared_expert_intermediate_size ->
+//   moe_shared_expert_ffn_hidden; decoder_sparse_step s (layer i is sparse when (i + 1) % s == 0) ->
+//   moe_layer_freq s with moe_first_dense_layers s - 1; mlp_only_layers [0 .. k-1] -> moe_first_dense_layers
+//   k. The layout: Layout's defaults, DP = GPUs.
 //
 // torchtitan train.toml (torchtitan/config/job_config.py and torchtitan/models/llama3/__init__.py at
 // commit 76d5c72e2^, the last with TOML configs; the older [training]-only keys are read too):
@@ -115,12 +116,14 @@ struct Imported {
 /// and --nproc-per-node among them count the GPUs). `source` names them in messages ("megatron" or the
 /// args file). Throws InputError for a malformed value ("megatron: --num-layers = \"x\" is not an
 /// integer"), a flag without its value, a value trainsim cannot represent (an FP8 recipe it does not model,
-/// a layer split it cannot hold) or a layout check that fails.
+/// a layer split it cannot hold, fp32 training) or GPUs that TP x PP x CP does not divide. The layout
+/// checks run in finish_import(). NeMo 1.x Hydra overrides among the words are read as their flags.
 Imported import_megatron(const std::vector<std::string>& args, const std::string& source,
                          const ImportTarget& target);
 
 /// The words of a launch arguments file: shell-like splitting (boost::program_options::split_unix: quotes
-/// and backslash escapes), '\' line continuations joined, lines and words starting with '#' dropped.
+/// and backslash escapes), '\' line continuations joined, comments ('#' at the start of a word, to the end
+/// of the line) dropped.
 std::vector<std::string> split_args_text(std::string_view text);
 
 /// Imports a Hugging Face config.json (parsed, read from `file`). Throws InputError naming the file, the key
