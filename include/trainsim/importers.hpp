@@ -123,8 +123,9 @@ Imported import_megatron(const std::vector<std::string>& args, const std::string
 
 /// The words of a launch arguments file: shell-like splitting (boost::program_options::split_unix: quotes
 /// and backslash escapes), '\' line continuations joined, comments ('#' at the start of a word, to the end
-/// of the line) dropped.
-std::vector<std::string> split_args_text(std::string_view text);
+/// of the line) dropped. Throws InputError "SOURCE: the arguments do not split into words (...)" for an
+/// unbalanced quote or a bad escape.
+std::vector<std::string> split_args_text(std::string_view text, const std::string& source);
 
 /// Imports a Hugging Face config.json (parsed, read from `file`). Throws InputError naming the file, the key
 /// and the value for a missing or malformed key, an unsupported model_type (the supported ones are listed)

@@ -278,7 +278,7 @@ Imported import_megatron(const std::vector<std::string>& args, const std::string
     return imp;
 }
 
-std::vector<std::string> split_args_text(std::string_view text) {
+std::vector<std::string> split_args_text(std::string_view text, const std::string& source) {
     std::string joined;
     std::istringstream in{std::string(text)};
     for (std::string line; std::getline(in, line);) {
@@ -294,8 +294,13 @@ std::vector<std::string> split_args_text(std::string_view text) {
         joined += line + "\n";
     }
     std::vector<std::string> words;
-    for (auto& w : boost::program_options::split_unix(joined, " \t\n"))
-        if (!w.empty()) words.push_back(std::move(w));
+    try {
+        for (auto& w : boost::program_options::split_unix(joined, " \t\n"))
+            if (!w.empty()) words.push_back(std::move(w));
+    } catch (const std::exception& e) {  // boost::escaped_list_error: an unbalanced quote, a bad escape
+        throw InputError(fmt::format("{}: the arguments do not split into words ({})", source,
+                                     clip_for_message(e.what(), 200)));
+    }
     return words;
 }
 

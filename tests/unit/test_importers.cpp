@@ -56,7 +56,7 @@ Workload preset(const std::string& name) {
 }
 
 std::vector<std::string> words(const std::string& text) {
-    return split_args_text(text);
+    return split_args_text(text, "args");
 }
 
 const std::string kGpt3Args =
@@ -67,7 +67,7 @@ const std::string kGpt3Args =
 }  // namespace
 
 TEST_CASE("megatron: the GPT-3 175B launch file reproduces the preset's model and layout") {
-    const auto args = split_args_text(slurp(kData + "gpt3_175b_megatron.args"));
+    const auto args = split_args_text(slurp(kData + "gpt3_175b_megatron.args"), "gpt3.args");
     const Imported imp = import_megatron(args, "gpt3.args", target_of(8));  // nnodes x nproc = 1024 wins
     CHECK(imp.gpus == 1024);
     const Workload w = load(imp), p = preset("gpt3-175b");
@@ -179,8 +179,10 @@ TEST_CASE("megatron: malformed and unrepresentable values are one-line errors na
 
 TEST_CASE("megatron args files: continuations, quotes and comments") {
     const auto w =
-        split_args_text("# a comment\n--a 1 \\\n  --b \"two words\" # trailing\n\n--c '3'\\\r\n--d\n");
+        split_args_text("# a comment\n--a 1 \\\n  --b \"two words\" # trailing\n\n--c '3'\\\r\n--d\n", "f");
     CHECK(w == std::vector<std::string>{"--a", "1", "--b", "two words", "--c", "3", "--d"});
+    CHECK(contains(message_of<InputError>([] { split_args_text("--a x\\q", "f.args"); }),
+                   "f.args: the arguments do not split into words ("));
 }
 
 TEST_CASE("hf: Llama 3 8B and Mixtral 8x7B configs give the presets' models") {

@@ -7,7 +7,8 @@
 # docs/reliability.md). Exits 1 when any harness reports a finding (a crash, a sanitizer report, a timeout, an
 # exception other than InputError, more than 4 GiB), so CI can run it (tools/scripts/run_tests.sh: 20 s each).
 #   usage: tools/scripts/fuzz.sh [--fast] [--runs N] [SECONDS] [HARNESS...]
-#     harnesses: topology workload calibration_profile measured_runs set (default: all)
+#     harnesses: topology workload calibration_profile measured_runs set import_megatron import_hf
+#                import_torchtitan (default: all)
 #     --fast     build-fuzz-fast/: -O2, libFuzzer's coverage instrumentation only (no ASan/UBSan), several times
 #                the executions per second; for long runs toward the 10 M executions goal. A finding there is
 #                a crash, an escaped exception, a timeout or the memory limit.
@@ -29,7 +30,7 @@ done
 SECONDS_EACH="${1:-60}"
 shift $(( $# > 0 ? 1 : 0 ))
 HARNESSES=("$@")
-[ ${#HARNESSES[@]} -gt 0 ] || HARNESSES=(topology workload calibration_profile measured_runs set)
+[ ${#HARNESSES[@]} -gt 0 ] || HARNESSES=(topology workload calibration_profile measured_runs set import_megatron import_hf import_torchtitan)
 
 # clang and libFuzzer come from Debian (clang-14, libclang-rt-14-dev), installed when missing.
 missing=()

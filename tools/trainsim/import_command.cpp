@@ -100,7 +100,7 @@ Imported run_importer(const std::string& kind, const ImportOptions& o, const std
                             "after --)",
                             clip_for_message(o.files.front())));
         std::vector<std::string> args;
-        if (!o.args_file.empty()) args = split_args_text(read_text_file(o.args_file));
+        if (!o.args_file.empty()) args = split_args_text(read_text_file(o.args_file), o.args_file);
         args.insert(args.end(), words.begin(), words.end());
         if (args.empty())
             throw InputError("import megatron: no arguments: give them after -- or with --args-file");
