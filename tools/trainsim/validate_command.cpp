@@ -14,6 +14,7 @@
 #include <boost/program_options.hpp>
 
 #include "commands.hpp"
+#include "processes.hpp"
 #include "trainsim/calibration.hpp"
 #include "trainsim/config.hpp"
 #include "trainsim/errors.hpp"
@@ -299,6 +300,7 @@ int validate_command(const std::vector<std::string>& args) {
     for (const auto& file : files)
         parsed_files.push_back(parse_measured_runs(read_json_file(file), file));
 
+    options.processes = processes();  // under mpirun: the runs spread over the processes
     const ValidationResult res = validate_runs(parsed_files, options);
     if (vm.count("json"))
         std::cout << validation_json(res).dump(2) << "\n";
