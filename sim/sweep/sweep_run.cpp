@@ -183,36 +183,80 @@ std::vector<PointCheck> check_points(const Points& pts, const ModelSpec& model, 
         encode_check, [](const std::string& bytes, std::size_t) { return decode_check(bytes); });
 }
 
+/// The serial confirmation (the reference): each passed point, in enumeration order, copies the first
+/// earlier representative of its execution key whose program is identical, else becomes one.
+void plan_serially(const std::vector<SweepEntry>& entries, const std::vector<PointCheck>& checks,
+                   const std::vector<std::string>& keys, const ModelSpec& model,
+                   std::vector<std::size_t>& copy_of) {
+    const std::size_t n = entries.size();
+    copy_of.assign(n, n);
+    std::map<std::string, std::vector<std::size_t>> reps;
+    for (std::size_t i = 0; i < n; ++i) {
+        if (checks[i].status != SweepStatus::simulated) continue;
+        auto& r = reps[keys[i]];
+        const std::string sig = program_signature(build_program(model, entries[i].layout));
+        for (std::size_t rep : r)
+            if (program_signature(build_program(model, entries[rep].layout)) == sig) {
+                copy_of[i] = rep;
+                break;
+            }
+        if (copy_of[i] == n) r.push_back(i);
+    }
+}
+
 /// The points to simulate, costliest first, and for each other passed point the one it copies (n: none).
 /// Points whose programs are identical on the same rank grid (e.g. selective recomputation with flash
 /// attention, which recomputes nothing, beside no recomputation; the distributed optimizer at DP = 1) are
-/// simulated once: the simulation is deterministic, so the copies are exact. A hash match is confirmed by
-/// comparing the two programs in full.
+/// simulated once: the simulation is deterministic, so the copies are exact. A point is a candidate copy of
+/// the first point of its execution key (the rank grid and a hash of the program); every candidate is
+/// confirmed by comparing the two programs in full, the keys' groups in parallel (threads and processes).
+/// Should a confirmation fail (a hash collision), plan_serially decides, as it would have alone: with every
+/// candidate confirmed, both give the same copies.
 void plan_simulations(const std::vector<SweepEntry>& entries, const std::vector<PointCheck>& checks,
-                      const ModelSpec& model, bool deduplicate, std::vector<std::size_t>& todo,
+                      const ModelSpec& model, const SweepOptions& options, std::vector<std::size_t>& todo,
                       std::vector<std::size_t>& copy_of) {
     const std::size_t n = entries.size();
     copy_of.assign(n, n);
-    std::map<std::string, std::vector<std::size_t>> first;  // execution key -> representatives
+    std::vector<std::string> keys(n);
+    std::map<std::string, std::size_t> group_of;   // execution key -> group
+    std::vector<std::vector<std::size_t>> groups;  // [group] its points, the first the representative
     for (std::size_t i = 0; i < n; ++i) {
         if (checks[i].status != SweepStatus::simulated) continue;
-        if (!deduplicate) {
+        if (!options.deduplicate) {
             todo.push_back(i);
             continue;
         }
-        auto& reps = first[fmt::format("{} {}", entries[i].gpus,
-                                       execution_key(entries[i].layout, checks[i].program_hash))];
-        const std::string sig = program_signature(build_program(model, entries[i].layout));
-        for (std::size_t r : reps)
-            if (program_signature(build_program(model, entries[r].layout)) == sig) {
-                copy_of[i] = r;
-                break;
-            }
-        if (copy_of[i] == n) {
-            reps.push_back(i);
-            todo.push_back(i);
-        }
+        keys[i] =
+            fmt::format("{} {}", entries[i].gpus, execution_key(entries[i].layout, checks[i].program_hash));
+        const auto [it, added] = group_of.emplace(keys[i], groups.size());
+        if (added) groups.emplace_back();
+        groups[it->second].push_back(i);
     }
+    std::vector<std::size_t> with_copies;
+    for (std::size_t g = 0; g < groups.size(); ++g)
+        if (groups[g].size() > 1) with_copies.push_back(g);
+    // Each group: "1" when every point's program equals the representative's, else "0".
+    const std::vector<bool> confirmed = spread_map(
+        with_copies.size(), options.jobs, options.processes,
+        [&](std::size_t k) {
+            const auto& pts = groups[with_copies[k]];
+            const std::string sig = program_signature(build_program(model, entries[pts[0]].layout));
+            for (std::size_t m = 1; m < pts.size(); ++m)
+                if (program_signature(build_program(model, entries[pts[m]].layout)) != sig) return false;
+            return true;
+        },
+        [](bool ok) { return std::string(ok ? "1" : "0"); },
+        [](const std::string& bytes, std::size_t) { return bytes == "1"; });
+    if (std::all_of(confirmed.begin(), confirmed.end(), [](bool ok) { return ok; })) {
+        for (const auto& pts : groups)
+            for (std::size_t m = 1; m < pts.size(); ++m)
+                copy_of[pts[m]] = pts[0];
+    } else {
+        plan_serially(entries, checks, keys, model, copy_of);
+    }
+    if (options.deduplicate)
+        for (std::size_t i = 0; i < n; ++i)
+            if (checks[i].status == SweepStatus::simulated && copy_of[i] == n) todo.push_back(i);
     std::stable_sort(todo.begin(), todo.end(),
                      [&](std::size_t a, std::size_t b) { return checks[a].cost > checks[b].cost; });
 }
@@ -361,7 +405,7 @@ SweepResult run_sweep(const TopologySpec& topology, const ModelSpec& model, cons
     const std::vector<PointCheck> checks =
         check_points(pts, model, options, [&] { step(&SweepProgress::checked); });
     std::vector<std::size_t> todo, copy_of;
-    plan_simulations(pts.entries, checks, model, options.deduplicate, todo, copy_of);
+    plan_simulations(pts.entries, checks, model, options, todo, copy_of);
     if (report) {
         const std::lock_guard<std::mutex> lock(progress_mutex);
         progress.to_simulate = todo.size();
