@@ -2,6 +2,8 @@
 //
 // Definitions (docs/metrics.md has the derivations):
 //   tokens/s          = global_batch · seq_len / step_time
+//   tokens/s per GPU  = tokens/s / GPUs;  tokens/day = tokens/s · 86,400
+//   time to train     = ⌈tokens / (global_batch · seq_len)⌉ steps · step_time (no failures: trainsim goodput)
 //   model TFLOP/s/GPU = model FLOPs (ModelSpec::model_flops, no recomputation) / step_time / GPUs
 //   MFU               = model TFLOP/s per GPU / peak (Korthikanti et al. 2022, arXiv:2205.05198, Sec. 6.3)
 //   HFU               = hardware FLOPs executed (recomputation included) / step_time / GPUs / peak
@@ -16,6 +18,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,8 +59,10 @@ struct Report {
     Layout layout;
     double step_time_s = 0;
     double tokens_per_s = 0;
-    double model_flops = 0;     ///< per iteration, whole cluster
-    double hardware_flops = 0;  ///< per iteration, whole cluster (recomputation included)
+    double tokens_per_s_per_gpu = 0;  ///< tokens_per_s / gpus
+    double tokens_per_day = 0;        ///< tokens_per_s x 86,400 s
+    double model_flops = 0;           ///< per iteration, whole cluster
+    double hardware_flops = 0;        ///< per iteration, whole cluster (recomputation included)
     double model_tflops_per_gpu = 0;
     double hardware_tflops_per_gpu = 0;
     double mfu = 0, hfu = 0;
@@ -84,8 +89,31 @@ Report make_report(const Cluster& cluster, const ModelSpec& m, const Layout& l, 
                    const std::vector<std::vector<double>>* compute_end_s = nullptr,
                    bool memory_timeline = false);
 
-std::string format_text(const Report& r, const Measured* measured);
+/// Time to train a number of tokens at a report's step time, with no failures, restarts or checkpoints
+/// (`trainsim goodput` models those): steps = ⌈tokens / tokens_per_step⌉ (whole iterations, as Megatron-LM's
+/// --train-iters counts them), tokens_per_step = global_batch · seq_len, seconds = steps · step_time,
+/// days = seconds / 86,400, GPU-hours = seconds / 3,600 · GPUs, cost = GPU-hours · the price per GPU-hour.
+struct TimeToTrain {
+    double tokens = 0, tokens_per_step = 0, steps = 0, seconds = 0, days = 0, gpu_hours = 0;
+    std::optional<double> gpu_hour_price_usd;  ///< US dollars per GPU-hour (--gpu-hour-price)
+    std::optional<double> cost_usd;            ///< set with gpu_hour_price_usd
+};
+
+/// The time to train `tokens` (> 0) at `r`'s step time, layout and sequence length; the cost when
+/// `gpu_hour_price_usd` is given (>= 0).
+TimeToTrain time_to_train(const Report& r, double tokens, std::optional<double> gpu_hour_price_usd);
+
+/// A count with a decimal suffix and one decimal: "950", "12.3K", "4.5M", "202.7B", "15.0T".
+std::string count_text(double n);
+
+/// The text report. With `train`: the time-to-train line(s) after the headline figures.
+std::string format_text(const Report& r, const Measured* measured, const TimeToTrain* train = nullptr);
 nlohmann::json to_json(const Report& r, const Measured* measured);
+/// {"tokens", "tokens_per_step", "steps", "days", "gpu_hours"} and, with a price, "gpu_hour_price_usd" and
+/// "cost_usd".
+nlohmann::json to_json(const TimeToTrain& t);
+/// "time to train 15.0T tokens   123.4 days" and GPU-hours (and cost) lines, as format_text prints them.
+std::string time_to_train_text(const TimeToTrain& t);
 // ---- The Chrome trace (trace-event JSON, read by Perfetto and chrome://tracing) ----
 
 /// Which GPUs a trace holds: the GPUs of DP replica 0 (every TP, CP and PP rank: the default), one GPU per

@@ -1,6 +1,7 @@
-// Layout sweep (`trainsim sweep`): every training layout of one model on one cluster size, the invalid ones
-// and those that do not fit in HBM rejected and counted by reason, the rest simulated in parallel and ranked
-// by step time.
+// Layout sweep (`trainsim sweep`): every training layout of one model on one or several cluster sizes, the
+// invalid ones and those that do not fit in HBM (less a safety margin, SweepOptions::min_headroom) rejected
+// and counted by reason, the rest simulated in parallel (threads, and processes: SweepOptions::processes)
+// and ranked by step time in one ranking over the sizes.
 //
 // Grid. The dimensions are tp, pp, cp, micro_batch, vpp, recompute, sequence_parallel and
 // distributed_optimizer; dp is derived, dp = GPUs / (tp·pp·cp). Every other layout field (global batch,
@@ -26,12 +27,16 @@
 // check, then check_layout and build_program for anything else); the memory walk (simulate_memory, the
 // busiest stage against the GPU's HBM capacity: "out of memory: <the pile to blame>"); then one
 // simulated iteration. Results are stored by enumeration index and then sorted, so the outcome does not
-// depend on the number of threads.
+// depend on the number of threads or processes.
+//
+// Several sizes (SweepOptions::gpus): each size's cluster is the topology with nodes = GPUs / gpus_per_node,
+// its grid enumerated as above; the points are numbered size by size (ascending), and ranked together.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -102,20 +107,27 @@ std::string explain_limit(const Report& r, const TopologySpec& topology);
 enum class SweepStatus { simulated, out_of_memory, rejected };
 
 struct SweepEntry {
-    std::size_t index = 0;  ///< position in enumeration order
+    std::size_t index = 0;  ///< position in enumeration order (sizes ascending, each size's grid in order)
     Layout layout;
+    int gpus = 0;  ///< the size of the cluster it was evaluated on
     SweepStatus status = SweepStatus::rejected;
     std::string reason;  ///< category (rejected, out_of_memory); empty when simulated
     std::string detail;  ///< the full InputError message (rejected by check_layout or build_program)
     double peak_memory_bytes = 0;  ///< busiest stage, per GPU (simulated, out_of_memory)
     int peak_stage = 0;
-    Report report;      ///< simulated only
+    /// Simulated only. Spread over several processes, only the best entry's report has its memory (the
+    /// others' report.memory is empty; peak_memory_bytes and peak_stage hold every point's peak).
+    Report report;
     std::string limit;  ///< explain_limit (simulated only)
 };
 
 struct SweepResult {
     std::string topology_name, workload_name, gpu_name;
-    int gpus = 0;
+    int gpus = 0;             ///< the (smallest) cluster size
+    std::vector<int> sizes;   ///< every cluster size, ascending (one: a single-size sweep)
+    double min_headroom = 0;  ///< SweepOptions::min_headroom
+    /// SweepOptions::train_tokens and gpu_hour_price_usd: the outputs add the time to train (and its cost).
+    std::optional<double> train_tokens, gpu_hour_price_usd;
     std::int64_t global_batch = 0;
     double hbm_bytes = 0;  ///< per GPU
     /// Simulated layouts by (step time, canonical_string) ascending, then the out-of-memory ones, then the
@@ -141,8 +153,23 @@ struct SweepProgress {
     std::size_t simulated = 0;    ///< of which simulated so far
 };
 
+class ProcessGroup;
+
 struct SweepOptions {
-    int jobs = 1;  ///< worker threads (>= 1)
+    int jobs = 1;  ///< worker threads (>= 1), per process
+    /// Cluster sizes in GPUs, each a multiple of gpus_per_node (InputError otherwise); empty: the topology's
+    /// own size. Sorted and repeats dropped.
+    std::vector<int> gpus;
+    /// Memory safety margin, a fraction of HBM in [0, 1): a layout whose peak exceeds (1 - min_headroom) x
+    /// HBM is out of memory ("under 10% headroom: <pile> largest" when it fits the HBM itself).
+    double min_headroom = 0;
+    /// Tokens to train (> 0) and the price of a GPU-hour (US dollars): copied to the result, whose outputs
+    /// add each simulated layout's time to train (report.hpp time_to_train) and cost.
+    std::optional<double> train_tokens, gpu_hour_price_usd;
+    /// Processes that share the points (MPI ranks; process_group.hpp): each checks and simulates its share
+    /// and every process gets the whole result, the same as one process's (but see SweepEntry::report). Null:
+    /// this process alone. The progress callback is not called with more than one process.
+    ProcessGroup* processes = nullptr;
     /// What-if: every layout simulated under these perturbations (docs/what-if.md); the links are applied to
     /// the sweep's cluster. The GPU ids of --straggler are global ranks, so each layout meets the slow GPU in
     /// its own role.
@@ -160,23 +187,29 @@ struct SweepOptions {
     std::function<void(const SweepProgress&)> progress;
 };
 
-/// Enumerates, evaluates and ranks the grid on `topology` (whose GPU count is the cluster size). Throws
-/// InputError for a bad topology; a layout's InputError only rejects that layout; an InternalError of any
-/// layout propagates (the first in enumeration order).
+/// Enumerates, evaluates and ranks the grid on `topology` (whose GPU count is the cluster size unless
+/// options.gpus gives sizes). Throws InputError for a bad topology or size; a layout's InputError only
+/// rejects that layout; an InternalError of any layout propagates (the first in enumeration order).
 SweepResult run_sweep(const TopologySpec& topology, const ModelSpec& model, const Layout& base,
                       const SweepGrid& grid, const std::string& workload_name, const SweepOptions& options);
 
-/// The text summary: the top `top_k` layouts (step time s, tokens/s, MFU, bubble, exposed TP/PP/DP s, peak
-/// memory and headroom GiB, what limits it), the counts of rejected layouts by reason, then the best layout's
-/// full report (format_text). Byte-identical for identical results.
+/// The text summary: the top `top_k` layouts (with several sizes, the GPUs first; step time s, tokens/s,
+/// tokens/s per GPU, tokens/day, MFU, bubble, exposed TP/PP/DP s, peak memory and headroom GiB, with
+/// train_tokens the days, GPU-hours and cost to train, what limits it), the counts of rejected layouts by
+/// reason, with several sizes the best layout of each size, then the best layout's full report
+/// (format_text). Byte-identical for identical results.
 std::string format_sweep_text(const SweepResult& r, std::size_t top_k);
 
 /// Every evaluated layout, one CSV row each in the order of SweepResult::entries, header first; numbers with
-/// fixed decimals (times 6, GiB 3, MFU and fractions 6, tokens/s 1).
+/// fixed decimals (times 6, GiB 3, MFU and fractions 6, tokens/s 1, tokens/day 0, days 3, GPU-hours 1,
+/// dollars 2). Column gpus (after rank) with several sizes; time_to_train_days and gpu_hours with
+/// train_tokens, cost_usd with gpu_hour_price_usd too.
 std::string sweep_csv(const SweepResult& r);
 
 /// The same rows as JSON ("layouts"), with the counts, the reject reasons, and "best": to_json of the best
-/// report (null when nothing was simulated). Format "trainsim-sweep/1".
+/// report (null when nothing was simulated). Format "trainsim-sweep/1". With several sizes "gpus" is the
+/// list of sizes and each row has "gpus"; with train_tokens each simulated row has "time_to_train"
+/// (to_json(TimeToTrain)) and "min_headroom" is written when above 0.
 nlohmann::json sweep_json(const SweepResult& r);
 
 }  // namespace trainsim

@@ -24,6 +24,8 @@
 
 namespace trainsim {
 
+class ProcessGroup;
+
 /// Absolute percentage errors of one metric over the scored rows: their mean (MAPE), their largest, and how
 /// many are within a tolerance.
 struct ErrorStats {
@@ -105,6 +107,9 @@ struct ValidationOptions {
     std::shared_ptr<const Profile> profile;
     std::string profile_file;
     int jobs = 1;  ///< simulations in parallel (parallel_map); the result does not depend on it
+    /// Processes that share the runs (MPI ranks, process_group.hpp spread_map); every process gets the whole
+    /// result, the same as one process's. Null: this process alone.
+    ProcessGroup* processes = nullptr;
 };
 
 /// Simulates and compares the selected rows of `files` (already parsed; the calibration and the profile are

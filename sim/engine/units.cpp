@@ -139,4 +139,36 @@ double parse_bytes(std::string_view text, const std::string& where) {
     return parse_quantity(text, Dimension::bytes, where);
 }
 
+double parse_count(std::string_view text, const std::string& where) {
+    std::string number(text);
+    double scale = 1.0;
+    if (!number.empty()) {
+        switch (number.back()) {
+            case 'K':
+                scale = 1e3;
+                break;
+            case 'M':
+                scale = 1e6;
+                break;
+            case 'B':
+                scale = 1e9;
+                break;
+            case 'T':
+                scale = 1e12;
+                break;
+            default:
+                break;
+        }
+        if (scale != 1.0) number.pop_back();
+    }
+    char* end = nullptr;
+    const double value = number.empty() ? 0.0 : std::strtod(number.c_str(), &end);
+    if (number.empty() || end != number.c_str() + number.size() || !std::isfinite(value * scale) ||
+        !(value > 0) || std::isspace(static_cast<unsigned char>(number.front())))
+        throw InputError(fmt::format(
+            "{} = \"{}\" is not a positive count: a number with an optional K, M, B or T suffix (e.g. 15T)",
+            where, clip_for_message(std::string(text))));
+    return value * scale;
+}
+
 }  // namespace trainsim

@@ -21,6 +21,8 @@ Report make_report(const Cluster& cluster, const ModelSpec& m, const Layout& l, 
     rep.step_time_s = r.step_time_s;
     const double seqs = static_cast<double>(l.global_batch);
     rep.tokens_per_s = seqs * static_cast<double>(m.seq_len) / r.step_time_s;
+    rep.tokens_per_s_per_gpu = rep.tokens_per_s / rep.gpus;
+    rep.tokens_per_day = rep.tokens_per_s * kSecondsPerDay;
     rep.model_flops = m.model_flops(seqs);
     double hw = 0;
     for (int st = 0; st < l.pp; ++st)
@@ -72,7 +74,10 @@ std::string pct(double f) {
 }
 }  // namespace
 
-std::string format_text(const Report& r, const Measured* measured) {
+namespace {
+
+/// The title, the cluster, model and layout lines (and the out-of-memory warning first).
+std::string text_header(const Report& r) {
     std::string o;
     const auto& l = r.layout;
     const auto& m = r.model;
@@ -98,7 +103,12 @@ std::string format_text(const Report& r, const Measured* measured) {
         : l.sharded_optimizer() ? ", distributed optimizer"
                                 : "",
         to_string(l.attention));
-    o += fmt::format("{:<34}{:>16}", "", "predicted");
+    return o;
+}
+
+/// The headline figures, predicted (and measured, with the error, when given), and the time to train.
+std::string text_figures(const Report& r, const Measured* measured, const TimeToTrain* train) {
+    std::string o = fmt::format("{:<34}{:>16}", "", "predicted");
     if (measured) o += fmt::format("{:>16}{:>10}", "measured", "error");
     o += "\n";
     auto row = [&](const std::string& name, double pred, const std::string& unit, double meas) {
@@ -115,12 +125,20 @@ std::string format_text(const Report& r, const Measured* measured) {
     row("TFLOP/s per GPU (model)", r.model_tflops_per_gpu, "TFLOP/s",
         measured && !hw_convention ? measured->tflops_per_gpu : 0);
     o += fmt::format("{:<34}{:>16}\n", "tokens/s", fmt::format("{:.0f}", r.tokens_per_s));
+    o += fmt::format("{:<34}{:>16}\n", "tokens/s per GPU", fmt::format("{:.1f}", r.tokens_per_s_per_gpu));
+    o += fmt::format("{:<34}{:>16}\n", "tokens/day", count_text(r.tokens_per_day));
     o += fmt::format("{:<34}{:>16}\n", "MFU", pct(r.mfu));
     o += fmt::format("{:<34}{:>16}\n", "HFU", pct(r.hfu));
+    if (train) o += time_to_train_text(*train);
     if (measured)
         o += fmt::format("(measured: {}{})\n", measured->source,
                          measured->tflops_per_gpu > 0 ? "; TFLOP/s as " + measured->tflops_convention : "");
-    o += fmt::format("\nwhere the step goes (mean over GPUs)\n");
+    return o;
+}
+
+/// Where the step goes: the time accounts, mean over GPUs, and the bubble against its closed form.
+std::string text_breakdown(const Report& r) {
+    std::string o = fmt::format("\nwhere the step goes (mean over GPUs)\n");
     auto part = [&](const char* name, double s) {
         o += fmt::format("  {:<32}{:>12}{:>9}\n", name, fmt::format("{:.3f} s", s), pct(s / r.step_time_s));
     };
@@ -133,7 +151,12 @@ std::string format_text(const Report& r, const Measured* measured) {
     part("idle (waiting for slower ranks)", r.idle_s);
     o += fmt::format("  bubble ratio bubble/(step - bubble) {:.3f}; closed form (p-1)/(m*v) = {:.3f}\n",
                      r.bubble_ratio, r.bubble_closed_form);
-    o += fmt::format("\nper pipeline stage (per GPU; memory at the stage's peak)\n");
+    return o;
+}
+
+/// Per pipeline stage: its time accounts and its memory piles at its peak; then the busiest stage.
+std::string text_stages(const Report& r) {
+    std::string o = fmt::format("\nper pipeline stage (per GPU; memory at the stage's peak)\n");
     o += fmt::format(
         "  {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>6}\n",
         "stage", "compute", "bubble", "TP exp.", "PP exp.", "DP exp.", "params", "grads", "optim.", "activ.",
@@ -161,6 +184,12 @@ std::string format_text(const Report& r, const Measured* measured) {
                      gib(r.memory.peak_of(ReportedMemory::reserved)));
     for (const auto& n : r.memory.notes)
         o += fmt::format("  note: {}\n", n);
+    return o;
+}
+
+/// The kernel costs that came from a hardware profile (empty without one), and the simulation's size.
+std::string text_footer(const Report& r) {
+    std::string o;
     if (!r.profile_use.empty()) {
         o += fmt::format("\ncompute costs from profile {} (kernels of one GPU per stage, one iteration):\n",
                          r.profile_file);
@@ -172,6 +201,13 @@ std::string format_text(const Report& r, const Measured* measured) {
     }
     o += fmt::format("\nsimulation: {} events, {} network flows\n", r.events, r.flows);
     return o;
+}
+
+}  // namespace
+
+std::string format_text(const Report& r, const Measured* measured, const TimeToTrain* train) {
+    return text_header(r) + text_figures(r, measured, train) + text_breakdown(r) + text_stages(r) +
+           text_footer(r);
 }
 
 nlohmann::json to_json(const Report& r, const Measured* measured) {
@@ -186,6 +222,8 @@ nlohmann::json to_json(const Report& r, const Measured* measured) {
     j["layout"]["micro_batches"] = r.layout.micro_batches();
     j["step_time_s"] = r.step_time_s;
     j["tokens_per_s"] = r.tokens_per_s;
+    j["tokens_per_s_per_gpu"] = r.tokens_per_s_per_gpu;
+    j["tokens_per_day"] = r.tokens_per_day;
     j["model_flops"] = r.model_flops;
     j["hardware_flops"] = r.hardware_flops;
     j["model_tflops_per_gpu"] = r.model_tflops_per_gpu;

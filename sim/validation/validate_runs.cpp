@@ -1,10 +1,14 @@
 // Measured runs simulated and compared (include/trainsim/validation.hpp).
+#include <cstdint>
+
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "trainsim/collectives.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/memory.hpp"
 #include "trainsim/parallel_map.hpp"
+#include "trainsim/process_group.hpp"
 #include "trainsim/simulate.hpp"
 #include "trainsim/units.hpp"
 #include "trainsim/validation.hpp"
@@ -21,6 +25,35 @@ struct RunPrediction {
     std::optional<std::string> oom_message;  ///< set when predicted out of memory
     std::string gpu_uncalibrated;            ///< Report::gpu_uncalibrated
 };
+
+std::string to_bytes(const nlohmann::json& j) {
+    const std::vector<std::uint8_t> cbor = nlohmann::json::to_cbor(j);
+    return std::string(cbor.begin(), cbor.end());
+}
+
+nlohmann::json from_cbor(const std::string& bytes) {
+    return nlohmann::json::from_cbor(std::vector<std::uint8_t>(bytes.begin(), bytes.end()));
+}
+
+/// A prediction as bytes (CBOR: doubles exact), for spreading the runs over processes.
+std::string encode_prediction(const RunPrediction& p) {
+    const auto optional = [](const std::optional<std::string>& s) {
+        return s ? nlohmann::json(*s) : nlohmann::json();
+    };
+    return to_bytes(
+        {optional(p.input_error), p.step_s, p.peak_gib, optional(p.oom_message), p.gpu_uncalibrated});
+}
+
+RunPrediction decode_prediction(const std::string& bytes) {
+    const nlohmann::json a = from_cbor(bytes);
+    RunPrediction p;
+    if (!a.at(0).is_null()) p.input_error = a.at(0).get<std::string>();
+    a.at(1).get_to(p.step_s);
+    a.at(2).get_to(p.peak_gib);
+    if (!a.at(3).is_null()) p.oom_message = a.at(3).get<std::string>();
+    a.at(4).get_to(p.gpu_uncalibrated);
+    return p;
+}
 
 /// The predicted figure compared with a run's measured `peak_memory_GiB`: the busiest GPU's peak as the
 /// run's framework reports it (torchtitan: max reserved; include/trainsim/memory.hpp reported_peak_bytes),
@@ -147,11 +180,16 @@ ValidationResult validate_runs(const std::vector<MeasuredRunsFile>& input, const
         for (const auto& c : file.collectives)
             if (selected(c.id) && !c.error) collectives_to_simulate.push_back(&c);
     }
-    const std::vector<RunPrediction> predictions = parallel_map(
-        to_simulate.size(), options.jobs, [&](std::size_t i) { return predict_run(*to_simulate[i]); });
-    const std::vector<double> collective_s =
-        parallel_map(collectives_to_simulate.size(), options.jobs,
-                     [&](std::size_t i) { return simulate_collective(*collectives_to_simulate[i]); });
+    // Spread over processes too when given (process_group.hpp); the predictions travel encoded.
+    const std::vector<RunPrediction> predictions = spread_map(
+        to_simulate.size(), options.jobs, options.processes,
+        [&](std::size_t i) { return predict_run(*to_simulate[i]); }, encode_prediction,
+        [](const std::string& bytes, std::size_t) { return decode_prediction(bytes); });
+    const std::vector<double> collective_s = spread_map(
+        collectives_to_simulate.size(), options.jobs, options.processes,
+        [&](std::size_t i) { return simulate_collective(*collectives_to_simulate[i]); },
+        [](double s) { return to_bytes(nlohmann::json(s)); },
+        [](const std::string& bytes, std::size_t) { return from_cbor(bytes).get<double>(); });
 
     ValidationResult result;
     std::size_t next_run = 0, next_collective = 0;

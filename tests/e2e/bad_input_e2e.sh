@@ -238,7 +238,14 @@ bad "unexpected argument" 2 "run: unexpected argument \"extra\"" -- run extra
 bad "--trace-ranks unknown" 2 "--trace-ranks = \"some\"" -- run "${SMALL[@]}" --trace-ranks some
 bad "sweep --gpus 0" 2 "sweep: --gpus = 0 must be positive" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 0
 bad "sweep --gpus 10^7" 2 "above the limit of 131072" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 10000000
-bad "sweep --gpus not a number" 2 "sweep: the argument ('many') for option '--gpus' is invalid" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus many
+bad "sweep --gpus not a number" 2 "sweep: --gpus = \"many\" is not a number of GPUs" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus many
+bad "sweep --gpus list with a bad size" 2 "sweep: --gpus = \"16,x\" is not a number of GPUs" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16,x
+bad "sweep --gpus list with a size off whole nodes" 2 "sweep: 20 GPUs is not a positive multiple of" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16,20
+bad "sweep --min-headroom 100%" 2 "sweep: --min-headroom = \"100%\" is not a percentage of HBM in [0, 100)" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --min-headroom 100%
+bad "sweep --tokens with a bad suffix" 2 "sweep: --tokens = \"15X\" is not a positive count" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --tokens 15X
+bad "sweep --gpu-hour-price without --tokens" 2 "sweep: --gpu-hour-price needs --tokens" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --gpu-hour-price 2
+bad "run --tokens 0" 2 "run: --tokens = \"0\" is not a positive count" -- run "${SMALL[@]}" --tokens 0
+bad "run --gpu-hour-price negative" 2 "run: --gpu-hour-price = -1 must be a price >= 0" -- run "${SMALL[@]}" --tokens 1T --gpu-hour-price=-1
 bad "fit without --gpu" 2 "fit: --gpu is required" -- fit "$RUNS"
 
 ## Failed writes to stdout: exit 2, one line on stderr.

@@ -372,6 +372,16 @@ check_rc "10c run on one GB200 NVL72 rack (18 trays of 4 GPUs)" nvl72_small 0
 check_has "10c the JSON report names the uncalibrated GB200" "$TMP/nvl72_small.out" '"gpu_uncalibrated"' \
     '"gpus": 72'
 
+# Time to train (docs/metrics.md): --tokens with K/M/B/T suffixes, --gpu-hour-price for the cost.
+run train_small run "${SMALL[@]}" --tokens 15T --gpu-hour-price 2.5
+check_rc "11a run --tokens 15T --gpu-hour-price 2.5" train_small 0
+check_has "11a the text gives tokens/day and the time to train with its cost" "$TMP/train_small.out" \
+    "tokens/s per GPU" "tokens/day" "time to train 15.0T tokens" "GPU-hours" "(at \$2.50 per GPU-hour)"
+run train_small_json run "${SMALL[@]}" --tokens 15T --json
+check_rc "11b run --tokens 15T --json" train_small_json 0
+check_has "11b the JSON has tokens/day and time_to_train" "$TMP/train_small_json.out" '"tokens_per_day"' \
+    '"tokens_per_s_per_gpu"' '"time_to_train"' '"gpu_hours"' '"tokens": 15000000000000.0'
+
 echo
 echo "e2e: $passes passed, $failures failed in $((SECONDS - START)) s"
 [ "$failures" -eq 0 ]

@@ -64,4 +64,19 @@ check "--set model.seq_len changes the sweep" \
 check "--set with an unknown field exits 2" test $? -eq 2
 check "--set with an unknown field: nothing on stdout" test ! -s "$tmp/bad.out"
 
+# Several cluster sizes in one ranking, the memory margin, the time to train and its cost.
+"$bin" sweep --topology "$topo" --workload "$work" --gpus 16,24 --global-batch 48 --vary micro_batch=1 \
+    --vary recompute=none --vary tp=1,2 --min-headroom 10% --tokens 15T --gpu-hour-price 2.5 --top 3 \
+    --csv "$tmp/sizes.csv" >"$tmp/sizes.txt" 2>"$tmp/sizes.err"
+check "--gpus 16,24 exits 0" test $? -eq 0
+check "--gpus 16,24: the CSV has a gpus column and the time-to-train columns" \
+    grep -q '^rank,gpus,tp,.*,tokens_per_s_per_gpu,tokens_per_day,time_to_train_days,gpu_hours,cost_usd,mfu,' \
+    "$tmp/sizes.csv"
+check "--gpus 16,24: both sizes ranked together" \
+    python3 -c 'import csv,sys; r=[x for x in csv.DictReader(open(sys.argv[1])) if x["rank"]]; assert {x["gpus"] for x in r}=={"16","24"}; t=[float(x["step_time_s"]) for x in r]; assert t==sorted(t)' "$tmp/sizes.csv"
+check "--gpus 16,24: the best layout of each size" grep -q '^best layout per cluster size' "$tmp/sizes.txt"
+check "--min-headroom 10%: named in the counts" grep -q '10% headroom kept' "$tmp/sizes.txt"
+check "--tokens: days, GPU-hours and cost columns" grep -q ' days GPU-hours      cost ' "$tmp/sizes.txt"
+check "the single-size CSV has no gpus column" test "$(head -c 8 "$tmp/j1.csv")" = "rank,tp,"
+
 exit $fail

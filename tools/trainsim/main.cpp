@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "processes.hpp"
 #include "trainsim/errors.hpp"
 
 namespace {
@@ -37,6 +38,8 @@ commands:
 
   trainsim <command> --help   lists the command's options with their units (also: trainsim help <command>)
   trainsim --version          prints the version
+  mpirun -np N trainsim sweep|validate ...   spreads the layouts / runs over N MPI processes (rank 0 prints;
+                              the output is the single process's, byte for byte)
 
 exit codes: 0 success, 1 internal error (a bug in trainsim), 2 bad input (message names the file and field),
             3 out of memory (run, memory: a stage does not fit; sweep: no layout fits),
@@ -91,6 +94,7 @@ int main(int argc, char** argv) {
     // A closed pipe is a failed write (exit 2 below), not a silent death by SIGPIPE.
     std::signal(SIGPIPE, SIG_IGN);
     try {
+        trainsim::cli::start_processes();  // under mpirun: MPI, and rank 0 alone prints (processes.hpp)
         return finish_stdout(run_main(std::vector<std::string>(argv + 1, argv + argc)));
     } catch (const trainsim::InputError& e) {
         std::cerr << "trainsim: error: " << trainsim::one_line(e.what()) << "\n";

@@ -71,103 +71,125 @@ void warn_trace_size(const Inputs& in, const TraceSelection& sel) {
         e.bytes / 1e6, static_cast<double>(e.events) / 1e6, e.gpus);
 }
 
-}  // namespace
+/// The options of `trainsim run` as given.
+struct RunArgs {
+    std::string trace_file, trace_ranks = "first-replica", trace_window, tokens_text;
+    double gpu_hour_price = 0;
+    InputOptions inputs;
+    ScenarioOptions scenario;
+    int jobs = static_cast<int>(std::thread::hardware_concurrency());
+};
 
-int run_command(const std::vector<std::string>& args) {
-    po::options_description desc(
-        "trainsim run [options]\n\n"
-        "Simulates one training iteration event by event and prints step time (s), tokens/s, TFLOP/s per "
-        "GPU,\n"
-        "MFU and HFU, the pipeline bubble, exposed TP/PP/DP communication (s) and memory per stage (GiB).\n"
-        "With no --topology/--workload: the embedded default (GPT-3 175B on 1024 A100-80GB, TP 8 x PP 16 x "
-        "DP 8,\n"
-        "the Megatron-LM README run), printed beside its measured figures.\n\noptions");
-    std::string trace_file, trace_ranks = "first-replica", trace_window;
-    InputOptions in_opts;
+void add_run_options(po::options_description& desc, RunArgs& a) {
     desc.add_options()("help,h", "this help")("json",
                                               "print the report as JSON on stdout instead of the table")(
-        "trace", po::value(&trace_file),
+        "trace", po::value(&a.trace_file),
         "write a Chrome trace / Perfetto JSON timeline (times in microseconds) to FILE, streamed as the "
         "simulation runs; tracks per GPU: compute, TP stream, DP stream, P2P sends, waits (bubble, exposed "
         "communication). Without --trace-window, its estimated size is printed on stderr when above 100 MB")(
-        "trace-ranks", po::value(&trace_ranks),
+        "trace-ranks", po::value(&a.trace_ranks),
         "which GPUs the trace holds: first-replica (DP rank 0: every TP, CP and PP rank; default: about 310 "
         "MB "
         "for the default run), stages (one GPU per pipeline stage, tp = cp = dp = 0: 8x smaller there; with "
         "the symmetric TP groups the other TP ranks' timelines are the same) or all")(
-        "trace-window", po::value(&trace_window),
+        "trace-window", po::value(&a.trace_window),
         "START,END: write only the slices that overlap this span of simulated time (s; whole slices, not "
         "clipped), e.g. --trace-window 10,12")(
         "fingerprint",
         "print the run's fingerprint (events, flows, ranks, step time, hash of every rank's time accounts; "
         "include/trainsim/fingerprint.hpp) as one line instead of the table; with --json, add it under "
-        "\"fingerprint\"");
-    add_input_options(desc, in_opts);
-    ScenarioOptions scenario;
-    add_scenario_options(desc, scenario, /*study=*/true);
-    int jobs = static_cast<int>(std::thread::hardware_concurrency());
-    desc.add_options()("jobs,j", po::value(&jobs),
+        "\"fingerprint\"")(
+        "tokens", po::value(&a.tokens_text),
+        "time to train this many tokens (15T, 300B, 2.5e12): days and GPU-hours from the step time and the "
+        "tokens per step (no failures: `trainsim goodput` adds them)")(
+        "gpu-hour-price", po::value(&a.gpu_hour_price),
+        "with --tokens: US dollars per GPU-hour; adds the cost to train");
+    add_input_options(desc, a.inputs);
+    add_scenario_options(desc, a.scenario, /*study=*/true);
+    desc.add_options()("jobs,j", po::value(&a.jobs),
                        "what-if with --seeds: threads that simulate seeds in parallel (default: the hardware "
                        "threads; the output does not depend on it)");
-    po::variables_map vm;
-    if (!parse_input_command(args, desc, vm, "run")) return kExitOk;
-    if (vm.count("jobs") && jobs <= 0)
-        throw InputError(fmt::format("run: --jobs = {} must be positive", jobs));
-    jobs = std::max(jobs, 1);
-    SimulationOptions options;
-    options.perturbations = scenario_perturbations(scenario);
-    options.seed = scenario.seed;
-    if (options.perturbations.empty() && (vm.count("seeds") || vm.count("seed")))
-        throw InputError("run: --seed and --seeds need a perturbation (--straggler, --jitter or --link)");
-    if (trace_ranks != "first-replica" && trace_ranks != "stages" && trace_ranks != "all")
+}
+
+/// The trace's selection from --trace-ranks and --trace-window. Throws InputError.
+TraceSelection trace_selection(const RunArgs& a, const po::variables_map& vm) {
+    if (a.trace_ranks != "first-replica" && a.trace_ranks != "stages" && a.trace_ranks != "all")
         throw InputError(
-            fmt::format("--trace-ranks = \"{}\" is not one of first-replica, stages, all", trace_ranks));
-    const bool tracing = vm.count("trace") > 0;
-    if (tracing && trace_file.empty()) throw InputError("run: --trace needs a file name (it is empty: \"\")");
-    if (!tracing && vm.count("trace-window")) throw InputError("run: --trace-window needs --trace FILE");
+            fmt::format("--trace-ranks = \"{}\" is not one of first-replica, stages, all", a.trace_ranks));
+    if (vm.count("trace") && a.trace_file.empty())
+        throw InputError("run: --trace needs a file name (it is empty: \"\")");
+    if (!vm.count("trace") && vm.count("trace-window"))
+        throw InputError("run: --trace-window needs --trace FILE");
     TraceSelection sel;
-    sel.ranks = trace_ranks == "all"      ? TraceRanks::all
-                : trace_ranks == "stages" ? TraceRanks::stages
-                                          : TraceRanks::first_replica;
-    if (vm.count("trace-window")) sel = parse_trace_window(trace_window, sel);
-    if (tracing) check_output_path(trace_file);
-    const Inputs in = resolve_inputs(in_opts);
-    // The trace streams to a temporary file beside FILE as the simulation runs, and replaces FILE once the
-    // run is over (include/trainsim/output_file.hpp); a run that fails leaves FILE untouched.
+    sel.ranks = a.trace_ranks == "all"      ? TraceRanks::all
+                : a.trace_ranks == "stages" ? TraceRanks::stages
+                                            : TraceRanks::first_replica;
+    if (vm.count("trace-window")) sel = parse_trace_window(a.trace_window, sel);
+    return sel;
+}
+
+/// --tokens and --gpu-hour-price: the tokens to train and the price, when given. Throws InputError.
+std::optional<std::pair<double, std::optional<double>>> training_args(const RunArgs& a,
+                                                                      const po::variables_map& vm) {
+    if (vm.count("gpu-hour-price") && !vm.count("tokens"))
+        throw InputError("run: --gpu-hour-price needs --tokens");
+    if (!vm.count("tokens")) return std::nullopt;
+    const double tokens = parse_count(a.tokens_text, "run: --tokens");
+    std::optional<double> price;
+    if (vm.count("gpu-hour-price")) {
+        if (!(a.gpu_hour_price >= 0) || !std::isfinite(a.gpu_hour_price))
+            throw InputError(
+                fmt::format("run: --gpu-hour-price = {} must be a price >= 0", a.gpu_hour_price));
+        price = a.gpu_hour_price;
+    }
+    return std::make_pair(tokens, price);
+}
+
+/// The simulation, streaming the trace to FILE when asked (the file replaced once the run is over: a run
+/// that fails leaves it untouched); the what-if study with perturbations.
+SimulationResult simulate_run(const Inputs& in, const RunArgs& a, const po::variables_map& vm,
+                              const TraceSelection& sel, SimulationOptions options,
+                              std::optional<ScenarioStudy>& study) {
     std::unique_ptr<OutputFile> trace_out;
     std::unique_ptr<ChromeTraceWriter> trace_writer;
-    if (tracing) {
+    if (vm.count("trace")) {
         if (!vm.count("trace-window")) warn_trace_size(in, sel);
-        trace_out = std::make_unique<OutputFile>(trace_file);
+        trace_out = std::make_unique<OutputFile>(a.trace_file);
         trace_writer = std::make_unique<ChromeTraceWriter>(
             in.layout, sel, [out = trace_out.get()](std::string_view piece) { out->write(piece); });
         options.observers.push_back(trace_writer.get());
         options.memory_timeline = true;
     }
     SimulationResult res;
-    std::optional<ScenarioStudy> study;
     try {
         if (options.perturbations.empty())
             res = simulate(in.topology, in.model, in.layout, in.name, options);
         else
-            study =
-                study_scenario(in.topology, in.model, in.layout, in.name, options, scenario.seeds, jobs, res);
+            study = study_scenario(in.topology, in.model, in.layout, in.name, options, a.scenario.seeds,
+                                   std::max(a.jobs, 1), res);
     } catch (const InputError& e) {
         throw InputError(fmt::format("{}: {}", in.label, e.what()));
     }
     res.report.topology_name = in.topology.name;
-    const Measured* measured = in.measured ? &*in.measured : nullptr;
     // The trace first: if it cannot be written, the run fails (exit 2) with nothing on stdout.
     if (trace_out) trace_out->commit();
+    return res;
+}
+
+/// Prints the report (text, JSON or the fingerprint); the exit code (3: out of memory).
+int print_run(const SimulationResult& res, const Inputs& in, const po::variables_map& vm,
+              const std::optional<ScenarioStudy>& study, const TimeToTrain* train) {
+    const Measured* measured = in.measured ? &*in.measured : nullptr;
     if (vm.count("json")) {
         nlohmann::json j = to_json(res.report, measured);
+        if (train) j["time_to_train"] = to_json(*train);
         if (vm.count("fingerprint")) j["fingerprint"] = to_json(fingerprint(res.execution));
         if (study) j["what_if"] = study_json(*study);
         std::cout << j.dump(2) << "\n";
     } else if (vm.count("fingerprint")) {
         std::cout << to_string(fingerprint(res.execution)) << "\n";
     } else {
-        std::cout << format_text(res.report, measured);
+        std::cout << format_text(res.report, measured, train);
         if (study) std::cout << format_study_text(*study);
     }
     if (!res.report.memory.fits()) {
@@ -175,6 +197,41 @@ int run_command(const std::vector<std::string>& args) {
         return kExitOutOfMemory;
     }
     return kExitOk;
+}
+
+}  // namespace
+
+int run_command(const std::vector<std::string>& args) {
+    po::options_description desc(
+        "trainsim run [options]\n\n"
+        "Simulates one training iteration event by event and prints step time (s), tokens/s, tokens/s per "
+        "GPU,\n"
+        "tokens/day, TFLOP/s per GPU, MFU and HFU, the pipeline bubble, exposed TP/PP/DP communication (s) "
+        "and\n"
+        "memory per stage (GiB); with --tokens, the time to train. With no --topology/--workload: the "
+        "embedded\n"
+        "default (GPT-3 175B on 1024 A100-80GB, TP 8 x PP 16 x DP 8, the Megatron-LM README run), printed\n"
+        "beside its measured figures.\n\noptions");
+    RunArgs a;
+    add_run_options(desc, a);
+    po::variables_map vm;
+    if (!parse_input_command(args, desc, vm, "run")) return kExitOk;
+    if (vm.count("jobs") && a.jobs <= 0)
+        throw InputError(fmt::format("run: --jobs = {} must be positive", a.jobs));
+    SimulationOptions options;
+    options.perturbations = scenario_perturbations(a.scenario);
+    options.seed = a.scenario.seed;
+    if (options.perturbations.empty() && (vm.count("seeds") || vm.count("seed")))
+        throw InputError("run: --seed and --seeds need a perturbation (--straggler, --jitter or --link)");
+    const TraceSelection sel = trace_selection(a, vm);
+    const auto training = training_args(a, vm);
+    if (vm.count("trace")) check_output_path(a.trace_file);
+    const Inputs in = resolve_inputs(a.inputs);
+    std::optional<ScenarioStudy> study;
+    const SimulationResult res = simulate_run(in, a, vm, sel, options, study);
+    std::optional<TimeToTrain> train;
+    if (training) train = time_to_train(res.report, training->first, training->second);
+    return print_run(res, in, vm, study, train ? &*train : nullptr);
 }
 
 }  // namespace trainsim::cli

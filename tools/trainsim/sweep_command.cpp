@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <iostream>
@@ -14,10 +16,12 @@
 
 #include "commands.hpp"
 #include "inputs.hpp"
+#include "processes.hpp"
 #include "scenario_options.hpp"
 #include "trainsim/calibration.hpp"
 #include "trainsim/config.hpp"
 #include "trainsim/errors.hpp"
+#include "trainsim/limits.hpp"
 #include "trainsim/sweep.hpp"
 #include "trainsim/units.hpp"
 
@@ -67,59 +71,59 @@ class Progress {
     bool sim_started_ = false;
 };
 
-}  // namespace
-
-int sweep_command(const std::vector<std::string>& args) {
-    po::options_description desc(
-        "trainsim sweep --gpus N [options]\n\n"
-        "Enumerates the training layouts of the workload's model on N GPUs (tp, pp, cp, dp = N/(tp*pp*cp),\n"
-        "micro_batch, vpp, recompute, sequence_parallel, distributed_optimizer), rejects the invalid ones "
-        "and\n"
-        "those over the GPU's HBM (counted by reason), simulates the rest and ranks them by step time: step\n"
-        "time (s), tokens/s, MFU, bubble, exposed TP/PP/DP communication (s), peak memory and headroom "
-        "(GiB),\n"
-        "what limits each, then the best layout's full report. Other layout fields (global batch, "
-        "precision,\n"
-        "attention, overlaps, bucket size) come from the workload file.\n"
-        "Default grid: tp powers of 2 up to gpus_per_node; pp divisors of model.layers (and the workload's "
-        "pp\n"
-        "when it gives layers_per_stage); cp 1 (--vary cp=1,2,4 for long sequences); micro_batch 1,2,4,8;\n"
-        "vpp 1,2,4 (pp > 1); recompute none,selective,full; sequence_parallel false,true (tp > 1);\n"
-        "distributed_optimizer false,true.\n\noptions");
+/// The options of `trainsim sweep` as given.
+struct SweepArgs {
     std::string topology_file, workload_file, csv_file, profile_file, calibration_file;
-    std::vector<std::string> sets;
-    std::vector<std::string> fixes, varies;
-    int gpus = 0;
+    std::string gpus_text, min_headroom_text, tokens_text;
+    double gpu_hour_price = 0;
+    std::vector<std::string> sets, fixes, varies;
     long long global_batch = 0;
     std::size_t top_k = 10;
     int jobs = static_cast<int>(std::thread::hardware_concurrency());
+    ScenarioOptions scenario;
+};
+
+void add_sweep_options(po::options_description& desc, SweepArgs& a) {
     desc.add_options()("help,h", "this help")(
-        "topology", po::value(&topology_file),
+        "topology", po::value(&a.topology_file),
         "cluster description, JSON (topologies/*.json); default: the embedded dgx-a100")(
-        "workload", po::value(&workload_file),
+        "workload", po::value(&a.workload_file),
         "model and the layout fields the sweep keeps, JSON (workloads/*.json); default: the embedded "
-        "gpt3-175b")("gpus", po::value(&gpus),
-                     "cluster size in GPUs (required): topology nodes = N / gpus_per_node")(
-        "global-batch", po::value(&global_batch), "global batch in sequences (default: the workload's)")(
-        "fix", po::value(&fixes)->composing(),
+        "gpt3-175b")("gpus", po::value(&a.gpus_text),
+                     "cluster size in GPUs (required): topology nodes = N / gpus_per_node; several sizes "
+                     "ranked together: --gpus 512,1024,2048 (a gpus column is added)")(
+        "global-batch", po::value(&a.global_batch), "global batch in sequences (default: the workload's)")(
+        "fix", po::value(&a.fixes)->composing(),
         "pin a dimension: tp=8, pp=4, dp=32, cp=1, micro_batch=1, vpp=2, recompute=full, "
         "sequence_parallel=true, "
         "distributed_optimizer=false (repeatable)")(
-        "vary", po::value(&varies)->composing(),
+        "vary", po::value(&a.varies)->composing(),
         "restrict a dimension to a list: tp=4,8 or recompute=none,selective (repeatable)")(
-        "top", po::value(&top_k), "layouts listed, best first (default 10)")(
-        "csv", po::value(&csv_file), "write every evaluated layout to FILE as CSV (one row each)")(
+        "min-headroom", po::value(&a.min_headroom_text),
+        "memory safety margin, percent of HBM (10% or 10): a layout whose peak exceeds (1 - margin) x HBM "
+        "counts as out of memory (default 0%)")(
+        "tokens", po::value(&a.tokens_text),
+        "time to train this many tokens (15T, 300B, 2.5e12): days and GPU-hours per layout, from its step "
+        "time and tokens per step (no failures: `trainsim goodput` adds them)")(
+        "gpu-hour-price", po::value(&a.gpu_hour_price),
+        "with --tokens: US dollars per GPU-hour; adds the cost to train")(
+        "top", po::value(&a.top_k), "layouts listed, best first (default 10)")(
+        "csv", po::value(&a.csv_file), "write every evaluated layout to FILE as CSV (one row each)")(
         "json", "print every evaluated layout and the best report as JSON on stdout instead of the tables")(
-        "jobs,j", po::value(&jobs), "threads that simulate in parallel (default: the hardware threads)")(
-        "profile", po::value(&profile_file), kProfileHelp)(
-        "set", po::value(&sets)->composing(),
+        "jobs,j", po::value(&a.jobs),
+        "threads that simulate in parallel (default: the hardware threads; under mpirun, per process)")(
+        "profile", po::value(&a.profile_file), kProfileHelp)(
+        "set", po::value(&a.sets)->composing(),
         "override a field of the topology or workload before the sweep, as for run: model.seq_len=8192, "
         "layout.recompute=\"full\" (repeatable; --gpus sets topology.nodes)")(
-        "calibration", po::value(&calibration_file),
+        "calibration", po::value(&a.calibration_file),
         "GPU model constants measured or fitted (format trainsim-calibration/1), applied over the catalog");
-    ScenarioOptions scenario;
-    add_scenario_options(desc, scenario, /*study=*/true);
-    po::variables_map vm;
+    add_scenario_options(desc, a.scenario, /*study=*/true);
+}
+
+/// Parses the command line; false for --help (printed). Throws InputError (one line).
+bool parse_sweep_args(const std::vector<std::string>& args, po::options_description& desc,
+                      po::variables_map& vm) {
     try {
         const auto parsed = po::command_line_parser(args).options(desc).run();
         for (const auto& o : parsed.options)
@@ -132,63 +136,108 @@ int sweep_command(const std::vector<std::string>& args) {
     }
     if (vm.count("help")) {
         std::cout << desc << "\n";
-        return kExitOk;
+        return false;
     }
-    if (!csv_file.empty()) check_output_path(csv_file);
-    if (!vm.count("gpus")) throw InputError("sweep: --gpus N is required (the cluster size in GPUs)");
-    if (gpus <= 0) throw InputError(fmt::format("sweep: --gpus = {} must be positive", gpus));
-    if (vm.count("global-batch") && global_batch <= 0)
-        throw InputError(fmt::format("sweep: --global-batch = {} must be positive", global_batch));
-    if (vm.count("jobs") && jobs <= 0)
-        throw InputError(fmt::format("sweep: --jobs = {} must be positive", jobs));
-    jobs = std::max(jobs, 1);
+    return true;
+}
 
-    SweepGrid grid;
-    for (const auto& f : fixes)
-        restrict_sweep_grid(grid, f, "--fix");
-    for (const auto& v : varies)
-        restrict_sweep_grid(grid, v, "--vary");
+/// --gpus: one size or a comma-separated list, each a positive integer.
+std::vector<int> parse_gpus(const std::string& text) {
+    std::vector<int> sizes;
+    std::size_t start = 0;
+    while (true) {
+        const auto comma = text.find(',', start);
+        const std::string item =
+            text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        long long g = 0;
+        const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), g);
+        if (item.empty() || ec != std::errc() || ptr != item.data() + item.size())
+            throw InputError(
+                fmt::format("sweep: --gpus = \"{}\" is not a number of GPUs (N, or a list N,N,...)",
+                            clip_for_message(text)));
+        if (g <= 0) throw InputError(fmt::format("sweep: --gpus = {} must be positive", g));
+        if (g > limits::kMaxGpus)
+            throw InputError(fmt::format("sweep: --gpus = {} is above the limit of {}", g, limits::kMaxGpus));
+        sizes.push_back(static_cast<int>(g));
+        if (comma == std::string::npos) return sizes;
+        start = comma + 1;
+    }
+}
 
+/// --min-headroom: a percentage in [0, 100), "%" optional; the fraction.
+double parse_headroom(const std::string& text) {
+    std::string number = text;
+    if (!number.empty() && number.back() == '%') number.pop_back();
+    double pct = 0;
+    const auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), pct);
+    if (number.empty() || ec != std::errc() || ptr != number.data() + number.size() || !(pct >= 0) ||
+        !(pct < 100))
+        throw InputError(fmt::format("sweep: --min-headroom = \"{}\" is not a percentage of HBM in [0, 100)",
+                                     clip_for_message(text)));
+    return pct / 100.0;
+}
+
+/// The topology (calibration and profile applied, its size the first of --gpus) and the workload, with the
+/// --set overrides.
+std::pair<TopologySpec, Workload> sweep_inputs(const SweepArgs& a, int gpus, const po::variables_map& vm) {
     nlohmann::json topo_json =
-        topology_file.empty() ? default_topology_json() : read_json_file(topology_file);
+        a.topology_file.empty() ? default_topology_json() : read_json_file(a.topology_file);
     nlohmann::json work_json =
-        workload_file.empty() ? default_workload_json() : read_json_file(workload_file);
-    for (const auto& set : sets)
+        a.workload_file.empty() ? default_workload_json() : read_json_file(a.workload_file);
+    for (const auto& set : a.sets)
         apply_override(topo_json, work_json, set);
-    const std::string topo_name = topology_file.empty() ? "embedded dgx-a100" : topology_file;
-    const std::string work_name = workload_file.empty() ? "embedded gpt3-175b" : workload_file;
+    const std::string topo_name = a.topology_file.empty() ? "embedded dgx-a100" : a.topology_file;
+    const std::string work_name = a.workload_file.empty() ? "embedded gpt3-175b" : a.workload_file;
     TopologySpec topo = parse_topology(topo_json, topo_name);
-    if (!calibration_file.empty())
-        apply_calibration(parse_calibration(read_json_file(calibration_file), calibration_file), topo);
+    if (!a.calibration_file.empty())
+        apply_calibration(parse_calibration(read_json_file(a.calibration_file), a.calibration_file), topo);
     if (gpus % topo.gpus_per_node != 0)
         throw InputError(fmt::format("sweep: --gpus = {} is not a multiple of {}: gpus_per_node = {}", gpus,
                                      topo_name, topo.gpus_per_node));
     topo.nodes = gpus / topo.gpus_per_node;
-    if (!profile_file.empty()) topo.profile = load_profile(profile_file, topo.gpu, topo_name);
+    if (!a.profile_file.empty()) topo.profile = load_profile(a.profile_file, topo.gpu, topo_name);
     Workload work = parse_workload(work_json, work_name);
-    if (vm.count("global-batch")) work.layout.global_batch = global_batch;
+    if (vm.count("global-batch")) work.layout.global_batch = a.global_batch;
+    return {std::move(topo), std::move(work)};
+}
 
+/// The options of run_sweep from the command line (sizes, margin, time to train, what-if, processes).
+SweepOptions sweep_options(const SweepArgs& a, const std::vector<int>& sizes, const po::variables_map& vm) {
     SweepOptions options;
-    options.jobs = jobs;
-    options.perturbations = scenario_perturbations(scenario);
-    options.seed = scenario.seed;
-    options.seeds = scenario.seeds;
+    options.jobs = std::max(a.jobs, 1);
+    if (sizes.size() > 1) options.gpus = sizes;
+    if (vm.count("min-headroom")) options.min_headroom = parse_headroom(a.min_headroom_text);
+    if (vm.count("tokens")) options.train_tokens = parse_count(a.tokens_text, "sweep: --tokens");
+    if (vm.count("gpu-hour-price")) {
+        if (!options.train_tokens) throw InputError("sweep: --gpu-hour-price needs --tokens");
+        if (!(a.gpu_hour_price >= 0) || !std::isfinite(a.gpu_hour_price))
+            throw InputError(
+                fmt::format("sweep: --gpu-hour-price = {} must be a price >= 0", a.gpu_hour_price));
+        options.gpu_hour_price_usd = a.gpu_hour_price;
+    }
+    options.perturbations = scenario_perturbations(a.scenario);
+    options.seed = a.scenario.seed;
+    options.seeds = a.scenario.seeds;
     if (options.perturbations.empty() && (vm.count("seeds") || vm.count("seed")))
         throw InputError("sweep: --seed and --seeds need a perturbation (--straggler, --jitter or --link)");
-    Progress progress;
-    if (isatty(STDERR_FILENO)) options.progress = std::ref(progress);
-    const SweepResult res = run_sweep(topo, work.model, work.layout, grid, work.name, options);
+    options.processes = processes();
+    return options;
+}
 
+/// Writes the CSV (rank 0) and prints the result; the exit code (3: nothing fits). Throws InputError when
+/// every layout is rejected.
+int report_sweep(const SweepResult& res, const SweepArgs& a, bool json) {
     // The CSV first: if it cannot be written, the sweep fails (exit 2) with nothing on stdout.
-    if (!csv_file.empty()) write_file_atomically(csv_file, sweep_csv(res));
-    if (vm.count("json"))
+    if (!a.csv_file.empty() && output_process()) write_file_atomically(a.csv_file, sweep_csv(res));
+    if (json)
         std::cout << sweep_json(res).dump(2) << "\n";
     else
-        std::cout << format_sweep_text(res, top_k);
+        std::cout << format_sweep_text(res, a.top_k);
     if (res.simulated == 0) {
         if (res.out_of_memory > 0) {
-            std::cerr << fmt::format("trainsim: sweep: no layout fits in {:.1f} GiB of HBM\n",
-                                     res.hbm_bytes / kGiB);
+            std::cerr << fmt::format(
+                "trainsim: sweep: no layout fits in {:.1f} GiB of HBM{}\n", res.hbm_bytes / kGiB,
+                res.min_headroom > 0 ? fmt::format(" with {:g}% headroom", 100.0 * res.min_headroom) : "");
             return kExitOutOfMemory;
         }
         throw InputError(res.entries.empty()
@@ -197,6 +246,50 @@ int sweep_command(const std::vector<std::string>& args) {
                                            res.reject_counts.front().first));
     }
     return kExitOk;
+}
+
+}  // namespace
+
+int sweep_command(const std::vector<std::string>& args) {
+    po::options_description desc(
+        "trainsim sweep --gpus N[,N...] [options]\n\n"
+        "Enumerates the training layouts of the workload's model on N GPUs (tp, pp, cp, dp = N/(tp*pp*cp),\n"
+        "micro_batch, vpp, recompute, sequence_parallel, distributed_optimizer), rejects the invalid ones "
+        "and\n"
+        "those over the GPU's HBM (counted by reason), simulates the rest and ranks them by step time: step\n"
+        "time (s), tokens/s, tokens/s per GPU, tokens/day, MFU, bubble, exposed TP/PP/DP communication (s), "
+        "peak\n"
+        "memory and headroom (GiB), what limits each, then the best layout's full report. Several sizes\n"
+        "(--gpus 512,1024,2048) are ranked together. Other layout fields (global batch, precision,\n"
+        "attention, overlaps, bucket size) come from the workload file.\n"
+        "Default grid: tp powers of 2 up to gpus_per_node; pp divisors of model.layers (and the workload's "
+        "pp\n"
+        "when it gives layers_per_stage); cp 1 (--vary cp=1,2,4 for long sequences); micro_batch 1,2,4,8;\n"
+        "vpp 1,2,4 (pp > 1); recompute none,selective,full; sequence_parallel false,true (tp > 1);\n"
+        "distributed_optimizer false,true.\n"
+        "Under mpirun (-np N) the layouts are spread over the processes; the output is the same.\n\noptions");
+    SweepArgs a;
+    add_sweep_options(desc, a);
+    po::variables_map vm;
+    if (!parse_sweep_args(args, desc, vm)) return kExitOk;
+    if (!a.csv_file.empty()) check_output_path(a.csv_file);
+    if (!vm.count("gpus")) throw InputError("sweep: --gpus N is required (the cluster size in GPUs)");
+    const std::vector<int> sizes = parse_gpus(a.gpus_text);
+    if (vm.count("global-batch") && a.global_batch <= 0)
+        throw InputError(fmt::format("sweep: --global-batch = {} must be positive", a.global_batch));
+    if (vm.count("jobs") && a.jobs <= 0)
+        throw InputError(fmt::format("sweep: --jobs = {} must be positive", a.jobs));
+    SweepGrid grid;
+    for (const auto& f : a.fixes)
+        restrict_sweep_grid(grid, f, "--fix");
+    for (const auto& v : a.varies)
+        restrict_sweep_grid(grid, v, "--vary");
+    const auto [topo, work] = sweep_inputs(a, *std::min_element(sizes.begin(), sizes.end()), vm);
+    SweepOptions options = sweep_options(a, sizes, vm);
+    Progress progress;
+    if (isatty(STDERR_FILENO) && !options.processes) options.progress = std::ref(progress);
+    const SweepResult res = run_sweep(topo, work.model, work.layout, grid, work.name, options);
+    return report_sweep(res, a, vm.count("json") > 0);
 }
 
 }  // namespace trainsim::cli

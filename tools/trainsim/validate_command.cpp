@@ -14,6 +14,7 @@
 #include <boost/program_options.hpp>
 
 #include "commands.hpp"
+#include "processes.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/frontend.hpp"
 #include "trainsim/validation.hpp"
@@ -194,6 +195,7 @@ int validate_command(const std::vector<std::string>& args) {
     std::vector<RunsSource> sources;
     for (const auto& file : files)
         sources.push_back({file, std::nullopt});
+    options.processes = processes();  // under mpirun: the runs spread over the processes
     const ValidationResult res = validate_sources(sources, calibration_file, options);
     if (vm.count("json"))
         std::cout << validation_json(res).dump(2) << "\n";

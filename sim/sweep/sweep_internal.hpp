@@ -1,0 +1,71 @@
+// What the files of the sweep module share (sim/sweep/ only; the public API is include/trainsim/sweep.hpp):
+// the layout field of a grid axis, the status names, CSV quoting, the reject categories, and the two phases
+// of a grid point with their byte encodings for spreading them over processes (process_group.hpp).
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <string>
+
+#include "trainsim/cluster.hpp"
+#include "trainsim/layout.hpp"
+#include "trainsim/model.hpp"
+#include "trainsim/report.hpp"
+#include "trainsim/schema.hpp"
+#include "trainsim/sweep.hpp"
+
+namespace trainsim::sweep_detail {
+
+/// The layout field an axis of the grid sets (sweep_keys(): every key names one).
+const schema::Field<Layout>& axis_field(const std::string& key);
+/// "simulated", "out_of_memory", "rejected".
+const char* status_name(SweepStatus s);
+/// `s` quoted for CSV when it holds a comma, a quote or a newline.
+std::string csv_field(const std::string& s);
+/// The message with every number replaced by "N": the category of a check without a fixed one.
+std::string numbers_to_n(const std::string& msg);
+
+/// reject_reason, also giving check_layout's message (the first violation's) in `detail` when not null.
+std::string classify(const ModelSpec& m, const Layout& l, int gpus, std::string* detail);
+
+/// Phase 1 of a grid point: the layout checks and the memory walk.
+struct PointCheck {
+    SweepStatus status = SweepStatus::rejected;  ///< simulated: passed, to be simulated
+    std::string reason, detail;                  ///< as SweepEntry
+    double peak_memory_bytes = 0;
+    int peak_stage = 0;
+    double cost = 0;                 ///< estimated simulation cost (main-stream ops over all TP groups)
+    std::uint64_t program_hash = 0;  ///< hash of the program's signature (passed points)
+};
+
+/// Phase 2: one simulated iteration (the median seed's with perturbations).
+struct PointRun {
+    SweepStatus status = SweepStatus::simulated;  ///< rejected when the simulation threw InputError
+    std::string reason, detail, limit;
+    Report report;
+    std::exception_ptr error;  ///< any other exception, rethrown for the first point in enumeration order
+};
+
+/// Checks `l` on `cluster`: rejected (reason, detail), out of memory (its peak over (1 - min_headroom) x
+/// HBM), or to be simulated.
+PointCheck check_point(const Layout& l, const Cluster& cluster, const ModelSpec& model, double min_headroom);
+
+/// Simulates a point that passed check_point (the program is built again rather than kept: a program of a
+/// large layout holds millions of ops). Never throws: an InputError rejects the point, anything else is kept
+/// in `error`.
+PointRun simulate_point(const Layout& l, const Cluster& cluster, const ModelSpec& model,
+                        const std::string& workload_name, const SweepOptions& options);
+
+/// Everything of a program that the simulation reads, as bytes: two layouts with the same signature and the
+/// same rank grid simulate identically.
+std::string program_signature(const Program& p);
+
+/// The byte encodings that carry a phase's result between processes (CBOR; doubles exact). A PointRun's
+/// report travels without its model, layout and memory: decode_run takes the model and layout (which every
+/// process has) and leaves the memory empty; an error travels as its kind and message.
+std::string encode_check(const PointCheck& c);
+PointCheck decode_check(const std::string& bytes);
+std::string encode_run(const PointRun& r);
+PointRun decode_run(const std::string& bytes, const ModelSpec& model, const Layout& layout);
+
+}  // namespace trainsim::sweep_detail

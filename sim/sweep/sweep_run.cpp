@@ -1,0 +1,422 @@
+// Running the sweep's grid (include/trainsim/sweep.hpp run_sweep): every point checked (layout checks,
+// memory), the survivors simulated, costliest first, once per distinct program, then ranked. Both phases
+// spread over threads, and over processes with SweepOptions::processes (process_group.hpp).
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "sweep_internal.hpp"
+#include "trainsim/errors.hpp"
+#include "trainsim/process_group.hpp"
+#include "trainsim/program.hpp"
+#include "trainsim/simulate.hpp"
+#include "trainsim/sweep.hpp"
+
+namespace trainsim {
+
+namespace sweep_detail {
+
+/// Everything of a program that the simulation reads: every segment's kernels and every stage's ops, as
+/// bytes. Two layouts with the same signature and the same rank grid simulate identically.
+std::string program_signature(const Program& p) {
+    std::string sig;
+    auto put = [&sig](const auto& v) { sig.append(reinterpret_cast<const char*>(&v), sizeof v); };
+    for (const auto& seg : p.segments) {
+        put(seg.kernels.size());
+        for (const auto& k : seg.kernels) {
+            put(k.kind);
+            put(k.flops);
+            put(k.bytes);
+            put(k.m);
+            put(k.n);
+            put(k.k);
+            put(k.batch);
+        }
+    }
+    for (const auto& st : p.stages) {
+        put(st.ops.size());
+        put(st.hardware_flops);
+        for (const auto& op : st.ops) {
+            put(op.kind);
+            put(op.phase);
+            put(op.segment);
+            put(op.collective);
+            put(op.bytes);
+            put(op.direction);
+            put(op.virtual_stage);
+            put(op.micro_batch);
+            put(op.dp_target);
+            put(op.group);
+        }
+    }
+    return sig;
+}
+
+PointCheck check_point(const Layout& l, const Cluster& cluster, const ModelSpec& model, double min_headroom) {
+    PointCheck c;
+    c.reason = classify(model, l, cluster.gpus(), &c.detail);
+    if (!c.reason.empty()) return c;
+    try {
+        const Program program = build_program(model, l);
+        const MemoryReport memory = simulate_memory(model, l, program, cluster.gpu());
+        c.peak_memory_bytes = memory.peak().peak_bytes;
+        c.peak_stage = memory.peak_stage;
+        if (!memory.fits() || c.peak_memory_bytes > (1.0 - min_headroom) * cluster.gpu().hbm_bytes) {
+            c.status = SweepStatus::out_of_memory;
+            c.reason = memory.fits()
+                           ? fmt::format("under {:g}% headroom: {} largest", 100.0 * min_headroom,
+                                         to_string(memory.blamed_pile()))
+                           : fmt::format("out of memory: {} largest", to_string(memory.blamed_pile()));
+            return c;
+        }
+        c.program_hash = std::hash<std::string>{}(program_signature(program));
+        for (const auto& st : program.stages)
+            c.cost += static_cast<double>(st.ops.size()) * l.dp;
+        c.status = SweepStatus::simulated;
+    } catch (const InputError& err) {
+        c.status = SweepStatus::rejected;
+        c.detail = err.what();
+        c.reason = numbers_to_n(err.what());
+    }
+    return c;
+}
+
+PointRun simulate_point(const Layout& l, const Cluster& cluster, const ModelSpec& model,
+                        const std::string& workload_name, const SweepOptions& options) {
+    PointRun run;
+    try {
+        if (options.perturbations.empty()) {
+            run.report = simulate(cluster, model, l, build_program(model, l), workload_name).report;
+        } else {
+            // Each seed's run; the report of the median one (nearest rank, the lower seed on ties).
+            SimulationOptions o;
+            o.perturbations = options.perturbations;
+            const Program program = build_program(model, l);
+            std::vector<std::pair<double, Report>> runs;
+            for (int k = 0; k < options.seeds; ++k) {
+                o.seed = options.seed + static_cast<std::uint64_t>(k);
+                Report r = simulate(cluster, model, l, program, workload_name, o).report;
+                runs.emplace_back(r.step_time_s, std::move(r));
+            }
+            std::stable_sort(runs.begin(), runs.end(),
+                             [](const auto& a, const auto& b) { return a.first < b.first; });
+            run.report = std::move(runs[(runs.size() + 1) / 2 - 1].second);
+        }
+        run.limit = explain_limit(run.report, cluster.spec());
+    } catch (const InputError& err) {
+        run.status = SweepStatus::rejected;
+        run.detail = err.what();
+        run.reason = numbers_to_n(err.what());
+    } catch (...) {
+        run.error = std::current_exception();
+    }
+    return run;
+}
+
+}  // namespace sweep_detail
+
+namespace {
+
+using namespace sweep_detail;
+
+/// The rank grid and batch of a layout: with the program signature, what decides its simulation.
+std::string execution_key(const Layout& l, std::uint64_t program_hash) {
+    return fmt::format("{} {} {} {} {} {} {} {} {} {} {}", l.tp, l.pp, l.dp, l.cp, l.ep, l.expert_tp(), l.vpp,
+                       l.micro_batch, l.global_batch, static_cast<int>(l.precision), program_hash);
+}
+
+/// The grid points of every cluster size, size by size, each in enumeration order.
+struct Points {
+    std::vector<int> sizes;                          ///< GPUs of each cluster, ascending
+    std::vector<std::unique_ptr<Cluster>> clusters;  ///< [size]
+    std::vector<SweepEntry> entries;                 ///< index, layout and gpus set
+    std::vector<std::size_t> cluster_of;             ///< [point] its size
+};
+
+/// The cluster sizes of a sweep: the options' (sorted, repeats dropped) or the topology's own.
+std::vector<int> sweep_sizes(const TopologySpec& topology, const SweepOptions& options) {
+    std::vector<int> sizes = options.gpus.empty() ? std::vector<int>{topology.gpus()} : options.gpus;
+    std::sort(sizes.begin(), sizes.end());
+    sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+    for (int g : sizes)
+        if (g <= 0 || g % topology.gpus_per_node != 0)
+            throw InputError(
+                fmt::format("sweep: {} GPUs is not a positive multiple of {}: gpus_per_node = {}", g,
+                            topology.name, topology.gpus_per_node));
+    return sizes;
+}
+
+Points enumerate_points(const TopologySpec& topology, const ModelSpec& model, const Layout& base,
+                        const SweepGrid& grid, const SweepOptions& options) {
+    Points pts;
+    pts.sizes = sweep_sizes(topology, options);
+    for (std::size_t s = 0; s < pts.sizes.size(); ++s) {
+        TopologySpec t = topology;
+        t.nodes = pts.sizes[s] / topology.gpus_per_node;
+        pts.clusters.push_back(std::make_unique<Cluster>(t, options.perturbations.links));
+        for (Layout& l : enumerate_layouts(model, base, grid, t.gpus(), t.gpus_per_node)) {
+            SweepEntry& e = pts.entries.emplace_back();
+            e.index = pts.entries.size() - 1;
+            e.layout = std::move(l);
+            e.gpus = t.gpus();
+            pts.cluster_of.push_back(s);
+        }
+    }
+    return pts;
+}
+
+/// Phase 1 over every point; the checks' results, in index order.
+std::vector<PointCheck> check_points(const Points& pts, const ModelSpec& model, const SweepOptions& options,
+                                     const std::function<void()>& checked) {
+    return spread_map(
+        pts.entries.size(), options.jobs, options.processes,
+        [&](std::size_t i) {
+            PointCheck c = check_point(pts.entries[i].layout, *pts.clusters[pts.cluster_of[i]], model,
+                                       options.min_headroom);
+            checked();
+            return c;
+        },
+        encode_check, [](const std::string& bytes, std::size_t) { return decode_check(bytes); });
+}
+
+/// The serial confirmation (the reference): each passed point, in enumeration order, copies the first
+/// earlier representative of its execution key whose program is identical, else becomes one.
+void plan_serially(const std::vector<SweepEntry>& entries, const std::vector<PointCheck>& checks,
+                   const std::vector<std::string>& keys, const ModelSpec& model,
+                   std::vector<std::size_t>& copy_of) {
+    const std::size_t n = entries.size();
+    copy_of.assign(n, n);
+    std::map<std::string, std::vector<std::size_t>> reps;
+    for (std::size_t i = 0; i < n; ++i) {
+        if (checks[i].status != SweepStatus::simulated) continue;
+        auto& r = reps[keys[i]];
+        const std::string sig = program_signature(build_program(model, entries[i].layout));
+        for (std::size_t rep : r)
+            if (program_signature(build_program(model, entries[rep].layout)) == sig) {
+                copy_of[i] = rep;
+                break;
+            }
+        if (copy_of[i] == n) r.push_back(i);
+    }
+}
+
+/// The points to simulate, costliest first, and for each other passed point the one it copies (n: none).
+/// Points whose programs are identical on the same rank grid (e.g. selective recomputation with flash
+/// attention, which recomputes nothing, beside no recomputation; the distributed optimizer at DP = 1) are
+/// simulated once: the simulation is deterministic, so the copies are exact. A point is a candidate copy of
+/// the first point of its execution key (the rank grid and a hash of the program); every candidate is
+/// confirmed by comparing the two programs in full, the keys' groups in parallel (threads and processes).
+/// Should a confirmation fail (a hash collision), plan_serially decides, as it would have alone: with every
+/// candidate confirmed, both give the same copies.
+void plan_simulations(const std::vector<SweepEntry>& entries, const std::vector<PointCheck>& checks,
+                      const ModelSpec& model, const SweepOptions& options, std::vector<std::size_t>& todo,
+                      std::vector<std::size_t>& copy_of) {
+    const std::size_t n = entries.size();
+    copy_of.assign(n, n);
+    std::vector<std::string> keys(n);
+    std::map<std::string, std::size_t> group_of;   // execution key -> group
+    std::vector<std::vector<std::size_t>> groups;  // [group] its points, the first the representative
+    for (std::size_t i = 0; i < n; ++i) {
+        if (checks[i].status != SweepStatus::simulated) continue;
+        if (!options.deduplicate) {
+            todo.push_back(i);
+            continue;
+        }
+        keys[i] =
+            fmt::format("{} {}", entries[i].gpus, execution_key(entries[i].layout, checks[i].program_hash));
+        const auto [it, added] = group_of.emplace(keys[i], groups.size());
+        if (added) groups.emplace_back();
+        groups[it->second].push_back(i);
+    }
+    std::vector<std::size_t> with_copies;
+    for (std::size_t g = 0; g < groups.size(); ++g)
+        if (groups[g].size() > 1) with_copies.push_back(g);
+    // Each group: "1" when every point's program equals the representative's, else "0".
+    const std::vector<bool> confirmed = spread_map(
+        with_copies.size(), options.jobs, options.processes,
+        [&](std::size_t k) {
+            const auto& pts = groups[with_copies[k]];
+            const std::string sig = program_signature(build_program(model, entries[pts[0]].layout));
+            for (std::size_t m = 1; m < pts.size(); ++m)
+                if (program_signature(build_program(model, entries[pts[m]].layout)) != sig) return false;
+            return true;
+        },
+        [](bool ok) { return std::string(ok ? "1" : "0"); },
+        [](const std::string& bytes, std::size_t) { return bytes == "1"; });
+    if (std::all_of(confirmed.begin(), confirmed.end(), [](bool ok) { return ok; })) {
+        for (const auto& pts : groups)
+            for (std::size_t m = 1; m < pts.size(); ++m)
+                copy_of[pts[m]] = pts[0];
+    } else {
+        plan_serially(entries, checks, keys, model, copy_of);
+    }
+    if (options.deduplicate)
+        for (std::size_t i = 0; i < n; ++i)
+            if (checks[i].status == SweepStatus::simulated && copy_of[i] == n) todo.push_back(i);
+    std::stable_sort(todo.begin(), todo.end(),
+                     [&](std::size_t a, std::size_t b) { return checks[a].cost > checks[b].cost; });
+}
+
+/// Phase 2 over `todo` (results stay at their point's index, so the outcome does not depend on the order or
+/// the number of threads or processes); then the copies take their representative's results with their own
+/// layout and, in one process, their own memory (phase 1 walked it; spread over processes, the reports carry
+/// no memory: rank_points gives the best its own). Rethrows the error of the first point in enumeration
+/// order.
+void simulate_points(Points& pts, const std::vector<PointCheck>& checks, const std::vector<std::size_t>& todo,
+                     const std::vector<std::size_t>& copy_of, const ModelSpec& model,
+                     const std::string& workload_name, const SweepOptions& options,
+                     const std::function<void()>& simulated) {
+    const std::size_t n = pts.entries.size();
+    std::vector<PointRun> runs = spread_map(
+        todo.size(), options.jobs, options.processes,
+        [&](std::size_t k) {
+            const std::size_t i = todo[k];
+            PointRun run = simulate_point(pts.entries[i].layout, *pts.clusters[pts.cluster_of[i]], model,
+                                          workload_name, options);
+            simulated();
+            return run;
+        },
+        encode_run,
+        [&](const std::string& bytes, std::size_t k) {
+            return decode_run(bytes, model, pts.entries[todo[k]].layout);
+        });
+    const bool one_process = !options.processes || options.processes->size() <= 1;
+    std::vector<const PointRun*> run_of(n, nullptr);
+    for (std::size_t k = 0; k < todo.size(); ++k)
+        run_of[todo[k]] = &runs[k];
+    for (std::size_t i = 0; i < n; ++i) {
+        SweepEntry& e = pts.entries[i];
+        const PointCheck& c = checks[i];
+        e.status = c.status;
+        e.reason = c.reason;
+        e.detail = c.detail;
+        e.peak_memory_bytes = c.peak_memory_bytes;
+        e.peak_stage = c.peak_stage;
+        if (c.status != SweepStatus::simulated) continue;
+        const bool copy = copy_of[i] != n;
+        const PointRun& run = *run_of[copy ? copy_of[i] : i];
+        if (run.error) std::rethrow_exception(run.error);  // the first in enumeration order
+        e.status = run.status;
+        e.reason = run.reason;
+        e.detail = run.detail;
+        e.limit = run.limit;
+        e.report = run.report;
+        if (!copy) continue;
+        e.report.layout = e.layout;  // its own layout, and its own memory
+        if (one_process)
+            e.report.memory = simulate_memory(model, e.layout, build_program(model, e.layout),
+                                              pts.clusters[pts.cluster_of[i]]->gpu());
+    }
+}
+
+/// The result's header fields: names, sizes, HBM, batch, what-if perturbations, time-to-train options.
+SweepResult result_header(const TopologySpec& topology, const Points& pts, const Layout& base,
+                          const std::string& workload_name, const SweepOptions& options) {
+    SweepResult res;
+    res.topology_name = topology.name;
+    res.workload_name = workload_name;
+    res.gpu_name = pts.clusters.front()->gpu().name;
+    res.gpus = pts.sizes.front();
+    res.sizes = pts.sizes;
+    res.global_batch = base.global_batch;
+    res.hbm_bytes = pts.clusters.front()->gpu().hbm_bytes;
+    res.min_headroom = options.min_headroom;
+    res.train_tokens = options.train_tokens;
+    res.gpu_hour_price_usd = options.gpu_hour_price_usd;
+    if (!options.perturbations.empty()) {
+        for (const auto& st : options.perturbations.stragglers)
+            res.perturbations.push_back("--straggler " + st.text);
+        if (options.perturbations.jitter)
+            res.perturbations.push_back("--jitter " + options.perturbations.jitter->text);
+        for (const auto& l : options.perturbations.links)
+            res.perturbations.push_back("--link " + l.text);
+        res.seeds = options.seeds;
+    }
+    return res;
+}
+
+/// The entries ranked into `res`: simulated by (step time, canonical_string), then out of memory, then
+/// rejected, each in enumeration order; the reject counts. The best report gets its memory when the
+/// reports came without (spread over processes).
+void rank_points(std::vector<SweepEntry>& entries, const ModelSpec& model, const Points& pts,
+                 SweepResult& res) {
+    std::vector<SweepEntry> simulated, oom, rejected;
+    std::map<std::string, std::size_t> counts;
+    for (auto& e : entries) {
+        if (e.status != SweepStatus::simulated) ++counts[e.reason];
+        (e.status == SweepStatus::simulated       ? simulated
+         : e.status == SweepStatus::out_of_memory ? oom
+                                                  : rejected)
+            .push_back(std::move(e));
+    }
+    std::vector<std::string> keys(simulated.size());
+    std::vector<std::size_t> order(simulated.size());
+    for (std::size_t i = 0; i < simulated.size(); ++i) {
+        keys[i] = canonical_string(simulated[i].layout);
+        order[i] = i;
+    }
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+        const double ta = simulated[a].report.step_time_s, tb = simulated[b].report.step_time_s;
+        if (ta != tb) return ta < tb;
+        return keys[a] < keys[b];
+    });
+    res.simulated = simulated.size();
+    res.out_of_memory = oom.size();
+    res.rejected = rejected.size();
+    res.entries.reserve(entries.size());
+    for (auto i : order)
+        res.entries.push_back(std::move(simulated[i]));
+    for (auto& e : oom)
+        res.entries.push_back(std::move(e));
+    for (auto& e : rejected)
+        res.entries.push_back(std::move(e));
+    res.reject_counts.assign(counts.begin(), counts.end());
+    std::stable_sort(res.reject_counts.begin(), res.reject_counts.end(),
+                     [](const auto& a, const auto& b) { return a.second > b.second; });
+    if (res.simulated > 0 && res.entries.front().report.memory.stages.empty()) {
+        SweepEntry& best = res.entries.front();
+        const auto size = std::find(pts.sizes.begin(), pts.sizes.end(), best.gpus) - pts.sizes.begin();
+        best.report.memory = simulate_memory(model, best.layout, build_program(model, best.layout),
+                                             pts.clusters[static_cast<std::size_t>(size)]->gpu());
+    }
+}
+
+}  // namespace
+
+SweepResult run_sweep(const TopologySpec& topology, const ModelSpec& model, const Layout& base,
+                      const SweepGrid& grid, const std::string& workload_name, const SweepOptions& options) {
+    Points pts = enumerate_points(topology, model, base, grid, options);
+    const std::size_t n = pts.entries.size();
+    // Progress in one process only: spread over processes, each sees its own share.
+    const bool report = options.progress && (!options.processes || options.processes->size() <= 1);
+    std::mutex progress_mutex;
+    SweepProgress progress;
+    progress.layouts = n;
+    auto step = [&](std::size_t SweepProgress::*counter) {
+        if (!report) return;
+        const std::lock_guard<std::mutex> lock(progress_mutex);
+        ++(progress.*counter);
+        options.progress(progress);
+    };
+    const std::vector<PointCheck> checks =
+        check_points(pts, model, options, [&] { step(&SweepProgress::checked); });
+    std::vector<std::size_t> todo, copy_of;
+    plan_simulations(pts.entries, checks, model, options, todo, copy_of);
+    if (report) {
+        const std::lock_guard<std::mutex> lock(progress_mutex);
+        progress.to_simulate = todo.size();
+        progress.checks_done = true;
+        options.progress(progress);
+    }
+    simulate_points(pts, checks, todo, copy_of, model, workload_name, options,
+                    [&] { step(&SweepProgress::simulated); });
+    SweepResult res = result_header(topology, pts, base, workload_name, options);
+    rank_points(pts.entries, model, pts, res);
+    return res;
+}
+
+}  // namespace trainsim
