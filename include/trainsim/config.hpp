@@ -51,6 +51,11 @@ inline constexpr int kMaxJsonDepth = 64;
 /// non-file, larger than kMaxInputFileBytes, not valid JSON, or nested deeper than kMaxJsonDepth.
 nlohmann::json read_json_file(const std::string& path);
 
+/// The text of input file `path`, read within kMaxInputFileBytes (limits.hpp); a directory, a missing or
+/// unreadable file, or one over the limit (a device such as /dev/zero included) throws InputError naming it;
+/// `kind` names what was expected ("a directory, not a JSON file").
+std::string read_input_file(const std::string& path, const char* kind = "file");
+
 /// Parses JSON `text` read from `name` (as read_json_file does after reading it). Throws InputError.
 nlohmann::json parse_json_text(std::string_view text, const std::string& name);
 

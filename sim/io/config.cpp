@@ -55,11 +55,11 @@ json parse_json_text(std::string_view text, const std::string& name) {
     }
 }
 
-json read_json_file(const std::string& path) {
+std::string read_input_file(const std::string& path, const char* kind) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0)
         throw InputError(fmt::format("{}: cannot open the file ({})", path, std::strerror(errno)));
-    if (S_ISDIR(st.st_mode)) throw InputError(fmt::format("{}: is a directory, not a JSON file", path));
+    if (S_ISDIR(st.st_mode)) throw InputError(fmt::format("{}: is a directory, not a {}", path, kind));
     if (S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) > kMaxInputFileBytes)
         throw InputError(fmt::format("{}: {} bytes is larger than the {} bytes an input file may have", path,
                                      st.st_size, kMaxInputFileBytes));
@@ -75,7 +75,11 @@ json read_json_file(const std::string& path) {
                 fmt::format("{}: larger than the {} bytes an input file may have", path, kMaxInputFileBytes));
     }
     if (in.bad()) throw InputError(fmt::format("{}: reading failed", path));
-    return parse_json_text(text, path);
+    return text;
+}
+
+json read_json_file(const std::string& path) {
+    return parse_json_text(read_input_file(path, "JSON file"), path);
 }
 
 TopologySpec parse_topology(const json& j, const std::string& file) {

@@ -72,25 +72,6 @@ void add_options(po::options_description& desc, ImportOptions& o) {
 
 /// The text of an input file, read as read_json_file reads one (trainsim/config.hpp): a directory is refused,
 /// at most kMaxInputFileBytes are read (a device or FIFO such as /dev/zero is refused, not read forever).
-std::string read_text_file(const std::string& path) {
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0)
-        throw InputError(fmt::format("{}: cannot open the file ({})", path, std::strerror(errno)));
-    if (S_ISDIR(st.st_mode)) throw InputError(fmt::format("{}: is a directory, not a file", path));
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw InputError(fmt::format("{}: cannot open the file", path));
-    std::string text;
-    char buf[65536];
-    while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-        text.append(buf, static_cast<std::size_t>(in.gcount()));
-        if (text.size() > kMaxInputFileBytes)
-            throw InputError(
-                fmt::format("{}: larger than the {} bytes an input file may have", path, kMaxInputFileBytes));
-    }
-    if (in.bad()) throw InputError(fmt::format("{}: reading failed", path));
-    return text;
-}
-
 Imported run_importer(const std::string& kind, const ImportOptions& o, const std::vector<std::string>& words,
                       const ImportTarget& target) {
     if (kind == "megatron") {
@@ -100,7 +81,7 @@ Imported run_importer(const std::string& kind, const ImportOptions& o, const std
                             "after --)",
                             clip_for_message(o.files.front())));
         std::vector<std::string> args;
-        if (!o.args_file.empty()) args = split_args_text(read_text_file(o.args_file), o.args_file);
+        if (!o.args_file.empty()) args = split_args_text(read_input_file(o.args_file), o.args_file);
         args.insert(args.end(), words.begin(), words.end());
         if (args.empty())
             throw InputError("import megatron: no arguments: give them after -- or with --args-file");
@@ -111,7 +92,7 @@ Imported run_importer(const std::string& kind, const ImportOptions& o, const std
     if (o.files.size() != 1) throw InputError(fmt::format("import {}: give exactly one source file", kind));
     const std::string& file = o.files.front();
     if (kind == "hf") return import_hf_config(read_json_file(file), file, target);
-    return import_torchtitan(read_text_file(file), file, target);
+    return import_torchtitan(read_input_file(file), file, target);
 }
 
 /// The topology with its node count set for `gpus` (unless --set named topology.nodes), checked.
