@@ -15,10 +15,11 @@
 //        bytes (block-scaled recipes): both operands at gemm_operand_bytes(recipe) per element (data and
 //          block scales), the output in bf16 (2 B): (M·K + K·N)·operand + 2·M·N per product. Other
 //          GEMMs: Kernel::gemm's elem_bytes for operands and output alike.
-//        e = gemm_max_efficiency · shape(M, N, batch) · K / (K + gemm_k_half)
+//        e = gemm_max_efficiency · shape(M, N, batch) · K / (K + gemm_k_half) · S' / SMs, S' = SMs minus
+//            the SMs held by overlapped communication kernels (Kernel::sms_reserved; shape() over S')
 //        shape(): the best, over the library's tile shapes, of tile_efficiency · edge · waves, where
 //          edge  = M·N / (ceil(M/tm)·tm · ceil(N/tn)·tn)          (tile quantization)
-//          waves = tiles / (ceil(tiles / SMs) · SMs)               (wave quantization)
+//          waves = tiles / (ceil(tiles / S') · S')                 (wave quantization)
 //        (NVIDIA "Matrix Multiplication Background User's Guide": tile and wave quantization.)
 //  fused attention: t = max(FLOPs / (peak · eff), bytes / (HBM · hbm_efficiency)) + kernel_overhead,
 //        eff = attention_efficiency(backend, shape) = e_max · (backward ? bwd_factor : 1)
@@ -119,6 +120,11 @@ struct Kernel {
     /// kernel runs at the 16-bit peak of the layout's precision (bf16 for fp8 layouts: TransformerEngine
     /// and torchao Float8 keep attention, norms and the LM head in bf16).
     bool fp8 = false;
+    /// SMs held by communication kernels running beside this GEMM (kind == gemm; TE userbuffers' pipelined
+    /// reduce-scatter overlap, sim/program/layer_ops.cpp): the GEMM's tiles run on sm_count - sms_reserved
+    /// SMs (the wave quantization of shape() over those SMs, the peak scaled by their share); a profile's
+    /// measured time is scaled by sm_count / (sm_count - sms_reserved). 0: the whole GPU.
+    double sms_reserved = 0;
     /// Fused attention backend (kind == flash_attention): flash (FlashAttention-2) or cudnn.
     AttentionKernel attention = AttentionKernel::flash;
     /// Fused attention's shape (kind == flash_attention; required by the analytic model).
@@ -176,13 +182,15 @@ class ComputeModel {
     double analytic_seconds(const Kernel& k) const;
     const Profile* profile() const { return profile_.get(); }
     /// The shape factor shape(M, N, batch) above, in (0, 1].
-    double gemm_shape_efficiency(double m, double n, double batch) const;
+    double gemm_shape_efficiency(double m, double n, double batch, double sms_reserved = 0) const;
     const GpuSpec& gpu() const { return gpu_; }
     /// Peak FLOP/s of the layout's 16-bit precision (bf16 for fp8 layouts).
     double peak_flops() const { return peak_; }
 
   private:
     static double require(double bytes_per_s, const char* field);
+    /// SMs a GEMM runs on: sm_count - sms_reserved (at least 1).
+    double sm_share(const Kernel& k) const;
     const GpuSpec& gpu_;
     double peak_;       ///< 16-bit peak (fp16 or bf16)
     double peak_fp8_;   ///< FP8 peak, 0 when the GPU has none

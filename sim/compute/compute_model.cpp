@@ -114,9 +114,9 @@ double gemm_operand_bytes(Fp8Recipe recipe) {
     return 1.0;
 }
 
-double ComputeModel::gemm_shape_efficiency(double m, double n, double batch) const {
+double ComputeModel::gemm_shape_efficiency(double m, double n, double batch, double sms_reserved) const {
     double best = 0;
-    const double sms = gpu_.sm_count;
+    const double sms = std::max(1.0, gpu_.sm_count - sms_reserved);
     for (const auto& t : kTileShapes) {
         const double tm = std::ceil(m / t.m), tn = std::ceil(n / t.n);
         const double edge = (m * n) / (tm * t.m * tn * t.n);
@@ -125,6 +125,10 @@ double ComputeModel::gemm_shape_efficiency(double m, double n, double batch) con
         best = std::max(best, t.efficiency * edge * waves);
     }
     return best;
+}
+
+double ComputeModel::sm_share(const Kernel& k) const {
+    return std::max(1.0, gpu_.sm_count - std::max(0.0, k.sms_reserved));
 }
 
 double ComputeModel::require(double bytes_per_s, const char* field) {
@@ -140,6 +144,7 @@ KernelCost ComputeModel::cost(const Kernel& k) const {
     KernelCost c;
     if (profile_ && profile_cost(k, c.seconds)) {
         c.from_profile = true;
+        if (k.kind == KernelKind::gemm && k.sms_reserved > 0) c.seconds *= gpu_.sm_count / sm_share(k);
         return c;
     }
     c.seconds = analytic_seconds(k);
@@ -151,8 +156,9 @@ double ComputeModel::analytic_seconds(const Kernel& k) const {
     const double mem_t = k.bytes / mem_bw;
     switch (k.kind) {
         case KernelKind::gemm: {
-            const double e = gpu_.gemm_max_efficiency * gemm_shape_efficiency(k.m, k.n, k.batch) * k.k /
-                             (k.k + gpu_.gemm_k_half);
+            const double e = gpu_.gemm_max_efficiency *
+                             gemm_shape_efficiency(k.m, k.n, k.batch, k.sms_reserved) * sm_share(k) /
+                             gpu_.sm_count * k.k / (k.k + gpu_.gemm_k_half);
             const bool fp4 = k.fp8 && recipe_ == Fp8Recipe::nvfp4;
             const double peak = !k.fp8 ? peak_
                                 : fp4  ? peak_fp4_ * gpu_.fp4_gemm_efficiency

@@ -124,6 +124,31 @@ void BlockBuilder::tp_wait(OpTemplate& t) {
     t.push_back(op);
 }
 
+// TP communication overlap (Layout::tp_comm_overlap): the collective runs beside the GEMM next to it.
+//   all-gather -> GEMM (qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad): Megatron/TE userbuffers' ring exchange
+//     (copy engine, 1 SM) or torchtitan's fused_all_gather_matmul (copy engines): the GEMM keeps the GPU,
+//     and the chunks' GEMMs run on several compute streams (TE's num_max_streams), so the GEMM is timed
+//     whole, overlapped with the whole all-gather.
+//   GEMM -> reduce-scatter (proj_fprop, fc2_fprop): Megatron (TE userbuffers, Megatron initialize.py
+//     _initialize_tp_communicators, TE pytorch/module/base.py initialize_ub; ../shared/design/frameworks.md)
+//     uses the "pipeline" method: kUbPipelineSplits chunks, each chunk's reduce-scatter overlapping the
+//     next chunk's GEMM, its communication kernels holding kUbPipelineCommSms SMs while the GEMM runs
+//     (Kernel::sms_reserved); torchtitan's fused_matmul_reduce_scatter (PyTorch
+//     torch/distributed/_symmetric_memory) pipelines TP chunks over the copy engines (no SMs held). In both
+//     the last chunk's reduce-scatter can only start after the GEMM: exposed.
+namespace {
+constexpr int kUbPipelineSplits = 4;         ///< TE userbuffers "pipeline" num_splits (initialize_ub)
+constexpr double kUbPipelineCommSms = 16.0;  ///< TE userbuffers "pipeline" num_sm (initialize_ub)
+}  // namespace
+
+int BlockBuilder::overlap_rs_splits() const {
+    return l_.framework == Framework::megatron ? kUbPipelineSplits : static_cast<int>(t_);
+}
+
+double BlockBuilder::overlap_rs_comm_sms() const {
+    return l_.framework == Framework::megatron ? kUbPipelineCommSms : 0.0;
+}
+
 OpTemplate BlockBuilder::layer_forward(bool moe) {
     OpTemplate t;
     const bool sp = l_.sequence_parallel;
@@ -145,13 +170,18 @@ OpTemplate BlockBuilder::layer_forward(bool moe) {
             kernel(t, gemm);
         }
     };
-    // Row-parallel GEMM followed by the all-reduce (reduce-scatter with SP) of its output.
+    // Row-parallel GEMM followed by the all-reduce (reduce-scatter with SP) of its output; overlapped: the
+    // chunks' collectives run beside the chunked GEMM, the last chunk's after it (exposed).
     auto row = [&](const Kernel& gemm) {
         if (ov && l_.tp > 1) {
+            const int splits = overlap_rs_splits();
             flush(t);
-            tp(t, out_kind, act, false);
-            kernel(t, gemm);
+            tp(t, out_kind, act * (splits - 1) / splits, false);
+            Kernel g = gemm;
+            g.sms_reserved = overlap_rs_comm_sms();
+            kernel(t, g);
             tp_wait(t);
+            tp(t, out_kind, act / splits, true);
         } else {
             kernel(t, gemm);
             tp(t, out_kind, act, true);
@@ -628,17 +658,25 @@ Fp8CastBytes fp8_cast_bytes(Fp8Recipe r, double E, Framework f) {
 }
 }  // namespace
 
-double BlockBuilder::layer_linear_weights() const {
-    const double f_eff = (m_.mlp == MlpKind::swiglu ? 2.0 : 1.0) * f_ / t_;
+double BlockBuilder::layer_linear_weights(bool moe) const {
+    const double glu = m_.mlp == MlpKind::swiglu ? 2.0 : 1.0;
+    const auto mlp = [&](double f) { return h_ * glu * f / t_ + f / t_ * h_; };
+    double attention = h_ * (a_ + 2 * g_) * d_ / t_ + a_ * d_ / t_ * h_;
     if (m_.mla()) {
         // MLA (mla_ops.cpp): the duplicated down-projections whole, the up- and output projections split.
         const double qr = static_cast<double>(m_.q_lora_rank), kr = static_cast<double>(m_.kv_lora_rank);
         const double rope = static_cast<double>(m_.qk_rope_head_dim);
         const double q = m_.q_lora_rank > 0 ? h_ * qr + qr * a_ * dqk_ / t_ : h_ * a_ * dqk_ / t_;
-        const double attention = q + h_ * (kr + rope) + kr * a_ * (d_ + dv_) / t_ + a_ * dv_ / t_ * h_;
-        return attention + h_ * f_eff + f_ / t_ * h_;
+        attention = q + h_ * (kr + rope) + kr * a_ * (d_ + dv_) / t_ + a_ * dv_ / t_ * h_;
     }
-    return h_ * (a_ + 2 * g_) * d_ / t_ + a_ * d_ / t_ * h_ + h_ * f_eff + f_ / t_ * h_;
+    if (!moe) return attention + mlp(f_);
+    // An MoE layer on this GPU: its shared experts (TP-split) and its n / ep local routed experts (split
+    // over expert TP); the router stays in 16 bits.
+    const double etp = l_.expert_tp();
+    const double expert_f = static_cast<double>(m_.expert_ffn()) / etp;
+    const double local_experts = static_cast<double>(m_.num_experts) / l_.ep;
+    return attention + (shared_f_ > 0 ? mlp(shared_f_) : 0.0) +
+           local_experts * (h_ * glu * expert_f + expert_f * h_);
 }
 
 bool BlockBuilder::fp8_cast_in_norm() const {
@@ -676,16 +714,17 @@ void BlockBuilder::fp8_backward_casts(OpTemplate& t, double grad_elements, doubl
         kernel(t, Kernel::memory("fp8_relayout_weight", c.weight_bwd * weights));
 }
 
-OpTemplate BlockBuilder::fp8_weight_casts_per_step(double layers) {
+OpTemplate BlockBuilder::fp8_weight_casts_per_step(double dense_layers, double moe_layers) {
     OpTemplate t;
-    if (!fp8_ || layers <= 0) return t;
+    if (!fp8_ || dense_layers + moe_layers <= 0) return t;
+    const double weights =
+        layer_linear_weights(false) * dense_layers + layer_linear_weights(true) * moe_layers;
     const auto c = fp8_cast_bytes(l_.fp8_recipe, E_, l_.framework);
     if (!c.weight_per_step) return t;
     if (l_.fp8_weights_gathered_in_fp8())  // block-scaled: quantized from the bf16 gather (layout.hpp)
-        kernel(t, Kernel::memory("fp8_transpose_weights", 2.0 * layer_linear_weights() * layers));
+        kernel(t, Kernel::memory("fp8_transpose_weights", 2.0 * weights));
     else
-        kernel(t,
-               Kernel::memory("fp8_cast_transpose_weights", c.weight_fwd * layer_linear_weights() * layers));
+        kernel(t, Kernel::memory("fp8_cast_transpose_weights", c.weight_fwd * weights));
     flush(t);
     return t;
 }

@@ -48,7 +48,7 @@ class BlockBuilder {
     /// FP8 with delayed scaling (TransformerEngine): each linear weight of `layers` layers is cast (with its
     /// transpose) to FP8 once per step, on the first micro-batch (is_first_microbatch), and cached for the
     /// others. Empty for other precisions and recipes.
-    OpTemplate fp8_weight_casts_per_step(double layers);
+    OpTemplate fp8_weight_casts_per_step(double dense_layers, double moe_layers = 0);
     /// One memory-bound pass of `bytes` on the main stream (FSDP / ZeRO-3 all-gather copy-out).
     OpTemplate memory_pass(const char* name, double bytes);
     /// DeepSpeed 2021 ZeRO-3's all-gather of `elements` parameters into a list of `partitions` tensors
@@ -129,8 +129,12 @@ class BlockBuilder {
     /// backward; torchtitan's DTensor linears save the gathered input (recomputation gathers it again in the
     /// recompute pass).
     bool regathers_in_backward() const;
+    /// Splits of an overlapped all-gather -> GEMM (ring exchange: TP chunks) and GEMM -> reduce-scatter, and
+    /// the SMs the latter's communication kernels hold (the constants in layer_ops.cpp).
+    int overlap_rs_splits() const;
+    double overlap_rs_comm_sms() const;
     /// Weights of one layer's linear layers on this GPU.
-    double layer_linear_weights() const;
+    double layer_linear_weights(bool moe = false) const;
 
     const ModelSpec& m_;
     const Layout& l_;

@@ -101,11 +101,17 @@ void BlockBuilder::mla_forward(OpTemplate& t) {
     fp8_forward_casts(t, T_ * o, o * h_);
     const CollectiveKind out_kind =
         l_.sequence_parallel ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
+    // Row parallel, overlapped as layer_forward's row(): the chunks' collectives beside the chunked GEMM,
+    // the last chunk's after it.
     if (l_.tp_comm_overlap && l_.tp > 1) {
+        const int splits = overlap_rs_splits();
         flush(t);
-        tp(t, out_kind, act, false);
-        kernel(t, Kernel::gemm("attn_proj_gemm", T_, h_, o, 1, gemm_elem_));
+        tp(t, out_kind, act * (splits - 1) / splits, false);
+        Kernel g = Kernel::gemm("attn_proj_gemm", T_, h_, o, 1, gemm_elem_);
+        g.sms_reserved = overlap_rs_comm_sms();
+        kernel(t, g);
         tp_wait(t);
+        tp(t, out_kind, act / splits, true);
     } else {
         kernel(t, Kernel::gemm("attn_proj_gemm", T_, h_, o, 1, gemm_elem_));
         tp(t, out_kind, act, true);

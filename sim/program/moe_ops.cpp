@@ -13,6 +13,12 @@
 //   backward  the same in reverse: unpermute's backward, the combine's reverse all-to-all, expert dgrad and
 //             wgrad GEMMs (2x the forward FLOPs), the dispatch's reverse all-to-all, permute's backward, the
 //             router's backward.
+// FP8 (precision fp8): the experts' GEMMs are FP8 GEMMs (TE GroupedLinear, the linear_fc1/linear_fc2 of
+// TEGroupedMLP) with the same casts as the dense linear layers (layer_ops.cpp's FP8 notes): the dispatched
+// tokens (R·h) before fc1 and the activation's output (R·ffn) before fc2 are quantized in the forward, the
+// output gradients (R·h before fc2's dgrad, R·2ffn before fc1's) in the backward; the local experts' weights
+// are cast once per step with the rest of the layer's (fp8_weight_casts_per_step). The router and the
+// all-to-all stay in 16 bits (Megatron-Core quantizes inside GroupedLinear, after the dispatch).
 // Tokens at the busiest EP rank: R = k·Tr·imbalance (dropless; moe_load_imbalance = 1: balanced, every EP
 // rank receives on average what it sends), capped at k·Tr·capacity_factor with a capacity factor; each of
 // its n / ep local experts gets R·etp / (n / ep) tokens. The all-to-all bytes stay the balanced k·Tr·h·E:
@@ -96,10 +102,12 @@ void BlockBuilder::moe_forward(OpTemplate& t) {
     ep_all_to_all(t, a2a);
     etp_collective(t, CollectiveKind::all_gather, x.received * h_ * E_);
     const int n = static_cast<int>(x.local_experts);
+    fp8_forward_casts(t, x.received * h_, x.local_experts * h_ * swiglu * x.ffn);
     for (int e = 0; e < n; ++e)
         kernel(t, Kernel::gemm("expert_fc1_gemm", x.per_expert, swiglu * x.ffn, h_, 1, gemm_elem_));
     kernel(t, Kernel::memory(m_.mlp == MlpKind::swiglu ? "expert_swiglu" : "expert_gelu",
                              act_fwd_bytes() * x.received * x.ffn));
+    fp8_forward_casts(t, x.received * x.ffn, x.local_experts * x.ffn * h_);
     for (int e = 0; e < n; ++e)
         kernel(t, Kernel::gemm("expert_fc2_gemm", x.per_expert, h_, x.ffn, 1, gemm_elem_));
     etp_collective(t, CollectiveKind::reduce_scatter, x.received * h_ * E_);
@@ -116,6 +124,7 @@ void BlockBuilder::moe_backward(OpTemplate& t) {
     kernel(t, Kernel::memory("moe_unpermute_bwd", 2 * a2a));
     ep_all_to_all(t, a2a);
     etp_collective(t, CollectiveKind::all_gather, x.received * h_ * E_);
+    fp8_backward_casts(t, x.received * h_, x.received * x.ffn, x.local_experts * x.ffn * h_);
     for (int e = 0; e < n; ++e)
         kernel(t, Kernel::gemm("expert_fc2_dgrad", x.per_expert, x.ffn, h_, 1, gemm_elem_));
     if (!frozen)
@@ -123,6 +132,8 @@ void BlockBuilder::moe_backward(OpTemplate& t) {
             kernel(t, Kernel::gemm("expert_fc2_wgrad", h_, x.ffn, x.per_expert, 1, gemm_elem_));
     kernel(t, Kernel::memory(m_.mlp == MlpKind::swiglu ? "expert_swiglu_bwd" : "expert_gelu_bwd",
                              act_bwd_bytes() * x.received * x.ffn));
+    fp8_backward_casts(t, x.received * swiglu * x.ffn, x.received * h_,
+                       x.local_experts * h_ * swiglu * x.ffn);
     for (int e = 0; e < n; ++e)
         kernel(t, Kernel::gemm("expert_fc1_dgrad", x.per_expert, h_, swiglu * x.ffn, 1, gemm_elem_));
     if (!frozen)

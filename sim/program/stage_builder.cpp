@@ -425,7 +425,11 @@ void StageBuilder::forward_pass(const ScheduleItem& item) {
     // TransformerEngine's delayed-scaling FP8 casts every weight (and its transpose) once per step, in the
     // first micro-batch's forward (per chunk: its own layer count).
     if (mb == 0) {
-        const auto weight_casts = blocks_.fp8_weight_casts_per_step(static_cast<double>(chunk_layers));
+        int moe_layers = 0;
+        for (int i = 0; i < chunk_layers; ++i)
+            moe_layers += moe_layer(c, i) ? 1 : 0;
+        const auto weight_casts =
+            blocks_.fp8_weight_casts_per_step(static_cast<double>(chunk_layers - moe_layers), moe_layers);
         if (!weight_casts.empty()) append(sp_.ops, weight_casts, Phase::forward, mb);
     }
     if (vs > 0) recv(+1, vs, mb, Phase::forward);

@@ -102,6 +102,24 @@ TEST_CASE("compute model: wave quantization and the GEMM floor") {
     CHECK(floored.seconds(tiny) == 20e-6);
 }
 
+TEST_CASE("compute model: a GEMM beside communication kernels holding SMs runs on the rest") {
+    const GpuSpec gpu = round_gpu();
+    const ComputeModel cm(gpu, Precision::bf16);
+    // 4096³ with 16 of the 128 SMs held (TE userbuffers' pipelined reduce-scatter): 112 SMs. Per tile shape:
+    //   256x128: 512 tiles / (5 waves · 112)  = 0.9143 · 1.00            <- best
+    //   128x128: 1024 tiles / (10 · 112)      = 0.9143 · 0.95 = 0.8686
+    // e = 0.8 · 0.9143 · (112 / 128) · 4096 / (4096 + 1024).
+    CHECK(cm.gemm_shape_efficiency(4096, 4096, 1, 16) == doctest::Approx(512.0 / 560.0).epsilon(1e-12));
+    Kernel k = Kernel::gemm("proj", 4096, 4096, 4096);
+    k.sms_reserved = 16;
+    const double e = 0.8 * (512.0 / 560.0) * (112.0 / 128.0) * 4096.0 / (4096.0 + 1024.0);
+    CHECK(cm.seconds(k) ==
+          doctest::Approx(2.0 * 4096 * 4096 * 4096 / (100e12 * e) + kOverhead).epsilon(1e-12));
+    // More SMs reserved than the GPU has: one SM left, never a division by zero.
+    k.sms_reserved = 1000;
+    CHECK(cm.seconds(k) > 100 * cm.seconds(Kernel::gemm("proj", 4096, 4096, 4096)));
+}
+
 TEST_CASE("compute model: fused attention at its shape-dependent efficiency") {
     const GpuSpec gpu = round_gpu();
     const ComputeModel cm(gpu, Precision::bf16);

@@ -19,6 +19,7 @@ int memory_command(const std::vector<std::string>& args);
 int profile_command(const std::vector<std::string>& args);
 int goodput_command(const std::vector<std::string>& args);
 int schema_command(const std::vector<std::string>& args);
+int import_workload_command(const std::vector<std::string>& args);
 
 /// Parses `args` of `command` whose positional arguments are files (option "files"); prints the help and
 /// returns false for --help. Throws InputError (one line) for a malformed command line.

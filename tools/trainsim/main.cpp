@@ -32,6 +32,8 @@ commands:
              many seeds: goodput, lost work, failures by component, time to train; the checkpoint interval
              swept beside Young/Daly's
   schema     every field of the input files with its type, unit, default and range (docs/inputs.md)
+  import     a workload file from a Megatron-LM launch (megatron -- ARGS), a Hugging Face config.json (hf)
+             or a torchtitan train.toml (torchtitan) (docs/importers.md)
 
   trainsim <command> --help   lists the command's options with their units (also: trainsim help <command>)
   trainsim --version          prints the version
@@ -51,6 +53,7 @@ int dispatch(const std::string& cmd, const std::vector<std::string>& args) {
     if (cmd == "profile") return trainsim::cli::profile_command(args);
     if (cmd == "goodput") return trainsim::cli::goodput_command(args);
     if (cmd == "schema") return trainsim::cli::schema_command(args);
+    if (cmd == "import") return trainsim::cli::import_workload_command(args);
     throw trainsim::InputError(
         fmt::format("unknown command \"{}\"; see trainsim --help", trainsim::clip_for_message(cmd)));
 }

@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "inputs.hpp"
 #include "trainsim/errors.hpp"
+#include "trainsim/frontend.hpp"
 #include "trainsim/memory.hpp"
 #include "trainsim/program.hpp"
 #include "trainsim/simulate.hpp"
@@ -20,11 +21,8 @@ namespace trainsim::cli {
 
 namespace {
 
-/// The default of --max-events: the simulations of the presets (GPT-3 175B on 1,024 A100: 3.3 M events; Llama
-/// 3 405B on 16,384 H100: 1.6 M) run in full; a layout whose simulation is far larger (a TP group across
-/// nodes on an ECMP fabric: tens of millions of events, minutes) gets its memory at once and its step times
-/// not.
-constexpr std::uint64_t kDefaultMaxEvents = 5'000'000;
+/// The default of --max-events (include/trainsim/frontend.hpp).
+constexpr std::uint64_t kDefaultMaxEvents = kDefaultMemoryMaxEvents;
 
 std::string what_if_text(const WhatIf& w) {
     std::string o = fmt::format(
@@ -53,33 +51,6 @@ std::string what_if_text(const WhatIf& w) {
             fmt::format("  -: step time not simulated, its simulation passed --max-events {} (0: no bound)\n",
                         w.max_events);
     return o;
-}
-
-nlohmann::json what_if_json(const WhatIf& w) {
-    nlohmann::json j;
-    const auto step = [](bool simulated, double s) {
-        return simulated ? nlohmann::json(s) : nlohmann::json();
-    };
-    j["baseline"] = {{"peak_bytes", w.baseline_peak_bytes},
-                     {"step_time_s", step(w.baseline_step_simulated, w.baseline_step_time_s)},
-                     {"fits", w.baseline_fits}};
-    j["max_events"] = w.max_events;
-    j["remedies"] = nlohmann::json::array();
-    for (const auto& r : w.remedies) {
-        nlohmann::json x = {{"name", r.name}, {"applicable", r.applicable}};
-        if (r.applicable) {
-            x["peak_bytes"] = r.peak_bytes;
-            x["saved_bytes"] = r.saved_bytes;
-            x["step_time_s"] = step(r.step_simulated, r.step_time_s);
-            x["step_time_delta_s"] = step(r.step_simulated && w.baseline_step_simulated, r.step_time_delta_s);
-            x["fits"] = r.fits;
-            x["peak_at"] = r.peak_where;
-        } else {
-            x["reason"] = r.reason;
-        }
-        j["remedies"].push_back(x);
-    }
-    return j;
 }
 
 }  // namespace
@@ -114,32 +85,9 @@ int memory_command(const std::vector<std::string>& args) {
         throw InputError(fmt::format("memory: --max-events {} must be 0 (no bound) or more", max_events_arg));
     const auto max_events = static_cast<std::uint64_t>(max_events_arg);
     const Inputs in = resolve_inputs(in_opts);
-    SimulationResult res;
-    bool simulated = true;  // false: the simulation passed --max-events; memory from the walk, no times
-    MemoryReport walked;
-    WhatIf what_if;
-    try {
-        SimulationOptions so = with_timeline();
-        so.execution.max_events = max_events;
-        try {
-            res = simulate(in.topology, in.model, in.layout, in.name, so);
-        } catch (const EventLimitExceeded&) {
-            simulated = false;
-            const GpuSpec gpu = in.topology.gpu_calibrated ? *in.topology.gpu_calibrated
-                                                           : find_gpu(in.topology.gpu, "topology.gpu");
-            walked = simulate_memory(in.model, in.layout, build_program(in.model, in.layout), gpu);
-        }
-        if (vm.count("what-if")) {
-            WhatIfOptions wo;
-            wo.max_events = max_events;
-            if (simulated) wo.baseline = &res.report;
-            what_if = memory_what_if(in.topology, in.model, in.layout, in.name, wo);
-        }
-    } catch (const InputError& e) {
-        throw InputError(fmt::format("{}: {}", in.label, e.what()));
-    }
-    const MemoryReport& mem = simulated ? res.report.memory : walked;
-    const std::string gpu_name = simulated ? res.report.gpu_name : in.topology.gpu;
+    const MemoryStudy study = study_memory(in, max_events, vm.count("what-if") > 0);
+    const MemoryReport& mem = study.memory();
+    const std::string& gpu_name = study.gpu_name;
     const std::string title = fmt::format("{} on {} x {}: TP {} x PP {} x DP {}{}", in.name, in.layout.gpus(),
                                           gpu_name, in.layout.tp, in.layout.pp, in.layout.dp,
                                           in.layout.cp > 1 ? fmt::format(" x CP {}", in.layout.cp) : "");
@@ -149,19 +97,12 @@ int memory_command(const std::vector<std::string>& args) {
         max_events);
     if (!svg_file.empty()) write_file_atomically(svg_file, memory_svg(mem, title));
     if (vm.count("json")) {
-        nlohmann::json j;
-        j["workload"] = in.name;
-        j["gpu"] = gpu_name;
-        j["gpus"] = in.layout.gpus();
-        j["step_time_s"] = simulated ? nlohmann::json(res.report.step_time_s) : nlohmann::json();
-        if (!simulated) j["max_events"] = max_events;
-        j["memory"] = memory_json(mem, vm.count("timeline") > 0);
-        if (vm.count("what-if")) j["what_if"] = what_if_json(what_if);
+        const nlohmann::json j = memory_document(in, study, vm.count("timeline") > 0);
         std::cout << j.dump(2) << "\n";
     } else {
         std::cout << title << "\n" << format_memory_text(mem);
-        if (!simulated) std::cout << not_simulated;
-        if (vm.count("what-if")) std::cout << what_if_text(what_if);
+        if (!study.simulated) std::cout << not_simulated;
+        if (study.what_if) std::cout << what_if_text(*study.what_if);
     }
     if (!mem.fits()) {
         std::cerr << "trainsim: " << mem.oom_message() << "\n";

@@ -14,11 +14,8 @@
 #include <boost/program_options.hpp>
 
 #include "commands.hpp"
-#include "trainsim/calibration.hpp"
-#include "trainsim/config.hpp"
 #include "trainsim/errors.hpp"
-#include "trainsim/measured_runs.hpp"
-#include "trainsim/profile.hpp"
+#include "trainsim/frontend.hpp"
 #include "trainsim/validation.hpp"
 
 namespace po = boost::program_options;
@@ -27,104 +24,8 @@ namespace trainsim::cli {
 
 namespace {
 
-const char* op_name(CollectiveKind k) {
-    switch (k) {
-        case CollectiveKind::all_reduce:
-            return "all_reduce";
-        case CollectiveKind::all_gather:
-            return "all_gather";
-        case CollectiveKind::reduce_scatter:
-            return "reduce_scatter";
-        case CollectiveKind::all_to_all:
-            return "all_to_all";
-    }
-    return "?";
-}
-
 std::string pct(double e) {
     return fmt::format("{:+.1f}%", e);
-}
-
-template <class T>
-nlohmann::json or_null(const std::optional<T>& v) {
-    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
-}
-
-nlohmann::json stats_json(const ErrorStats& s) {
-    return {{"mape_pct", s.mape_pct()}, {"max_abs_error_pct", s.max_abs_pct}, {"within_tolerance", s.within}};
-}
-
-nlohmann::json run_json(const RunValidation& r) {
-    nlohmann::json j = {{"id", r.id},        {"metrics", nlohmann::json::array()}, {"ignored", r.ignored},
-                        {"notes", r.notes},  {"status", to_string(r.status)},      {"reason", r.reason},
-                        {"scored", r.scored}};
-    if (!r.predicted_step_s) return j;
-    if (r.measured_step_s)
-        // A run predicted out of memory is not scored: its step time has no error_pct.
-        j["metrics"].push_back({{"name", "step_time_s"},
-                                {"measured", *r.measured_step_s},
-                                {"predicted", *r.predicted_step_s},
-                                {"error_pct", r.scored ? or_null(r.step_error_pct) : nullptr}});
-    else
-        j["metrics"].push_back({{"name", "step_time_s"}, {"predicted", *r.predicted_step_s}});
-    if (r.measured_peak_gib)
-        j["metrics"].push_back({{"name", "peak_memory_GiB"},
-                                {"measured", *r.measured_peak_gib},
-                                {"predicted", *r.predicted_peak_gib},
-                                {"error_pct", *r.peak_error_pct}});
-    return j;
-}
-
-nlohmann::json collective_json(const CollectiveValidation& c) {
-    nlohmann::json j = {{"id", c.id}, {"op", op_name(c.op)}, {"gpus", c.gpus}, {"bytes", c.bytes}};
-    if (c.error) {
-        j["status"] = "error";
-        j["reason"] = *c.error;
-        return j;
-    }
-    j["status"] = "ok";
-    j["predicted_busbw_GBps"] = c.predicted_busbw_GBps;
-    j["predicted_algbw_GBps"] = c.predicted_algbw_GBps;
-    j["measured_busbw_GBps"] = or_null(c.measured_busbw_GBps);
-    j["error_pct"] = or_null(c.error_pct);
-    return j;
-}
-
-/// The uncalibrated-constants note of every GPU type a simulated run used, once each, sorted.
-std::set<std::string> uncalibrated_notes(const ValidationResult& res) {
-    std::set<std::string> out;
-    for (const auto& file : res.files)
-        for (const auto& r : file.runs)
-            if (!r.gpu_uncalibrated.empty()) out.insert(r.gpu_uncalibrated);
-    return out;
-}
-
-nlohmann::json validation_json(const ValidationResult& res) {
-    nlohmann::json runs = nlohmann::json::array(), collectives = nlohmann::json::array(),
-                   notes = nlohmann::json::array();
-    for (const auto& file : res.files) {
-        for (const auto& n : file.notes)
-            notes.push_back(n);
-        for (const auto& r : file.runs)
-            runs.push_back(run_json(r));
-        for (const auto& c : file.collectives)
-            collectives.push_back(collective_json(c));
-    }
-    for (const auto& n : uncalibrated_notes(res))
-        notes.push_back(n);
-    const ValidationSummary& s = res.summary;
-    const nlohmann::json summary = {{"runs", s.runs},
-                                    {"simulated", s.simulated},
-                                    {"scored", s.scored()},
-                                    {"not_scored", s.not_scored},
-                                    {"oom", s.oom},
-                                    {"unsupported", s.unsupported},
-                                    {"errors", s.errors},
-                                    {"step_time_s", stats_json(s.step_time)},
-                                    {"peak_memory_GiB", stats_json(s.peak_memory)},
-                                    {"collectives_busbw", stats_json(s.collectives_busbw)},
-                                    {"collective_errors", s.collective_errors}};
-    return {{"runs", runs}, {"summary", summary}, {"collectives", collectives}, {"notes", notes}};
 }
 
 /// A run's status column: ok, OUTSIDE TOLERANCE, not scored, oom or the reason it was not simulated.
@@ -290,16 +191,10 @@ int validate_command(const std::vector<std::string>& args) {
         throw InputError(fmt::format("--tolerance = {} must be >= 0", options.tolerance_pct));
     if (options.jobs < 1) throw InputError(fmt::format("--jobs = {} must be at least 1", options.jobs));
     options.only = comma_separated(only);
-    if (!calibration_file.empty())
-        options.calibration = parse_calibration(read_json_file(calibration_file), calibration_file);
-    if (!options.profile_file.empty())
-        options.profile = std::make_shared<const Profile>(read_profile(options.profile_file));
-    // Every file is read first: one that is not a measured-runs file at all stops the command (exit 2).
-    std::vector<MeasuredRunsFile> parsed_files;
+    std::vector<RunsSource> sources;
     for (const auto& file : files)
-        parsed_files.push_back(parse_measured_runs(read_json_file(file), file));
-
-    const ValidationResult res = validate_runs(parsed_files, options);
+        sources.push_back({file, std::nullopt});
+    const ValidationResult res = validate_sources(sources, calibration_file, options);
     if (vm.count("json"))
         std::cout << validation_json(res).dump(2) << "\n";
     else

@@ -1,0 +1,146 @@
+"""trainsim: a discrete-event simulator of LLM training clusters, from Python (docs/python.md).
+
+Each function runs what the command of the same name runs and returns what it prints with --json, as Python
+objects (json.loads of the same text):
+
+    simulate(...)  = trainsim run --json          memory(...)   = trainsim memory --json
+    sweep(...)     = the "layouts" of trainsim sweep --json (a pandas DataFrame when pandas is importable)
+    sweep_report(...) = the whole trainsim sweep --json
+    validate(...)  = trainsim validate --json
+
+Inputs (topology, workload, measured runs) are given as a path (str or os.PathLike), a JSON string (a str that
+starts with "{"), or a dict; None is the CLI's default, the embedded GPT-3 175B on 1024 A100 (TP 8 x PP 16 x
+DP 8). `overrides` is a dict {"layout.tp": 8, "topology.nodes": 2, ...} applied as --set key=value (a str value
+as written, any other value as JSON). Bad input raises trainsim.InputError (a ValueError) with the CLI's
+one-line message; a bug raises trainsim.InternalError (a RuntimeError). The simulation releases the GIL, so
+threads may simulate in parallel.
+"""
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+
+from . import _core
+
+__all__ = ["simulate", "memory", "sweep", "sweep_report", "validate", "InputError", "InternalError"]
+__version__ = _core.__version__
+
+InputError = _core.InputError
+InternalError = _core.InternalError
+InputError.__module__ = InternalError.__module__ = __name__
+
+
+def _source(value, what):
+    """One input: a path, a JSON string or a dict (what names it in error messages); None: the default."""
+    if value is None:
+        return _core.Source()
+    if isinstance(value, Mapping):
+        return _core.Source(text=json.dumps(value), name=f"{what} (dict)")
+    if isinstance(value, str) and value.lstrip().startswith("{"):
+        return _core.Source(text=value, name=f"{what} (JSON string)")
+    if isinstance(value, (str, os.PathLike)):
+        return _core.Source(file=os.fspath(value))
+    raise TypeError(f"{what}: expected a path, a JSON string or a dict, not {type(value).__name__}")
+
+
+def _path(value, what):
+    if value is None:
+        return ""
+    if isinstance(value, (str, os.PathLike)):
+        return os.fspath(value)
+    raise TypeError(f"{what}: expected a path, not {type(value).__name__}")
+
+
+def _value(v):
+    """A value as --set / --fix / --vary read it: a str as written, a bool as true/false, else JSON."""
+    return v if isinstance(v, str) else json.dumps(v)
+
+
+def _assignments(pairs, what, join_lists=False):
+    """{"key": value} (or an iterable of "key=value" strings) as the strings of --set, --fix or --vary."""
+    if pairs is None:
+        return []
+    if isinstance(pairs, str):
+        return [pairs]
+    if isinstance(pairs, Mapping):
+        out = []
+        for k, v in pairs.items():
+            if join_lists and isinstance(v, (list, tuple)):
+                out.append(f"{k}={','.join(_value(x) for x in v)}")
+            else:
+                out.append(f"{k}={_value(v)}")
+        return out
+    if isinstance(pairs, Iterable):
+        return [str(p) for p in pairs]
+    raise TypeError(f"{what}: expected a dict of key: value, not {type(pairs).__name__}")
+
+
+def _common(topology, workload, overrides, calibration, profile):
+    return dict(topology=_source(topology, "topology"), workload=_source(workload, "workload"),
+                sets=_assignments(overrides, "overrides"), calibration=_path(calibration, "calibration"),
+                profile=_path(profile, "profile"))
+
+
+def simulate(topology=None, workload=None, overrides=None, *, calibration=None, profile=None, runs=None,
+             run_id=None):
+    """One training iteration simulated: the report of `trainsim run --json` as a dict (step_time_s,
+    tokens_per_s, mfu, breakdown_s, memory, ...). runs + run_id: one run of a measured-runs file instead
+    (--from-runs FILE --id ID). A layout that does not fit is reported (memory ... fits), not raised."""
+    return json.loads(_core.run(**_common(topology, workload, overrides, calibration, profile),
+                                runs_file=_path(runs, "runs"), run_id=run_id or ""))
+
+
+def memory(topology=None, workload=None, overrides=None, *, what_if=False, timeline=False,
+           max_events=_core.DEFAULT_MEMORY_MAX_EVENTS, calibration=None, profile=None):
+    """Memory per GPU of every pipeline stage and phase, by pile: `trainsim memory --json` as a dict;
+    what_if=True adds the remedies (--what-if), timeline=True every sample (--timeline); max_events as
+    --max-events (0: no bound)."""
+    return json.loads(_core.memory(**_common(topology, workload, overrides, calibration, profile),
+                                   what_if=bool(what_if), timeline=bool(timeline), max_events=int(max_events)))
+
+
+def sweep_report(topology=None, workload=None, overrides=None, *, gpus=None, fix=None, vary=None,
+                 global_batch=None, jobs=None, calibration=None, profile=None):
+    """Every layout of the workload's model on `gpus` GPUs: `trainsim sweep --gpus N --json` as a dict
+    (format trainsim-sweep/1: counts, reject_reasons, layouts ranked by step time, best). fix={"tp": 8}
+    as --fix tp=8; vary={"tp": [4, 8]} as --vary tp=4,8; jobs: threads (default: the hardware's; the result
+    does not depend on it)."""
+    if gpus is None:
+        raise InputError("sweep: gpus is required (the cluster size in GPUs)")
+    return json.loads(_core.sweep(**_common(topology, workload, overrides, calibration, profile),
+                                  gpus=int(gpus), fix=_assignments(fix, "fix", join_lists=True),
+                                  vary=_assignments(vary, "vary", join_lists=True),
+                                  global_batch=int(global_batch or 0), jobs=int(jobs or 0)))
+
+
+def sweep(topology=None, workload=None, overrides=None, *, gpus=None, fix=None, vary=None, global_batch=None,
+          jobs=None, calibration=None, profile=None, as_dataframe=None):
+    """The layouts of sweep_report(...) (one dict per layout, best first, then the out-of-memory and the
+    rejected ones). as_dataframe=None (default): a pandas DataFrame when pandas is importable (nested fields
+    flattened: breakdown_s.compute, ...), else the list; True: a DataFrame (ImportError without pandas);
+    False: the list."""
+    rows = sweep_report(topology, workload, overrides, gpus=gpus, fix=fix, vary=vary, global_batch=global_batch,
+                        jobs=jobs, calibration=calibration, profile=profile)["layouts"]
+    if as_dataframe is False:
+        return rows
+    try:
+        import pandas
+    except ImportError:
+        if as_dataframe:
+            raise
+        return rows
+    return pandas.json_normalize(rows)
+
+
+def validate(runs, *, tolerance=_core.DEFAULT_TOLERANCE_PCT, only=None, calibration=None, profile=None,
+             jobs=None):
+    """Simulates every run of measured-runs files (trainsim-measured-runs/1; a path, JSON string or dict, or
+    a list of them) and compares: `trainsim validate --json` as a dict (runs, summary, collectives, notes).
+    tolerance: percent (--tolerance); only: run ids (--only); jobs: threads."""
+    if isinstance(runs, (str, os.PathLike, Mapping)):
+        runs = [runs]
+    files = [_source(r, "runs") for r in runs]
+    only = [only] if isinstance(only, str) else list(only or [])
+    return json.loads(_core.validate(files=files, tolerance_pct=float(tolerance), only=only,
+                                     calibration=_path(calibration, "calibration"),
+                                     profile=_path(profile, "profile"), jobs=int(jobs or 0)))

@@ -1,0 +1,176 @@
+// trainsim._core: the pybind11 extension under the Python package trainsim (python/trainsim/__init__.py,
+// which turns paths, JSON strings and dicts into the arguments here and the JSON text returned into dicts).
+// Each function resolves its inputs and simulates through the library exactly as the CLI's command does
+// (include/trainsim/frontend.hpp) and returns the JSON text that command prints with --json. The GIL is
+// released while simulating. trainsim::InputError raises trainsim.InputError (a ValueError) with the CLI's
+// one-line message; any other failure raises trainsim.InternalError (a RuntimeError).
+#include <algorithm>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "trainsim/errors.hpp"
+#include "trainsim/frontend.hpp"
+#include "trainsim/sweep.hpp"
+
+namespace py = pybind11;
+using namespace trainsim;
+
+namespace {
+
+/// One input as __init__.py passes it: a file, or JSON text with the name that labels it in messages.
+struct Source {
+    std::string file;
+    std::optional<std::string> text;
+    std::string name;
+    std::optional<JsonText> json_text() const {
+        return text ? std::optional<JsonText>(JsonText{*text, name}) : std::nullopt;
+    }
+};
+
+/// Runs `f` with the GIL released; a failure that is neither an InputError nor an InternalError (a bug, or an
+/// exception of a library underneath) becomes an InternalError.
+template <class F>
+auto without_gil(F&& f) {
+    py::gil_scoped_release release;
+    try {
+        return f();
+    } catch (const InputError&) {
+        throw;
+    } catch (const InternalError&) {
+        throw;
+    } catch (const std::exception& e) {
+        throw InternalError(e.what());
+    }
+}
+
+InputSources sources_of(const Source& topology, const Source& workload, const std::vector<std::string>& sets,
+                        const std::string& calibration, const std::string& profile) {
+    InputSources s;
+    s.topology_file = topology.file;
+    s.topology_text = topology.json_text();
+    s.workload_file = workload.file;
+    s.workload_text = workload.json_text();
+    s.sets = sets;
+    s.calibration_file = calibration;
+    s.profile_file = profile;
+    return s;
+}
+
+int hardware_jobs() {
+    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+/// `run --json` (the plain run: no perturbation, no trace).
+std::string run(const Source& topology, const Source& workload, const std::vector<std::string>& sets,
+                const std::string& calibration, const std::string& profile, const std::string& runs_file,
+                const std::string& run_id) {
+    return without_gil([&] {
+        InputSources s = sources_of(topology, workload, sets, calibration, profile);
+        s.runs_file = runs_file;
+        s.run_id = run_id;
+        const Inputs in = resolve_inputs(s);
+        const SimulationResult res = simulate_inputs(in);
+        return run_json(in, res.report).dump(2);
+    });
+}
+
+/// `memory --json [--what-if] [--timeline] --max-events N`.
+std::string memory(const Source& topology, const Source& workload, const std::vector<std::string>& sets,
+                   const std::string& calibration, const std::string& profile, bool what_if, bool timeline,
+                   long long max_events) {
+    return without_gil([&] {
+        if (max_events < 0)
+            throw InputError(fmt::format("memory: max_events = {} must be 0 (no bound) or more", max_events));
+        const Inputs in = resolve_inputs(sources_of(topology, workload, sets, calibration, profile));
+        const MemoryStudy study = study_memory(in, static_cast<std::uint64_t>(max_events), what_if);
+        return memory_document(in, study, timeline).dump(2);
+    });
+}
+
+/// `sweep --gpus N --json` with --fix, --vary, --global-batch and --jobs.
+std::string sweep(const Source& topology, const Source& workload, const std::vector<std::string>& sets,
+                  const std::string& calibration, const std::string& profile, int gpus,
+                  const std::vector<std::string>& fixes, const std::vector<std::string>& varies,
+                  long long global_batch, int jobs) {
+    return without_gil([&] {
+        if (gpus <= 0) throw InputError(fmt::format("sweep: gpus = {} must be positive", gpus));
+        if (global_batch < 0)
+            throw InputError(fmt::format("sweep: global_batch = {} must be positive", global_batch));
+        SweepGrid grid;
+        for (const auto& f : fixes)
+            restrict_sweep_grid(grid, f, "fix");
+        for (const auto& v : varies)
+            restrict_sweep_grid(grid, v, "vary");
+        Inputs in = resolve_inputs(sources_of(topology, workload, sets, calibration, profile));
+        if (gpus % in.topology.gpus_per_node != 0)
+            throw InputError(fmt::format("sweep: gpus = {} is not a multiple of gpus_per_node = {}", gpus,
+                                         in.topology.gpus_per_node));
+        in.topology.nodes = gpus / in.topology.gpus_per_node;
+        if (global_batch > 0) in.layout.global_batch = global_batch;
+        SweepOptions options;
+        options.jobs = jobs > 0 ? jobs : hardware_jobs();
+        return sweep_json(run_sweep(in.topology, in.model, in.layout, grid, in.name, options)).dump(2);
+    });
+}
+
+/// `validate --json FILE...` with --tolerance, --only, --calibration, --profile, --jobs.
+std::string validate(const std::vector<Source>& files, double tolerance_pct,
+                     const std::vector<std::string>& only, const std::string& calibration,
+                     const std::string& profile, int jobs) {
+    return without_gil([&] {
+        if (files.empty()) throw InputError("validate: no measured-run file given");
+        if (!(tolerance_pct >= 0))
+            throw InputError(fmt::format("validate: tolerance = {} must be >= 0", tolerance_pct));
+        std::vector<RunsSource> sources;
+        for (const auto& f : files)
+            sources.push_back({f.file, f.json_text()});
+        ValidationOptions options;
+        options.tolerance_pct = tolerance_pct;
+        options.only = std::set<std::string>(only.begin(), only.end());
+        options.profile_file = profile;
+        options.jobs = jobs > 0 ? jobs : hardware_jobs();
+        return validation_json(validate_sources(sources, calibration, options)).dump(2);
+    });
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+    m.doc() = "trainsim's simulator core; use the package trainsim (docs/python.md)";
+    m.attr("__version__") = TRAINSIM_VERSION;
+    m.attr("DEFAULT_MEMORY_MAX_EVENTS") = kDefaultMemoryMaxEvents;
+    m.attr("DEFAULT_TOLERANCE_PCT") = ValidationOptions{}.tolerance_pct;
+    static py::exception<InputError> input_error(m, "InputError", PyExc_ValueError);
+    static py::exception<InternalError> internal_error(m, "InternalError", PyExc_RuntimeError);
+    py::register_exception_translator([](std::exception_ptr p) {
+        try {
+            if (p) std::rethrow_exception(p);
+        } catch (const InputError& e) {
+            input_error(one_line(e.what()).c_str());
+        } catch (const InternalError& e) {
+            internal_error(e.what());
+        }
+    });
+    py::class_<Source>(m, "Source")
+        .def(py::init([](std::string file, std::optional<std::string> text, std::string name) {
+                 return Source{std::move(file), std::move(text), std::move(name)};
+             }),
+             py::arg("file") = "", py::arg("text") = std::nullopt, py::arg("name") = "");
+    m.def("run", &run, py::arg("topology"), py::arg("workload"), py::arg("sets"), py::arg("calibration"),
+          py::arg("profile"), py::arg("runs_file"), py::arg("run_id"));
+    m.def("memory", &memory, py::arg("topology"), py::arg("workload"), py::arg("sets"),
+          py::arg("calibration"), py::arg("profile"), py::arg("what_if"), py::arg("timeline"),
+          py::arg("max_events"));
+    m.def("sweep", &sweep, py::arg("topology"), py::arg("workload"), py::arg("sets"), py::arg("calibration"),
+          py::arg("profile"), py::arg("gpus"), py::arg("fix"), py::arg("vary"), py::arg("global_batch"),
+          py::arg("jobs"));
+    m.def("validate", &validate, py::arg("files"), py::arg("tolerance_pct"), py::arg("only"),
+          py::arg("calibration"), py::arg("profile"), py::arg("jobs"));
+}

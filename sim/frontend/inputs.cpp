@@ -1,0 +1,108 @@
+// The inputs of a simulation resolved from files or JSON text (include/trainsim/frontend.hpp).
+#include <fmt/format.h>
+
+#include "trainsim/calibration.hpp"
+#include "trainsim/config.hpp"
+#include "trainsim/errors.hpp"
+#include "trainsim/frontend.hpp"
+#include "trainsim/measured_runs.hpp"
+
+namespace trainsim {
+
+namespace {
+
+/// The inputs of one run of a measured-runs file.
+Inputs run_inputs(const InputSources& o) {
+    if (o.runs_file.empty() || o.run_id.empty()) throw InputError("--from-runs and --id go together");
+    if (!o.topology_file.empty() || !o.workload_file.empty() || o.topology_text || o.workload_text ||
+        !o.sets.empty())
+        throw InputError("--from-runs cannot be combined with --topology, --workload or --set");
+    const auto parsed = parse_measured_runs(read_json_file(o.runs_file), o.runs_file);
+    const MeasuredRun* run = nullptr;
+    for (const auto& r : parsed.runs)
+        if (r.id == o.run_id) run = &r;
+    if (!run) throw InputError(fmt::format("{}: --id \"{}\" names no run", o.runs_file, o.run_id));
+    if (run->error) throw InputError(*run->error);
+    if (run->unsupported)
+        throw InputError(fmt::format("{}: run \"{}\" uses {}, which trainsim does not simulate yet",
+                                     o.runs_file, o.run_id, *run->unsupported));
+    Inputs in;
+    in.topology = run->topology;
+    in.model = run->model;
+    in.layout = run->layout;
+    in.name = run->id;
+    in.label = fmt::format("{}: run \"{}\"", o.runs_file, o.run_id);
+    if (run->step_time_s)
+        in.measured = Measured{fmt::format("{} ({})", run->id, run->source), *run->step_time_s, 0, ""};
+    return in;
+}
+
+/// One JSON input: the file, else the text, else the embedded default; `name` names it in messages.
+nlohmann::json read_input(const std::string& file, const std::optional<JsonText>& text,
+                          nlohmann::json (*embedded)(), const std::string& default_name, std::string& name) {
+    if (!file.empty()) {
+        name = file;
+        return read_json_file(file);
+    }
+    if (text) {
+        name = text->name;
+        return parse_json_text(text->text, text->name);
+    }
+    name = default_name;
+    return embedded();
+}
+
+}  // namespace
+
+std::shared_ptr<const Profile> load_profile(const std::string& file, const std::string& gpu,
+                                            const std::string& cluster_label) {
+    auto p = std::make_shared<const Profile>(read_profile(file));
+    if (p->gpu != gpu)
+        throw InputError(fmt::format("{}: the profile describes GPU {}, but the cluster of {} has GPU {}",
+                                     file, p->gpu, cluster_label, gpu));
+    return p;
+}
+
+Inputs resolve_inputs(const InputSources& o) {
+    std::optional<Calibration> calibration;
+    if (!o.calibration_file.empty())
+        calibration = parse_calibration(read_json_file(o.calibration_file), o.calibration_file);
+    Inputs in;
+    if (!o.runs_file.empty() || !o.run_id.empty()) {
+        in = run_inputs(o);
+    } else {
+        std::string topo_name;
+        nlohmann::json topo_json = read_input(o.topology_file, o.topology_text, default_topology_json,
+                                              "embedded dgx-a100", topo_name);
+        nlohmann::json work_json = read_input(o.workload_file, o.workload_text, default_workload_json,
+                                              "embedded gpt3-175b", in.label);
+        for (const auto& s : o.sets)
+            apply_override(topo_json, work_json, s);
+        in.topology = parse_topology(topo_json, topo_name);
+        const Workload work = parse_workload(work_json, in.label);
+        in.model = work.model;
+        in.layout = work.layout;
+        in.name = work.name;
+        if (work.measured && o.sets.empty()) in.measured = work.measured;
+    }
+    if (calibration) apply_calibration(*calibration, in.topology);
+    const std::string cluster_label = !o.topology_file.empty() ? o.topology_file
+                                      : o.topology_text        ? o.topology_text->name
+                                                               : in.label;
+    if (!o.profile_file.empty())
+        in.topology.profile = load_profile(o.profile_file, in.topology.gpu, cluster_label);
+    return in;
+}
+
+SimulationResult simulate_inputs(const Inputs& in, const SimulationOptions& options) {
+    SimulationResult res =
+        with_label(in, [&] { return simulate(in.topology, in.model, in.layout, in.name, options); });
+    res.report.topology_name = in.topology.name;
+    return res;
+}
+
+nlohmann::json run_json(const Inputs& in, const Report& report) {
+    return to_json(report, in.measured ? &*in.measured : nullptr);
+}
+
+}  // namespace trainsim

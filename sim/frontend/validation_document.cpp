@@ -1,0 +1,124 @@
+// `validate`: the measured runs read and validated, and the JSON document (include/trainsim/frontend.hpp).
+#include "trainsim/calibration.hpp"
+#include "trainsim/config.hpp"
+#include "trainsim/frontend.hpp"
+
+namespace trainsim {
+
+namespace {
+
+const char* op_name(CollectiveKind k) {
+    switch (k) {
+        case CollectiveKind::all_reduce:
+            return "all_reduce";
+        case CollectiveKind::all_gather:
+            return "all_gather";
+        case CollectiveKind::reduce_scatter:
+            return "reduce_scatter";
+        case CollectiveKind::all_to_all:
+            return "all_to_all";
+    }
+    return "?";
+}
+
+template <class T>
+nlohmann::json or_null(const std::optional<T>& v) {
+    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+nlohmann::json stats_json(const ErrorStats& s) {
+    return {{"mape_pct", s.mape_pct()}, {"max_abs_error_pct", s.max_abs_pct}, {"within_tolerance", s.within}};
+}
+
+nlohmann::json run_validation_json(const RunValidation& r) {
+    nlohmann::json j = {{"id", r.id},        {"metrics", nlohmann::json::array()}, {"ignored", r.ignored},
+                        {"notes", r.notes},  {"status", to_string(r.status)},      {"reason", r.reason},
+                        {"scored", r.scored}};
+    if (!r.predicted_step_s) return j;
+    if (r.measured_step_s)
+        // A run predicted out of memory is not scored: its step time has no error_pct.
+        j["metrics"].push_back({{"name", "step_time_s"},
+                                {"measured", *r.measured_step_s},
+                                {"predicted", *r.predicted_step_s},
+                                {"error_pct", r.scored ? or_null(r.step_error_pct) : nullptr}});
+    else
+        j["metrics"].push_back({{"name", "step_time_s"}, {"predicted", *r.predicted_step_s}});
+    if (r.measured_peak_gib)
+        j["metrics"].push_back({{"name", "peak_memory_GiB"},
+                                {"measured", *r.measured_peak_gib},
+                                {"predicted", *r.predicted_peak_gib},
+                                {"error_pct", *r.peak_error_pct}});
+    return j;
+}
+
+nlohmann::json collective_json(const CollectiveValidation& c) {
+    nlohmann::json j = {{"id", c.id}, {"op", op_name(c.op)}, {"gpus", c.gpus}, {"bytes", c.bytes}};
+    if (c.error) {
+        j["status"] = "error";
+        j["reason"] = *c.error;
+        return j;
+    }
+    j["status"] = "ok";
+    j["predicted_busbw_GBps"] = c.predicted_busbw_GBps;
+    j["predicted_algbw_GBps"] = c.predicted_algbw_GBps;
+    j["measured_busbw_GBps"] = or_null(c.measured_busbw_GBps);
+    j["error_pct"] = or_null(c.error_pct);
+    return j;
+}
+
+}  // namespace
+
+std::set<std::string> uncalibrated_notes(const ValidationResult& res) {
+    std::set<std::string> out;
+    for (const auto& file : res.files)
+        for (const auto& r : file.runs)
+            if (!r.gpu_uncalibrated.empty()) out.insert(r.gpu_uncalibrated);
+    return out;
+}
+
+nlohmann::json validation_json(const ValidationResult& res) {
+    nlohmann::json runs = nlohmann::json::array(), collectives = nlohmann::json::array(),
+                   notes = nlohmann::json::array();
+    for (const auto& file : res.files) {
+        for (const auto& n : file.notes)
+            notes.push_back(n);
+        for (const auto& r : file.runs)
+            runs.push_back(run_validation_json(r));
+        for (const auto& c : file.collectives)
+            collectives.push_back(collective_json(c));
+    }
+    for (const auto& n : uncalibrated_notes(res))
+        notes.push_back(n);
+    const ValidationSummary& s = res.summary;
+    const nlohmann::json summary = {{"runs", s.runs},
+                                    {"simulated", s.simulated},
+                                    {"scored", s.scored()},
+                                    {"not_scored", s.not_scored},
+                                    {"oom", s.oom},
+                                    {"unsupported", s.unsupported},
+                                    {"errors", s.errors},
+                                    {"step_time_s", stats_json(s.step_time)},
+                                    {"peak_memory_GiB", stats_json(s.peak_memory)},
+                                    {"collectives_busbw", stats_json(s.collectives_busbw)},
+                                    {"collective_errors", s.collective_errors}};
+    return {{"runs", runs}, {"summary", summary}, {"collectives", collectives}, {"notes", notes}};
+}
+
+ValidationResult validate_sources(const std::vector<RunsSource>& sources, const std::string& calibration_file,
+                                  ValidationOptions options) {
+    if (!calibration_file.empty())
+        options.calibration = parse_calibration(read_json_file(calibration_file), calibration_file);
+    if (!options.profile_file.empty())
+        options.profile = std::make_shared<const Profile>(read_profile(options.profile_file));
+    // Every file is read first: one that is not a measured-runs file at all stops the command (exit 2).
+    std::vector<MeasuredRunsFile> parsed_files;
+    for (const auto& s : sources) {
+        if (s.file.empty() && !s.text) throw InputError("validate: a measured-runs input names no file");
+        parsed_files.push_back(
+            s.file.empty() ? parse_measured_runs(parse_json_text(s.text->text, s.text->name), s.text->name)
+                           : parse_measured_runs(read_json_file(s.file), s.file));
+    }
+    return validate_runs(parsed_files, options);
+}
+
+}  // namespace trainsim

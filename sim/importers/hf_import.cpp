@@ -1,0 +1,205 @@
+// `trainsim import hf config.json`: a Hugging Face transformers config -> the model block of a workload
+// (the mapping is listed in trainsim/importers.hpp and docs/importers.md).
+#include <set>
+
+#include <fmt/format.h>
+
+#include "import_common.hpp"
+#include "moe_layer_pattern.hpp"
+#include "trainsim/errors.hpp"
+#include "trainsim/limits.hpp"
+
+namespace trainsim {
+
+namespace {
+
+using nlohmann::json;
+
+/// The model families read, by config.json model_type, with their MLP and where their experts are counted.
+struct Family {
+    std::string model_type;
+    MlpKind mlp;
+    std::string experts_key;  ///< "" for a dense family
+};
+
+const std::vector<Family>& families() {
+    static const std::vector<Family> f = {{"llama", MlpKind::swiglu, ""},
+                                          {"mistral", MlpKind::swiglu, ""},
+                                          {"qwen2", MlpKind::swiglu, ""},
+                                          {"qwen3", MlpKind::swiglu, ""},
+                                          {"gpt_neox", MlpKind::gelu, ""},
+                                          {"mixtral", MlpKind::swiglu, "num_local_experts"},
+                                          {"qwen2_moe", MlpKind::swiglu, "num_experts"},
+                                          {"qwen3_moe", MlpKind::swiglu, "num_experts"}};
+    return f;
+}
+
+/// A config.json read key by key: each key read is marked used; the others are reported as ignored.
+class Config {
+  public:
+    Config(const json& j, std::string file) : j_(j), file_(std::move(file)) {
+        if (!j_.is_object()) throw InputError(fmt::format("{}: not a JSON object", file_));
+    }
+    bool has(const std::string& key) const { return j_.contains(key) && !j_.at(key).is_null(); }
+    const json* get(const std::string& key) {
+        used_.insert(key);
+        return has(key) ? &j_.at(key) : nullptr;
+    }
+    std::optional<std::int64_t> integer(const std::string& key, std::int64_t min = 1,
+                                        std::int64_t max = importers_detail::kMaxImportInteger) {
+        const json* v = get(key);
+        if (!v) return std::nullopt;
+        if (!v->is_number_integer())
+            importers_detail::bad_written_value(file_, key, v->dump(), "is not an integer");
+        if (v->get<std::int64_t>() < min)
+            importers_detail::bad_written_value(file_, key, v->dump(),
+                                                fmt::format("must be at least {}", min));
+        if (v->is_number_unsigned() ? v->get<std::uint64_t>() > static_cast<std::uint64_t>(max)
+                                    : v->get<std::int64_t>() > max)
+            importers_detail::bad_written_value(file_, key, v->dump(),
+                                                fmt::format("must be at most {}", max));
+        return v->get<std::int64_t>();
+    }
+    std::int64_t required(const std::string& key, std::int64_t max = importers_detail::kMaxImportInteger) {
+        const auto v = integer(key, 1, max);
+        if (!v) throw InputError(fmt::format("{}: {} is missing", file_, key));
+        return *v;
+    }
+    std::optional<double> number(const std::string& key) {
+        const json* v = get(key);
+        if (!v) return std::nullopt;
+        if (!v->is_number()) importers_detail::bad_written_value(file_, key, v->dump(), "is not a number");
+        return v->get<double>();
+    }
+    std::optional<bool> boolean(const std::string& key) {
+        const json* v = get(key);
+        if (!v) return std::nullopt;
+        if (!v->is_boolean())
+            importers_detail::bad_written_value(file_, key, v->dump(), "is not true or false");
+        return v->get<bool>();
+    }
+    std::string text(const std::string& key) {
+        const json* v = get(key);
+        if (v && !v->is_string())
+            importers_detail::bad_written_value(file_, key, v->dump(), "is not a string");
+        return v ? v->get<std::string>() : std::string();
+    }
+    std::vector<std::string> unused() const {
+        std::vector<std::string> out;
+        for (const auto& [k, v] : j_.items())
+            if (!used_.count(k)) out.push_back(k);
+        return out;
+    }
+    const std::string& file() const { return file_; }
+
+  private:
+    const json& j_;
+    std::string file_;
+    std::set<std::string> used_;
+};
+
+const Family& family_of(Config& c) {
+    const std::string type = c.text("model_type");
+    for (const auto& f : families())
+        if (f.model_type == type) return f;
+    std::vector<std::string> names;
+    for (const auto& f : families())
+        names.push_back(f.model_type);
+    importers_detail::bad_value(c.file(), "model_type", type,
+                                fmt::format("is not supported (supported: {})", fmt::join(names, ", ")));
+}
+
+/// Qwen-MoE's sparse layers: layer i is sparse when i is not in mlp_only_layers and (i + 1) %
+/// decoder_sparse_step == 0 (transformers modeling_qwen2_moe.py Qwen2MoeDecoderLayer).
+void sparse_layers(Config& c, ModelSpec& m) {
+    const std::int64_t step = c.integer("decoder_sparse_step").value_or(1);
+    std::set<std::int64_t> dense;
+    if (const json* only = c.get("mlp_only_layers")) {
+        if (!only->is_array())
+            importers_detail::bad_written_value(c.file(), "mlp_only_layers", only->dump(), "is not a list");
+        for (const auto& v : *only) {
+            if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() >= m.layers)
+                importers_detail::bad_written_value(
+                    c.file(), "mlp_only_layers", only->dump(),
+                    fmt::format("holds a value that is not a layer index 0 .. {}", m.layers - 1));
+            dense.insert(v.get<std::int64_t>());
+        }
+    }
+    std::vector<int> is_moe;
+    for (std::int64_t i = 0; i < m.layers; ++i)
+        is_moe.push_back(!dense.count(i) && (i + 1) % step == 0 ? 1 : 0);
+    const auto p = importers_detail::pattern_of(
+        is_moe, c.file(), "decoder_sparse_step / mlp_only_layers",
+        fmt::format("{} / {}", step, c.has("mlp_only_layers") ? c.get("mlp_only_layers")->dump() : "[]"));
+    m.moe_first_dense_layers = p.first_dense_layers;
+    m.moe_layer_freq = p.layer_freq;
+}
+
+void experts(Config& c, const Family& f, ModelSpec& m) {
+    const auto n = c.integer(f.experts_key, 0);
+    if (!n || *n == 0) return;
+    m.num_experts = *n;
+    m.moe_top_k = c.required("num_experts_per_tok");
+    if (f.model_type == "mixtral") {
+        m.moe_ffn_hidden = m.ffn_hidden;  // every expert is an MLP intermediate_size wide
+        return;
+    }
+    m.moe_ffn_hidden = c.required("moe_intermediate_size");
+    m.moe_shared_expert_ffn_hidden = c.integer("shared_expert_intermediate_size", 0).value_or(0);
+    sparse_layers(c, m);
+}
+
+}  // namespace
+
+Imported import_hf_config(const nlohmann::json& config, const std::string& file, const ImportTarget& target) {
+    Config c(config, file);
+    const Family& f = family_of(c);
+    Imported imp;
+    ModelSpec m;
+    m.layers = c.required("num_hidden_layers", limits::kMaxLayers);
+    m.hidden = c.required("hidden_size");
+    m.heads = c.required("num_attention_heads");
+    m.kv_heads = c.integer("num_key_value_heads").value_or(m.heads);
+    m.ffn_hidden = c.required("intermediate_size");
+    m.vocab = c.required("vocab_size");
+    m.mlp = f.mlp;
+    const std::string act = c.text("hidden_act");
+    if (!act.empty() && act != "silu" && act != "swish" && act != "gelu" && act != "gelu_new")
+        imp.notes.push_back(fmt::format("hidden_act \"{}\": costed as {}", act,
+                                        m.mlp == MlpKind::swiglu ? "SwiGLU" : "GELU"));
+    if (const auto hd = c.integer("head_dim"); hd && *hd * m.heads != m.hidden) m.head_dim_override = *hd;
+    m.tied_embeddings = c.boolean("tie_word_embeddings").value_or(false);
+    m.dropout = c.number("attention_dropout").value_or(0) > 0 || c.number("hidden_dropout").value_or(0) > 0;
+    const auto max_pos = c.integer("max_position_embeddings");
+    if (target.seq_len)
+        m.seq_len = *target.seq_len;
+    else if (max_pos) {
+        m.seq_len = *max_pos;
+        imp.notes.push_back(
+            fmt::format("seq_len = max_position_embeddings = {} (give --seq for the training "
+                        "sequence length)",
+                        *max_pos));
+    } else
+        throw InputError(fmt::format("{}: max_position_embeddings is missing: give --seq", file));
+    if (const auto window = c.integer("sliding_window"); window && *window < m.seq_len)
+        imp.notes.push_back(
+            fmt::format("sliding_window {} < seq_len {}: attention costed as full causal "
+                        "attention over the sequence",
+                        *window, m.seq_len));
+    if (!f.experts_key.empty()) experts(c, f, m);
+    Layout l;
+    imp.gpus = importers_detail::import_gpus(target, 0);
+    l.dp = importers_detail::derive_dp(imp.gpus, l, file);
+    l.global_batch = l.dp;
+    imp.ignored = c.unused();
+    imp.workload = importers_detail::workload_document(
+        target.name.empty() ? "hf-import" : target.name,
+        fmt::format(
+            "Imported by `trainsim import hf` from the Hugging Face config {} (model_type {}); layout: "
+            "trainsim's defaults on {} GPUs.",
+            file, f.model_type, imp.gpus),
+        m, l);
+    return imp;
+}
+
+}  // namespace trainsim

@@ -1,0 +1,108 @@
+"""trainsim.sweep, sweep_report and validate against `trainsim sweep --json` and `validate --json`."""
+
+import os
+import sys
+import types
+import unittest
+
+import trainsim
+from support import TOPOLOGY, WORKLOAD, cli_json, dumped
+
+os.chdir(os.environ.get("TRAINSIM_SOURCE_DIR", "."))
+
+try:
+    import pandas
+except ImportError:
+    pandas = None
+
+RUNS = "tests/e2e/data/runs-with-memory.json"
+
+
+class SweepTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        # 24 GPUs, a reduced grid: tp 1,2 x pp 1,2 (and the rejected rest), one micro-batch, no recompute.
+        cls.cli_text, cls.cli_doc = cli_json(
+            "sweep", "--topology", TOPOLOGY, "--workload", WORKLOAD, "--gpus", "24", "--global-batch", "48",
+            "--vary", "tp=1,2", "--vary", "pp=1,2", "--fix", "micro_batch=1", "--fix", "recompute=none",
+            "--jobs", "1")
+        cls.kwargs = dict(gpus=24, global_batch=48, vary={"tp": [1, 2], "pp": [1, 2]},
+                          fix={"micro_batch": 1, "recompute": "none"}, jobs=1)
+
+    def test_sweep_report_equals_sweep_json(self):
+        doc = trainsim.sweep_report(TOPOLOGY, WORKLOAD, **self.kwargs)
+        self.assertEqual(doc, self.cli_doc)
+        self.assertEqual(dumped(doc), self.cli_text)
+
+    def test_sweep_rows(self):
+        rows = trainsim.sweep(TOPOLOGY, WORKLOAD, as_dataframe=False, **self.kwargs)
+        self.assertEqual(rows, self.cli_doc["layouts"])
+        self.assertEqual(len(rows), self.cli_doc["counts"]["layouts"])
+        self.assertGreater(self.cli_doc["counts"]["simulated"], 1)
+        counts = self.cli_doc["counts"]
+        self.assertEqual(counts["simulated"] + counts["out_of_memory"] + counts["rejected"], len(rows))
+        self.assertEqual({r["tp"] for r in rows}, {1, 2})
+        self.assertEqual({r["pp"] for r in rows}, {1, 2})
+        times = [r["step_time_s"] for r in rows if r["status"] == "simulated"]
+        self.assertEqual(times, sorted(times))
+
+    @unittest.skipIf(pandas is None, "pandas is not importable")
+    def test_sweep_dataframe(self):
+        df = trainsim.sweep(TOPOLOGY, WORKLOAD, **self.kwargs)
+        self.assertIsInstance(df, pandas.DataFrame)
+        self.assertEqual(len(df), self.cli_doc["counts"]["layouts"])
+        self.assertIn("breakdown_s.compute", df.columns)
+
+    @unittest.skipIf(pandas is not None, "pandas is importable")
+    def test_sweep_without_pandas(self):
+        self.assertIsInstance(trainsim.sweep(TOPOLOGY, WORKLOAD, **self.kwargs), list)
+        with self.assertRaises(ImportError):
+            trainsim.sweep(TOPOLOGY, WORKLOAD, as_dataframe=True, **self.kwargs)
+        # Where pandas is importable, the rows go through pandas.json_normalize (a stand-in module here).
+        stand_in = types.ModuleType("pandas")
+        stand_in.json_normalize = lambda rows: ("normalized", rows)
+        sys.modules["pandas"] = stand_in
+        try:
+            self.assertEqual(trainsim.sweep(TOPOLOGY, WORKLOAD, **self.kwargs),
+                             ("normalized", self.cli_doc["layouts"]))
+        finally:
+            del sys.modules["pandas"]
+
+    def test_sweep_input_errors(self):
+        with self.assertRaises(trainsim.InputError):
+            trainsim.sweep(TOPOLOGY, WORKLOAD)  # gpus is required
+        with self.assertRaisesRegex(trainsim.InputError, "not a multiple"):
+            trainsim.sweep(TOPOLOGY, WORKLOAD, gpus=12)
+        with self.assertRaisesRegex(trainsim.InputError, "fix"):
+            trainsim.sweep(TOPOLOGY, WORKLOAD, gpus=16, fix={"tpp": 2})
+
+
+class ValidateTest(unittest.TestCase):
+    def test_validate_equals_validate_json(self):
+        text, expected = cli_json("validate", RUNS, "--jobs", "1", ok_codes=(0, 4))
+        doc = trainsim.validate(RUNS, jobs=1)
+        self.assertEqual(doc, expected)
+        self.assertEqual(dumped(doc), text)
+        summary = doc["summary"]
+        for key in ("runs", "simulated", "scored", "oom", "errors"):
+            self.assertIn(key, summary)
+        for key in ("mape_pct", "max_abs_error_pct", "within_tolerance"):
+            self.assertIn(key, summary["step_time_s"])
+            self.assertIn(key, summary["peak_memory_GiB"])
+        self.assertEqual(summary["runs"], 1)
+        self.assertEqual(summary["simulated"], 1)
+
+    def test_validate_dict_input_and_options(self):
+        import json
+        with open(RUNS) as f:
+            runs = json.load(f)
+        by_path = trainsim.validate(RUNS, tolerance=5, jobs=1)
+        self.assertEqual(trainsim.validate(runs, tolerance=5, jobs=1)["summary"], by_path["summary"])
+        _, expected = cli_json("validate", RUNS, "--tolerance", "5", "--jobs", "1", ok_codes=(0, 4))
+        self.assertEqual(by_path, expected)
+        with self.assertRaisesRegex(trainsim.InputError, "no run or collective"):
+            trainsim.validate(RUNS, only=["no-such-run"])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,197 @@
+// `trainsim import megatron|hf|torchtitan`: a workload file from a Megatron-LM launch, a Hugging Face
+// config.json or a torchtitan train.toml (trainsim/importers.hpp; docs/importers.md).
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <boost/program_options.hpp>
+
+#include "commands.hpp"
+#include "trainsim/config.hpp"
+#include "trainsim/errors.hpp"
+#include "trainsim/importers.hpp"
+#include "trainsim/output_file.hpp"
+
+namespace po = boost::program_options;
+
+namespace trainsim::cli {
+
+namespace {
+
+const char* kImportUsage =
+    "trainsim import KIND [SOURCE] [options] [-- ARGUMENTS]\n\n"
+    "Writes a workload file (model + layout; docs/inputs.md) from the files planners already have:\n"
+    "  trainsim import megatron [--args-file FILE] [options] -- <pretrain_gpt.py arguments>\n"
+    "      Megatron-LM / NeMo launch arguments (--num-layers, --hidden-size, --tensor-model-parallel-size,\n"
+    "      ...; torchrun's --nnodes and --nproc-per-node count the GPUs)\n"
+    "  trainsim import hf config.json [options]\n"
+    "      a Hugging Face config.json (Llama, Mistral, Qwen2/3, GPT-NeoX, Mixtral, Qwen2/3-MoE): the model,\n"
+    "      with trainsim's default layout (change it with --set layout.tp=8 ...)\n"
+    "  trainsim import torchtitan train.toml [options]\n"
+    "      a torchtitan job config: the llama3 flavor's model, FSDP/TP/PP/CP degrees, AC mode, float8\n"
+    "Flags and keys the importer does not use are listed on stderr (\"ignored: --lr, --data-path\"); a "
+    "value\n"
+    "trainsim cannot represent is an error (exit 2). The written workload loads with `trainsim run\n"
+    "--workload FILE` on a topology of the same GPU count (--topology-out writes one). Mapping tables:\n"
+    "docs/importers.md.\n\noptions";
+
+struct ImportOptions {
+    std::vector<std::string> files, sets;
+    std::string out, topology, topology_out, args_file, name;
+    int gpus = 0;
+    std::int64_t seq = 0;
+};
+
+void add_options(po::options_description& desc, ImportOptions& o) {
+    desc.add_options()("help,h", "this help")("out,o", po::value(&o.out),
+                                              "workload file to write (atomically; default: print it)")(
+        "topology", po::value(&o.topology),
+        "topology the workload is for: its GPU type picks framework defaults (Megatron's attention kernel) "
+        "and its GPU count the DP size (default: the embedded DGX A100 cluster, 1024 GPUs)")(
+        "gpus", po::value(&o.gpus),
+        "GPUs to lay the model out on (DP = GPUs / (TP x PP x CP)); default: "
+        "--nnodes x --nproc-per-node of a Megatron launch, else the topology's")(
+        "seq", po::value(&o.seq),
+        "sequence length (tokens), over the source's (hf: max_position_embeddings)")(
+        "name", po::value(&o.name), "the workload's name (default: KIND-import)")(
+        "set", po::value(&o.sets)->composing(),
+        "override a field of the imported workload or the topology: KEY=VALUE, e.g. layout.tp=8 (repeatable; "
+        "DP is derived again unless layout.dp is set)")(
+        "topology-out", po::value(&o.topology_out),
+        "also write the topology with its node count set for the workload's GPUs")(
+        "args-file", po::value(&o.args_file),
+        "megatron: a file of launch arguments (shell words, '\\' continuations, # comments), read before "
+        "those after --")("files", po::value(&o.files)->composing(), "the source file (hf, torchtitan)");
+}
+
+/// The text of an input file, read as read_json_file reads one (trainsim/config.hpp): a directory is refused,
+/// at most kMaxInputFileBytes are read (a device or FIFO such as /dev/zero is refused, not read forever).
+std::string read_text_file(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0)
+        throw InputError(fmt::format("{}: cannot open the file ({})", path, std::strerror(errno)));
+    if (S_ISDIR(st.st_mode)) throw InputError(fmt::format("{}: is a directory, not a file", path));
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw InputError(fmt::format("{}: cannot open the file", path));
+    std::string text;
+    char buf[65536];
+    while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+        text.append(buf, static_cast<std::size_t>(in.gcount()));
+        if (text.size() > kMaxInputFileBytes)
+            throw InputError(
+                fmt::format("{}: larger than the {} bytes an input file may have", path, kMaxInputFileBytes));
+    }
+    if (in.bad()) throw InputError(fmt::format("{}: reading failed", path));
+    return text;
+}
+
+Imported run_importer(const std::string& kind, const ImportOptions& o, const std::vector<std::string>& words,
+                      const ImportTarget& target) {
+    if (kind == "megatron") {
+        if (!o.files.empty())
+            throw InputError(
+                fmt::format("import megatron: unexpected argument \"{}\" (Megatron arguments go "
+                            "after --)",
+                            clip_for_message(o.files.front())));
+        std::vector<std::string> args;
+        if (!o.args_file.empty()) args = split_args_text(read_text_file(o.args_file));
+        args.insert(args.end(), words.begin(), words.end());
+        if (args.empty())
+            throw InputError("import megatron: no arguments: give them after -- or with --args-file");
+        return import_megatron(args, o.args_file.empty() ? "megatron" : o.args_file, target);
+    }
+    if (!words.empty() || !o.args_file.empty())
+        throw InputError(fmt::format("import {}: -- and --args-file are for megatron", kind));
+    if (o.files.size() != 1) throw InputError(fmt::format("import {}: give exactly one source file", kind));
+    const std::string& file = o.files.front();
+    if (kind == "hf") return import_hf_config(read_json_file(file), file, target);
+    return import_torchtitan(read_text_file(file), file, target);
+}
+
+/// The topology with its node count set for `gpus` (unless --set named topology.nodes), checked.
+std::string topology_for(nlohmann::json topo, int gpus, const ImportOptions& o) {
+    const bool nodes_set = std::any_of(o.sets.begin(), o.sets.end(), [](const std::string& s) {
+        return s.rfind("topology.nodes=", 0) == 0;
+    });
+    const long long per_node = topo.value("gpus_per_node", 0LL);
+    if (!nodes_set) {
+        if (per_node <= 0 || gpus % per_node != 0)
+            throw InputError(fmt::format("import: {} GPUs are not whole nodes of {} GPUs (--topology-out)",
+                                         gpus, per_node));
+        topo["nodes"] = gpus / per_node;
+    }
+    (void)parse_topology(topo, o.topology_out);
+    return topo.dump(2) + "\n";
+}
+
+void report(const Imported& imp, const nlohmann::json& topo, const ImportOptions& o) {
+    if (!imp.ignored.empty())
+        std::cerr << "ignored: " << clip_for_message(fmt::format("{}", fmt::join(imp.ignored, ", ")), 4000)
+                  << "\n";
+    for (const auto& n : imp.notes)
+        std::cerr << "note: " << n << "\n";
+    const int cluster = topology_gpus(topo);
+    const long long per_node = topo.value("gpus_per_node", 0LL);
+    if (o.topology_out.empty() && cluster != imp.gpus)
+        std::cerr << fmt::format(
+            "note: the workload is for {} GPUs and the topology has {}: run it with --set topology.nodes={} "
+            "(or "
+            "write a topology with --topology-out)\n",
+            imp.gpus, cluster,
+            per_node > 0 && imp.gpus % per_node == 0 ? std::to_string(imp.gpus / per_node) : "N");
+}
+
+}  // namespace
+
+int import_workload_command(const std::vector<std::string>& all) {
+    const auto dashes = std::find(all.begin(), all.end(), "--");
+    std::vector<std::string> args(all.begin(), dashes), words;
+    if (dashes != all.end()) words.assign(dashes + 1, all.end());
+    ImportOptions o;
+    po::options_description desc(kImportUsage);
+    add_options(desc, o);
+    if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+        std::cout << desc << "\n";
+        return args.empty() ? kExitBadInput : kExitOk;
+    }
+    const std::string kind = args[0];
+    if (kind != "megatron" && kind != "hf" && kind != "torchtitan")
+        throw InputError(fmt::format("import: unknown kind \"{}\" (known: megatron, hf, torchtitan)",
+                                     clip_for_message(kind)));
+    po::variables_map vm;
+    const std::string command = "import " + kind;
+    if (!parse_file_command({args.begin() + 1, args.end()}, desc, vm, command.c_str())) return kExitOk;
+    if (!o.out.empty()) check_output_path(o.out);
+    if (!o.topology_out.empty()) check_output_path(o.topology_out);
+    nlohmann::json topo = o.topology.empty() ? default_topology_json() : read_json_file(o.topology);
+    const TopologySpec spec = parse_topology(topo, o.topology.empty() ? "(default topology)" : o.topology);
+    ImportTarget target;
+    target.gpu = spec.gpu;
+    target.cluster_gpus = topology_gpus(topo);
+    if (vm.count("gpus") && o.gpus < 1)
+        throw InputError(fmt::format("{}: --gpus = {} must be positive", command, o.gpus));
+    if (vm.count("seq") && o.seq < 1)
+        throw InputError(fmt::format("{}: --seq = {} must be positive", command, o.seq));
+    target.gpus = o.gpus;
+    if (o.seq > 0) target.seq_len = o.seq;
+    target.name = o.name;
+    Imported imp = run_importer(kind, o, words, target);
+    finish_import(imp, o.sets, topo);
+    const std::string text = workload_text(imp.workload);
+    const std::string topo_text = o.topology_out.empty() ? "" : topology_for(topo, imp.gpus, o);
+    report(imp, topo, o);
+    if (!o.topology_out.empty()) write_file_atomically(o.topology_out, topo_text);
+    if (o.out.empty())
+        std::cout << text;
+    else
+        write_file_atomically(o.out, text);
+    return kExitOk;
+}
+
+}  // namespace trainsim::cli
