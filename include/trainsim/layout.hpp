@@ -139,6 +139,11 @@ struct Layout {
     /// recompute (megatron/core/transformer/transformer_block.py, _checkpointed_forward, method "block").
     /// 0: every layer is recomputed.
     std::int64_t recompute_num_layers = 0;
+    /// With recompute selective and MLA: Megatron's `--recompute-modules mla_up_proj` (with its default
+    /// core_attn): the q / kv up-projections and RoPE (MultiLatentAttention.recompute_up_proj,
+    /// qkv_up_checkpoint) are run again before the layer's backward, their outputs (query, key, value)
+    /// not stored.
+    bool recompute_mla_up_proj = false;
     /// True when layer `index_in_chunk` (0-based, forward order within its model chunk) is recomputed.
     bool layer_recomputed(std::int64_t index_in_chunk) const {
         if (recompute == Recompute::none) return false;
@@ -210,6 +215,16 @@ struct Layout {
     /// embedding, the last only the output layer and loss. Cannot be combined with layers_per_stage.
     bool account_for_embedding_in_pipeline_split = false;
     bool account_for_loss_in_pipeline_split = false;
+    /// Megatron-Core --pipeline-model-parallel-layout (megatron/core/transformer/
+    /// pipeline_parallel_layer_layout.py): the layers of every virtual pipeline stage, in virtual stage order
+    /// (chunk·pp + rank), stages separated by '|': 'E' the input embedding, 't' a transformer (decoder)
+    /// layer, 'm' a multi-token-prediction layer, 'L' the output layer and loss; "x*n" repeats one character,
+    /// "(...)*n" a group; ',' is cosmetic. DeepSeek-V3 with PP 16 (Megatron-Bridge): "Et*4|(t*4|)*14tmL" --
+    /// the embedding and 4 layers first, 14 stages of 4, the last layer with the MTP layer and the loss.
+    /// Empty = not used. It must have pp·vpp stages, 'E' once at the start, 'L' once at the end, model.layers
+    /// 't's, model.mtp_layers 'm's, all in the last stage after its 't's; not with layers_per_stage or the
+    /// account_for_* flags (Megatron refuses the combinations). See parse_pipeline_layout.
+    std::string pipeline_layout;
     Optimizer optimizer = Optimizer::adam;
     Offload offload_optimizer = Offload::none;
     Adapter adapter = Adapter::none;
@@ -265,12 +280,31 @@ const schema::Table<Layout>& layout_fields();
 /// Hugging Face PEFT places them: q, k, v (3), o, and SwiGLU's gate and up (2) with down. 0 without adapters.
 double adapter_params_per_layer(const ModelSpec& m, const Layout& l);
 
-/// Layers on pipeline stage `stage` (0-based, all its model chunks), from layers_per_stage or the even split
-/// (with the account_for_* flags, see Layout).
+/// One virtual pipeline stage of Layout::pipeline_layout: its decoder layers ('t'), MTP layers ('m'), and
+/// whether it holds the input embedding ('E') or the output layer and loss ('L').
+struct VirtualStageLayout {
+    std::int64_t decoder_layers = 0;
+    std::int64_t mtp_layers = 0;
+    bool embedding = false;
+    bool loss = false;
+    /// The characters in order (after expansion), e.g. "Etttt": where 'E', 'L' and 'm' stand is checked.
+    std::string layers;
+};
+/// Parses a pipeline layout string (Layout::pipeline_layout) as Megatron-Core's
+/// PipelineParallelLayerLayout.parse_str_to_list does: commas removed, "(...)*n" then "x*n" expanded, split
+/// at
+/// '|'. Throws InputError "layout.pipeline_layout = \"...\": ..." for a character other than E, L, t, m, (,
+/// ), *, digits, '|' and ',', a '*' without a count, unbalanced or nested parentheses, or an expansion above
+/// limits::kMaxLayers layers.
+std::vector<VirtualStageLayout> parse_pipeline_layout(const std::string& layout);
+
+/// Layers on pipeline stage `stage` (0-based, all its model chunks), from layers_per_stage, pipeline_layout
+/// or the even split (with the account_for_* flags, see Layout).
 std::int64_t layers_on_stage(const ModelSpec& m, const Layout& l, int stage);
 
 /// Layers of model chunk `chunk` (0 .. vpp-1) on pipeline rank `stage`, i.e. of virtual stage chunk·pp +
-/// stage: layers_per_stage[stage] / vpp, or pipeline_split_layers / (pp·vpp) less one on the first virtual
+/// stage: the 't's of that stage of pipeline_layout, layers_per_stage[stage] / vpp, or
+/// pipeline_split_layers / (pp·vpp) less one on the first virtual
 /// stage with account_for_embedding_in_pipeline_split and on the last with account_for_loss_in_pipeline_split
 /// (Megatron-LM get_num_layers_to_build). Assumes check_layout passed.
 std::int64_t layers_on_virtual_stage(const ModelSpec& m, const Layout& l, int stage, int chunk);
@@ -310,8 +344,10 @@ enum class LayoutCheck {
     positive,           ///< a size of the model or the layout is not positive
     model_shape,        ///< heads do not divide hidden, or kv_heads do not divide heads
     size_limit,         ///< above a limit of trainsim/limits.hpp (check_sizes)
-    recompute_layers,   ///< recompute_num_layers without recompute full
-    layers_per_stage,   ///< layers_per_stage: wrong entry count, negative entry, wrong sum, combined flags
+    recompute_layers,   ///< recompute_num_layers without recompute full; recompute_mla_up_proj without
+                        ///< recompute selective and MLA
+    layers_per_stage,   ///< layers_per_stage or pipeline_layout: wrong entry / stage count, negative entry,
+                        ///< wrong sum, misplaced E / L / m, combined with the other split settings
     vpp_needs_pp,       ///< vpp > 1 with pp = 1
     zero_stage,         ///< zero_stage outside 0 .. 3
     adapter,            ///< LoRA rank or targets

@@ -52,9 +52,13 @@
 //              the loss as one layer each (account_for_embedding/loss_in_pipeline_split, Megatron-Core
 //              v0.11+, as NeMo / Megatron-Bridge's Llama 3.1 405B recipes set them) when that divides; other
 //              frameworks with vpp = 1 put one layer fewer on the first and the last stage (DeepSpeed
-//              partition_method "type:transformer|embedding", as BLOOM ran); otherwise unsupported
-//              (optional keys `layers_per_stage`, `account_for_embedding_in_pipeline_split`,
-//              `account_for_loss_in_pipeline_split` state it).
+//              partition_method "type:transformer|embedding", as BLOOM ran); Megatron-Bridge DeepSeek-V3 rows
+//              (the source names Megatron-Bridge, extensions.table.model_label or the id DeepSeek-V3) take
+//              the recipe's Layout::pipeline_layout for their pp x vpp (4, 8, 16 or 32 virtual stages,
+//              set_deepseek_v3_pipeline_model_parallel_layout and the recipes' pp_layout strings, MTP layers
+//              before the loss; measured_runs.cpp bridge_deepseek_v3_layout); otherwise unsupported
+//              (optional keys `layers_per_stage`, `pipeline_layout`,
+//              `account_for_embedding_in_pipeline_split`, `account_for_loss_in_pipeline_split` state it).
 //
 // The run's `extensions` object (README "Extensions used by public_runs_2026.json") is read where trainsim
 // models what it says: `moe` (read into the model's MoE fields and Layout::ep / etp: num_experts, top_k,
@@ -62,11 +66,13 @@
 // moe_layer_pattern checked against them, ep, etp, load_balance "force-balanced" -> balanced and dropless,
 // "token-dropping with capacity factor" -> moe_capacity_factor 1.0 (Megatron-Bridge's tokendrop recipes),
 // capacity_factor; router noted; the run stays unsupported while moe_supported() is false), `attention`
-// (type "MLA" with its ranks -> AttentionType::mla, qk_head_dim -> head_dim_override; unsupported: the
-// program times MLA layers as standard attention; sliding-window keys are listed in ignored: full attention
-// is simulated), `precision_detail` (mxfp8 / nvfp4 -> Layout::fp8_recipe mxfp8 / nvfp4 with Megatron-Bridge's
-// fp8_param_gather for each; current or delayed scaling -> Layout::fp8_recipe), `recompute` (granularity full
-// / selective with modules core_attn or none -> Layout::recompute), `head_dim` / `attention.head_dim` (->
+// (type "MLA" with its ranks -> AttentionType::mla, qk_head_dim -> head_dim_override, simulated as
+// Megatron-Core's MLASelfAttention; sliding-window keys are listed in ignored: full attention is simulated),
+// `mtp_layers` (-> ModelSpec::mtp_layers), `precision_detail` (mxfp8 / nvfp4 -> Layout::fp8_recipe mxfp8 /
+// nvfp4 with Megatron-Bridge's fp8_param_gather for each; current or delayed scaling ->
+// Layout::fp8_recipe), `recompute` (granularity full / selective with modules core_attn or none ->
+// Layout::recompute; MLA rows also mla_up_proj -> Layout::recompute_mla_up_proj), `head_dim` /
+// `attention.head_dim` (->
 // head_dim_override on MoE and MLA rows; on dense rows only when equal to hidden / heads, else ignored as
 // before), `megatron_fsdp` (ZeRO-3 in Megatron: framework megatron), `cluster` (NVLink domain, trays).
 // Provenance keys (`table`, `source_row`, `recipe_preset`, `recipe_match`, `mlperf`, ...) are documentation.

@@ -71,6 +71,12 @@ struct ModelSpec {
     AttentionType attention_type = AttentionType::standard;
     /// MLA ranks and head widths (DeepSeek-V3: 1536, 512, 64, 128; its qk_head_dim 128 is head_dim()).
     std::int64_t q_lora_rank = 0, kv_lora_rank = 0, qk_rope_head_dim = 0, v_head_dim = 0;
+    /// Multi-token prediction layers (DeepSeek-V3: 1; Megatron-Core --mtp-num-layers,
+    /// megatron/core/transformer/multi_token_prediction.py MultiTokenPredictionLayer): each, on the last
+    /// pipeline stage after the decoder, looks up the next token's embedding, normalizes it and the hidden
+    /// state (enorm, hnorm), projects their concatenation 2h -> h (eh_proj), runs one transformer layer of
+    /// the last decoder layer's kind, a final norm, and the shared output layer and loss once more.
+    std::int64_t mtp_layers = 0;
 
     /// Width of one attention head (MLA: of the non-rotary query/key part, Megatron qk_head_dim).
     std::int64_t head_dim() const { return head_dim_override > 0 ? head_dim_override : hidden / heads; }
@@ -94,6 +100,10 @@ struct ModelSpec {
     /// Attention weights of one layer: standard (QKV, projection, their gelu biases) or MLA (q down / up with
     /// the q norm, kv down with the rotary key, kv norm, kv up, projection); norms before the block excluded.
     double attention_params() const;
+    /// The part of attention_params() every TP rank holds whole: MLA's down-projections (h x q_lora_rank,
+    /// h x (kv_lora_rank + qk_rope_head_dim); Megatron-Core builds them as TELinear with parallel_mode
+    /// "duplicated") and the q / kv norm weights. 0 for standard attention, whose weights TP splits.
+    double tp_replicated_attention_params() const;
     /// Parameters of layer `layer` (global 0-based): attention + norms + (dense MLP | router + all routed
     /// experts + shared experts).
     double layer_params(std::int64_t layer) const;
@@ -106,13 +116,20 @@ struct ModelSpec {
     /// model: layer_params(0).
     double layer_params() const;
     /// Weights of the four linear layers of one transformer layer (QKV, projection, MLP matrices), no
-    /// biases: what QLoRA quantizes to 4 bits.
+    /// biases: what QLoRA quantizes to 4 bits. MLA: its five projections (q down / up, kv down / up, output)
+    /// and the dense MLP's matrices.
     double linear_params() const;
     /// Parameters of the input embedding (vocab x hidden).
     double embedding_params() const;
     /// Parameters of the output layer (0 when tied to the input embedding) plus the final norm.
     double output_params() const;
-    /// Total parameters (counting tied embeddings once; every routed expert of every MoE layer).
+    /// Parameters of the MTP layers (mtp_layers x (enorm, hnorm, eh_proj 2h x h, a transformer layer like
+    /// the last decoder layer, final norm)); the embedding and output layer they share are not counted again.
+    double mtp_params() const;
+    /// The part of mtp_params() in routed experts (reduced over expert DP).
+    double mtp_expert_params() const;
+    /// Total parameters (counting tied embeddings once; every routed expert of every MoE layer; the MTP
+    /// layers).
     double total_params() const;
     /// Parameters one token goes through (dense parts, the router, moe_top_k routed experts and the shared
     /// experts of each MoE layer; the embeddings as total_params counts them): "active" parameters.
@@ -128,8 +145,9 @@ struct ModelSpec {
     /// num_floating_point_operations, transformer_flops, core r0.13+): dense layers ffn_hidden wide, per MoE
     /// layer moe_top_k routed experts expert_ffn() wide plus the shared experts (the router GEMM is not
     /// counted), the MLA projections (q_lora_rank, kv_lora_rank, qk_rope_head_dim, v_head_dim, their norms),
-    /// and the core attention halved for the causal mask; MTP layers are not counted. Dense models keep the
-    /// r0.8.0 form above, which the validated figures were computed with.
+    /// and the core attention halved for the causal mask; MTP layers (mtp_layers) as layers of the last
+    /// decoder layer's kind plus their norms, eh_proj and one more logits GEMM each. Dense models without MTP
+    /// keep the r0.8.0 form above, which the validated figures were computed with.
     double model_flops(double sequences) const;
     /// Forward FLOPs of one transformer layer for `tokens` tokens (the same count, one third of fwd+bwd).
     double layer_forward_flops(double tokens) const;

@@ -109,6 +109,7 @@ void moe_and_mla(MegatronArgs& a, ModelSpec& m) {
         m.qk_rope_head_dim = a.integer("qk-pos-emb-head-dim").value_or(64);
         m.v_head_dim = a.integer("v-head-dim").value_or(128);
     }
+    m.mtp_layers = a.integer("mtp-num-layers", 0).value_or(0);  // ModelSpec::mtp_layers
 }
 
 /// --decoder-first/last-pipeline-num-layers: those stages hold the stated layers, the others the rest evenly.

@@ -262,18 +262,55 @@ Layout parse_training(StrictObject o, [[maybe_unused]] const ModelSpec& m, const
     l.account_for_embedding_in_pipeline_split =
         o.boolean_or("account_for_embedding_in_pipeline_split", false);
     l.account_for_loss_in_pipeline_split = o.boolean_or("account_for_loss_in_pipeline_split", false);
+    if (o.has("pipeline_layout")) l.pipeline_layout = o.string("pipeline_layout");
     o.finish();
     return l;
+}
+
+/// Megatron-Bridge's DeepSeek-V3 pipeline layouts (Megatron --pipeline-model-parallel-layout) by the number
+/// of virtual stages pp·vpp, MTP layers before the loss: 4, 8 and 16 stages as
+/// set_deepseek_v3_pipeline_model_parallel_layout's layout_map (src/megatron/bridge/recipes/deepseek/
+/// deepseek_v3.py, v0.2.0-v0.5.1: (4,1); (8,1) and (4,2); (16,1), (8,2) and (4,4) -- the same per stage
+/// count), which the GB300 PP 2 x VPP 8 preset states as "Et*4|(t*4|)*14tmL"
+/// (deepseek_workload_base_configs.py pp_layout, v0.3.0+); 32 stages as the PP 8 x VPP 4 preset
+/// "Et|(tt|)*30mL" (deepseek_llm_pretrain.py deepseek_v3_h100_config, v0.2.0). Empty for other counts.
+std::string bridge_deepseek_v3_layout(std::int64_t stages, std::int64_t mtp_layers) {
+    const std::string tail =
+        std::string(static_cast<std::size_t>(std::max<std::int64_t>(mtp_layers, 0)), 'm') + "L";
+    switch (stages) {
+        case 4:
+            return "Et*16|t*16|t*16|t*13" + tail;
+        case 8:
+            return "Et*8|(t*8|)*6t*5" + tail;
+        case 16:
+            return "Et*4|(t*4|)*14t" + tail;
+        case 32:
+            return "Et|(tt|)*30" + tail;
+        default:
+            return "";
+    }
 }
 
 /// The pipeline split of a run whose layout states none, where pp (x vpp) does not divide the layers: the
 /// framework's rule (see the header). Sets `unsupported` when no rule applies.
 void choose_pipeline_split(const ModelSpec& m, Layout& l, std::optional<std::string>& unsupported,
-                           std::vector<std::string>& notes) {
+                           std::vector<std::string>& notes, bool bridge_deepseek_v3) {
     if (!l.layers_per_stage.empty() || l.account_for_embedding_in_pipeline_split ||
-        l.account_for_loss_in_pipeline_split)
+        l.account_for_loss_in_pipeline_split || !l.pipeline_layout.empty())
         return;
     const std::int64_t stages = static_cast<std::int64_t>(l.pp) * l.vpp;
+    if (bridge_deepseek_v3 && l.pp > 1) {
+        l.pipeline_layout = bridge_deepseek_v3_layout(stages, m.mtp_layers);
+        if (!l.pipeline_layout.empty()) {
+            notes.push_back(fmt::format(
+                "pipeline split: Megatron-Bridge's DeepSeek-V3 layout for pp {} x vpp {}: \"{}\"{}", l.pp,
+                l.vpp, l.pipeline_layout,
+                stages == 8 && l.pp == 2
+                    ? " (the recipe's 8-stage layout; pp 2 x vpp 4 is not in its layout_map)"
+                    : ""));
+            return;
+        }
+    }
     if (m.layers % l.pp == 0 && (m.layers / l.pp) % l.vpp == 0) return;
     if (l.framework == Framework::megatron) {
         if ((m.layers + 2) % stages == 0) {
@@ -373,7 +410,11 @@ class ExtensionReader {
         else if (k == "cuda_graphs") {
             if (!(v == false || v == "none" || v.is_null())) ignore(k, v, "CUDA graphs are not modelled");
         } else if (k == "mtp_layers") {
-            if (!(v == 0 || v.is_null())) ignore(k, v, "multi-token prediction layers are not simulated");
+            if (v.is_number_integer() && v.get<std::int64_t>() >= 0 &&
+                v.get<std::int64_t>() <= limits::kMaxLayers)
+                m_.mtp_layers = v.get<std::int64_t>();
+            else if (!v.is_null())
+                ignore(k, v, "not a layer count");
         } else if (k == "activation_cpu_offloading_layers") {
             if (!(v == 0 || v.is_null())) ignore(k, v, "activation offloading to the CPU is not modelled");
         } else if (k == "qk_layernorm") {
@@ -591,10 +632,16 @@ class ExtensionReader {
                 rc = Recompute::selective;
             } else if (v.at("modules").is_array() && v.at("modules").empty()) {
                 rc = Recompute::none;  // selective with no module: nothing recomputed
+            } else if (m_.mla() && v.at("modules").is_array() &&
+                       std::all_of(v.at("modules").begin(), v.at("modules").end(),
+                                   [](const json& x) { return x == "core_attn" || x == "mla_up_proj"; })) {
+                rc = Recompute::selective;  // MLA's up-projections (Layout::recompute_mla_up_proj)
+                l_.recompute_mla_up_proj = std::find(v.at("modules").begin(), v.at("modules").end(),
+                                                     json("mla_up_proj")) != v.at("modules").end();
             } else {
                 ignore("recompute.modules", v.at("modules"),
-                       "only core_attn is modelled; simulated as training.recompute = \"" +
-                           training_recompute_ + "\"");
+                       std::string("only core_attn") + (m_.mla() ? " and mla_up_proj are" : " is") +
+                           " modelled; simulated as training.recompute = \"" + training_recompute_ + "\"");
             }
         } else {
             ignore(k, v, "granularity neither full nor selective");
@@ -618,12 +665,7 @@ class ExtensionReader {
                 a.value().get<std::int64_t>() == m_.head_dim())
                 continue;
             if (a.key() == "type" && a.value() == "MLA") {
-                m_.attention_type = AttentionType::mla;
-                // The program times MLA layers as standard attention (sim/program: the MLA projections
-                // q_a/q_b/kv_a/kv_b are not built yet), so MLA rows are not scored.
-                set_unsupported(
-                    "multi-head latent attention (extensions.attention.type = \"MLA\") is not "
-                    "simulated");
+                m_.attention_type = AttentionType::mla;  // sim/program/mla_ops.cpp
                 continue;
             }
             if (a.key() == "q_lora_rank" || a.key() == "kv_lora_rank" || a.key() == "qk_rope_head_dim" ||
@@ -714,6 +756,21 @@ void apply_notes_defaults(const json& notes, json& training, std::vector<std::st
     }
 }
 
+/// A Megatron-Bridge DeepSeek-V3 row: the source names Megatron-Bridge and the table's model label (or the
+/// run id) DeepSeek-V3 ("DeepSeekV3 (w/ MTP)", "deepseek_v3").
+bool bridge_deepseek_v3(const MeasuredRun& run, const json& ext) {
+    if (run.source.find("Megatron-Bridge") == std::string::npos) return false;
+    std::string label = run.id;
+    if (ext.is_object() && ext.contains("table") && ext.at("table").is_object() &&
+        ext.at("table").contains("model_label") && ext.at("table").at("model_label").is_string())
+        label = ext.at("table").at("model_label").get<std::string>();
+    std::string key;
+    for (char c : label)
+        if (std::isalnum(static_cast<unsigned char>(c)) != 0)
+            key += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return key.find("deepseekv3") != std::string::npos;
+}
+
 /// Parses one run row into `run` (whose id is set). Throws InputError naming the file, the run and the field.
 void parse_run(const json& row, const std::string& file, MeasuredRun& run) {
     const std::string where = fmt::format("run \"{}\"", run.id);
@@ -766,7 +823,7 @@ void parse_run(const json& row, const std::string& file, MeasuredRun& run) {
     rr.finish();
     if (!ext.is_null()) read_extensions(ext, file, where, run, training_recompute);
     if (run.unsupported) return;  // nothing else matters for a run that is not simulated
-    choose_pipeline_split(run.model, run.layout, run.unsupported, run.notes);
+    choose_pipeline_split(run.model, run.layout, run.unsupported, run.notes, bridge_deepseek_v3(run, ext));
     const int cluster_gpus = run.topology.gpus();
     if (run.layout.gpus() != cluster_gpus)
         rr.fail(where + " training", fmt::format("tp * pp * dp * cp = {} does not equal cluster.gpus = {}",

@@ -31,9 +31,13 @@
 //   shared experts as a dense MLP f_s / t wide                                                    per T
 // replacing the dense MLP's tensors; the few dense layers of a model are counted as MoE layers (an
 // approximation on the high side for DeepSeek-V3's 3 of 61).
-// Multi-head latent attention (m.mla()), approximated: Q and K a * (d + rope) wide, V and O a * v_head_dim,
-// plus the latents the up-projections read (q_lora_rank + kv_lora_rank + rope, E each, not split by TP);
-// flash attention's log-sum-exp as above. Megatron's recompute of the up-projections is not modelled.
+// Multi-head latent attention (m.mla(), Megatron-Core MLASelfAttention; sim/program/mla_ops.cpp): the down-
+// projections' input is the QKV GEMM input above; the q / kv up-projections (TE
+// LayerNormColumnParallelLinear) keep their norm input E and normalized output G, (q_lora_rank +
+// kv_lora_rank) wide, rep; the rotary key E · qk_rope_head_dim (gathered: not split); query and key E · a ·
+// (d + rope), value and O E · a · v_head_dim, tp; flash attention's log-sum-exp as above. With
+// recompute_mla_up_proj the query, key and value are not stored but rebuilt before the backward (Megatron's
+// qkv_up_checkpoint).
 //
 // torchtitan's per-op selective checkpointing (selective_op, parallelize_llama.py _op_sac_save_list and
 // _get_custom_policy) keeps, per token: the block input E·h (rep; the checkpoint's input), the outputs of the
@@ -128,9 +132,11 @@ std::vector<double> unrecomputed_tensors(const ActivationShape& x, const Layout&
     if (m.mla()) {
         const double qk = x.a * (x.d + static_cast<double>(m.qk_rope_head_dim));
         const double vo = x.a * static_cast<double>(m.v_head_dim);
-        all.push_back(x.T * x.E *
-                      static_cast<double>(m.q_lora_rank + m.kv_lora_rank + m.qk_rope_head_dim));  // latents
-        tp_t(x.E * qk);                                                                           // Q, K, V
+        // The up-projections' norm inputs (E) and normalized outputs (G), sequence-sharded with SP; the
+        // rotary key, gathered.
+        rep_t((x.E + x.G) * static_cast<double>(m.q_lora_rank + m.kv_lora_rank));
+        all.push_back(x.T * x.E * static_cast<double>(m.qk_rope_head_dim));
+        tp_t(x.E * qk);  // query, key, value (the up-projections' outputs after RoPE)
         tp_t(x.E * qk);
         tp_t(x.E * vo);
         tp_t(x.E * vo);  // O (or the projection input unfused)
@@ -162,23 +168,7 @@ std::vector<double> unrecomputed_tensors(const ActivationShape& x, const Layout&
     return all;
 }
 
-/// Mixture-of-experts layers (m.moe(), Megatron-Core MoELayer with the alltoall dispatcher), per token of
-/// this
-// GPU's MoE input (T_r = T / t with sequence parallelism, else T), R = T_r * top_k * u routed tokens arrive
-// at the busiest rank (u = moe_load_imbalance, at most ep; with a capacity factor cf, padded to capacity:
-// u = cf), gathered over the ETP group (x etp) when etp > 1:
-//   router logits and probabilities   2 * 4 * num_experts fp32 (TopKRouter scores in fp32)      per T_r
-//   routed-expert input                G * h                                                      per R*etp
-//   expert FFN as the dense MLP, f_e / etp wide (SwiGLU: E * 2 f_e in, G * f_e out)              per R*etp
-//   expert outputs before the weighted combine  E * h                                             per R
-//   shared experts as a dense MLP f_s / t wide                                                    per T
-// replacing the dense MLP's tensors; the few dense layers of a model are counted as MoE layers (an
-// approximation on the high side for DeepSeek-V3's 3 of 61).
-// Multi-head latent attention (m.mla()), approximated: Q and K a * (d + rope) wide, V and O a * v_head_dim,
-// plus the latents the up-projections read (q_lora_rank + kv_lora_rank + rope, E each, not split by TP);
-// flash attention's log-sum-exp as above. Megatron's recompute of the up-projections is not modelled.
-//
-// torchtitan's per-op selective checkpointing: the kept tensors into out.stored_tensors, the rebuilt set
+/// torchtitan's per-op selective checkpointing: the kept tensors into out.stored_tensors, the rebuilt set
 /// (the unrecomputed set less what was kept, as tensors of the layer's sizes, largest first) into
 /// out.recomputed_tensors.
 void selective_op_tensors(const ActivationShape& x, const Layout& l, const std::vector<double>& all,
@@ -206,6 +196,19 @@ void selective_op_tensors(const ActivationShape& x, const Layout& l, const std::
         const double v = std::min(left, sizes[i]);
         out.recomputed_tensors.push_back(v);
         left -= v;
+    }
+}
+
+/// Megatron's mla_up_proj recompute: the query, key and value leave the stored set for the recomputed one
+/// (and exist in the forward only until the attention core has run).
+void mla_up_proj_recomputed(const ActivationShape& x, const ModelSpec& m, LayerActivations& out) {
+    const double qk = x.T * x.E * x.a * (x.d + static_cast<double>(m.qk_rope_head_dim)) / x.t;
+    const double v = x.T * x.E * x.a * static_cast<double>(m.v_head_dim) / x.t;
+    for (const double bytes : {qk, qk, v}) {
+        const auto it = std::find(out.stored_tensors.begin(), out.stored_tensors.end(), bytes);
+        if (it != out.stored_tensors.end()) out.stored_tensors.erase(it);
+        out.recomputed_tensors.push_back(bytes);
+        out.forward_transient_tensors.push_back(bytes);
     }
 }
 
@@ -264,6 +267,7 @@ LayerActivations layer_activations(const ModelSpec& m, const Layout& l) {
             // The attention core is recomputed in the backward: its scores exist only then (unfused).
             out.stored_tensors = all;
             if (scores > 0) fwd = rec = {scores};
+            if (m.mla() && l.recompute_mla_up_proj) mla_up_proj_recomputed(x, m, out);
             break;
         case Recompute::selective_op:
             selective_op_tensors(x, l, all, input, out);

@@ -71,7 +71,8 @@ int communicators(const ModelSpec& m, const Layout& l, int stage) {
     if (l.cp > 1) ++n;
     if (l.dp * l.cp > 1) ++n;
     if (l.pp > 1) ++n;  // P2P to the neighbouring stages
-    if (l.pp > 1 && m.tied_embeddings && (stage == 0 || stage == l.pp - 1)) ++n;
+    // The embedding group: tied embeddings, or MTP's copy of the embedding on the last stage.
+    if (l.pp > 1 && (m.tied_embeddings || m.mtp_layers > 0) && (stage == 0 || stage == l.pp - 1)) ++n;
     return n;
 }
 
@@ -81,10 +82,16 @@ MoeStageParams moe_stage_params(const ModelSpec& m, const Layout& l, int stage, 
     MoeStageParams p;
     const double t = l.tp, experts_split = static_cast<double>(l.ep) * l.expert_tp();
     p.dense = embedding_params / t;
+    // MLA's duplicated down-projections are whole on every TP rank
+    // (ModelSpec::tp_replicated_attention_params).
+    const double replicated = m.tp_replicated_attention_params() * (1.0 - 1.0 / t);
     for (const std::int64_t i : stage_layer_indices(m, l, stage)) {
-        p.dense += m.layer_dense_params(i) / t;
+        p.dense += m.layer_dense_params(i) / t + replicated;
         p.experts += m.layer_expert_params(i) / experts_split;
     }
+    // The MTP layers' routed experts on the loss stage (their dense part is in embedding_params: the program
+    // counts it with the output layer's group).
+    if (stage == l.pp - 1) p.experts += m.mtp_expert_params() / experts_split;
     p.linear = p.dense - embedding_params / t + p.experts;
     return p;
 }

@@ -17,6 +17,11 @@ std::int64_t pipeline_split_layers(const ModelSpec& m, const Layout& l) {
 }
 
 std::int64_t layers_on_virtual_stage(const ModelSpec& m, const Layout& l, int stage, int chunk) {
+    if (!l.pipeline_layout.empty())
+        return parse_pipeline_layout(l.pipeline_layout)
+            .at(static_cast<std::size_t>(chunk) * static_cast<std::size_t>(l.pp) +
+                static_cast<std::size_t>(stage))
+            .decoder_layers;
     if (!l.layers_per_stage.empty()) return l.layers_per_stage.at(static_cast<std::size_t>(stage)) / l.vpp;
     std::int64_t n = pipeline_split_layers(m, l) / (static_cast<std::int64_t>(l.pp) * l.vpp);
     // Megatron-LM get_num_layers_to_build: the embedding (the loss) is not a transformer layer, so the
@@ -27,7 +32,8 @@ std::int64_t layers_on_virtual_stage(const ModelSpec& m, const Layout& l, int st
 }
 
 std::int64_t layers_on_stage(const ModelSpec& m, const Layout& l, int stage) {
-    if (!l.layers_per_stage.empty()) return l.layers_per_stage.at(static_cast<std::size_t>(stage));
+    if (!l.layers_per_stage.empty() && l.pipeline_layout.empty())
+        return l.layers_per_stage.at(static_cast<std::size_t>(stage));
     std::int64_t n = 0;
     for (int c = 0; c < l.vpp; ++c)
         n += layers_on_virtual_stage(m, l, stage, c);
@@ -106,9 +112,62 @@ void check_sizes(const ModelSpec& m, const Layout& l) {
     if (!v.list.empty()) throw InputError(v.list.front().message);
 }
 
-std::vector<LayoutViolation> layout_violations(const ModelSpec& m, const Layout& l, int cluster_gpus) {
+namespace {
+
+/// The checks of Layout::pipeline_layout (as Megatron-Core's PipelineParallelLayerLayout.__init__ and
+/// validate_layer_layout), into `v`.
+void pipeline_layout_violations(const ModelSpec& m, const Layout& l, Violations& v) {
     using C = LayoutCheck;
-    Violations v;
+    const std::string field = fmt::format("layout.pipeline_layout = \"{}\"", l.pipeline_layout);
+    if (!l.layers_per_stage.empty() || l.account_for_embedding_in_pipeline_split ||
+        l.account_for_loss_in_pipeline_split) {
+        v.add(C::layers_per_stage, field +
+                                       " cannot be combined with layout.layers_per_stage or the "
+                                       "account_for_*_in_pipeline_split flags (Megatron refuses it)");
+        return;
+    }
+    std::vector<VirtualStageLayout> stages;
+    try {
+        stages = parse_pipeline_layout(l.pipeline_layout);
+    } catch (const InputError& e) {
+        v.add(C::layers_per_stage, e.what());
+        return;
+    }
+    const std::size_t want = static_cast<std::size_t>(l.pp) * static_cast<std::size_t>(l.vpp);
+    if (stages.size() != want) {
+        v.add(C::layers_per_stage, fmt::format("{} has {} stages; layout.pp * layout.vpp = {} * {} = {}",
+                                               field, stages.size(), l.pp, l.vpp, want));
+        return;
+    }
+    std::int64_t decoders = 0, mtps = 0, embeddings = 0, losses = 0;
+    for (const auto& st : stages) {
+        decoders += st.decoder_layers;
+        mtps += st.mtp_layers;
+        embeddings += std::count(st.layers.begin(), st.layers.end(), 'E');
+        losses += std::count(st.layers.begin(), st.layers.end(), 'L');
+    }
+    const auto& first = stages.front().layers;
+    const auto& last = stages.back().layers;
+    if (embeddings != 1 || first.empty() || first.front() != 'E')
+        v.add(C::layers_per_stage, field + " must start with the embedding 'E', once");
+    if (losses != 1 || last.empty() || last.back() != 'L')
+        v.add(C::layers_per_stage, field + " must end with the loss 'L', once");
+    if (decoders != m.layers)
+        v.add(C::layers_per_stage,
+              fmt::format("{} has {} transformer layers 't'; model.layers = {}", field, decoders, m.layers));
+    if (mtps != m.mtp_layers)
+        v.add(C::layers_per_stage,
+              fmt::format("{} has {} MTP layers 'm'; model.mtp_layers = {}", field, mtps, m.mtp_layers));
+    if (mtps > 0 && (stages.back().mtp_layers != mtps || last.find('t', last.find('m')) != std::string::npos))
+        v.add(C::layers_per_stage, field +
+                                       ": the MTP layers 'm' must be in the last stage, after its 't's "
+                                       "(a standalone MTP stage is not modelled)");
+}
+
+/// The model's sizes and shape (layout_violations' first checks); false when a size is not positive (the
+/// later checks divide by them).
+bool model_size_violations(const ModelSpec& m, Violations& v) {
+    using C = LayoutCheck;
     v.positive(C::positive, "model.layers", m.layers);
     v.positive(C::positive, "model.hidden", m.hidden);
     v.positive(C::positive, "model.heads", m.heads);
@@ -116,16 +175,24 @@ std::vector<LayoutViolation> layout_violations(const ModelSpec& m, const Layout&
     v.positive(C::positive, "model.ffn_hidden", m.ffn_hidden);
     v.positive(C::positive, "model.vocab", m.vocab);
     v.positive(C::positive, "model.seq_len", m.seq_len);
-    if (!v.list.empty()) return v.list;  // the checks below divide by these
-    if (m.head_dim_override == 0)        // head_dim = hidden / heads
+    if (!v.list.empty()) return false;  // the checks below divide by these
+    if (m.head_dim_override == 0)       // head_dim = hidden / heads
         v.divides(C::model_shape, "model.heads", m.heads, "model.hidden", m.hidden);
     v.divides(C::model_shape, "model.kv_heads", m.kv_heads, "model.heads", m.heads);
+    return true;
+}
+
+/// The layout's sizes, limits and recompute settings; sets `bad_size` (a limit exceeded) and returns true
+/// when a size the later checks divide by is not positive.
+bool layout_size_violations(const ModelSpec& m, const Layout& l, Violations& v, bool& bad_size) {
+    using C = LayoutCheck;
     const std::size_t before_positive = v.list.size();
     v.positive(C::positive, "layout.tp", l.tp);
     v.positive(C::positive, "layout.pp", l.pp);
     // dp = 0 is what a rank grid of tp * pp * cp not dividing the GPUs gives (the sweep's derived dp).
     v.positive(C::gpu_count, "layout.dp", l.dp);
-    bool bad_size = false, not_positive = v.list.size() > before_positive;
+    bool not_positive = v.list.size() > before_positive;
+    bad_size = false;
     {
         const std::size_t n = v.list.size();
         size_violations(m, l, v);
@@ -136,6 +203,11 @@ std::vector<LayoutViolation> layout_violations(const ModelSpec& m, const Layout&
               fmt::format("layout.recompute_num_layers = {} needs layout.recompute = \"full\" (it is "
                           "Megatron's block recompute of the first N layers of each model chunk)",
                           l.recompute_num_layers));
+    if (l.recompute_mla_up_proj && (l.recompute != Recompute::selective || !m.mla()))
+        v.add(C::recompute_layers, fmt::format("layout.recompute_mla_up_proj needs layout.recompute = "
+                                               "\"selective\" (it is \"{}\") and model.attention_type = "
+                                               "\"mla\"",
+                                               to_string(l.recompute)));
     {
         const std::size_t n = v.list.size();
         v.positive(C::positive, "layout.vpp", l.vpp);
@@ -146,7 +218,12 @@ std::vector<LayoutViolation> layout_violations(const ModelSpec& m, const Layout&
         if (l.etp < 0) v.add(C::positive, fmt::format("layout.etp = {} must be 0 (= tp) or positive", l.etp));
         not_positive = not_positive || v.list.size() > n;
     }
-    if (not_positive) return v.list;  // the checks below divide by these
+    return not_positive;
+}
+
+/// The rank-grid checks: context parallelism, TP, the GPU count, expert parallelism, the batch split.
+void grid_violations(const ModelSpec& m, const Layout& l, int cluster_gpus, bool bad_size, Violations& v) {
+    using C = LayoutCheck;
     if (l.cp > 1 && m.seq_len % (2 * l.cp) != 0)
         v.add(C::cp_seq_len,
               fmt::format("layout.cp = {}: 2 * cp does not divide model.seq_len = {} (each CP rank holds two "
@@ -202,7 +279,14 @@ std::vector<LayoutViolation> layout_violations(const ModelSpec& m, const Layout&
               fmt::format("layout.global_batch = {} is not divisible by layout.micro_batch * layout.dp = "
                           "{} * {} = {}",
                           l.global_batch, l.micro_batch, l.dp, l.micro_batch * l.dp));
-    if (!l.layers_per_stage.empty()) {
+}
+
+/// The pipeline split: pipeline_layout, layers_per_stage, or the even split (with the account_for_* flags).
+void split_violations(const ModelSpec& m, const Layout& l, Violations& v) {
+    using C = LayoutCheck;
+    if (!l.pipeline_layout.empty()) {
+        pipeline_layout_violations(m, l, v);
+    } else if (!l.layers_per_stage.empty()) {
         if (l.account_for_embedding_in_pipeline_split || l.account_for_loss_in_pipeline_split)
             v.add(
                 C::layers_per_stage,
@@ -263,6 +347,11 @@ std::vector<LayoutViolation> layout_violations(const ModelSpec& m, const Layout&
                   fmt::format("layout.vpp = {} does not divide the {} layers per pipeline stage{}", l.vpp,
                               split / l.pp, accounted ? " (" + counted + ")" : ""));
     }
+}
+
+/// The schedule, ZeRO, adapter, offload and bucket settings.
+void option_violations(const ModelSpec& m, const Layout& l, Violations& v) {
+    using C = LayoutCheck;
     if (l.vpp > 1 && l.pp == 1)
         v.add(C::vpp_needs_pp, fmt::format("layout.vpp = {} needs layout.pp > 1", l.vpp));
     if (l.vpp > 1 && l.schedule != Schedule::one_f_one_b)
@@ -290,6 +379,11 @@ std::vector<LayoutViolation> layout_violations(const ModelSpec& m, const Layout&
                   l.zero_stage));
     if (l.dp_bucket_bytes <= 0)
         v.add(C::dp_bucket, fmt::format("layout.dp_bucket_size = {} B must be positive", l.dp_bucket_bytes));
+}
+
+/// Expert parallelism without experts, and the MoE and MLA fields' consistency.
+void moe_mla_violations(const ModelSpec& m, const Layout& l, Violations& v) {
+    using C = LayoutCheck;
     if (!m.moe() && (l.ep > 1 || l.etp > 0))
         v.add(C::ep_needs_moe,
               fmt::format(
@@ -327,6 +421,19 @@ std::vector<LayoutViolation> layout_violations(const ModelSpec& m, const Layout&
               "model.q_lora_rank, kv_lora_rank, qk_rope_head_dim and v_head_dim need model.attention_type = "
               "\"mla\"");
     }
+}
+
+}  // namespace
+
+std::vector<LayoutViolation> layout_violations(const ModelSpec& m, const Layout& l, int cluster_gpus) {
+    Violations v;
+    if (!model_size_violations(m, v)) return v.list;
+    bool bad_size = false;
+    if (layout_size_violations(m, l, v, bad_size)) return v.list;  // the checks below divide by these
+    grid_violations(m, l, cluster_gpus, bad_size, v);
+    split_violations(m, l, v);
+    option_violations(m, l, v);
+    moe_mla_violations(m, l, v);
     return v.list;
 }
 

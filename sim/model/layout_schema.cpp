@@ -89,6 +89,9 @@ schema::Table<Layout> make_layout_fields() {
                       Range{0, static_cast<double>(limits::kMaxLayers), kLimits}, "layers",
                       "with recompute full: only the first N layers of each model chunk recomputed (Megatron "
                       "--recompute-method block); 0 = every layer"));
+    add(boolean_field("recompute_mla_up_proj", &Layout::recompute_mla_up_proj,
+                      "with recompute selective and MLA: the q / kv up-projections recomputed too (Megatron "
+                      "--recompute-modules mla_up_proj)"));
     add(enum_field("precision", &Layout::precision, names_of<Precision>(3),
                    "GEMM precision (fp8: TransformerEngine / torchao FP8 linear layers, bf16 elsewhere)"),
         true);
@@ -149,6 +152,11 @@ schema::Table<Layout> make_layout_fields() {
                       "Megatron: the input embedding counts as one layer in the pipeline split"));
     add(boolean_field("account_for_loss_in_pipeline_split", &Layout::account_for_loss_in_pipeline_split,
                       "Megatron: the output layer and loss count as one layer in the pipeline split"));
+    add(schema::string_field(
+        "pipeline_layout", &Layout::pipeline_layout,
+        "Megatron --pipeline-model-parallel-layout: the layers of each virtual stage (E "
+        "embedding, t layer, m MTP layer, L loss; stages separated by a vertical bar, x*n "
+        "and (...)*n repeat); empty: not used"));
     add(enum_field("optimizer", &Layout::optimizer, names_of<Optimizer>(4),
                    "optimizer, i.e. the state kept per parameter (12, 6, 8 or 4 B with the fp32 master)"));
     add(enum_field("offload_optimizer", &Layout::offload_optimizer, names_of<Offload>(3),

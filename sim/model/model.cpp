@@ -1,5 +1,7 @@
 #include "trainsim/model.hpp"
 
+#include <algorithm>
+
 namespace trainsim {
 
 namespace {
@@ -63,6 +65,14 @@ double ModelSpec::attention_params() const {
     return qkv + proj + biases;
 }
 
+double ModelSpec::tp_replicated_attention_params() const {
+    if (!mla()) return 0.0;
+    const double h = static_cast<double>(hidden);
+    const double qr = static_cast<double>(q_lora_rank), kvr = static_cast<double>(kv_lora_rank);
+    const double rope = static_cast<double>(qk_rope_head_dim);
+    return (q_lora_rank > 0 ? h * qr + qr : 0.0) + h * (kvr + rope) + kvr;
+}
+
 double ModelSpec::layer_params() const {
     if (moe() || mla()) return layer_params(0);
     const double h = static_cast<double>(hidden);
@@ -94,6 +104,11 @@ double ModelSpec::layer_params(std::int64_t layer) const {
 }
 
 double ModelSpec::linear_params() const {
+    if (mla())  // the MLA projections (attention_params() less the q / kv norm weights) and the dense MLP
+        return attention_params() - static_cast<double>(q_lora_rank > 0 ? q_lora_rank : 0) -
+               static_cast<double>(kv_lora_rank) +
+               (mlp == MlpKind::gelu ? 2.0 : 3.0) * static_cast<double>(hidden) *
+                   static_cast<double>(ffn_hidden);
     const double h = static_cast<double>(hidden);
     const double d = static_cast<double>(head_dim());
     const double a = static_cast<double>(heads);
@@ -111,10 +126,21 @@ double ModelSpec::output_params() const {
     return (tied_embeddings ? 0.0 : embedding_params()) + norm;
 }
 
+double ModelSpec::mtp_params() const {
+    if (mtp_layers <= 0) return 0.0;
+    const double h = static_cast<double>(hidden);
+    const double norm = mlp == MlpKind::gelu ? 2 * h : h;  // one LayerNorm (weight + bias) or RMSNorm
+    return static_cast<double>(mtp_layers) * (3 * norm + 2 * h * h + layer_params(layers - 1));
+}
+
+double ModelSpec::mtp_expert_params() const {
+    return static_cast<double>(std::max<std::int64_t>(mtp_layers, 0)) * layer_expert_params(layers - 1);
+}
+
 double ModelSpec::total_params() const {
-    if (!moe() && !mla())
+    if (!moe() && !mla() && mtp_layers <= 0)
         return static_cast<double>(layers) * layer_params() + embedding_params() + output_params();
-    double p = embedding_params() + output_params();
+    double p = embedding_params() + output_params() + mtp_params();
     for (std::int64_t i = 0; i < layers; ++i)
         p += layer_params(i);
     return p;
@@ -134,8 +160,8 @@ namespace {
 /// goes through -- dense MLPs ffn_hidden wide, moe_top_k routed experts and the shared experts of each MoE
 /// layer (the router GEMM is not counted), the attention projections (MLA: q down/up with the q norm, kv
 /// down/up with the kv norm and the rotary key, output), the logits -- plus the core attention, halved for
-/// the causal mask: 6 * s * a * d per token (MLA: 6 * s * a * (d + rope + v) / 2). MTP layers are not
-/// counted (trainsim does not simulate them).
+/// the causal mask: 6 * s * a * d per token (MLA: 6 * s * a * (d + rope + v) / 2). MTP layers count as
+/// layers of the last decoder layer's kind with their norms, eh_proj and logits.
 double megatron_core_model_flops(const ModelSpec& m, double sequences) {
     const double T = sequences * static_cast<double>(m.seq_len);  // tokens
     const double s = static_cast<double>(m.seq_len);
@@ -144,8 +170,12 @@ double megatron_core_model_flops(const ModelSpec& m, double sequences) {
     const double d = static_cast<double>(m.head_dim());
     const double V = static_cast<double>(m.vocab);
     const double fe = m.mlp == MlpKind::swiglu ? 3.0 : 2.0;  // ffn_expansion_factor
-    const double L = static_cast<double>(m.layers);
-    const double moe_layers = static_cast<double>(m.moe_layer_count());
+    // MTP layers count as layers of the last decoder layer's kind, plus their norms and eh_proj and one more
+    // logits GEMM each (training.py: num_layers + mtp_num_layers, "MTP norms and proj", "MTP + final logit").
+    const double mtp = static_cast<double>(std::max<std::int64_t>(m.mtp_layers, 0));
+    const bool mtp_moe = m.layer_is_moe(m.layers - 1);
+    const double L = static_cast<double>(m.layers) + mtp;
+    const double moe_layers = static_cast<double>(m.moe_layer_count()) + (mtp_moe ? mtp : 0.0);
     const double dense_layers = L - moe_layers;
     const double mlp =
         6.0 * h *
@@ -164,12 +194,14 @@ double megatron_core_model_flops(const ModelSpec& m, double sequences) {
         attn_linear = 6.0 * (h * (q + 2 * kv) + q * h);
         attn_core = 6.0 * q / 2 * 2;
     }
-    return T * (mlp + attn_linear * L + 6.0 * h * V) + sequences * s * s * attn_core * L;
+    const double mtp_own = 6.0 * mtp * (3 * h + 2 * h * h);
+    return T * (mlp + attn_linear * L + mtp_own + 6.0 * h * V * (1 + mtp)) +
+           sequences * s * s * attn_core * L;
 }
 }  // namespace
 
 double ModelSpec::model_flops(double sequences) const {
-    if (moe() || mla()) return megatron_core_model_flops(*this, sequences);
+    if (moe() || mla() || mtp_layers > 0) return megatron_core_model_flops(*this, sequences);
     const double B = sequences;
     const double s = static_cast<double>(seq_len);
     const double L = static_cast<double>(layers);

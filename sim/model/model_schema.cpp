@@ -123,6 +123,9 @@ schema::Table<ModelSpec> make_model_fields() {
                       "MLA: rotary part of the query/key head (--qk-pos-emb-head-dim; DeepSeek-V3 64)"));
     t.push_back(integer_field("v_head_dim", &ModelSpec::v_head_dim, zero_to(limits::kMaxHidden), "",
                               "MLA: value head width (--v-head-dim; DeepSeek-V3 128)"));
+    t.push_back(integer_field("mtp_layers", &ModelSpec::mtp_layers, zero_to(limits::kMaxLayers), "layers",
+                              "multi-token prediction layers on the last pipeline stage (--mtp-num-layers; "
+                              "DeepSeek-V3 1)"));
     return t;
 }
 

@@ -20,6 +20,8 @@
 
 #include <fmt/format.h>
 
+#include "trainsim/errors.hpp"
+
 namespace trainsim::detail {
 
 namespace {
@@ -45,6 +47,9 @@ BlockBuilder::BlockBuilder(const ModelSpec& m, const Layout& l, std::vector<Segm
     fp8_ = l.precision == Precision::fp8;
     gemm_elem_ = fp8_ ? 1.0 : 2.0;
     shared_f_ = static_cast<double>(m.moe_shared_expert_ffn_hidden);
+    dqk_ = m.mla() ? d_ + static_cast<double>(m.qk_rope_head_dim) : d_;
+    dv_ = m.mla() ? static_cast<double>(m.v_head_dim) : d_;
+    kvh_ = m.mla() ? a_ : g_;
 }
 
 void BlockBuilder::kernel(OpTemplate& /*t*/, const Kernel& k) {
@@ -184,18 +189,22 @@ OpTemplate BlockBuilder::layer_forward(bool moe) {
     };
 
     kernel(t, Kernel::memory("input_norm", norm_fwd_bytes() * h_ * Tsp_));
-    unit_boundary(t);
-    dequantize(t, h_ * (a_ + 2 * g_) * d_ / t_);
-    fp8_forward_casts(t, column_cast_elements, h_ * (a_ + 2 * g_) * d_ / t_, true);
-    column(Kernel::gemm("qkv_gemm", T_, (a_ + 2 * g_) * d_ / t_, h_, 1, gemm_elem_));
-    adapter_forward(t, l_.lora_targets.qkv, h_, (a_ + 2 * g_) * d_ / t_);
-    rope(t, false);
-    attention_core_forward(t);
-    unit_boundary(t);
-    dequantize(t, a_ * d_ / t_ * h_);
-    adapter_forward(t, l_.lora_targets.proj, a_ * d_ / t_, h_);
-    fp8_forward_casts(t, T_ * a_ * d_ / t_, a_ * d_ / t_ * h_);
-    row(Kernel::gemm("attn_proj_gemm", T_, h_, a_ * d_ / t_, 1, gemm_elem_));
+    if (m_.mla()) {
+        mla_forward(t);
+    } else {
+        unit_boundary(t);
+        dequantize(t, h_ * (a_ + 2 * g_) * d_ / t_);
+        fp8_forward_casts(t, column_cast_elements, h_ * (a_ + 2 * g_) * d_ / t_, true);
+        column(Kernel::gemm("qkv_gemm", T_, (a_ + 2 * g_) * d_ / t_, h_, 1, gemm_elem_));
+        adapter_forward(t, l_.lora_targets.qkv, h_, (a_ + 2 * g_) * d_ / t_);
+        rope(t, false);
+        attention_core_forward(t);
+        unit_boundary(t);
+        dequantize(t, a_ * d_ / t_ * h_);
+        adapter_forward(t, l_.lora_targets.proj, a_ * d_ / t_, h_);
+        fp8_forward_casts(t, T_ * a_ * d_ / t_, a_ * d_ / t_ * h_);
+        row(Kernel::gemm("attn_proj_gemm", T_, h_, a_ * d_ / t_, 1, gemm_elem_));
+    }
     kernel(t, Kernel::memory("bias_dropout_add", (3 * E_ + 1) * h_ * Tsp_));
     kernel(t, Kernel::memory("pre_mlp_norm", norm_fwd_bytes() * h_ * Tsp_));
     // A dense MLP of width f (the layer's, or an MoE layer's shared experts).
@@ -258,8 +267,12 @@ void BlockBuilder::rope(OpTemplate& t, bool backward) {
     kernel(t, Kernel::memory(backward ? "rope_bwd" : "rope", 20.0 * T_ * (a_ + g_) * d_ / t_));
 }
 
+// The attention core's head width: d for standard attention; for MLA, whose query/key heads (dqk_) and value
+// heads (dv_) differ, the mean (dqk_ + dv_) / 2, so that 4·s²·d per head counts the QK^T (2·s²·dqk) and PV
+// (2·s²·dv) matmuls, and Q + O (K + V) bytes are 2·d per head.
 void BlockBuilder::attention_core_forward(OpTemplate& t) {
     const double heads = b_ * a_ / t_;  // attention heads of this micro-batch on this GPU
+    const double d = (dqk_ + dv_) / 2;
     if (l_.fused_attention()) {
         // Causal flash attention skips the masked upper triangle: half of the 4·s²·d FLOPs per head. With
         // context parallelism each rank's s/cp queries (two load-balanced chunks) meet all s keys: 1/cp of
@@ -272,28 +285,29 @@ void BlockBuilder::attention_core_forward(OpTemplate& t) {
         // waited for (no overlap), the cp per-block outputs are merged with their log-sum-exp in fp32
         // (_SDPAMerger: each step reads the block's output, E bytes, and reads and writes the fp32
         // accumulator, 8 bytes, per output element).
-        const double kv_full = 2 * E_ * b_ * s_ * g_ * d_ / t_;
+        const double kv_full = 2 * E_ * b_ * s_ * kvh_ * d / t_;
         const bool pt_ring = l_.cp > 1 && l_.framework == Framework::torchtitan;
         if (l_.cp > 1) cp_collective(t, CollectiveKind::all_gather, kv_full);
         if (pt_ring) tp_wait(t);
-        const double flops = 0.5 * 4.0 * heads * s_ * s_ * d_ / cp_;
-        const double bytes = E_ * T_ * (2 * a_) * d_ / t_ + kv_full;
+        const double flops = 0.5 * 4.0 * heads * s_ * s_ * d / cp_;
+        const double bytes = E_ * T_ * (2 * a_) * d / t_ + kv_full;
         kernel(t, Kernel::flash("flash_attention_fwd", flops, bytes, l_.attention,
-                                {heads, s_ / cp_, s_, d_, true, false}));
+                                {heads, s_ / cp_, s_, d, true, false}));
         if (pt_ring)
-            kernel(t, Kernel::memory("cp_lse_merge", cp_ * T_ * a_ * d_ / t_ * (E_ + 8)));
+            kernel(t, Kernel::memory("cp_lse_merge", cp_ * T_ * a_ * dv_ / t_ * (E_ + 8)));
         else if (l_.cp > 1)
             tp_wait(t);
     } else {
-        kernel(t, Kernel::gemm("attn_scores_bmm", s_, s_, d_, heads));
+        kernel(t, Kernel::gemm("attn_scores_bmm", s_, s_, dqk_, heads));
         kernel(t, Kernel::memory("scale_mask_softmax", heads * s_ * s_ * 2 * E_));
         kernel(t, Kernel::memory("attn_dropout", heads * s_ * s_ * (2 * E_ + 1)));
-        kernel(t, Kernel::gemm("attn_values_bmm", s_, d_, s_, heads));
+        kernel(t, Kernel::gemm("attn_values_bmm", s_, dv_, s_, heads));
     }
 }
 
 void BlockBuilder::attention_core_backward(OpTemplate& t) {
     const double heads = b_ * a_ / t_;
+    const double d = (dqk_ + dv_) / 2;
     if (l_.fused_attention()) {
         // FlashAttention backward: 5 matmuls of the forward's 2 (recomputed scores, dV, dP, dQ, dK) = 2.5x.
         // With context parallelism the K/V blocks go around the ring again and their gradients come back
@@ -302,17 +316,17 @@ void BlockBuilder::attention_core_backward(OpTemplate& t) {
         // accumulated in fp32 (read the block's gradient E and the accumulator 4, write it 4 per element),
         // and the dK/dV of the other ranks' blocks sent back (a reduce-scatter's volume) after the kernel,
         // waited for.
-        const double kv_full = 2 * E_ * b_ * s_ * g_ * d_ / t_;
+        const double kv_full = 2 * E_ * b_ * s_ * kvh_ * d / t_;
         const bool pt_ring = l_.cp > 1 && l_.framework == Framework::torchtitan;
-        const double flops = 2.5 * 0.5 * 4.0 * heads * s_ * s_ * d_ / cp_;
-        const double bytes = 2 * (E_ * T_ * (2 * a_) * d_ / t_ + kv_full);
+        const double flops = 2.5 * 0.5 * 4.0 * heads * s_ * s_ * d / cp_;
+        const double bytes = 2 * (E_ * T_ * (2 * a_) * d / t_ + kv_full);
         if (pt_ring) {
             cp_collective(t, CollectiveKind::all_gather, kv_full);
             tp_wait(t);
             kernel(t, Kernel::flash("flash_attention_bwd", flops, bytes, l_.attention,
-                                    {heads, s_ / cp_, s_, d_, true, true}));
-            kernel(t,
-                   Kernel::memory("cp_grad_accumulate", cp_ * (T_ * a_ * d_ / t_ + kv_full / E_) * (E_ + 8)));
+                                    {heads, s_ / cp_, s_, d, true, true}));
+            kernel(t, Kernel::memory("cp_grad_accumulate",
+                                     cp_ * (T_ * a_ * dqk_ / t_ + kv_full / E_) * (E_ + 8)));
             cp_collective(t, CollectiveKind::reduce_scatter, kv_full);
             tp_wait(t);
             return;
@@ -322,15 +336,15 @@ void BlockBuilder::attention_core_backward(OpTemplate& t) {
             cp_collective(t, CollectiveKind::reduce_scatter, kv_full);
         }
         kernel(t, Kernel::flash("flash_attention_bwd", flops, bytes, l_.attention,
-                                {heads, s_ / cp_, s_, d_, true, true}));
+                                {heads, s_ / cp_, s_, d, true, true}));
         if (l_.cp > 1) tp_wait(t);
     } else {
-        kernel(t, Kernel::gemm("attn_values_bmm_dgrad", s_, s_, d_, heads));
-        kernel(t, Kernel::gemm("attn_values_bmm_wgrad", s_, d_, s_, heads));
+        kernel(t, Kernel::gemm("attn_values_bmm_dgrad", s_, s_, dv_, heads));
+        kernel(t, Kernel::gemm("attn_values_bmm_wgrad", s_, dv_, s_, heads));
         kernel(t, Kernel::memory("attn_dropout_bwd", heads * s_ * s_ * (2 * E_ + 1)));
         kernel(t, Kernel::memory("scale_mask_softmax_bwd", heads * s_ * s_ * 3 * E_));
-        kernel(t, Kernel::gemm("attn_scores_bmm_dgrad_q", s_, d_, s_, heads));
-        kernel(t, Kernel::gemm("attn_scores_bmm_dgrad_k", s_, d_, s_, heads));
+        kernel(t, Kernel::gemm("attn_scores_bmm_dgrad_q", s_, dqk_, s_, heads));
+        kernel(t, Kernel::gemm("attn_scores_bmm_dgrad_k", s_, dqk_, s_, heads));
     }
 }
 
@@ -393,20 +407,24 @@ OpTemplate BlockBuilder::layer_backward(bool moe) {
     }
     kernel(t, Kernel::memory("pre_mlp_norm_bwd", norm_bwd_bytes() * h_ * Tsp_));
     kernel(t, Kernel::memory("bias_dropout_add_bwd", (3 * E_ + 1) * h_ * Tsp_));
-    unit_boundary(t);
-    dequantize(t, a_ * d_ / t_ * h_);
-    adapter_backward(t, l_.lora_targets.proj, a_ * d_ / t_, h_);
-    fp8_backward_casts(t, T_ * h_, T_ * a_ * d_ / t_, a_ * d_ / t_ * h_);
-    row_bwd(Kernel::gemm("attn_proj_dgrad", T_, a_ * d_ / t_, h_, 1, gemm_elem_),
-            Kernel::gemm("attn_proj_wgrad", h_, a_ * d_ / t_, T_, 1, gemm_elem_));
-    attention_core_backward(t);
-    rope(t, true);
-    unit_boundary(t);
-    dequantize(t, h_ * (a_ + 2 * g_) * d_ / t_);
-    adapter_backward(t, l_.lora_targets.qkv, h_, (a_ + 2 * g_) * d_ / t_);
-    fp8_backward_casts(t, T_ * (a_ + 2 * g_) * d_ / t_, T_ * h_, h_ * (a_ + 2 * g_) * d_ / t_, true);
-    column_bwd(Kernel::gemm("qkv_dgrad", T_, h_, (a_ + 2 * g_) * d_ / t_, 1, gemm_elem_),
-               Kernel::gemm("qkv_wgrad", (a_ + 2 * g_) * d_ / t_, h_, T_, 1, gemm_elem_));
+    if (m_.mla()) {
+        mla_backward(t);
+    } else {
+        unit_boundary(t);
+        dequantize(t, a_ * d_ / t_ * h_);
+        adapter_backward(t, l_.lora_targets.proj, a_ * d_ / t_, h_);
+        fp8_backward_casts(t, T_ * h_, T_ * a_ * d_ / t_, a_ * d_ / t_ * h_);
+        row_bwd(Kernel::gemm("attn_proj_dgrad", T_, a_ * d_ / t_, h_, 1, gemm_elem_),
+                Kernel::gemm("attn_proj_wgrad", h_, a_ * d_ / t_, T_, 1, gemm_elem_));
+        attention_core_backward(t);
+        rope(t, true);
+        unit_boundary(t);
+        dequantize(t, h_ * (a_ + 2 * g_) * d_ / t_);
+        adapter_backward(t, l_.lora_targets.qkv, h_, (a_ + 2 * g_) * d_ / t_);
+        fp8_backward_casts(t, T_ * (a_ + 2 * g_) * d_ / t_, T_ * h_, h_ * (a_ + 2 * g_) * d_ / t_, true);
+        column_bwd(Kernel::gemm("qkv_dgrad", T_, h_, (a_ + 2 * g_) * d_ / t_, 1, gemm_elem_),
+                   Kernel::gemm("qkv_wgrad", (a_ + 2 * g_) * d_ / t_, h_, T_, 1, gemm_elem_));
+    }
     kernel(t, Kernel::memory("input_norm_bwd", norm_bwd_bytes() * h_ * Tsp_));
     flush(t);
     return t;
@@ -433,6 +451,10 @@ std::vector<OpTemplate> split_at(const OpTemplate& t, const std::vector<std::siz
 }  // namespace
 
 std::vector<OpTemplate> BlockBuilder::layer_forward_units() {
+    if (m_.mla())
+        throw InputError(
+            "model.attention_type = \"mla\" with DeepSpeed ZeRO-3 (layout.framework = \"deepspeed\", "
+            "zero_stage 3): its per-module weight fetches are not modelled for MLA");
     std::vector<std::size_t> starts;
     unit_starts_ = &starts;
     const OpTemplate t = layer_forward();
@@ -492,6 +514,7 @@ OpTemplate BlockBuilder::layer_recompute(bool moe) {
             // Korthikanti et al. 2022: recompute only the attention core (scores, softmax, dropout, values);
             // flash attention already recomputes it inside its backward kernel, so nothing is added.
             OpTemplate t;
+            if (m_.mla() && l_.recompute_mla_up_proj) mla_up_proj_forward(t);  // mla_ops.cpp
             if (l_.attention == AttentionKernel::unfused) attention_core_forward(t);
             flush(t);
             return t;
@@ -638,7 +661,14 @@ Fp8CastBytes fp8_cast_bytes(Fp8Recipe r, double E, Framework f) {
 double BlockBuilder::layer_linear_weights(bool moe) const {
     const double glu = m_.mlp == MlpKind::swiglu ? 2.0 : 1.0;
     const auto mlp = [&](double f) { return h_ * glu * f / t_ + f / t_ * h_; };
-    const double attention = h_ * (a_ + 2 * g_) * d_ / t_ + a_ * d_ / t_ * h_;
+    double attention = h_ * (a_ + 2 * g_) * d_ / t_ + a_ * d_ / t_ * h_;
+    if (m_.mla()) {
+        // MLA (mla_ops.cpp): the duplicated down-projections whole, the up- and output projections split.
+        const double qr = static_cast<double>(m_.q_lora_rank), kr = static_cast<double>(m_.kv_lora_rank);
+        const double rope = static_cast<double>(m_.qk_rope_head_dim);
+        const double q = m_.q_lora_rank > 0 ? h_ * qr + qr * a_ * dqk_ / t_ : h_ * a_ * dqk_ / t_;
+        attention = q + h_ * (kr + rope) + kr * a_ * (d_ + dv_) / t_ + a_ * dv_ / t_ * h_;
+    }
     if (!moe) return attention + mlp(f_);
     // An MoE layer on this GPU: its shared experts (TP-split) and its n / ep local routed experts (split
     // over expert TP); the router stays in 16 bits.

@@ -38,6 +38,12 @@ class BlockBuilder {
     OpTemplate embedding_forward();
     OpTemplate embedding_backward();
     OpTemplate head_forward();  ///< final norm, LM head, vocab-parallel cross-entropy
+    /// A multi-token-prediction layer's own ops before its transformer layer (mla_ops.cpp): enorm, hnorm,
+    /// the concatenation and eh_proj (2h -> h, column parallel, its output gathered over TP); the
+    /// embedding lookup before it and the transformer layer and the output layer after it are the
+    /// embedding_*, layer_* and head_* templates.
+    OpTemplate mtp_forward();
+    OpTemplate mtp_backward();
     OpTemplate head_backward();
     /// FP8 with delayed scaling (TransformerEngine): each linear weight of `layers` layers is cast (with its
     /// transpose) to FP8 once per step, on the first micro-batch (is_first_microbatch), and cached for the
@@ -86,6 +92,14 @@ class BlockBuilder {
     void etp_collective(OpTemplate& t, CollectiveKind kind, double bytes);
     void attention_core_forward(OpTemplate& t);
     void attention_core_backward(OpTemplate& t);
+    /// Multi-head latent attention (mla_ops.cpp), Megatron-Core MLASelfAttention with the TransformerEngine
+    /// spec: from the down-projections to the output projection's TP collective (forward), and back
+    /// (backward). The input norm, residual adds and the MLP are layer_forward's / layer_backward's.
+    void mla_forward(OpTemplate& t);
+    void mla_backward(OpTemplate& t);
+    /// The q / kv up-projections with their norms, SP all-gathers and the fused RoPE: what Megatron's
+    /// selective recompute of "mla_up_proj" runs again before the layer's backward.
+    void mla_up_proj_forward(OpTemplate& t);
     void adapter_forward(OpTemplate& t, bool targeted, double in, double out);
     void adapter_backward(OpTemplate& t, bool targeted, double in, double out);
     void dequantize(OpTemplate& t, double weights);
@@ -129,6 +143,10 @@ class BlockBuilder {
     std::string open_name_;
     // shapes
     double b_, s_, h_, a_, g_, d_, f_, t_, V_, T_, Tsp_, E_, gemm_elem_, cp_;
+    /// The attention core's widths: query/key head dqk_, value head dv_, and the K/V heads it reads kvh_
+    /// (standard attention: d, d, g; MLA: d + qk_rope_head_dim, v_head_dim, a -- the up-projection gives
+    /// every head its own K and V).
+    double dqk_ = 0, dv_ = 0, kvh_ = 0;
     double shared_f_ = 0;  ///< MoE: total FFN width of the shared experts (0: none)
     bool fp8_ = false;
 };

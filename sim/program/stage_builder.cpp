@@ -23,6 +23,10 @@ std::vector<Bucket> make_buckets(const std::vector<double>& groups, double bucke
     return buckets;
 }
 
+bool shares_embedding(const ModelSpec& m) {
+    return m.tied_embeddings || m.mtp_layers > 0;
+}
+
 void append(std::vector<Op>& ops, const OpTemplate& t, Phase phase, int mb) {
     for (Op op : t) {
         op.phase = phase;
@@ -39,6 +43,10 @@ ProgramTemplates::ProgramTemplates(BlockBuilder& blocks, const ModelSpec& model,
         moe_fwd = blocks.layer_forward(true);
         moe_bwd = blocks.layer_backward(true);
         moe_rec = blocks.layer_recompute(true);
+    }
+    if (model.mtp_layers > 0) {
+        mtp_fwd = blocks.mtp_forward();
+        mtp_bwd = blocks.mtp_backward();
     }
     emb_fwd = blocks.embedding_forward();
     emb_bwd = blocks.embedding_backward();
@@ -79,9 +87,18 @@ ProgramShape::ProgramShape(const ModelSpec& model, const Layout& layout) {
     grad_bytes = layout.grad_reduce_bytes_per_element();
     bucket_elements = layout.dp_bucket_bytes / 4.0;
     layer_params_rank = model.layer_params() / t;
+    // MLA: the duplicated down-projections are whole on every TP rank (ModelSpec).
+    if (model.mla()) layer_params_rank += model.tp_replicated_attention_params() * (1.0 - 1.0 / t);
     emb_params_rank = model.embedding_params() / t;
+    // The last stage's copy of the input embedding: tied to the output layer, or (MTP) for the MTP layers'
+    // embedding lookup (Megatron GPTModel builds it where mtp_process; finalize_model_grads all-reduces its
+    // gradient with the first stage's). The MTP layers' dense parameters count with the output layer's group.
     head_params_rank = model.output_params() / t +
-                       (model.tied_embeddings && last_vs > 0 ? model.embedding_params() / t : 0.0);
+                       (shares_embedding(model) && last_vs > 0 ? model.embedding_params() / t : 0.0) +
+                       (model.mtp_params() - model.mtp_expert_params()) / t;
+    if (model.mla())
+        head_params_rank +=
+            static_cast<double>(model.mtp_layers) * model.tp_replicated_attention_params() * (1.0 - 1.0 / t);
     // Trainable parameters per group: everything, or only the LoRA / QLoRA adapters (base frozen: no
     // gradients, no optimizer state, nothing reduced over DP for it).
     frozen = layout.frozen_base();
@@ -185,7 +202,9 @@ void StageBuilder::plan_groups() {
         if (vs == shape_.last_vs) {
             groups.push_back(shape_.head_params_rank);
             trainable.push_back(shape_.head_trainable_rank);
-            experts.push_back(0);
+            const double mtp_experts = model_.mtp_expert_params() / expert_shards;  // MTP's routed experts
+            experts.push_back(shape_.frozen ? 0.0 : mtp_experts);
+            stage_expert_rank_ += mtp_experts;
         }
         for (int i = chunk_layers; i-- > 0;) {  // backward order: the last layer first
             if (!model_.moe()) {
@@ -197,7 +216,8 @@ void StageBuilder::plan_groups() {
             // MoE model: the dense part of a layer (attention, norms, router, shared experts; Megatron's
             // dense parameters) is reduced over DP x CP, its routed experts over expert DP.
             const std::int64_t layer = first_layer_[static_cast<std::size_t>(c)] + i;
-            const double dense = model_.layer_dense_params(layer) / shape_.t;
+            double dense = model_.layer_dense_params(layer) / shape_.t;
+            if (model_.mla()) dense += model_.tp_replicated_attention_params() * (1.0 - 1.0 / shape_.t);
             const double expert = model_.layer_expert_params(layer) / expert_shards;
             groups.push_back(dense);
             trainable.push_back(shape_.frozen ? adapter_params_per_layer(model_, layout_) / shape_.t : dense);
@@ -433,6 +453,7 @@ void StageBuilder::forward_pass(const ScheduleItem& item) {
     if (vs == shape_.last_vs) {
         if (first) wait_for_group(c, 0);
         zero3_gather(k);
+        mtp_forward(mb);
         append(sp_.ops, tpl_.head_fwd, Phase::forward, mb);
         mark(MemoryEvent::head_forward);
         zero3_release(k++);
@@ -523,6 +544,7 @@ void StageBuilder::backward_pass(const ScheduleItem& item) {
         backward_group_start(s);
         append(sp_.ops, tpl_.head_bwd, Phase::backward, mb);
         mark(MemoryEvent::head_backward);
+        mtp_backward(mb);
         backward_group_done(s);
     }
     for (int i = 0; i < chunk_layers; ++i) {
@@ -556,6 +578,38 @@ void StageBuilder::backward_pass(const ScheduleItem& item) {
     in_flight_ -= 1.0 / shape_.vpp;
 }
 
+void StageBuilder::mtp_forward(int mb) {
+    // Each MTP layer on the loss stage: the next token's embedding, its own ops, a transformer layer of the
+    // last decoder layer's kind, then the shared output layer and loss (model.hpp, mtp_layers).
+    const bool moe = model_.layer_is_moe(model_.layers - 1);
+    for (std::int64_t j = 0; j < model_.mtp_layers; ++j) {
+        append(sp_.ops, tpl_.emb_fwd, Phase::forward, mb);
+        mark(MemoryEvent::embedding_forward);
+        append(sp_.ops, tpl_.mtp_fwd, Phase::forward, mb);
+        append(sp_.ops, moe ? tpl_.moe_fwd : tpl_.layer_fwd, Phase::forward, mb);
+        mark(MemoryEvent::layer_forward);  // recomputed (mtp_backward) whenever the decoder's layers are
+        append(sp_.ops, tpl_.head_fwd, Phase::forward, mb);
+        mark(MemoryEvent::head_forward);
+    }
+}
+
+void StageBuilder::mtp_backward(int mb) {
+    const bool moe = model_.layer_is_moe(model_.layers - 1);
+    for (std::int64_t j = 0; j < model_.mtp_layers; ++j) {
+        append(sp_.ops, tpl_.head_bwd, Phase::backward, mb);
+        mark(MemoryEvent::head_backward);
+        if (layout_.recompute != Recompute::none) {
+            append(sp_.ops, moe ? tpl_.moe_rec : tpl_.layer_rec, Phase::recompute, mb);
+            mark(MemoryEvent::layer_recomputed);
+        }
+        append(sp_.ops, moe ? tpl_.moe_bwd : tpl_.layer_bwd, Phase::backward, mb);
+        mark(MemoryEvent::layer_backward);
+        append(sp_.ops, tpl_.mtp_bwd, Phase::backward, mb);
+        append(sp_.ops, tpl_.emb_bwd, Phase::backward, mb);
+        mark(MemoryEvent::embedding_backward);
+    }
+}
+
 void StageBuilder::finish_step() {
     if (!layout_.overlap_grad_reduce && !zero2_ && !zero3_)
         for (int c = 0; c < shape_.vpp; ++c) {
@@ -569,7 +623,7 @@ void StageBuilder::finish_step() {
     // _allreduce_embedding_grads) and DeepSpeed (tied modules) all-reduce the embedding's gradients
     // between the first and the last stage after the backward pass, before the optimizer step.
     const bool holds_tied_copy = r_ == 0 || r_ == shape_.pp - 1;
-    if (model_.tied_embeddings && shape_.pp > 1 && holds_tied_copy) {
+    if (shares_embedding(model_) && shape_.pp > 1 && holds_tied_copy) {
         Op ar;
         ar.kind = OpKind::tp_launch;
         ar.group = CommGroup::embedding;

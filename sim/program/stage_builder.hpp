@@ -17,6 +17,8 @@ struct ProgramTemplates {
     OpTemplate layer_fwd, layer_bwd, layer_rec, emb_fwd, emb_bwd, head_fwd, head_bwd;
     /// An MoE layer's forward, backward and recompute (ModelSpec::layer_is_moe); empty for dense models.
     OpTemplate moe_fwd, moe_bwd, moe_rec;
+    /// A multi-token-prediction layer's own ops (BlockBuilder::mtp_forward / _backward); empty without MTP.
+    OpTemplate mtp_fwd, mtp_bwd;
     /// DeepSpeed ZeRO-3 (framework deepspeed, dp > 1): the layer cut into its fetch units (qkv, proj, fc1,
     /// fc2 and the kernels between), and each linear unit's weight and bias elements per rank.
     std::vector<OpTemplate> ds3_fwd_units, ds3_bwd_units;
@@ -56,6 +58,9 @@ struct Bucket {
 
 /// Splits a chunk's parameter groups (in backward order) into DP buckets of at least `bucket_elements`.
 std::vector<Bucket> make_buckets(const std::vector<double>& groups, double bucket_elements);
+/// True when the last pipeline stage holds a copy of the input embedding whose gradient is all-reduced with
+/// the first stage's: tied embeddings, or MTP layers (their embedding lookup).
+bool shares_embedding(const ModelSpec& m);
 
 /// Appends a template's ops with their phase and micro-batch set.
 void append(std::vector<Op>& ops, const OpTemplate& t, Phase phase, int mb);
@@ -97,6 +102,9 @@ class StageBuilder {
     void ds3_fetch(Ds3State& s, std::size_t k);
     void ds3_after_use(Ds3State& s, std::size_t k);
     void finish_step();
+    /// The MTP layers on the loss stage, forward before the output layer / backward after it.
+    void mtp_forward(int mb);
+    void mtp_backward(int mb);
 
     const ModelSpec& model_;
     const Layout& layout_;

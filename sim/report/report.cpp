@@ -87,11 +87,21 @@ std::string text_header(const Report& r) {
     o += fmt::format("trainsim: one training iteration, simulated event by event\n\n");
     o += fmt::format("cluster   {} ({} x {})\n", r.topology_name, r.gpus, r.gpu_name);
     if (!r.gpu_uncalibrated.empty()) o += fmt::format("note      {}\n", r.gpu_uncalibrated);
+    // MoE: "256 experts top-8 (expert ffn 2048, shared 2048)"; MLA and MTP named.
+    std::string arch;
+    if (m.moe())
+        arch += fmt::format(
+            ", {} experts top-{} (expert ffn {}{})", m.num_experts, m.moe_top_k, m.expert_ffn(),
+            m.moe_shared_expert_ffn_hidden > 0 ? fmt::format(", shared {}", m.moe_shared_expert_ffn_hidden)
+                                               : "");
+    if (m.mla()) arch += ", MLA";
+    if (m.mtp_layers > 0) arch += fmt::format(", {} MTP", m.mtp_layers);
     o += fmt::format(
-        "model     {}: {} layers, hidden {}, heads {} (kv {}), ffn {} ({}), vocab {}, seq {}; {:.1f} B "
+        "model     {}: {} layers, hidden {}, heads {} (kv {}), ffn {} ({}){}, vocab {}, seq {}; {:.1f} B "
         "parameters\n",
         r.workload_name, m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden,
-        mlp_kind_names().at(static_cast<std::size_t>(m.mlp)), m.vocab, m.seq_len, m.total_params() / 1e9);
+        mlp_kind_names().at(static_cast<std::size_t>(m.mlp)), arch, m.vocab, m.seq_len,
+        m.total_params() / 1e9);
     o += fmt::format(
         "layout    TP {} x PP {} x DP {}{}{}, micro-batch {}, global batch {} ({} micro-batches per "
         "pipeline), {}, recompute {}, {}{}{}, attention {}\n\n",

@@ -221,7 +221,8 @@ std::vector<Layout> enumerate_layouts(const ModelSpec& model, const Layout& base
     const std::int64_t split_layers = pipeline_split_layers(model, base);  // + embedding / loss if counted
     for (std::int64_t d = 1; d <= std::min<std::int64_t>(split_layers, gpus); ++d)
         if (split_layers % d == 0) pp_default.push_back(static_cast<int>(d));
-    if (!base.layers_per_stage.empty() && base.pp <= gpus) pp_default.push_back(base.pp);
+    if ((!base.layers_per_stage.empty() || !base.pipeline_layout.empty()) && base.pp <= gpus)
+        pp_default.push_back(base.pp);
     std::sort(pp_default.begin(), pp_default.end());
     pp_default.erase(std::unique(pp_default.begin(), pp_default.end()), pp_default.end());
 
@@ -273,6 +274,7 @@ std::vector<Layout> enumerate_layouts(const ModelSpec& model, const Layout& base
                                         l.distributed_optimizer = dist;
                                         l.zero_stage = 0;
                                         if (pp != base.pp) l.layers_per_stage.clear();
+                                        if (pp != base.pp || vpp != base.vpp) l.pipeline_layout.clear();
                                         out.push_back(std::move(l));
                                     }
                                 }

@@ -258,8 +258,8 @@ run badrow validate "$DATA/runs-one-bad-row.json" --tolerance 1000
 check_rc "7a validate with one bad row: exit 4 (not 2)" badrow 4
 check_has "7b the bad row's reason names the file, run, field and value" "$TMP/badrow.out" \
     'bad_row ' 'error: ' 'runs-one-bad-row.json: run "bad_row".training.tp = "two" must be an integer'
-check_has "7c the other rows: ok, not scored (null step time), unsupported (MLA), ignored extension" \
-    "$TMP/badrow.out" 'not scored (step time not reported)' 'unsupported: multi-head latent attention' \
+check_has "7c the other rows: ok, not scored (null step time), unsupported (uneven split), ignored extension" \
+    "$TMP/badrow.out" 'not scored (step time not reported)' 'unsupported: uneven pipeline split of 7 layers' \
     'note: graphs_row: ignored: extensions.cuda_graphs = "local"' \
     'top-level key "collected_by" is not defined by trainsim-measured-runs/1; ignored' \
     'summary: 6 runs, 4 simulated (2 scored, 1 not scored, 1 oom), 1 unsupported, 1 errors' \

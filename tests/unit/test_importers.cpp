@@ -362,7 +362,8 @@ TEST_CASE("megatron: DeepSeek-V3's MLA and MoE flags give the preset's model") {
         "--num-experts 256 --moe-router-topk 8 --moe-ffn-hidden-size 2048 "
         "--moe-shared-expert-intermediate-size "
         "2048 --moe-layer-freq ([0]*3+[1]*58) --tokenizer-type HuggingFaceTokenizer --vocab-size 129280 "
-        "--seq-length 4096 --tensor-model-parallel-size 2 --expert-model-parallel-size 8 --bf16");
+        "--seq-length 4096 --mtp-num-layers 1 --tensor-model-parallel-size 2 --expert-model-parallel-size 8 "
+        "--bf16");
     const Workload w = load(import_megatron(args, "m", target_of(16, "H100-SXM5-80GB")));
     CHECK(model_of(w) == model_of(preset("deepseek-v3")));
 }

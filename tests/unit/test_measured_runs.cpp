@@ -221,7 +221,7 @@ TEST_CASE("measured runs: extensions are read where modelled, otherwise listed a
     CHECK(contains(*parse_one(not_object).error, "extensions"));
 }
 
-TEST_CASE("measured runs: mixture of experts is read; MLA stays unsupported with the reason") {
+TEST_CASE("measured runs: mixture of experts and MLA are read and simulated") {
     json moe = run_row("moe");
     moe["extensions"] = {{"moe", {{"num_experts", 128}, {"top_k", 8}}}};
     const auto m = parse_one(moe);
@@ -230,17 +230,64 @@ TEST_CASE("measured runs: mixture of experts is read; MLA stays unsupported with
     CHECK(m.model.num_experts == 128);
     CHECK(m.model.moe_top_k == 8);
 
-    // A DeepSeek-V3-style row (MLA, MoE, mxfp8): MLA is named, MoE and MXFP8 are simulated.
+    // A DeepSeek-V3-style row (MLA, MoE, mxfp8, MTP): all simulated.
     json mla = run_row("mla", "GB200");
-    mla["extensions"] = {{"attention", {{"type", "MLA"}}},
+    mla["extensions"] = {{"attention",
+                          {{"type", "MLA"},
+                           {"q_lora_rank", 96},
+                           {"kv_lora_rank", 32},
+                           {"qk_head_dim", 32},
+                           {"qk_rope_head_dim", 16},
+                           {"v_head_dim", 32}}},
                          {"moe", {{"num_experts", 256}, {"top_k", 8}}},
+                         {"mtp_layers", 1},
                          {"precision_detail", "mxfp8"}};
     const auto d = parse_one(mla);
-    REQUIRE(d.unsupported);
-    CHECK_FALSE(contains(*d.unsupported, "mixture of experts"));
-    CHECK(contains(*d.unsupported, "multi-head latent attention"));
-    CHECK_FALSE(contains(*d.unsupported, "mxfp8"));  // MXFP8 is simulated (next test case)
+    CHECK_FALSE(d.error);
+    CHECK_FALSE(d.unsupported);
+    CHECK(d.model.mla());
+    CHECK(d.model.q_lora_rank == 96);
+    CHECK(d.model.head_dim() == 32);
+    CHECK(d.model.mtp_layers == 1);
     CHECK(d.layout.fp8_recipe == Fp8Recipe::mxfp8);
+    CHECK(d.layout.pipeline_layout.empty());  // pp 2 divides the 8 layers; not a Megatron-Bridge row
+}
+
+TEST_CASE("measured runs: Megatron-Bridge DeepSeek-V3 rows get the recipe's pipeline layout") {
+    json r = run_row("ds", "GB200");
+    r["source"] = "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md";
+    r["model"]["layers"] = 61;
+    r["training"]["tp"] = 1;
+    r["training"]["pp"] = 4;
+    r["training"]["vpp"] = 4;
+    r["training"]["dp"] = 2;
+    r["training"]["global_batch"] = 16;
+    r["training"]["sequence_parallel"] = false;
+    r["extensions"] = {{"table", {{"model_label", "DeepSeekV3 (w/ MTP)"}}}, {"mtp_layers", 1}};
+    const auto d = parse_one(r);
+    CHECK_FALSE(d.error);
+    CHECK_FALSE(d.unsupported);
+    // (4, 4) in set_deepseek_v3_pipeline_model_parallel_layout: E + 4 layers, 14 x 4, 1 layer + MTP + loss.
+    CHECK(d.layout.pipeline_layout == "Et*4|(t*4|)*14tmL");
+    CHECK(layers_on_virtual_stage(d.model, d.layout, 0, 0) == 4);
+    CHECK(layers_on_virtual_stage(d.model, d.layout, 3, 3) == 1);
+    CHECK(layers_on_stage(d.model, d.layout, 3) == 13);
+    CHECK(layers_on_stage(d.model, d.layout, 0) == 16);
+    CHECK(layout_violations(d.model, d.layout, 8).empty());
+    // 32 virtual stages without MTP: the PP 8 x VPP 4 preset's layout, the last stage only the loss.
+    r["training"]["pp"] = 8;
+    r["training"]["dp"] = 1;
+    r["training"]["global_batch"] = 8;
+    r["cluster"]["gpus"] = 8;
+    r["extensions"] = {{"table", {{"model_label", "DeepSeekV3 (w/o MTP)"}}}, {"mtp_layers", 0}};
+    const auto e = parse_one(r);
+    CHECK_FALSE(e.unsupported);
+    CHECK(e.layout.pipeline_layout == "Et|(tt|)*30L");
+    CHECK(layers_on_virtual_stage(e.model, e.layout, 7, 3) == 0);
+    // Not a DeepSeek-V3 row: the old rule (no split divides 61 + 2 over 32 stages) leaves it unsupported.
+    r["extensions"] = json::object();
+    REQUIRE(parse_one(r).unsupported);
+    CHECK(contains(*parse_one(r).unsupported, "uneven pipeline split"));
 }
 
 TEST_CASE("measured runs: mxfp8 and nvfp4 load as block-scaled recipes and simulate on Blackwell") {

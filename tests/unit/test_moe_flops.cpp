@@ -94,6 +94,10 @@ TEST_CASE("moe flops: the 2026 rows' implied model FLOPs per token, models from 
         m.v_head_dim = 128;
         // mbridge_25.11_gb200_deepseek_v3_fp8mx_256gpu_nomtp: 249.627
         CHECK(rel_diff(gflop_per_token(m), 249.627) < 0.02);
+        // with its MTP layer (num_nextn_predict_layers 1): mbridge_25.11_b200_deepseek_v3_fp8mx_256gpu_mtp
+        // 260.402
+        m.mtp_layers = 1;
+        CHECK(rel_diff(gflop_per_token(m), 260.402) < 0.02);
     }
     SUBCASE("gpt-oss-120b (openai/gpt-oss-120b config.json)") {
         ModelSpec m = trainsim::test::llama_style(36, 2880, 64, 8, 2880, 201088, 4096);

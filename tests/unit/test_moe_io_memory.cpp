@@ -87,8 +87,7 @@ MeasuredRun parse_one(const json& row) {
 
 }  // namespace
 
-TEST_CASE(
-    "measured runs: extensions.moe and MLA read into the model and layout, unsupported until switched on") {
+TEST_CASE("measured runs: extensions.moe, MLA and MTP read into the model and layout, and simulated") {
     const MeasuredRun r = parse_one(deepseek_row());
     REQUIRE_FALSE(r.error);
     const ModelSpec& m = r.model;
@@ -110,9 +109,8 @@ TEST_CASE(
     CHECK(r.layout.ep == 8);
     CHECK(r.layout.etp == 1);
     CHECK(layout_violations(m, r.layout, 256).empty());
-    REQUIRE(r.unsupported);  // MLA is not timed by the program yet
-    CHECK(contains(*r.unsupported, "multi-head latent attention"));
-    CHECK(contains(*r.unsupported, "mixture of experts") == !moe_supported());
+    CHECK(m.mtp_layers == 1);
+    CHECK_FALSE(r.unsupported);  // MoE, MLA (sim/program/mla_ops.cpp) and MTP are simulated
     // a pattern contradicting dense_layers, and an unknown balance, are refused
     json bad = deepseek_row();
     bad["extensions"]["moe"]["moe_layer_pattern"] = "first 3 layers dense, 57 MoE layers";
@@ -220,7 +218,7 @@ TEST_CASE("presets: the MoE workloads load and pass the layout checks on their d
         int nodes;
     };
     for (const Case c : {Case{"qwen3-30b-a3b", "dgx-h100", 2}, Case{"mixtral-8x7b", "dgx-b200", 8},
-                         Case{"deepseek-v3", "dgx-h100", 128}}) {
+                         Case{"deepseek-v3", "gb200-nvl72", 72}}) {  // 576 GB200, 8 per "node" here
         CAPTURE(c.workload);
         const std::string wf = kSrc + "/workloads/" + c.workload + ".json";
         const Workload w = parse_workload(read_json_file(wf), wf);
@@ -233,7 +231,10 @@ TEST_CASE("presets: the MoE workloads load and pass the layout checks on their d
     CHECK(d.model.mla());
     CHECK(d.model.moe_layer_count() == 58);
     // 671B parameters in all, 37B active (DeepSeek-V3 report, arXiv:2412.19437 Sec. 1; without the MTP
-    // module's 14B)
-    CHECK(rel_diff(d.model.total_params(), 671e9) < 0.01);
+    // module's 14B, which with its own copies of the embedding and the output layer is 685B - 671B on
+    // Hugging Face: the MTP layer shares them here)
+    CHECK(d.model.mtp_layers == 1);
+    CHECK(rel_diff(d.model.total_params() - d.model.mtp_params(), 671e9) < 0.01);
+    CHECK(rel_diff(d.model.mtp_params() + d.model.embedding_params() + d.model.output_params(), 14e9) < 0.05);
     CHECK(rel_diff(d.model.active_params(), 37e9) < 0.03);
 }
