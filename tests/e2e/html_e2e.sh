@@ -42,12 +42,14 @@ check "png check self-test" python3 "$checker" selftest
 quiet() { "$@" >/dev/null; }
 check "run --html exits 0" quiet "$bin" run "${small[@]}" --html "$tmp/run.html"
 check "memory --html exits 0" quiet "$bin" memory "${small[@]}" --html "$tmp/memory.html"
-check "sweep --html exits 0" quiet "$bin" sweep --topology topologies/dgx-a100.json \
-    --workload tests/e2e/data/small.json --gpus 16 --global-batch 32 --vary micro_batch=1,2 \
-    --vary recompute=none,full --vary tp=1,2,4 --jobs 2 --html "$tmp/sweep.html"
-# Deterministic bytes: the same run writes the same page.
+sweep=(sweep --topology topologies/dgx-a100.json --workload tests/e2e/data/small.json --gpus 16 --global-batch 32
+       --vary micro_batch=1,2 --vary recompute=none,full --vary tp=1,2,4)
+check "sweep --html exits 0" quiet "$bin" "${sweep[@]}" --jobs 2 --html "$tmp/sweep.html"
+# Deterministic bytes: the same run writes the same page; the sweep's does not depend on --jobs.
 "$bin" run "${small[@]}" --html "$tmp/run2.html" >/dev/null
 check "run --html is deterministic" cmp -s "$tmp/run.html" "$tmp/run2.html"
+"$bin" "${sweep[@]}" --jobs 1 --html "$tmp/sweep1.html" >/dev/null
+check "sweep --html is the same with --jobs 1 and 2" cmp -s "$tmp/sweep.html" "$tmp/sweep1.html"
 for page in run memory sweep; do
     check "$page.html loads nothing" bash -c "! grep -Eq '<script|<link|<img|src=|href=|url\\(|https://' '$tmp/$page.html'"
 done
