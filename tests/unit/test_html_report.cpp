@@ -2,6 +2,7 @@
 // Pareto front, and pages that are well formed, hold their sections, load nothing and are deterministic.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <regex>
 #include <string>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "test_helpers.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/html_report.hpp"
+#include "trainsim/parallel_groups.hpp"
 #include "trainsim/simulate.hpp"
 #include "trainsim/sweep.hpp"
 
@@ -114,6 +116,20 @@ TEST_CASE("html: the run page is well formed, complete, self-contained and deter
     CHECK(t.step_time_s() == doctest::Approx(res.report.step_time_s));
     CHECK_FALSE(t.spans(1, TimelineLane::main_stream).empty());
     CHECK_FALSE(t.spans(0, TimelineLane::p2p_sends).empty());
+    // The main stream of each stage's GPU adds up to its time accounts (RankTimes).
+    for (int s = 0; s < 2; ++s) {
+        RankCoord c;
+        c.pp = s;
+        const RankTimes& acc = res.execution.ranks[static_cast<std::size_t>(rank_of(l, c))];
+        std::array<double, kTimelineKinds> sum{};
+        for (const auto& sp : t.spans(s, TimelineLane::main_stream))
+            sum[static_cast<std::size_t>(sp.kind)] += sp.end_s - sp.start_s;
+        const auto of = [&](TimelineKind k) { return sum[static_cast<std::size_t>(k)]; };
+        CHECK(of(TimelineKind::compute) == doctest::Approx(acc.compute_s).epsilon(1e-6));
+        CHECK(of(TimelineKind::bubble) == doctest::Approx(acc.bubble_s).epsilon(1e-6));
+        CHECK(of(TimelineKind::tp) == doctest::Approx(acc.tp_exposed_s).epsilon(1e-6));
+        CHECK(of(TimelineKind::pp) == doctest::Approx(acc.pp_exposed_s).epsilon(1e-6));
+    }
     const std::string html = run_html(res.report, &t, "small <run> & test");
     CHECK(html.rfind("<!DOCTYPE html>\n<html lang=\"en\">", 0) == 0);
     CHECK(tag_balance_error(html).empty());
