@@ -1,7 +1,8 @@
 // Pictures: one self-contained HTML page per run, memory study or sweep (`trainsim run|memory|sweep --html
 // FILE`). The page loads nothing: no script, no external style, font or image; every chart is inline SVG
 // drawn here. The bytes are a function of the inputs alone (no date, no address, fixed number formats), so
-// the same run writes the same page.
+// the same run writes the same page. The page is also well-formed XML (void elements self-closed, only the
+// &amp; &lt; &gt; &quot; entities), so a strict XML parser reads it (tests/e2e/html_e2e.sh checks it).
 //
 // What a page holds, in this order (sections are <section id="...">, each with an <h2>):
 //   headline   a table of the headline figures: step time (s), MFU (%), tokens/s per GPU, peak memory per GPU

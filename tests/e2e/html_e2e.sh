@@ -51,6 +51,8 @@ check "run --html is deterministic" cmp -s "$tmp/run.html" "$tmp/run2.html"
 "$bin" "${sweep[@]}" --jobs 1 --html "$tmp/sweep1.html" >/dev/null
 check "sweep --html is the same with --jobs 1 and 2" cmp -s "$tmp/sweep.html" "$tmp/sweep1.html"
 for page in run memory sweep; do
+    # The pages are written as well-formed XML too (void elements self-closed): a strict parser reads them.
+    check "$page.html is well formed (XML parser)" python3 -c 'import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])' "$tmp/$page.html"
     check "$page.html loads nothing" bash -c "! grep -Eq '<script|<link|<img|src=|href=|url\\(|https://' '$tmp/$page.html'"
 done
 
