@@ -361,8 +361,8 @@ void BlockBuilder::row_backward(OpTemplate& t, const Kernel& dgrad, const Kernel
     if (!l_.frozen_base()) kernel(t, wgrad);  // LoRA / QLoRA: no weight gradients for the base
 }
 
-void BlockBuilder::column_backward(OpTemplate& t, const Kernel& dgrad, const Kernel& wgrad) {
-    const double act = T_ * h_ * E_;
+void BlockBuilder::column_backward(OpTemplate& t, const Kernel& dgrad, const Kernel& wgrad, double in) {
+    const double act = T_ * in * E_;  // the input [T, in], gathered
     const CollectiveKind grad_kind =
         l_.sequence_parallel ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
     const bool regather = regathers_in_backward();
@@ -389,7 +389,7 @@ void BlockBuilder::mlp_backward(OpTemplate& t, double f) {
     adapter_backward(t, l_.lora_targets.fc1, h_, fe);
     fp8_backward_casts(t, T_ * fe, T_ * h_, h_ * fe, true);
     column_backward(t, Kernel::gemm("fc1_dgrad", T_, h_, fe, 1, gemm_elem_),
-                    Kernel::gemm("fc1_wgrad", fe, h_, T_, 1, gemm_elem_));
+                    Kernel::gemm("fc1_wgrad", fe, h_, T_, 1, gemm_elem_), h_);
 }
 
 void BlockBuilder::attention_backward(OpTemplate& t) {
@@ -406,7 +406,7 @@ void BlockBuilder::attention_backward(OpTemplate& t) {
     adapter_backward(t, l_.lora_targets.qkv, h_, (a_ + 2 * g_) * d_ / t_);
     fp8_backward_casts(t, T_ * (a_ + 2 * g_) * d_ / t_, T_ * h_, h_ * (a_ + 2 * g_) * d_ / t_, true);
     column_backward(t, Kernel::gemm("qkv_dgrad", T_, h_, (a_ + 2 * g_) * d_ / t_, 1, gemm_elem_),
-                    Kernel::gemm("qkv_wgrad", (a_ + 2 * g_) * d_ / t_, h_, T_, 1, gemm_elem_));
+                    Kernel::gemm("qkv_wgrad", (a_ + 2 * g_) * d_ / t_, h_, T_, 1, gemm_elem_), h_);
 }
 
 OpTemplate BlockBuilder::layer_backward(bool moe) {

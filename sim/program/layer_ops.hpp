@@ -102,8 +102,8 @@ class BlockBuilder {
     /// Column-parallel backward (Megatron LinearWithGradAccumulationAndAsyncCommunication): with SP the input
     /// is all-gathered again (regathers_in_backward), overlapped with the data-gradient GEMM; the input
     /// gradient's all-reduce (reduce-scatter) is launched asynchronously and overlapped with the
-    /// weight-gradient GEMM.
-    void column_backward(OpTemplate& t, const Kernel& dgrad, const Kernel& wgrad);
+    /// weight-gradient GEMM. `in`: the width of the GEMM's input (hidden, or MLA's latent ranks).
+    void column_backward(OpTemplate& t, const Kernel& dgrad, const Kernel& wgrad, double in);
     /// Elements a column-parallel GEMM's input is cast to FP8 from: the shard when cast before the
     /// all-gather (fp8_tp_all_gather), else the gathered input.
     double column_cast_elements() const;
