@@ -17,55 +17,9 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/trainsim-whatif.XXXXXX") || exit 1
 trap 'rm -rf "$TMP"' EXIT
 SMALL=(--topology "$TOPO" --workload "$DATA/small.json" --set topology.nodes=2)
 
-passes=0
-failures=0
-pass() {
-    echo "PASS: $1"
-    passes=$((passes + 1))
-}
-fail() {
-    echo "FAIL: $1"
-    shift
-    local line
-    for line in "$@"; do echo "      $line"; done
-    failures=$((failures + 1))
-}
-run() {
-    local name=$1
-    shift
-    "$BIN" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
-    echo $? >"$TMP/$name.rc"
-}
-check_rc() {
-    local got
-    got=$(cat "$TMP/$2.rc")
-    if [ "$got" = "$3" ]; then pass "$1: exit code $3"; else fail "$1: exit code $got, expected $3" "$(head -c 400 "$TMP/$2.err")"; fi
-}
-check_has() {
-    local check=$1 file=$2
-    shift 2
-    local missing=() text
-    for text in "$@"; do grep -qF -- "$text" "$file" || missing+=("$text"); done
-    if [ ${#missing[@]} -eq 0 ]; then pass "$check"; else fail "$check" "missing: ${missing[*]}"; fi
-}
-# check_bad CHECK NAME TEXT... -- ARGS...: exit 2, one line on stderr holding every TEXT, nothing on stdout.
-check_bad() {
-    local check=$1 name=$2
-    shift 2
-    local texts=()
-    while [ $# -gt 0 ] && [ "$1" != "--" ]; do
-        texts+=("$1")
-        shift
-    done
-    shift
-    run "$name" "$@"
-    local problems=() text
-    [ "$(cat "$TMP/$name.rc")" = 2 ] || problems+=("exit code $(cat "$TMP/$name.rc"), expected 2")
-    [ "$(wc -l <"$TMP/$name.err")" -eq 1 ] || problems+=("stderr is not one line")
-    [ -s "$TMP/$name.out" ] && problems+=("stdout is not empty")
-    for text in "${texts[@]}"; do grep -qF -- "$text" "$TMP/$name.err" || problems+=("stderr lacks: $text"); done
-    if [ ${#problems[@]} -eq 0 ]; then pass "$check ($(head -n 1 "$TMP/$name.err"))"; else fail "$check" "${problems[@]}" "$(head -c 400 "$TMP/$name.err")"; fi
-}
+# shellcheck source=pass_fail_lib.sh
+source "$(dirname "$0")/pass_fail_lib.sh"  # pass, fail, run, rc_of, check_rc, check_has, check_bad
+
 # The first "step_time_s" of a JSON report (the report's own, before the what_if section).
 step_of() { grep -m 1 -E '^  "step_time_s": ' "$1" | sed -E 's/.*: ([0-9.e+-]+),?/\1/'; }
 

@@ -21,13 +21,7 @@ namespace {
 /// 2 nodes x 8 A100, small GPT (8 layers, hidden 1024, 16 heads, seq 512, vocab 8192), TP 2 x PP 2 x DP 4,
 /// micro-batch 1, global batch 16 (4 micro-batches per pipeline).
 Layout small_layout() {
-    Layout l;
-    l.tp = 2;
-    l.pp = 2;
-    l.dp = 4;
-    l.micro_batch = 1;
-    l.global_batch = 16;
-    return l;
+    return trainsim::test::tp2_pp2_dp4();
 }
 
 double rank_sum(const RankTimes& t) {

@@ -32,6 +32,18 @@ inline TopologySpec small_topology(int nodes, int gpus_per_node = 8, int nics_pe
     return t;
 }
 
+/// TP 2 x PP 2 x DP 4 (the 16 GPUs of small_topology(2)), with the given micro-batch and global batch (by
+/// default 1 and 16: 4 micro-batches per pipeline); everything else Layout's defaults.
+inline Layout tp2_pp2_dp4(int micro_batch = 1, int global_batch = 16) {
+    Layout l;
+    l.tp = 2;
+    l.pp = 2;
+    l.dp = 4;
+    l.micro_batch = micro_batch;
+    l.global_batch = global_batch;
+    return l;
+}
+
 /// A small GPT-style model (heads == kv_heads, ffn = 4h, GeLU, tied embeddings).
 inline ModelSpec small_gpt(std::int64_t layers = 8, std::int64_t hidden = 1024, std::int64_t heads = 16,
                            std::int64_t seq = 512, std::int64_t vocab = 8192) {

@@ -15,14 +15,9 @@ using trainsim::test::small_topology;
 
 namespace {
 
+/// TP 2 x PP 2 x DP 4, micro-batch 2, global batch 32.
 Layout small_layout() {
-    Layout l;
-    l.tp = 2;
-    l.pp = 2;
-    l.dp = 4;
-    l.micro_batch = 2;
-    l.global_batch = 32;
-    return l;
+    return trainsim::test::tp2_pp2_dp4(2, 32);
 }
 
 }  // namespace

@@ -30,13 +30,7 @@ namespace {
 
 /// 2 nodes x 8 A100, small GPT, TP 2 x PP 2 x DP 4, 4 micro-batches per pipeline (test_executor.cpp's).
 Layout plain_layout() {
-    Layout l;
-    l.tp = 2;
-    l.pp = 2;
-    l.dp = 4;
-    l.micro_batch = 1;
-    l.global_batch = 16;
-    return l;
+    return trainsim::test::tp2_pp2_dp4();
 }
 
 /// The same with interleaving (two sends in flight), overlapped DP and sequence parallelism.
