@@ -76,6 +76,10 @@ struct TopologySpec {
     double oversubscription = 1.0;  ///< leaf down:up bandwidth ratio (1 = non-blocking)
     /// Spine-layer routing; topology files default it by kind (infiniband: adaptive, roce: ecmp).
     ScaleOutRouting routing = ScaleOutRouting::adaptive;
+    /// InfiniBand SHARP in-network reduction in the leaf and spine switches (NVIDIA Quantum/Quantum-2 with
+    /// the NCCL-RDMA-SHARP plugin: NCCL's CollNet and NVLS+SHARP all-reduce, collectives.hpp kSharp*). Only
+    /// with scale_out_kind "infiniband" (check_topology).
+    bool sharp = false;
     // host side of a node (optional; needed to offload the optimizer): DRAM and NVMe bandwidth per node
     Bandwidth host_memory_bandwidth;  ///< zero: not described
     Bandwidth nvme_bandwidth;         ///< zero: not described
@@ -107,8 +111,9 @@ struct TopologySpec {
 /// the cluster's GPUs and nodes_per_leaf is a multiple of the hosts per domain.
 void apply_scale_up_domain(TopologySpec& spec, int domain_gpus);
 
-/// Checks `spec`'s counts: positive, nics_per_node <= gpus_per_node, oversubscription >= 1, and the sizes of
-/// trainsim/limits.hpp (GPUs, GPUs per node, nodes per leaf, oversubscription), computed without overflow.
+/// Checks `spec`'s counts: positive, nics_per_node <= gpus_per_node, oversubscription >= 1, sharp only on
+/// InfiniBand ("topology.scale_out.sharp = true needs scale_out.kind = infiniband, not roce"), and the sizes
+/// of trainsim/limits.hpp (GPUs, GPUs per node, nodes per leaf, oversubscription), computed without overflow.
 /// Throws InputError naming the field ("topology.nodes * topology.gpus_per_node = ..."). The Cluster
 /// constructor and the topology reader call it.
 void check_topology(const TopologySpec& spec);

@@ -71,6 +71,12 @@ void check_topology(const TopologySpec& spec) {
     if (!(spec.oversubscription >= 1.0))
         throw InputError(
             fmt::format("topology.scale_out.oversubscription = {} must be >= 1", spec.oversubscription));
+    if (spec.sharp && spec.scale_out_kind != "infiniband")
+        throw InputError(
+            fmt::format("topology.scale_out.sharp = true needs scale_out.kind = infiniband (SHARP is an "
+                        "InfiniBand switch "
+                        "feature), not {}",
+                        spec.scale_out_kind));
     if (spec.gpus_per_node > limits::kMaxGpusPerNode)
         throw InputError(
             fmt::format("topology.gpus_per_node = {} is above the limit of {} (trainsim/limits.hpp)",

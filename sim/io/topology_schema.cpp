@@ -158,6 +158,10 @@ schema::Table<TopologySpec> make_topology_fields() {
         f.default_doc = "`\"adaptive\"` for infiniband, `\"ecmp\"` for roce";
         t.push_back(std::move(f));
     }
+    t.push_back(schema::boolean_field(
+        "scale_out.sharp", &TopologySpec::sharp,
+        "InfiniBand SHARP in-network all-reduce in the leaf/spine switches (NCCL CollNet, NVLS+SHARP); "
+        "infiniband only"));
     {
         auto f = bandwidth("host.memory_bandwidth", &TopologySpec::host_memory_bandwidth,
                            "host DRAM bandwidth per node (optimizer offload); host absent: not described");
