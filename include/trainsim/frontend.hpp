@@ -99,8 +99,10 @@ struct MemoryStudy {
 /// minutes) gets its memory at once and its step times not.
 inline constexpr std::uint64_t kDefaultMemoryMaxEvents = 5'000'000;
 
-/// Runs the memory study of `in`. Throws InputError labelled with the inputs (with_label).
-MemoryStudy study_memory(const Inputs& in, std::uint64_t max_events, bool what_if);
+/// Runs the memory study of `in`. Throws InputError labelled with the inputs (with_label). `observers`
+/// (not owned) subscribe to the layout's simulation (not the remedies'); past max_events they saw part of it.
+MemoryStudy study_memory(const Inputs& in, std::uint64_t max_events, bool what_if,
+                         const std::vector<ExecutorObserver*>& observers = {});
 
 /// The what-if remedies as JSON (`memory --what-if --json`'s "what_if": step times null when not simulated).
 nlohmann::json to_json(const WhatIf& w);

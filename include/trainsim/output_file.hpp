@@ -1,7 +1,7 @@
-// Safe output files: every file trainsim writes (run --trace, memory --svg, sweep --csv, fit --out, profile
-// import --out, trainsim-calibrate --out) goes through write_output_file, which never leaves a half-written
-// file, never replaces anything that is not a regular file, and never touches a file of the user's beside the
-// target (no fixed "PATH.tmp").
+// Safe output files: every file trainsim writes (run --trace, run|memory|sweep --html, memory --svg, sweep
+// --csv, fit --out, profile import --out, trainsim-calibrate --out) goes through write_output_file, which
+// never leaves a half-written file, never replaces anything that is not a regular file, and never touches a
+// file of the user's beside the target (no fixed "PATH.tmp").
 #pragma once
 
 #include <cstdint>

@@ -39,6 +39,9 @@ namespace trainsim {
 struct StageTimes {
     int stage = 0;
     double compute_s = 0, tp_exposed_s = 0, pp_exposed_s = 0, bubble_s = 0, dp_exposed_s = 0, idle_s = 0;
+    /// Parts of tp_exposed_s: waiting for CP collectives and for EP all-to-alls (RankTimes); drawn by the
+    /// HTML page (html_report.hpp), not printed in the text or JSON reports.
+    double cp_exposed_s = 0, ep_exposed_s = 0;
 };
 
 /// Kernel costs of one kind that came from a hardware profile (--profile) or from the analytic model, over

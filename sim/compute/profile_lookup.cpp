@@ -93,89 +93,110 @@ ComputeModel::ComputeModel(const GpuSpec& gpu, Precision precision, HostLinks ho
 
 ComputeModel::~ComputeModel() = default;
 
+namespace {
+
+/// A GEMM's time from the profile: the geometric mean of the measured times of its exact shape, else the
+/// analytic time scaled by the inverse-square-distance-weighted log ratio of measured to analytic time of at
+/// most kNeighbours measured shapes within kHullFactor of it (in log2 of m, n, k). False: none near.
+bool gemm_seconds(const std::vector<GemmPoint>& rows, const Kernel& k, const ComputeModel& model,
+                  double& seconds) {
+    // Exact shape: geometric mean of the measured times.
+    double log_sum = 0;
+    int exact = 0;
+    for (const auto& p : rows)
+        if (p.fp8 == k.fp8 && p.batch == k.batch && p.m == k.m && p.n == k.n && p.k == k.k) {
+            log_sum += std::log(p.time_s);
+            ++exact;
+        }
+    if (exact > 0) {
+        seconds = std::exp(log_sum / exact);
+        return true;
+    }
+    const double lm = std::log2(k.m), ln = std::log2(k.n), lk = std::log2(k.k);
+    const double hull = std::log2(kHullFactor);
+    std::vector<std::pair<double, const GemmPoint*>> near;
+    for (const auto& p : rows) {
+        if (p.fp8 != k.fp8 || p.batch != k.batch) continue;
+        const double dm = p.lm - lm, dn = p.ln - ln, dk = p.lk - lk;
+        if (std::fabs(dm) > hull || std::fabs(dn) > hull || std::fabs(dk) > hull) continue;
+        near.emplace_back(dm * dm + dn * dn + dk * dk, &p);
+    }
+    if (near.empty()) return false;
+    std::sort(near.begin(), near.end(), [](const auto& a, const auto& b) {
+        return a.first < b.first || (a.first == b.first && a.second < b.second);
+    });
+    if (near.size() > kNeighbours) near.resize(kNeighbours);
+    double wsum = 0, csum = 0;
+    for (const auto& [d2, p] : near) {
+        const Kernel at = Kernel::gemm("", p->m, p->n, p->k, p->batch, k.fp8 ? 1 : 2);
+        const double w = 1.0 / d2;
+        csum += w * std::log(p->time_s / model.analytic_seconds(at));
+        wsum += w;
+    }
+    seconds = model.analytic_seconds(k) * std::exp(csum / wsum);
+    return true;
+}
+
+/// A fused attention kernel's time from the nearest measured one of its backend and direction (in log
+/// FLOPs and log bytes), scaled by FLOPs. False: none measured.
+bool attention_seconds(const std::vector<AttentionPoint>& rows, const Kernel& k, double& seconds) {
+    const AttentionPoint* best = nullptr;
+    double best_d = std::numeric_limits<double>::infinity();
+    const bool backward = std::string_view(k.name).find("bwd") != std::string_view::npos;
+    const double lf = std::log(k.flops), lb = std::log(std::max(k.bytes, 1.0));
+    for (const auto& p : rows) {
+        if (p.backend != k.attention || p.backward != backward) continue;
+        const double d = (p.log_flops - lf) * (p.log_flops - lf) + (p.log_bytes - lb) * (p.log_bytes - lb);
+        if (d < best_d) best_d = d, best = &p;
+    }
+    if (!best || !(k.flops > 0)) return false;
+    seconds = best->time_s * k.flops / best->flops;
+    return true;
+}
+
+/// A memory-bound kernel's time from the measured row nearest in bytes of the same kernel, else of its
+/// class (norms, activations), else a copy; scaled by bytes, plus the launch overhead `overhead_s`.
+bool memory_bound_seconds(const std::vector<MemoryPoint>& rows, const Kernel& k, double overhead_s,
+                          double& seconds) {
+    if (!(k.bytes > 0)) return false;
+    const std::string name = k.name;
+    auto pick = [&](auto&& in_class) -> const MemoryPoint* {
+        const MemoryPoint* best = nullptr;
+        double best_d = std::numeric_limits<double>::infinity();
+        for (const auto& p : rows) {
+            if (!in_class(p.kernel)) continue;
+            const double d = std::fabs(std::log(p.bytes / k.bytes));
+            if (d < best_d) best_d = d, best = &p;
+        }
+        return best;
+    };
+    const MemoryPoint* row = pick([&](const std::string& r) { return r == name; });
+    if (!row && is_norm(name))
+        row = pick([](const std::string& r) { return r == "layernorm" || r == "rmsnorm"; });
+    if (!row && is_activation(name)) {
+        const bool swiglu = name.rfind("swiglu", 0) == 0;
+        row = pick([&](const std::string& r) { return r == (swiglu ? "swiglu" : "gelu"); });
+        if (!row) row = pick([](const std::string& r) { return r == "gelu" || r == "swiglu"; });
+    }
+    if (!row) row = pick([](const std::string& r) { return r == "copy"; });
+    if (!row) return false;
+    seconds = k.bytes * row->time_s / row->bytes + overhead_s;
+    return true;
+}
+
+}  // namespace
+
 bool ComputeModel::profile_cost(const Kernel& k, double& seconds) const {
     const Tables& t = *tables_;
     switch (k.kind) {
-        case KernelKind::gemm: {
+        case KernelKind::gemm:
             // A profile's fp8 rows are per-tensor-scaled GEMMs: MXFP8 and NVFP4 GEMMs are analytic.
             if (k.fp8 && block_scaled(recipe_)) return false;
-            // Exact shape: geometric mean of the measured times.
-            double log_sum = 0;
-            int exact = 0;
-            for (const auto& p : t.gemm)
-                if (p.fp8 == k.fp8 && p.batch == k.batch && p.m == k.m && p.n == k.n && p.k == k.k) {
-                    log_sum += std::log(p.time_s);
-                    ++exact;
-                }
-            if (exact > 0) {
-                seconds = std::exp(log_sum / exact);
-                return true;
-            }
-            const double lm = std::log2(k.m), ln = std::log2(k.n), lk = std::log2(k.k);
-            const double hull = std::log2(kHullFactor);
-            std::vector<std::pair<double, const GemmPoint*>> near;
-            for (const auto& p : t.gemm) {
-                if (p.fp8 != k.fp8 || p.batch != k.batch) continue;
-                const double dm = p.lm - lm, dn = p.ln - ln, dk = p.lk - lk;
-                if (std::fabs(dm) > hull || std::fabs(dn) > hull || std::fabs(dk) > hull) continue;
-                near.emplace_back(dm * dm + dn * dn + dk * dk, &p);
-            }
-            if (near.empty()) return false;
-            std::sort(near.begin(), near.end(), [](const auto& a, const auto& b) {
-                return a.first < b.first || (a.first == b.first && a.second < b.second);
-            });
-            if (near.size() > kNeighbours) near.resize(kNeighbours);
-            double wsum = 0, csum = 0;
-            for (const auto& [d2, p] : near) {
-                const Kernel at = Kernel::gemm("", p->m, p->n, p->k, p->batch, k.fp8 ? 1 : 2);
-                const double w = 1.0 / d2;
-                csum += w * std::log(p->time_s / analytic_seconds(at));
-                wsum += w;
-            }
-            seconds = analytic_seconds(k) * std::exp(csum / wsum);
-            return true;
-        }
-        case KernelKind::flash_attention: {
-            const AttentionPoint* best = nullptr;
-            double best_d = std::numeric_limits<double>::infinity();
-            const bool backward = std::string_view(k.name).find("bwd") != std::string_view::npos;
-            const double lf = std::log(k.flops), lb = std::log(std::max(k.bytes, 1.0));
-            for (const auto& p : t.attention) {
-                if (p.backend != k.attention || p.backward != backward) continue;
-                const double d =
-                    (p.log_flops - lf) * (p.log_flops - lf) + (p.log_bytes - lb) * (p.log_bytes - lb);
-                if (d < best_d) best_d = d, best = &p;
-            }
-            if (!best || !(k.flops > 0)) return false;
-            seconds = best->time_s * k.flops / best->flops;
-            return true;
-        }
-        case KernelKind::memory_bound: {
-            if (!(k.bytes > 0)) return false;
-            const std::string name = k.name;
-            auto pick = [&](auto&& in_class) -> const MemoryPoint* {
-                const MemoryPoint* best = nullptr;
-                double best_d = std::numeric_limits<double>::infinity();
-                for (const auto& p : t.memory) {
-                    if (!in_class(p.kernel)) continue;
-                    const double d = std::fabs(std::log(p.bytes / k.bytes));
-                    if (d < best_d) best_d = d, best = &p;
-                }
-                return best;
-            };
-            const MemoryPoint* row = pick([&](const std::string& r) { return r == name; });
-            if (!row && is_norm(name))
-                row = pick([](const std::string& r) { return r == "layernorm" || r == "rmsnorm"; });
-            if (!row && is_activation(name)) {
-                const bool swiglu = name.rfind("swiglu", 0) == 0;
-                row = pick([&](const std::string& r) { return r == (swiglu ? "swiglu" : "gelu"); });
-                if (!row) row = pick([](const std::string& r) { return r == "gelu" || r == "swiglu"; });
-            }
-            if (!row) row = pick([](const std::string& r) { return r == "copy"; });
-            if (!row) return false;
-            seconds = k.bytes * row->time_s / row->bytes + gpu_.kernel_overhead_s;
-            return true;
-        }
+            return gemm_seconds(t.gemm, k, *this, seconds);
+        case KernelKind::flash_attention:
+            return attention_seconds(t.attention, k, seconds);
+        case KernelKind::memory_bound:
+            return memory_bound_seconds(t.memory, k, gpu_.kernel_overhead_s, seconds);
         default:
             return false;
     }

@@ -117,6 +117,22 @@ class Executor {
           scenario_(scenario),
           net_(sim_, link_capacities(cluster)),
           coll_(sim_, net_, cluster) {
+        set_scenario(scenario, layout, program);
+        // A unit is a TP group; its members' groups of the expert decomposition are distinct (one per TP
+        // index) only when expert TP equals TP: with etp != tp (tp > 1) folding cannot represent the EP and
+        // EDP groups and declines.
+        const bool experts_fold = parallel_.expert().size(Dim::tp) == layout.tp;
+        fold_ = options.fold_tp_groups && experts_fold && fold_symmetric(layout, scenario) ? layout.tp : 1;
+        tp_private_ = options.private_tp_links && layout.tp > 1 && layout.tp == cluster.spec().gpus_per_node;
+        map_observers(observers, layout);
+        make_units(layout, program, scenario);
+        if (attribute_) caused_.assign(units_.size(), 0.0);
+        max_events_ = options.max_events;
+        plan_run_ahead(options, program);
+    }
+
+    /// The scenario's checks, its jitter and whether waits are attributed.
+    void set_scenario(const ExecutionScenario& scenario, const Layout& layout, const Program& program) {
         if (!scenario.compute_factor.empty() &&
             scenario.compute_factor.size() != static_cast<std::size_t>(layout.gpus()))
             throw InternalError("a compute factor per GPU expected");
@@ -125,13 +141,10 @@ class Executor {
             throw InternalError("the jitter needs every segment's kernel times");
         if (jitter_) lognormal_.emplace(scenario.jitter_sigma);
         attribute_ = scenario.attribute;
-        // A unit is a TP group; its members' groups of the expert decomposition are distinct (one per TP
-        // index) only when expert TP equals TP: with etp != tp (tp > 1) folding cannot represent the EP and
-        // EDP groups and declines.
-        const bool experts_fold = parallel_.expert().size(Dim::tp) == layout.tp;
-        fold_ = options.fold_tp_groups && experts_fold && fold_symmetric(layout, scenario) ? layout.tp : 1;
-        tp_private_ = options.private_tp_links && layout.tp > 1 && layout.tp == cluster.spec().gpus_per_node;
-        const int n = layout.gpus() / fold_;
+    }
+
+    /// observed_by_: [GPU] the bit set of the observers that observe it (empty without observers).
+    void map_observers(const std::vector<ExecutorObserver*>& observers, const Layout& layout) {
         if (observers.size() > 32) throw InternalError("at most 32 executor observers");
         if (!observers.empty()) {
             observed_by_.assign(static_cast<std::size_t>(layout.gpus()), 0);
@@ -139,6 +152,11 @@ class Executor {
                 for (std::size_t i = 0; i < observers.size(); ++i)
                     if (observers[i]->observes(r)) observed_by_[static_cast<std::size_t>(r)] |= 1u << i;
         }
+    }
+
+    /// The units (fold_ GPUs each), their programs, and their segment times (per compute factor) and jitter.
+    void make_units(const Layout& layout, const Program& program, const ExecutionScenario& scenario) {
+        const int n = layout.gpus() / fold_;
         units_.resize(static_cast<std::size_t>(n));
         for (int u = 0; u < n; ++u) {
             auto& s = units_[static_cast<std::size_t>(u)];
@@ -180,11 +198,13 @@ class Executor {
             for (auto& s : units_)
                 s.jitter_prefix = counter_prefix(scenario.seed, kJitterStream,
                                                  static_cast<std::uint64_t>(s.members.front()));
-        if (attribute_) caused_.assign(units_.size(), 0.0);
-        // A folded unit runs its local ops ahead alone; an unfolded TP group (folding declined: jitter,
-        // different compute factors, link perturbations) runs them ahead together (run_group_ahead).
+    }
+
+    /// Whether local ops run ahead: a folded unit runs them ahead alone; an unfolded TP group (folding
+    /// declined: jitter, different compute factors, link perturbations) runs them ahead together
+    /// (run_group_ahead) when none of its members is observed.
+    void plan_run_ahead(const ExecutionOptions& options, const Program& program) {
         ahead_ = options.run_local_ops_ahead && tp_private_;
-        max_events_ = options.max_events;
         if (ahead_) {
             for (const StageProgram& st : program.stages) {
                 ahead_ok_.push_back(ahead_ok(st.ops));
@@ -532,71 +552,12 @@ class Executor {
         std::size_t pc = pc0;
         for (; pc < ops.size() && local_op(ops[pc]); ++pc) {
             const Op& op = ops[pc];
-            if (op.kind == OpKind::compute) {
-                const auto seg = static_cast<std::size_t>(op.segment);
-                const auto phase = static_cast<std::size_t>(op.phase);
-                for (std::size_t i = 0; i < n; ++i) {
-                    Unit& s = *units[i];
-                    const Time t = ga_t_[i];
-                    Time end = t + s.seg_time[seg];
-                    double secs = s.seg_secs[seg];
-                    if (jitter_) {
-                        end = t + Time::seconds(jittered_seconds(s, seg));
-                        secs = (end - t).to_seconds();
-                    }
-                    s.times.compute_s += secs;
-                    s.times.compute_by_phase_s[phase] += secs;
-                    ga_t_[i] = end;
-                    ga_priority_[i] = Priority::kDefault;
-                }
-            } else if (op.kind == OpKind::tp_launch) {
-                const PrivateTiming& p = private_timing(g, op);
-                count_ahead(g, p);
-                // Each member arrives when its stream is free; the last arrival starts the collective (the
-                // highest member among equal arrivals, as finish_tp_stream re-arrives them in order).
-                PendingTp c{prev_done, prev_done, 0};
-                for (std::size_t i = 0; i < n; ++i) {
-                    const Time a = std::max(ga_t_[i], prev_done);
-                    ga_arrival_.push_back(a);
-                    if (a >= c.start) {
-                        c.start = a;
-                        c.last = units[i]->id;
-                    }
-                    ++units[i]->seq[static_cast<std::size_t>(GroupKind::tp)];
-                }
-                c.done = c.start + p.duration;
-                prev_done = c.done;
-                ga_pending_.push_back(c);
-            } else {  // tp_wait
-                if (ga_pending_.empty()) continue;
-                // A member whose stream is still busy waits; for each collective completing while it waits,
-                // the part before the collective started is its wait for the last member (by collective, then
-                // by member: the order of finish_tp_stream).
-                const Time done = ga_pending_.back().done;
-                for (std::size_t k = 0; k < ga_pending_.size(); ++k) {
-                    const PendingTp& c = ga_pending_[k];
-                    for (std::size_t i = 0; i < n; ++i) {
-                        const Time t = ga_t_[i];
-                        if (!(c.done > t)) continue;  // completed before the member reached the wait
-                        const Time from = std::max(t, ga_arrival_[k * n + i]);
-                        if (!(c.start > from)) continue;
-                        const double wait = (c.start - from).to_seconds();
-                        units[i]->times.tp_wait_s += wait;
-                        if (attribute_)
-                            caused_later_[static_cast<std::size_t>(c.last)].push_back(
-                                {c.done, wait * static_cast<double>(units[i]->members.size())});
-                    }
-                }
-                for (std::size_t i = 0; i < n; ++i) {
-                    const Time t = ga_t_[i];
-                    if (!(done > t)) continue;  // the stream is idle already: it passes
-                    units[i]->times.tp_exposed_s += (done - t).to_seconds();
-                    ga_t_[i] = done;
-                    ga_priority_[i] = Priority::kFlowCompletion;
-                }
-                ga_pending_.clear();
-                ga_arrival_.clear();
-            }
+            if (op.kind == OpKind::compute)
+                ahead_compute(units, op);
+            else if (op.kind == OpKind::tp_launch)
+                prev_done = ahead_tp_launch(g, op, prev_done);
+            else  // tp_wait
+                ahead_tp_wait(units);
         }
         if (!ga_pending_.empty()) throw InternalError("a TP collective run ahead and not waited for");
         for (std::size_t i = 0; i < n; ++i) {
@@ -607,6 +568,81 @@ class Executor {
                 advance(*sp);
             });
         }
+    }
+
+    /// run_group_ahead's compute op: every member's stream runs it from its own time.
+    void ahead_compute(const std::vector<Unit*>& units, const Op& op) {
+        const auto seg = static_cast<std::size_t>(op.segment);
+        const auto phase = static_cast<std::size_t>(op.phase);
+        for (std::size_t i = 0; i < units.size(); ++i) {
+            Unit& s = *units[i];
+            const Time t = ga_t_[i];
+            Time end = t + s.seg_time[seg];
+            double secs = s.seg_secs[seg];
+            if (jitter_) {
+                end = t + Time::seconds(jittered_seconds(s, seg));
+                secs = (end - t).to_seconds();
+            }
+            s.times.compute_s += secs;
+            s.times.compute_by_phase_s[phase] += secs;
+            ga_t_[i] = end;
+            ga_priority_[i] = Priority::kDefault;
+        }
+    }
+
+    /// run_group_ahead's TP collective launch, queued behind the one completing at `prev_done` on the TP
+    /// stream; returns its completion.
+    Time ahead_tp_launch(GroupCache& g, const Op& op, Time prev_done) {
+        const PrivateTiming& p = private_timing(g, op);
+        count_ahead(g, p);
+        // Each member arrives when its stream is free; the last arrival starts the collective (the highest
+        // member among equal arrivals, as finish_tp_stream re-arrives them in order).
+        PendingTp c{prev_done, prev_done, 0};
+        for (std::size_t i = 0; i < g.units.size(); ++i) {
+            const Time a = std::max(ga_t_[i], prev_done);
+            ga_arrival_.push_back(a);
+            if (a >= c.start) {
+                c.start = a;
+                c.last = g.units[i]->id;
+            }
+            ++g.units[i]->seq[static_cast<std::size_t>(GroupKind::tp)];
+        }
+        c.done = c.start + p.duration;
+        ga_pending_.push_back(c);
+        return c.done;
+    }
+
+    /// run_group_ahead's TP wait: the members wait for every collective launched since the last wait.
+    void ahead_tp_wait(const std::vector<Unit*>& units) {
+        if (ga_pending_.empty()) return;
+        const std::size_t n = units.size();
+        // A member whose stream is still busy waits; for each collective completing while it waits, the part
+        // before the collective started is its wait for the last member (by collective, then by member: the
+        // order of finish_tp_stream).
+        const Time done = ga_pending_.back().done;
+        for (std::size_t k = 0; k < ga_pending_.size(); ++k) {
+            const PendingTp& c = ga_pending_[k];
+            for (std::size_t i = 0; i < n; ++i) {
+                const Time t = ga_t_[i];
+                if (!(c.done > t)) continue;  // completed before the member reached the wait
+                const Time from = std::max(t, ga_arrival_[k * n + i]);
+                if (!(c.start > from)) continue;
+                const double wait = (c.start - from).to_seconds();
+                units[i]->times.tp_wait_s += wait;
+                if (attribute_)
+                    caused_later_[static_cast<std::size_t>(c.last)].push_back(
+                        {c.done, wait * static_cast<double>(units[i]->members.size())});
+            }
+        }
+        for (std::size_t i = 0; i < n; ++i) {
+            const Time t = ga_t_[i];
+            if (!(done > t)) continue;  // the stream is idle already: it passes
+            units[i]->times.tp_exposed_s += (done - t).to_seconds();
+            ga_t_[i] = done;
+            ga_priority_[i] = Priority::kFlowCompletion;
+        }
+        ga_pending_.clear();
+        ga_arrival_.clear();
     }
 
     /// The rank of `rank`'s pipeline peer on stage `pp` (same tp, cp, dp).
@@ -663,12 +699,18 @@ class Executor {
         advance(s);
     }
 
+    /// Blocks unit s on `b` from now.
+    void block_on(Unit& s, Block b) {
+        s.block = b;
+        s.block_start = sim_.now();
+    }
+
+    /// Runs unit s's ops from s.pc until it blocks (on a collective, a P2P message or a compute run) or ends.
     void advance(Unit& s) {
         const auto& ops = s.program->ops;
         while (true) {
             if (s.pc >= ops.size() && s.outstanding_sends > 0) {
-                s.block = Block::p2p;
-                s.block_start = sim_.now();
+                block_on(s, Block::p2p);
                 s.waiting_recv = false;
                 return;
             }
@@ -681,8 +723,7 @@ class Executor {
             // Megatron-LM waits for its P2P requests right away, batching a send with the receive that
             // follows it (send_forward_recv_backward): outstanding sends are waited for before any other op.
             if (s.outstanding_sends > 0 && op.kind != OpKind::recv && op.kind != OpKind::send) {
-                s.block = Block::p2p;
-                s.block_start = sim_.now();
+                block_on(s, Block::p2p);
                 s.waiting_recv = false;
                 return;
             }
@@ -695,33 +736,8 @@ class Executor {
                 return;
             }
             switch (op.kind) {
-                case OpKind::compute: {
-                    // Consecutive compute ops run back to back: one event for the run.
-                    Time t = sim_.now();
-                    const bool tr = traced(s);
-                    while (s.pc < ops.size() && ops[s.pc].kind == OpKind::compute) {
-                        const Op& c = ops[s.pc];
-                        const auto seg = static_cast<std::size_t>(c.segment);
-                        Time end = t + s.seg_time[seg];
-                        double secs = s.seg_secs[seg];  // (end - t).to_seconds()
-                        if (jitter_) {
-                            end = t + Time::seconds(jittered_seconds(s, seg));
-                            secs = (end - t).to_seconds();
-                        }
-                        s.times.compute_s += secs;
-                        s.times.compute_by_phase_s[static_cast<std::size_t>(c.phase)] += secs;
-                        if (tr) whole_slice(s, Track::compute, program_.segments[seg].name, t, end);
-                        t = end;
-                        ++s.pc;
-                    }
-                    s.block = Block::compute;
-                    Unit* sp = &s;
-                    sim_.schedule(t, Priority::kDefault, [this, sp] {
-                        sp->block = Block::none;
-                        advance(*sp);
-                    });
-                    return;
-                }
+                case OpKind::compute:
+                    return run_computes(s);
                 case OpKind::tp_launch:
                     s.tp_queue.push_back(s.pc);
                     ++s.pc;
@@ -732,9 +748,7 @@ class Executor {
                         ++s.pc;
                         break;
                     }
-                    s.block = Block::tp;
-                    s.block_start = sim_.now();
-                    return;
+                    return block_on(s, Block::tp);
                 case OpKind::dp_launch:
                     s.dp_queue.push_back(s.pc);
                     ++s.pc;
@@ -745,31 +759,58 @@ class Executor {
                         ++s.pc;
                         break;
                     }
-                    s.block = Block::dp;
-                    s.block_start = sim_.now();
-                    return;
+                    return block_on(s, Block::dp);
                 case OpKind::send:
                     send(s, op);
                     ++s.pc;
                     break;
-                case OpKind::recv: {
-                    const std::uint64_t key =
-                        message_key(s.id, op.direction, op.virtual_stage, op.micro_batch);
-                    Message& msg = messages_[key];
-                    msg.posted = true;
-                    if (msg.sent && !msg.started) start_transfer(key, msg);
-                    s.waiting_recv = true;
-                    s.waiting_key = key;
-                    if (p2p_ready(s)) {
-                        finish_recv(s);
-                        break;
-                    }
-                    s.block = Block::p2p;
-                    s.block_start = sim_.now();
-                    return;
-                }
+                case OpKind::recv:
+                    if (!post_recv(s, op)) return block_on(s, Block::p2p);
+                    break;
             }
         }
+    }
+
+    /// Runs unit s's consecutive compute ops from s.pc back to back: one event for the run.
+    void run_computes(Unit& s) {
+        const auto& ops = s.program->ops;
+        Time t = sim_.now();
+        const bool tr = traced(s);
+        while (s.pc < ops.size() && ops[s.pc].kind == OpKind::compute) {
+            const Op& c = ops[s.pc];
+            const auto seg = static_cast<std::size_t>(c.segment);
+            Time end = t + s.seg_time[seg];
+            double secs = s.seg_secs[seg];  // (end - t).to_seconds()
+            if (jitter_) {
+                end = t + Time::seconds(jittered_seconds(s, seg));
+                secs = (end - t).to_seconds();
+            }
+            s.times.compute_s += secs;
+            s.times.compute_by_phase_s[static_cast<std::size_t>(c.phase)] += secs;
+            if (tr) whole_slice(s, Track::compute, program_.segments[seg].name, t, end);
+            t = end;
+            ++s.pc;
+        }
+        s.block = Block::compute;
+        Unit* sp = &s;
+        sim_.schedule(t, Priority::kDefault, [this, sp] {
+            sp->block = Block::none;
+            advance(*sp);
+        });
+    }
+
+    /// Posts unit s's receive `op` (its transfer starts if the sender posted already); true when the message
+    /// is there and no send is outstanding (the receive is done and s.pc moved on), false when s must wait.
+    bool post_recv(Unit& s, const Op& op) {
+        const std::uint64_t key = message_key(s.id, op.direction, op.virtual_stage, op.micro_batch);
+        Message& msg = messages_[key];
+        msg.posted = true;
+        if (msg.sent && !msg.started) start_transfer(key, msg);
+        s.waiting_recv = true;
+        s.waiting_key = key;
+        if (!p2p_ready(s)) return false;
+        finish_recv(s);
+        return true;
     }
 
     bool p2p_ready(const Unit& s) const {

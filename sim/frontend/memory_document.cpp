@@ -5,11 +5,12 @@
 
 namespace trainsim {
 
-MemoryStudy study_memory(const Inputs& in, std::uint64_t max_events, bool what_if) {
+MemoryStudy study_memory(const Inputs& in, std::uint64_t max_events, bool what_if,
+                         const std::vector<ExecutorObserver*>& observers) {
     MemoryStudy s;
     s.max_events = max_events;
     with_label(in, [&] {
-        SimulationOptions so = with_timeline();
+        SimulationOptions so = with_timeline(observers);
         so.execution.max_events = max_events;
         try {
             s.result = simulate(in.topology, in.model, in.layout, in.name, so);

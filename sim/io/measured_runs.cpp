@@ -462,6 +462,40 @@ class ExtensionReader {
         return x.get<std::int64_t>();
     }
 
+    /// extensions.moe.moe_layer_pattern: documentation of dense_layers, e.g. "first 3 layers dense (ffn
+    /// 18432), 58 MoE layers"; the MoE layer count it names (checked against dense_layers by the caller), or
+    /// nullopt (and the key ignored as documentation) when it names none.
+    std::optional<std::int64_t> stated_moe_layers(const json& x) {
+        const std::string text = x.is_string() ? x.get<std::string>() : "";
+        const auto at = text.find(" MoE layers");
+        std::size_t b = at;
+        while (b != std::string::npos && b > 0 && std::isdigit(static_cast<unsigned char>(text[b - 1])))
+            --b;
+        if (at != std::string::npos && b < at) return std::stoll(text.substr(b, at - b));
+        ignore("moe.moe_layer_pattern", x, "read as documentation of dense_layers");
+        return std::nullopt;
+    }
+
+    /// extensions.moe.load_balance: force-balanced routing, or token dropping (a capacity factor).
+    void read_load_balance(const json& x) {
+        const std::string lb = x.is_string() ? lower(x.get<std::string>()) : "";
+        if (contains(lb, "force-balanced") || contains(lb, "force balanced")) {
+            m_.moe_load_imbalance = 1.0;
+            m_.moe_capacity_factor = 0;
+        } else if (contains(lb, "capacity factor") || contains(lb, "tokendrop") ||
+                   contains(lb, "token-dropping")) {
+            // Megatron-Bridge's "tokendrop" recipes: moe_expert_capacity_factor 1.0 with
+            // moe_pad_expert_input_to_capacity.
+            m_.moe_capacity_factor = 1.0;
+            run_.notes.push_back(
+                "extensions.moe.load_balance: token dropping read as capacity factor 1.0 "
+                "(Megatron-Bridge tokendrop recipes)");
+        } else {
+            set_unsupported(fmt::format("extensions.moe.load_balance = {} is not a balance trainsim reads",
+                                        short_dump(x)));
+        }
+    }
+
     /// extensions.moe into the model's MoE fields and the layout's ep / etp (see the header).
     void read_moe_fields(const json& v) {
         if (!v.is_object()) {
@@ -491,18 +525,7 @@ class ExtensionReader {
                 // The dense layers' width; model.ffn_hidden then holds it (ModelSpec's meaning).
                 if (auto n = count(v, "dense_ffn_hidden", limits::kMaxHidden)) m_.ffn_hidden = *n;
             } else if (key == "moe_layer_pattern") {
-                // Documentation of dense_layers, e.g. "first 3 layers dense (ffn 18432), 58 MoE layers":
-                // the MoE layer count it names is checked below.
-                const std::string text = x.is_string() ? x.get<std::string>() : "";
-                const auto at = text.find(" MoE layers");
-                std::size_t b = at;
-                while (b != std::string::npos && b > 0 &&
-                       std::isdigit(static_cast<unsigned char>(text[b - 1])))
-                    --b;
-                if (at != std::string::npos && b < at)
-                    moe_layers_stated = std::stoll(text.substr(b, at - b));
-                else
-                    ignore("moe.moe_layer_pattern", x, "read as documentation of dense_layers");
+                moe_layers_stated = stated_moe_layers(x);
             } else if (key == "ep") {
                 if (auto n = count(v, "ep", limits::kMaxGpus)) l_.ep = static_cast<int>(*n);
             } else if (key == "etp") {
@@ -511,22 +534,7 @@ class ExtensionReader {
                 ignore("moe.router", x,
                        "the router's scoring is not modelled; its GEMM and the token counts are");
             } else if (key == "load_balance") {
-                const std::string lb = x.is_string() ? lower(x.get<std::string>()) : "";
-                if (contains(lb, "force-balanced") || contains(lb, "force balanced")) {
-                    m_.moe_load_imbalance = 1.0;
-                    m_.moe_capacity_factor = 0;
-                } else if (contains(lb, "capacity factor") || contains(lb, "tokendrop") ||
-                           contains(lb, "token-dropping")) {
-                    // Megatron-Bridge's "tokendrop" recipes: moe_expert_capacity_factor 1.0 with
-                    // moe_pad_expert_input_to_capacity.
-                    m_.moe_capacity_factor = 1.0;
-                    run_.notes.push_back(
-                        "extensions.moe.load_balance: token dropping read as capacity factor 1.0 "
-                        "(Megatron-Bridge tokendrop recipes)");
-                } else {
-                    set_unsupported(fmt::format(
-                        "extensions.moe.load_balance = {} is not a balance trainsim reads", short_dump(x)));
-                }
+                read_load_balance(x);
             } else if (key == "capacity_factor") {
                 if (x.is_number() && x.get<double>() >= 0 && x.get<double>() <= 1024)
                     m_.moe_capacity_factor = x.get<double>();

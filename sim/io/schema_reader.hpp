@@ -25,6 +25,45 @@ std::string section_of(const schema::Field<S>& f) {
     return dot == std::string::npos ? "" : f.name.substr(0, dot);
 }
 
+/// The integer list at `key` of `o` for field `f` (Kind::integer_list): an array of integers each within
+/// f.range; null (an empty list) when f.nullable.
+template <class S>
+std::vector<std::int64_t> read_integer_list(StrictObject& o, const std::string& key,
+                                            const schema::Field<S>& f) {
+    const auto& v = o.raw(key);
+    std::vector<std::int64_t> list;
+    if (v.is_null() && f.nullable) return list;
+    if (!v.is_array()) o.fail(o.field(key), fmt::format("= {} must be an array", shown(v)));
+    for (const auto& x : v) {
+        if (!x.is_number_integer()) o.fail(o.field(key), fmt::format("= {} must hold integers", shown(v)));
+        const std::int64_t n =
+            x.is_number_unsigned() && x.get<std::uint64_t>() > INT64_MAX ? INT64_MAX : x.get<std::int64_t>();
+        if (f.range)
+            if (const auto problem = schema::range_problem(static_cast<double>(n), *f.range))
+                o.fail(o.field(key), fmt::format("holds {}, which {}", shown(x), *problem));
+        list.push_back(n);
+    }
+    return list;
+}
+
+/// The choice set at `key` of `o` for field `f` (Kind::choice_set): an array of names of f.choices.
+template <class S>
+std::vector<std::string> read_choice_set(StrictObject& o, const std::string& key, const schema::Field<S>& f) {
+    const auto& v = o.raw(key);
+    if (!v.is_array()) o.fail(o.field(key), fmt::format("= {} must be an array", shown(v)));
+    std::vector<std::string> list;
+    std::string expected;
+    for (std::size_t i = 0; i < f.choices.size(); ++i)
+        expected += (i == 0 ? "" : i + 1 == f.choices.size() ? " or " : ", ") + f.choices[i];
+    for (const auto& x : v) {
+        const std::string name = x.is_string() ? x.get<std::string>() : shown(x);
+        if (!x.is_string() || std::find(f.choices.begin(), f.choices.end(), name) == f.choices.end())
+            o.fail(o.field(key), fmt::format("holds {}; expected {}", shown(x), expected));
+        list.push_back(name);
+    }
+    return list;
+}
+
 /// Reads field `f` of `o` (the object that holds its key) into `s` when present (when required and absent:
 /// "is missing"). Returns whether the key was present.
 template <class S>
@@ -67,44 +106,12 @@ bool read_field(StrictObject& o, const schema::Field<S>& f, S& s) {
             f.set(s, Value{v});
             break;
         }
-        case Kind::integer_list: {
-            const auto& v = o.raw(key);
-            std::vector<std::int64_t> list;
-            if (v.is_null() && f.nullable) {
-                f.set(s, Value{list});
-                break;
-            }
-            if (!v.is_array()) o.fail(o.field(key), fmt::format("= {} must be an array", shown(v)));
-            for (const auto& x : v) {
-                if (!x.is_number_integer())
-                    o.fail(o.field(key), fmt::format("= {} must hold integers", shown(v)));
-                const std::int64_t n = x.is_number_unsigned() && x.get<std::uint64_t>() > INT64_MAX
-                                           ? INT64_MAX
-                                           : x.get<std::int64_t>();
-                if (f.range)
-                    if (const auto problem = schema::range_problem(static_cast<double>(n), *f.range))
-                        o.fail(o.field(key), fmt::format("holds {}, which {}", shown(x), *problem));
-                list.push_back(n);
-            }
-            f.set(s, Value{list});
+        case Kind::integer_list:
+            f.set(s, Value{read_integer_list(o, key, f)});
             break;
-        }
-        case Kind::choice_set: {
-            const auto& v = o.raw(key);
-            if (!v.is_array()) o.fail(o.field(key), fmt::format("= {} must be an array", shown(v)));
-            std::vector<std::string> list;
-            std::string expected;
-            for (std::size_t i = 0; i < f.choices.size(); ++i)
-                expected += (i == 0 ? "" : i + 1 == f.choices.size() ? " or " : ", ") + f.choices[i];
-            for (const auto& x : v) {
-                const std::string name = x.is_string() ? x.get<std::string>() : shown(x);
-                if (!x.is_string() || std::find(f.choices.begin(), f.choices.end(), name) == f.choices.end())
-                    o.fail(o.field(key), fmt::format("holds {}; expected {}", shown(x), expected));
-                list.push_back(name);
-            }
-            f.set(s, Value{list});
+        case Kind::choice_set:
+            f.set(s, Value{read_choice_set(o, key, f)});
             break;
-        }
     }
     if (f.check) {
         try {

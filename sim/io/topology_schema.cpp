@@ -14,30 +14,34 @@ using schema::Value;
 
 constexpr const char* kLimits = "trainsim/limits.hpp";
 
-Field<TopologySpec> bandwidth(std::string name, Bandwidth TopologySpec::*member, std::string doc) {
+/// A required quantity field held as a unit type Q (Bandwidth, Time): `to_si` gives its value in the SI unit
+/// of `dim` (B/s, s), `from_si` makes it from one.
+template <class Q, class ToSi, class FromSi>
+Field<TopologySpec> unit_field(std::string name, Q TopologySpec::*member, Dimension dim, std::string doc,
+                               ToSi to_si, FromSi from_si) {
     Field<TopologySpec> f;
     f.name = std::move(name);
     f.kind = schema::Kind::quantity;
-    f.dimension = Dimension::bandwidth;
-    f.unit = std::string("B/s");
+    f.dimension = dim;
+    f.unit = std::string(dim == Dimension::time ? "s" : "B/s");
     f.doc = std::move(doc);
     f.required = true;
-    f.get = [member](const TopologySpec& t) { return Value{(t.*member).bytes_per_s}; };
-    f.set = [member](TopologySpec& t, const Value& v) { t.*member = Bandwidth{std::get<double>(v)}; };
+    f.get = [member, to_si](const TopologySpec& t) { return Value{to_si(t.*member)}; };
+    f.set = [member, from_si](TopologySpec& t, const Value& v) { t.*member = from_si(std::get<double>(v)); };
     return f;
 }
 
+Field<TopologySpec> bandwidth(std::string name, Bandwidth TopologySpec::*member, std::string doc) {
+    return unit_field(
+        std::move(name), member, Dimension::bandwidth, std::move(doc),
+        [](Bandwidth b) { return b.bytes_per_s; }, [](double v) { return Bandwidth{v}; });
+}
+
 Field<TopologySpec> latency(std::string name, Time TopologySpec::*member, std::string doc) {
-    Field<TopologySpec> f;
-    f.name = std::move(name);
-    f.kind = schema::Kind::quantity;
-    f.dimension = Dimension::time;
-    f.unit = std::string("s");
-    f.doc = std::move(doc);
-    f.required = true;
+    Field<TopologySpec> f = unit_field(
+        std::move(name), member, Dimension::time, std::move(doc), [](Time t) { return t.to_seconds(); },
+        [](double v) { return Time::seconds(v); });
     f.allow_zero = true;
-    f.get = [member](const TopologySpec& t) { return Value{(t.*member).to_seconds()}; };
-    f.set = [member](TopologySpec& t, const Value& v) { t.*member = Time::seconds(std::get<double>(v)); };
     return f;
 }
 

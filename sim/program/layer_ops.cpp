@@ -149,85 +149,86 @@ double BlockBuilder::overlap_rs_comm_sms() const {
     return l_.framework == Framework::megatron ? kUbPipelineCommSms : 0.0;
 }
 
+double BlockBuilder::column_cast_elements() const {
+    // The column-parallel inputs: gathered in 16 bits, or cast to FP8 on the shard and gathered in FP8.
+    return fp8_tp_all_gather() ? Tsp_ * h_ : T_ * h_;
+}
+
+void BlockBuilder::column_forward(OpTemplate& t, const Kernel& gemm) {
+    if (l_.sequence_parallel) {
+        const double act = T_ * h_ * E_;  // one full activation [T, h]
+        const bool ov = l_.tp_comm_overlap;
+        tp(t, CollectiveKind::all_gather, fp8_tp_all_gather() ? T_ * h_ : act, !ov);
+        kernel(t, gemm);
+        if (ov) tp_wait(t);
+    } else {
+        kernel(t, gemm);
+    }
+}
+
+void BlockBuilder::row_forward(OpTemplate& t, const Kernel& gemm) {
+    const double act = T_ * h_ * E_;  // one full activation [T, h]
+    const CollectiveKind out_kind =
+        l_.sequence_parallel ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
+    if (l_.tp_comm_overlap && l_.tp > 1) {
+        const int splits = overlap_rs_splits();
+        flush(t);
+        tp(t, out_kind, act * (splits - 1) / splits, false);
+        Kernel g = gemm;
+        g.sms_reserved = overlap_rs_comm_sms();
+        kernel(t, g);
+        tp_wait(t);
+        tp(t, out_kind, act / splits, true);
+    } else {
+        kernel(t, gemm);
+        tp(t, out_kind, act, true);
+    }
+}
+
+void BlockBuilder::attention_forward(OpTemplate& t) {
+    unit_boundary(t);
+    dequantize(t, h_ * (a_ + 2 * g_) * d_ / t_);
+    fp8_forward_casts(t, column_cast_elements(), h_ * (a_ + 2 * g_) * d_ / t_, true);
+    column_forward(t, Kernel::gemm("qkv_gemm", T_, (a_ + 2 * g_) * d_ / t_, h_, 1, gemm_elem_));
+    adapter_forward(t, l_.lora_targets.qkv, h_, (a_ + 2 * g_) * d_ / t_);
+    rope(t, false);
+    attention_core_forward(t);
+    unit_boundary(t);
+    dequantize(t, a_ * d_ / t_ * h_);
+    adapter_forward(t, l_.lora_targets.proj, a_ * d_ / t_, h_);
+    fp8_forward_casts(t, T_ * a_ * d_ / t_, a_ * d_ / t_ * h_);
+    row_forward(t, Kernel::gemm("attn_proj_gemm", T_, h_, a_ * d_ / t_, 1, gemm_elem_));
+}
+
+void BlockBuilder::mlp_forward(OpTemplate& t, double f) {
+    const double fe = (m_.mlp == MlpKind::swiglu ? 2.0 : 1.0) * f / t_;
+    unit_boundary(t);
+    dequantize(t, h_ * fe);
+    fp8_forward_casts(t, column_cast_elements(), h_ * fe, true);
+    column_forward(t, Kernel::gemm("fc1_gemm", T_, fe, h_, 1, gemm_elem_));
+    adapter_forward(t, l_.lora_targets.fc1, h_, fe);
+    kernel(t, Kernel::memory(m_.mlp == MlpKind::swiglu ? "swiglu" : "gelu", act_fwd_bytes() * T_ * f / t_));
+    unit_boundary(t);
+    dequantize(t, f / t_ * h_);
+    adapter_forward(t, l_.lora_targets.fc2, f / t_, h_);
+    fp8_forward_casts(t, T_ * f / t_, f / t_ * h_);
+    row_forward(t, Kernel::gemm("fc2_gemm", T_, h_, f / t_, 1, gemm_elem_));
+}
+
 OpTemplate BlockBuilder::layer_forward(bool moe) {
     OpTemplate t;
-    const bool sp = l_.sequence_parallel;
-    const bool ov = l_.tp_comm_overlap;
-    const double act = T_ * h_ * E_;  // one full activation [T, h]
-    const CollectiveKind out_kind = sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
-    // The column-parallel inputs: gathered in 16 bits, or cast to FP8 on the shard and gathered in FP8.
-    const bool fp8_gather = fp8_tp_all_gather();
-    const double column_act = fp8_gather ? T_ * h_ : act;
-    const double column_cast_elements = fp8_gather ? Tsp_ * h_ : T_ * h_;
-
-    // Column-parallel GEMM preceded (SP) by the all-gather of its input.
-    auto column = [&](const Kernel& gemm) {
-        if (sp) {
-            tp(t, CollectiveKind::all_gather, column_act, !ov);
-            kernel(t, gemm);
-            if (ov) tp_wait(t);
-        } else {
-            kernel(t, gemm);
-        }
-    };
-    // Row-parallel GEMM followed by the all-reduce (reduce-scatter with SP) of its output; overlapped: the
-    // chunks' collectives run beside the chunked GEMM, the last chunk's after it (exposed).
-    auto row = [&](const Kernel& gemm) {
-        if (ov && l_.tp > 1) {
-            const int splits = overlap_rs_splits();
-            flush(t);
-            tp(t, out_kind, act * (splits - 1) / splits, false);
-            Kernel g = gemm;
-            g.sms_reserved = overlap_rs_comm_sms();
-            kernel(t, g);
-            tp_wait(t);
-            tp(t, out_kind, act / splits, true);
-        } else {
-            kernel(t, gemm);
-            tp(t, out_kind, act, true);
-        }
-    };
-
     kernel(t, Kernel::memory("input_norm", norm_fwd_bytes() * h_ * Tsp_));
-    if (m_.mla()) {
+    if (m_.mla())
         mla_forward(t);
-    } else {
-        unit_boundary(t);
-        dequantize(t, h_ * (a_ + 2 * g_) * d_ / t_);
-        fp8_forward_casts(t, column_cast_elements, h_ * (a_ + 2 * g_) * d_ / t_, true);
-        column(Kernel::gemm("qkv_gemm", T_, (a_ + 2 * g_) * d_ / t_, h_, 1, gemm_elem_));
-        adapter_forward(t, l_.lora_targets.qkv, h_, (a_ + 2 * g_) * d_ / t_);
-        rope(t, false);
-        attention_core_forward(t);
-        unit_boundary(t);
-        dequantize(t, a_ * d_ / t_ * h_);
-        adapter_forward(t, l_.lora_targets.proj, a_ * d_ / t_, h_);
-        fp8_forward_casts(t, T_ * a_ * d_ / t_, a_ * d_ / t_ * h_);
-        row(Kernel::gemm("attn_proj_gemm", T_, h_, a_ * d_ / t_, 1, gemm_elem_));
-    }
+    else
+        attention_forward(t);
     kernel(t, Kernel::memory("bias_dropout_add", (3 * E_ + 1) * h_ * Tsp_));
     kernel(t, Kernel::memory("pre_mlp_norm", norm_fwd_bytes() * h_ * Tsp_));
-    // A dense MLP of width f (the layer's, or an MoE layer's shared experts).
-    auto mlp = [&](double f) {
-        const double fe = (m_.mlp == MlpKind::swiglu ? 2.0 : 1.0) * f / t_;
-        unit_boundary(t);
-        dequantize(t, h_ * fe);
-        fp8_forward_casts(t, column_cast_elements, h_ * fe, true);
-        column(Kernel::gemm("fc1_gemm", T_, fe, h_, 1, gemm_elem_));
-        adapter_forward(t, l_.lora_targets.fc1, h_, fe);
-        kernel(t,
-               Kernel::memory(m_.mlp == MlpKind::swiglu ? "swiglu" : "gelu", act_fwd_bytes() * T_ * f / t_));
-        unit_boundary(t);
-        dequantize(t, f / t_ * h_);
-        adapter_forward(t, l_.lora_targets.fc2, f / t_, h_);
-        fp8_forward_casts(t, T_ * f / t_, f / t_ * h_);
-        row(Kernel::gemm("fc2_gemm", T_, h_, f / t_, 1, gemm_elem_));
-    };
     if (moe) {
         moe_forward(t);
-        if (shared_f_ > 0) mlp(shared_f_);
+        if (shared_f_ > 0) mlp_forward(t, shared_f_);
     } else {
-        mlp(f_);
+        mlp_forward(t, f_);
     }
     kernel(t, Kernel::memory("bias_dropout_add", (3 * E_ + 1) * h_ * Tsp_));
     flush(t);
@@ -348,83 +349,81 @@ void BlockBuilder::attention_core_backward(OpTemplate& t) {
     }
 }
 
+void BlockBuilder::row_backward(OpTemplate& t, const Kernel& dgrad, const Kernel& wgrad) {
+    if (l_.sequence_parallel) {
+        const bool ov = l_.tp_comm_overlap;
+        tp(t, CollectiveKind::all_gather, T_ * h_ * E_, !ov);
+        kernel(t, dgrad);
+        if (ov) tp_wait(t);
+    } else {
+        kernel(t, dgrad);
+    }
+    if (!l_.frozen_base()) kernel(t, wgrad);  // LoRA / QLoRA: no weight gradients for the base
+}
+
+void BlockBuilder::column_backward(OpTemplate& t, const Kernel& dgrad, const Kernel& wgrad, double in) {
+    const double act = T_ * in * E_;  // the input [T, in], gathered
+    const CollectiveKind grad_kind =
+        l_.sequence_parallel ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
+    const bool regather = regathers_in_backward();
+    if (regather) tp(t, CollectiveKind::all_gather, act, false);
+    kernel(t, dgrad);
+    if (regather) tp_wait(t);
+    tp(t, grad_kind, act, false);
+    if (!l_.frozen_base()) kernel(t, wgrad);  // LoRA / QLoRA: no weight gradients for the base
+    tp_wait(t);
+}
+
+void BlockBuilder::mlp_backward(OpTemplate& t, double f) {
+    const double fe = (m_.mlp == MlpKind::swiglu ? 2.0 : 1.0) * f / t_;
+    unit_boundary(t);
+    dequantize(t, f / t_ * h_);
+    adapter_backward(t, l_.lora_targets.fc2, f / t_, h_);
+    fp8_backward_casts(t, T_ * h_, T_ * f / t_, f / t_ * h_);
+    row_backward(t, Kernel::gemm("fc2_dgrad", T_, f / t_, h_, 1, gemm_elem_),
+                 Kernel::gemm("fc2_wgrad", h_, f / t_, T_, 1, gemm_elem_));
+    kernel(t, Kernel::memory(m_.mlp == MlpKind::swiglu ? "swiglu_bwd" : "gelu_bwd",
+                             act_bwd_bytes() * T_ * f / t_));
+    unit_boundary(t);
+    dequantize(t, h_ * fe);
+    adapter_backward(t, l_.lora_targets.fc1, h_, fe);
+    fp8_backward_casts(t, T_ * fe, T_ * h_, h_ * fe, true);
+    column_backward(t, Kernel::gemm("fc1_dgrad", T_, h_, fe, 1, gemm_elem_),
+                    Kernel::gemm("fc1_wgrad", fe, h_, T_, 1, gemm_elem_), h_);
+}
+
+void BlockBuilder::attention_backward(OpTemplate& t) {
+    unit_boundary(t);
+    dequantize(t, a_ * d_ / t_ * h_);
+    adapter_backward(t, l_.lora_targets.proj, a_ * d_ / t_, h_);
+    fp8_backward_casts(t, T_ * h_, T_ * a_ * d_ / t_, a_ * d_ / t_ * h_);
+    row_backward(t, Kernel::gemm("attn_proj_dgrad", T_, a_ * d_ / t_, h_, 1, gemm_elem_),
+                 Kernel::gemm("attn_proj_wgrad", h_, a_ * d_ / t_, T_, 1, gemm_elem_));
+    attention_core_backward(t);
+    rope(t, true);
+    unit_boundary(t);
+    dequantize(t, h_ * (a_ + 2 * g_) * d_ / t_);
+    adapter_backward(t, l_.lora_targets.qkv, h_, (a_ + 2 * g_) * d_ / t_);
+    fp8_backward_casts(t, T_ * (a_ + 2 * g_) * d_ / t_, T_ * h_, h_ * (a_ + 2 * g_) * d_ / t_, true);
+    column_backward(t, Kernel::gemm("qkv_dgrad", T_, h_, (a_ + 2 * g_) * d_ / t_, 1, gemm_elem_),
+                    Kernel::gemm("qkv_wgrad", (a_ + 2 * g_) * d_ / t_, h_, T_, 1, gemm_elem_), h_);
+}
+
 OpTemplate BlockBuilder::layer_backward(bool moe) {
     OpTemplate t;
-    const bool sp = l_.sequence_parallel;
-    const bool ov = l_.tp_comm_overlap;
-    const double act = T_ * h_ * E_;
-    const CollectiveKind grad_kind = sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
-
-    // Row-parallel backward: with SP, the output gradient is all-gathered first (backward of the
-    // reduce-scatter).
-    const bool frozen = l_.frozen_base();  // LoRA / QLoRA: no weight gradients for the base
-    auto row_bwd = [&](const Kernel& dgrad, const Kernel& wgrad) {
-        if (sp) {
-            tp(t, CollectiveKind::all_gather, act, !ov);
-            kernel(t, dgrad);
-            if (ov) tp_wait(t);
-        } else {
-            kernel(t, dgrad);
-        }
-        if (!frozen) kernel(t, wgrad);
-    };
-    // Column-parallel backward (Megatron LinearWithGradAccumulationAndAsyncCommunication): with SP the input
-    // is all-gathered again, overlapped with the data-gradient GEMM; the input gradient's all-reduce
-    // (reduce-scatter) is launched asynchronously and overlapped with the weight-gradient GEMM.
-    auto column_bwd = [&](const Kernel& dgrad, const Kernel& wgrad) {
-        const bool regather = regathers_in_backward();
-        if (regather) tp(t, CollectiveKind::all_gather, act, false);
-        kernel(t, dgrad);
-        if (regather) tp_wait(t);
-        tp(t, grad_kind, act, false);
-        if (!frozen) kernel(t, wgrad);
-        tp_wait(t);
-    };
-
     kernel(t, Kernel::memory("bias_dropout_add_bwd", (3 * E_ + 1) * h_ * Tsp_));
-    auto mlp_bwd = [&](double f) {
-        const double fe = (m_.mlp == MlpKind::swiglu ? 2.0 : 1.0) * f / t_;
-        unit_boundary(t);
-        dequantize(t, f / t_ * h_);
-        adapter_backward(t, l_.lora_targets.fc2, f / t_, h_);
-        fp8_backward_casts(t, T_ * h_, T_ * f / t_, f / t_ * h_);
-        row_bwd(Kernel::gemm("fc2_dgrad", T_, f / t_, h_, 1, gemm_elem_),
-                Kernel::gemm("fc2_wgrad", h_, f / t_, T_, 1, gemm_elem_));
-        kernel(t, Kernel::memory(m_.mlp == MlpKind::swiglu ? "swiglu_bwd" : "gelu_bwd",
-                                 act_bwd_bytes() * T_ * f / t_));
-        unit_boundary(t);
-        dequantize(t, h_ * fe);
-        adapter_backward(t, l_.lora_targets.fc1, h_, fe);
-        fp8_backward_casts(t, T_ * fe, T_ * h_, h_ * fe, true);
-        column_bwd(Kernel::gemm("fc1_dgrad", T_, h_, fe, 1, gemm_elem_),
-                   Kernel::gemm("fc1_wgrad", fe, h_, T_, 1, gemm_elem_));
-    };
     if (moe) {
-        if (shared_f_ > 0) mlp_bwd(shared_f_);
+        if (shared_f_ > 0) mlp_backward(t, shared_f_);
         moe_backward(t);
     } else {
-        mlp_bwd(f_);
+        mlp_backward(t, f_);
     }
     kernel(t, Kernel::memory("pre_mlp_norm_bwd", norm_bwd_bytes() * h_ * Tsp_));
     kernel(t, Kernel::memory("bias_dropout_add_bwd", (3 * E_ + 1) * h_ * Tsp_));
-    if (m_.mla()) {
+    if (m_.mla())
         mla_backward(t);
-    } else {
-        unit_boundary(t);
-        dequantize(t, a_ * d_ / t_ * h_);
-        adapter_backward(t, l_.lora_targets.proj, a_ * d_ / t_, h_);
-        fp8_backward_casts(t, T_ * h_, T_ * a_ * d_ / t_, a_ * d_ / t_ * h_);
-        row_bwd(Kernel::gemm("attn_proj_dgrad", T_, a_ * d_ / t_, h_, 1, gemm_elem_),
-                Kernel::gemm("attn_proj_wgrad", h_, a_ * d_ / t_, T_, 1, gemm_elem_));
-        attention_core_backward(t);
-        rope(t, true);
-        unit_boundary(t);
-        dequantize(t, h_ * (a_ + 2 * g_) * d_ / t_);
-        adapter_backward(t, l_.lora_targets.qkv, h_, (a_ + 2 * g_) * d_ / t_);
-        fp8_backward_casts(t, T_ * (a_ + 2 * g_) * d_ / t_, T_ * h_, h_ * (a_ + 2 * g_) * d_ / t_, true);
-        column_bwd(Kernel::gemm("qkv_dgrad", T_, h_, (a_ + 2 * g_) * d_ / t_, 1, gemm_elem_),
-                   Kernel::gemm("qkv_wgrad", (a_ + 2 * g_) * d_ / t_, h_, T_, 1, gemm_elem_));
-    }
+    else
+        attention_backward(t);
     kernel(t, Kernel::memory("input_norm_bwd", norm_bwd_bytes() * h_ * Tsp_));
     flush(t);
     return t;

@@ -90,6 +90,30 @@ class BlockBuilder {
     /// MoE with expert TP > 1: the all-gather (reduce-scatter) of the dispatched tokens over the expert-TP
     /// group, blocking, on the TP stream (the TP group when expert TP = TP).
     void etp_collective(OpTemplate& t, CollectiveKind kind, double bytes);
+    /// Column-parallel GEMM preceded (SP) by the all-gather of its input (in FP8 with fp8_tp_all_gather()).
+    void column_forward(OpTemplate& t, const Kernel& gemm);
+    /// Row-parallel GEMM followed by the all-reduce (reduce-scatter with SP) of its output; overlapped
+    /// (tp_comm_overlap): the chunks' collectives run beside the chunked GEMM, the last chunk's after it
+    /// (exposed).
+    void row_forward(OpTemplate& t, const Kernel& gemm);
+    /// Row-parallel backward: with SP, the output gradient is all-gathered first (backward of the
+    /// reduce-scatter); no weight gradient for a frozen base.
+    void row_backward(OpTemplate& t, const Kernel& dgrad, const Kernel& wgrad);
+    /// Column-parallel backward (Megatron LinearWithGradAccumulationAndAsyncCommunication): with SP the input
+    /// is all-gathered again (regathers_in_backward), overlapped with the data-gradient GEMM; the input
+    /// gradient's all-reduce (reduce-scatter) is launched asynchronously and overlapped with the
+    /// weight-gradient GEMM. `in`: the width of the GEMM's input (hidden, or MLA's latent ranks).
+    void column_backward(OpTemplate& t, const Kernel& dgrad, const Kernel& wgrad, double in);
+    /// Elements a column-parallel GEMM's input is cast to FP8 from: the shard when cast before the
+    /// all-gather (fp8_tp_all_gather), else the gathered input.
+    double column_cast_elements() const;
+    /// Self-attention without MLA: QKV GEMM, RoPE, the attention core, output projection (forward), and back.
+    void attention_forward(OpTemplate& t);
+    void attention_backward(OpTemplate& t);
+    /// A dense MLP of width f (the layer's, or an MoE layer's shared experts): fc1, activation, fc2; and
+    /// back.
+    void mlp_forward(OpTemplate& t, double f);
+    void mlp_backward(OpTemplate& t, double f);
     void attention_core_forward(OpTemplate& t);
     void attention_core_backward(OpTemplate& t);
     /// Multi-head latent attention (mla_ops.cpp), Megatron-Core MLASelfAttention with the TransformerEngine

@@ -86,7 +86,6 @@ void BlockBuilder::mla_forward(OpTemplate& t) {
                         "on multi-head latent attention are not modelled",
                         to_string(l_.adapter)));
     const MlaShape x = mla_shape(m_, l_, a_, d_, t_, T_, Tsp_);
-    const double act = T_ * h_ * E_;
     // The duplicated down-projections (no TP collective), each quantizing its input in fp8 runs.
     if (m_.q_lora_rank > 0) {
         fp8_forward_casts(t, x.down_tokens * h_, h_ * x.qr);
@@ -99,57 +98,28 @@ void BlockBuilder::mla_forward(OpTemplate& t) {
     attention_core_forward(t);
     const double o = a_ * dv_ / t_;  // the core's output width per GPU
     fp8_forward_casts(t, T_ * o, o * h_);
-    const CollectiveKind out_kind =
-        l_.sequence_parallel ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
-    // Row parallel, overlapped as layer_forward's row(): the chunks' collectives beside the chunked GEMM,
-    // the last chunk's after it.
-    if (l_.tp_comm_overlap && l_.tp > 1) {
-        const int splits = overlap_rs_splits();
-        flush(t);
-        tp(t, out_kind, act * (splits - 1) / splits, false);
-        Kernel g = Kernel::gemm("attn_proj_gemm", T_, h_, o, 1, gemm_elem_);
-        g.sms_reserved = overlap_rs_comm_sms();
-        kernel(t, g);
-        tp_wait(t);
-        tp(t, out_kind, act / splits, true);
-    } else {
-        kernel(t, Kernel::gemm("attn_proj_gemm", T_, h_, o, 1, gemm_elem_));
-        tp(t, out_kind, act, true);
-    }
+    row_forward(t, Kernel::gemm("attn_proj_gemm", T_, h_, o, 1, gemm_elem_));
 }
 
 void BlockBuilder::mla_backward(OpTemplate& t) {
     const MlaShape x = mla_shape(m_, l_, a_, d_, t_, T_, Tsp_);
     const bool sp = l_.sequence_parallel;
-    const bool ov = l_.tp_comm_overlap;
     const bool frozen = l_.frozen_base();
-    const CollectiveKind grad_kind = sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
     const double o = a_ * dv_ / t_;
     // linear_proj (row parallel): with SP the output gradient is all-gathered first.
     fp8_backward_casts(t, T_ * h_, T_ * o, o * h_);
-    if (sp) {
-        tp(t, CollectiveKind::all_gather, T_ * h_ * E_, !ov);
-        kernel(t, Kernel::gemm("attn_proj_dgrad", T_, o, h_, 1, gemm_elem_));
-        if (ov) tp_wait(t);
-    } else {
-        kernel(t, Kernel::gemm("attn_proj_dgrad", T_, o, h_, 1, gemm_elem_));
-    }
-    if (!frozen) kernel(t, Kernel::gemm("attn_proj_wgrad", h_, o, T_, 1, gemm_elem_));
+    row_backward(t, Kernel::gemm("attn_proj_dgrad", T_, o, h_, 1, gemm_elem_),
+                 Kernel::gemm("attn_proj_wgrad", h_, o, T_, 1, gemm_elem_));
     attention_core_backward(t);
     kernel(t, Kernel::memory("mla_rope_kv_bwd", E_ * T_ * (x.kv_out + x.rope + x.q_out + a_ * dv_ / t_)));
     kernel(t, Kernel::memory("mla_rope_q_bwd", 2 * E_ * T_ * x.q_out));
-    // Column-parallel up-projection backward (as layer_backward's column_bwd): the SP input regathered and
-    // overlapped with dgrad, the input gradient reduce-scattered (all-reduced) and overlapped with wgrad,
-    // then the fused norm's backward on the shard.
+    // Column-parallel up-projection backward (column_backward): the SP input regathered and overlapped with
+    // dgrad, the input gradient reduce-scattered (all-reduced) and overlapped with wgrad, then the fused
+    // norm's backward on the shard.
     auto up_bwd = [&](const char* dgrad, const char* wgrad, const char* norm, double in, double out) {
         fp8_backward_casts(t, T_ * out, T_ * in, in * out, true);
-        const bool regather = regathers_in_backward();
-        if (regather) tp(t, CollectiveKind::all_gather, T_ * in * E_, false);
-        kernel(t, Kernel::gemm(dgrad, T_, in, out, 1, gemm_elem_));
-        if (regather) tp_wait(t);
-        tp(t, grad_kind, T_ * in * E_, false);
-        if (!frozen) kernel(t, Kernel::gemm(wgrad, out, in, T_, 1, gemm_elem_));
-        tp_wait(t);
+        column_backward(t, Kernel::gemm(dgrad, T_, in, out, 1, gemm_elem_),
+                        Kernel::gemm(wgrad, out, in, T_, 1, gemm_elem_), in);
         if (norm != nullptr) kernel(t, Kernel::memory(norm, norm_bwd_bytes() * in * Tsp_));
     };
     up_bwd("kv_up_proj_dgrad", "kv_up_proj_wgrad", "kv_norm_bwd", x.kr, x.kv_out);

@@ -332,15 +332,19 @@ void StageBuilder::wait_for_group(int chunk, int group) {
         }
 }
 
-void StageBuilder::recv(int direction, int vs, int mb, Phase phase) {
+void StageBuilder::p2p(OpKind kind, int direction, int vs, int mb, Phase phase) {
     Op op;
-    op.kind = OpKind::recv;
+    op.kind = kind;
     op.phase = phase;
     op.direction = direction;
     op.virtual_stage = vs;
     op.micro_batch = mb;
     op.bytes = shape_.p2p_bytes;
     sp_.ops.push_back(op);
+}
+
+void StageBuilder::recv(int direction, int vs, int mb, Phase phase) {
+    p2p(OpKind::recv, direction, vs, mb, phase);
     if (shape_.gather_after_recv) {
         Op ag;
         ag.kind = OpKind::tp_launch;
@@ -358,14 +362,7 @@ void StageBuilder::recv(int direction, int vs, int mb, Phase phase) {
 }
 
 void StageBuilder::send(int direction, int to_vs, int mb, Phase phase) {
-    Op op;
-    op.kind = OpKind::send;
-    op.phase = phase;
-    op.direction = direction;
-    op.virtual_stage = to_vs;
-    op.micro_batch = mb;
-    op.bytes = shape_.p2p_bytes;
-    sp_.ops.push_back(op);
+    p2p(OpKind::send, direction, to_vs, mb, phase);
 }
 
 StageProgram StageBuilder::build() {

@@ -89,6 +89,8 @@ class StageBuilder {
     bool moe_layer(int chunk, int index) const;
     void launch_param_gather(int chunk);
     void wait_for_group(int chunk, int group);
+    /// A P2P op (send or recv) of one activation or gradient message with virtual stage `vs`.
+    void p2p(OpKind kind, int direction, int vs, int mb, Phase phase);
     void recv(int direction, int vs, int mb, Phase phase);
     void send(int direction, int to_vs, int mb, Phase phase);
     // Passes.

@@ -51,6 +51,8 @@ Report make_report(const Cluster& cluster, const ModelSpec& m, const Layout& l, 
         s.stage = st;
         s.compute_s += t.compute_s / k;
         s.tp_exposed_s += t.tp_exposed_s / k;
+        s.cp_exposed_s += t.cp_exposed_s / k;
+        s.ep_exposed_s += t.ep_exposed_s / k;
         s.pp_exposed_s += t.pp_exposed_s / k;
         s.bubble_s += t.bubble_s / k;
         s.dp_exposed_s += t.dp_exposed_s / k;

@@ -95,6 +95,10 @@ bad "memory --svg to a FIFO" 2 "fifo: is a FIFO" -- memory "${SMALL[@]}" --svg f
 bad "memory --svg into a missing folder" 2 "no/such/dir/m.svg: cannot write the file" -- memory "${SMALL[@]}" --svg no/such/dir/m.svg
 new_case; ln -s missing.csv "$CASE_DIR/dangling.csv"
 bad "sweep --csv to a dangling symbolic link" 2 "dangling.csv: is a symbolic link" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --csv dangling.csv
+new_case; mkdir "$CASE_DIR/outdir"
+bad "run --html to a directory" 2 "outdir: is a directory" -- run "${SMALL[@]}" --html outdir
+bad "memory --html into a missing folder" 2 "no/such/dir/m.html: cannot write the file" -- memory "${SMALL[@]}" --html no/such/dir/m.html
+bad "sweep --html to a device" 2 "/dev/null: is a device" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --html /dev/null
 new_case; mkdir "$CASE_DIR/d"
 bad "fit --out to a directory" 2 "d: is a directory" -- fit --gpu A100-SXM4-80GB "$RUNS" --out d
 new_case; mkdir "$CASE_DIR/d"

@@ -36,5 +36,6 @@ done
 check "my-cluster.json, my-model.json, my-runs.json written" test -s my-cluster.json -a -s my-model.json -a -s my-runs.json
 check "what-if.json is a report" python3 -c 'import json,sys; d=json.load(open("what-if.json")); sys.exit(0 if d["step_time_s"] > 0 else 1)'
 check "layouts.csv has a header and rows" test "$(wc -l <layouts.csv)" -ge 2
+check "report.html and layouts.html are pages" grep -q '</html>' report.html layouts.html
 cd "$src" || exit 1
 exit $fail

@@ -61,6 +61,10 @@ for h in "${HARNESSES[@]}"; do
   grep -v '^#' tests/fuzz/seeds/files.txt | while read -r name file; do
     if [ "$name" = "$h" ]; then cp "$file" "$corpus/seed-$(basename "$file")"; fi
   done
+  # Past findings (tests/fuzz/regressions/NAME/, replayed by ctest in every test build) seed the corpus too.
+  if [ -d "tests/fuzz/regressions/$h" ]; then
+    for file in tests/fuzz/regressions/"$h"/*; do cp "$file" "$corpus/regression-$(basename "$file")"; done
+  fi
   log="$BUILD/fuzz-$h.log"
   start=$(date +%s.%N)
   status=0

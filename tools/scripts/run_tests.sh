@@ -8,9 +8,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 tools/scripts/setup.sh build Release
 ctest --test-dir build --output-on-failure -j 2
-# The sanitizer build runs only the unit tests: no benchmarks, no CUDA trainsim-calibrate (nvcc) in it.
+# The sanitizer build runs only the unit tests and the fuzz harnesses' replay of their seeds and past findings
+# (tests/fuzz/CMakeLists.txt): no benchmarks, no CUDA trainsim-calibrate (nvcc) in it.
 tools/scripts/setup.sh build-sanitize Debug -DTRAINSIM_SANITIZE=ON -DTRAINSIM_BUILD_BENCH=OFF -DTRAINSIM_CALIBRATE=OFF
-ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-sanitize --output-on-failure -L unit -j 2
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-sanitize --output-on-failure -L 'unit|fuzz_replay' -j 2
 FUZZ_SECONDS="${TRAINSIM_FUZZ_SECONDS:-0}"
 if [ "$FUZZ_SECONDS" -gt 0 ]; then
   tools/scripts/fuzz.sh "$FUZZ_SECONDS"

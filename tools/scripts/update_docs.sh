@@ -11,15 +11,8 @@
 #                       `trainsim run`, and the bubble and FLOP figures of the variants the text discusses
 #   README.md           the same kind of block: the head of the default `trainsim run`
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-CHECK=0
-if [ "${1:-}" = "--check" ]; then
-  CHECK=1
-  shift
-fi
-BIN="${1:-build/trainsim}"
-[ -x "$BIN" ] || { echo "update_docs: no trainsim binary at $BIN (build first)" >&2; exit 2; }
-BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
+# shellcheck source=doc_script_args.sh
+source "$(dirname "$0")/doc_script_args.sh"  # cd to the root; CHECK, BIN
 GEN=$(mktemp -d "${TMPDIR:-/tmp}/trainsim-docs.XXXXXX")
 trap 'rm -rf "$GEN"' EXIT
 mkdir -p "$GEN/docs" "$GEN/blocks"

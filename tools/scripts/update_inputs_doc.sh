@@ -3,13 +3,8 @@
 # it with what the build generates and fails, naming this command, when it is stale. Usage:
 #   tools/scripts/update_inputs_doc.sh [--check] [path/to/trainsim]
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-CHECK=0
-if [ "${1:-}" = "--check" ]; then
-  CHECK=1
-  shift
-fi
-BIN="${1:-build/trainsim}"
+# shellcheck source=doc_script_args.sh
+source "$(dirname "$0")/doc_script_args.sh"  # cd to the root; CHECK, BIN
 OUT=docs/inputs.md
 TMP="$(mktemp)"
 trap 'rm -f "$TMP"' EXIT

@@ -1,5 +1,7 @@
 #include "inputs.hpp"
 
+#include <fmt/format.h>
+
 namespace po = boost::program_options;
 
 namespace trainsim::cli {
@@ -19,6 +21,12 @@ void add_input_options(po::options_description& desc, InputOptions& o) {
         "calibration", po::value(&o.calibration_file),
         "GPU model constants measured or fitted (format trainsim-calibration/1), applied over the catalog")(
         "profile", po::value(&o.profile_file), kProfileHelp);
+}
+
+std::string layout_title(const Inputs& in, const std::string& gpu_name) {
+    return fmt::format("{} on {} x {}: TP {} x PP {} x DP {}{}", in.name, in.layout.gpus(), gpu_name,
+                       in.layout.tp, in.layout.pp, in.layout.dp,
+                       in.layout.cp > 1 ? fmt::format(" x CP {}", in.layout.cp) : "");
 }
 
 }  // namespace trainsim::cli

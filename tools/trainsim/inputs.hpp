@@ -24,4 +24,7 @@ inline constexpr const char* kProfileHelp =
 /// Adds --topology, --workload, --set, --from-runs, --id, --calibration and --profile to `desc`.
 void add_input_options(boost::program_options::options_description& desc, InputOptions& o);
 
+/// "NAME on GPUS x GPU: TP t x PP p x DP d[ x CP c]": the title of memory's table and of the --html pages.
+std::string layout_title(const Inputs& in, const std::string& gpu_name);
+
 }  // namespace trainsim::cli

@@ -1,6 +1,7 @@
 // `trainsim memory`: per stage and phase, the memory piles of one iteration and their peak; --what-if the
 // standard remedies, each simulated; --svg a chart; --json everything.
 #include <iostream>
+#include <optional>
 
 #include <fmt/format.h>
 #include <boost/program_options.hpp>
@@ -9,6 +10,7 @@
 #include "inputs.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/frontend.hpp"
+#include "trainsim/html_report.hpp"
 #include "trainsim/memory.hpp"
 #include "trainsim/program.hpp"
 #include "trainsim/simulate.hpp"
@@ -63,7 +65,7 @@ int memory_command(const std::vector<std::string>& args) {
         "by pile (parameters, gradients, optimizer state, activations, buffers, framework), in GiB, walked\n"
         "over the simulated iteration; the peak stage and phase named. Exit 3 when a stage does not fit.\n"
         "Same inputs as `trainsim run` (no options: the embedded default).\n\noptions");
-    std::string svg_file;
+    std::string svg_file, html_file;
     long long max_events_arg = static_cast<long long>(kDefaultMaxEvents);
     InputOptions in_opts;
     desc.add_options()("help,h", "this help")("json", "print JSON on stdout instead of the tables")(
@@ -73,6 +75,10 @@ int memory_command(const std::vector<std::string>& args) {
         "timeline", "with --json: every memory sample of every stage (time, phase, bytes by pile)")(
         "svg", po::value(&svg_file),
         "write a chart of the per-phase peak by pile to FILE (self-contained SVG)")(
+        "html", po::value(&html_file),
+        "write a self-contained HTML page to FILE: the memory chart, and when simulated the headline "
+        "figures, step breakdown per stage and pipeline timeline (inline SVG; "
+        "include/trainsim/html_report.hpp)")(
         "max-events", po::value(&max_events_arg)->default_value(static_cast<long long>(kDefaultMaxEvents)),
         "bound on the events of each simulation this command runs (the layout's; with --what-if, each "
         "remedy's); 0: none. Past it the memory is still complete (it is walked over the schedule's order, "
@@ -81,21 +87,27 @@ int memory_command(const std::vector<std::string>& args) {
     po::variables_map vm;
     if (!parse_input_command(args, desc, vm, "memory")) return kExitOk;
     if (!svg_file.empty()) check_output_path(svg_file);
+    if (!html_file.empty()) check_output_path(html_file);
     if (max_events_arg < 0)
         throw InputError(fmt::format("memory: --max-events {} must be 0 (no bound) or more", max_events_arg));
     const auto max_events = static_cast<std::uint64_t>(max_events_arg);
     const Inputs in = resolve_inputs(in_opts);
-    const MemoryStudy study = study_memory(in, max_events, vm.count("what-if") > 0);
+    std::optional<PipelineTimeline> timeline;
+    if (!html_file.empty()) timeline.emplace(in.layout);
+    const MemoryStudy study = study_memory(
+        in, max_events, vm.count("what-if") > 0,
+        timeline ? std::vector<ExecutorObserver*>{&*timeline} : std::vector<ExecutorObserver*>{});
     const MemoryReport& mem = study.memory();
     const std::string& gpu_name = study.gpu_name;
-    const std::string title = fmt::format("{} on {} x {}: TP {} x PP {} x DP {}{}", in.name, in.layout.gpus(),
-                                          gpu_name, in.layout.tp, in.layout.pp, in.layout.dp,
-                                          in.layout.cp > 1 ? fmt::format(" x CP {}", in.layout.cp) : "");
+    const std::string title = layout_title(in, gpu_name);
     const std::string not_simulated = fmt::format(
         "(times not simulated: the iteration passed --max-events {} events; the memory is walked over the "
         "schedule's order, which needs no simulation)\n",
         max_events);
     if (!svg_file.empty()) write_file_atomically(svg_file, memory_svg(mem, title));
+    if (!html_file.empty())
+        write_file_atomically(html_file, memory_html(mem, study.simulated ? &study.result.report : nullptr,
+                                                     study.simulated ? &*timeline : nullptr, title));
     if (vm.count("json")) {
         const nlohmann::json j = memory_document(in, study, vm.count("timeline") > 0);
         std::cout << j.dump(2) << "\n";

@@ -14,6 +14,7 @@
 #include "scenario_options.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/fingerprint.hpp"
+#include "trainsim/html_report.hpp"
 #include "trainsim/output_file.hpp"
 #include "trainsim/scenario_study.hpp"
 #include "trainsim/simulate.hpp"
@@ -73,7 +74,7 @@ void warn_trace_size(const Inputs& in, const TraceSelection& sel) {
 
 /// The options of `trainsim run` as given.
 struct RunArgs {
-    std::string trace_file, trace_ranks = "first-replica", trace_window, tokens_text;
+    std::string trace_file, trace_ranks = "first-replica", trace_window, tokens_text, html_file;
     double gpu_hour_price = 0;
     InputOptions inputs;
     ScenarioOptions scenario;
@@ -95,6 +96,10 @@ void add_run_options(po::options_description& desc, RunArgs& a) {
         "trace-window", po::value(&a.trace_window),
         "START,END: write only the slices that overlap this span of simulated time (s; whole slices, not "
         "clipped), e.g. --trace-window 10,12")(
+        "html", po::value(&a.html_file),
+        "write a self-contained HTML page to FILE: headline figures, step breakdown per stage, pipeline "
+        "timeline of DP replica 0, memory chart (inline SVG, loads nothing; "
+        "include/trainsim/html_report.hpp)")(
         "fingerprint",
         "print the run's fingerprint (events, flows, ranks, step time, hash of every rank's time accounts; "
         "include/trainsim/fingerprint.hpp) as one line instead of the table; with --json, add it under "
@@ -149,7 +154,7 @@ std::optional<std::pair<double, std::optional<double>>> training_args(const RunA
 /// that fails leaves it untouched); the what-if study with perturbations.
 SimulationResult simulate_run(const Inputs& in, const RunArgs& a, const po::variables_map& vm,
                               const TraceSelection& sel, SimulationOptions options,
-                              std::optional<ScenarioStudy>& study) {
+                              std::optional<ScenarioStudy>& study, PipelineTimeline* timeline) {
     std::unique_ptr<OutputFile> trace_out;
     std::unique_ptr<ChromeTraceWriter> trace_writer;
     if (vm.count("trace")) {
@@ -158,6 +163,10 @@ SimulationResult simulate_run(const Inputs& in, const RunArgs& a, const po::vari
         trace_writer = std::make_unique<ChromeTraceWriter>(
             in.layout, sel, [out = trace_out.get()](std::string_view piece) { out->write(piece); });
         options.observers.push_back(trace_writer.get());
+        options.memory_timeline = true;
+    }
+    if (timeline) {
+        options.observers.push_back(timeline);
         options.memory_timeline = true;
     }
     SimulationResult res;
@@ -226,9 +235,16 @@ int run_command(const std::vector<std::string>& args) {
     const TraceSelection sel = trace_selection(a, vm);
     const auto training = training_args(a, vm);
     if (vm.count("trace")) check_output_path(a.trace_file);
+    if (vm.count("html")) check_output_path(a.html_file);
     const Inputs in = resolve_inputs(a.inputs);
     std::optional<ScenarioStudy> study;
-    const SimulationResult res = simulate_run(in, a, vm, sel, options, study);
+    std::optional<PipelineTimeline> timeline;
+    if (vm.count("html")) timeline.emplace(in.layout);
+    const SimulationResult res =
+        simulate_run(in, a, vm, sel, options, study, timeline ? &*timeline : nullptr);
+    if (timeline)
+        write_file_atomically(a.html_file,
+                              run_html(res.report, &*timeline, layout_title(in, res.report.gpu_name)));
     std::optional<TimeToTrain> train;
     if (training) train = time_to_train(res.report, training->first, training->second);
     return print_run(res, in, vm, study, train ? &*train : nullptr);

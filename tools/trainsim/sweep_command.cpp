@@ -21,6 +21,7 @@
 #include "trainsim/calibration.hpp"
 #include "trainsim/config.hpp"
 #include "trainsim/errors.hpp"
+#include "trainsim/html_report.hpp"
 #include "trainsim/limits.hpp"
 #include "trainsim/sweep.hpp"
 #include "trainsim/units.hpp"
@@ -73,7 +74,7 @@ class Progress {
 
 /// The options of `trainsim sweep` as given.
 struct SweepArgs {
-    std::string topology_file, workload_file, csv_file, profile_file, calibration_file;
+    std::string topology_file, workload_file, csv_file, html_file, profile_file, calibration_file;
     std::string gpus_text, min_headroom_text, tokens_text;
     double gpu_hour_price = 0;
     std::vector<std::string> sets, fixes, varies;
@@ -109,6 +110,9 @@ void add_sweep_options(po::options_description& desc, SweepArgs& a) {
         "with --tokens: US dollars per GPU-hour; adds the cost to train")(
         "top", po::value(&a.top_k), "layouts listed, best first (default 10)")(
         "csv", po::value(&a.csv_file), "write every evaluated layout to FILE as CSV (one row each)")(
+        "html", po::value(&a.html_file),
+        "write a self-contained HTML page to FILE: step time against peak memory of every simulated layout "
+        "with the Pareto front, the best layout's headline figures, step breakdown and memory (inline SVG)")(
         "json", "print every evaluated layout and the best report as JSON on stdout instead of the tables")(
         "jobs,j", po::value(&a.jobs),
         "threads that simulate in parallel (default: the hardware threads; under mpirun, per process)")(
@@ -229,6 +233,10 @@ SweepOptions sweep_options(const SweepArgs& a, const std::vector<int>& sizes, co
 int report_sweep(const SweepResult& res, const SweepArgs& a, bool json) {
     // The CSV first: if it cannot be written, the sweep fails (exit 2) with nothing on stdout.
     if (!a.csv_file.empty() && output_process()) write_file_atomically(a.csv_file, sweep_csv(res));
+    if (!a.html_file.empty() && output_process())
+        write_file_atomically(a.html_file,
+                              sweep_html(res, fmt::format("{} sweep on {} ({})", res.workload_name,
+                                                          res.topology_name, res.gpu_name)));
     if (json)
         std::cout << sweep_json(res).dump(2) << "\n";
     else
@@ -273,6 +281,7 @@ int sweep_command(const std::vector<std::string>& args) {
     po::variables_map vm;
     if (!parse_sweep_args(args, desc, vm)) return kExitOk;
     if (!a.csv_file.empty()) check_output_path(a.csv_file);
+    if (!a.html_file.empty()) check_output_path(a.html_file);
     if (!vm.count("gpus")) throw InputError("sweep: --gpus N is required (the cluster size in GPUs)");
     const std::vector<int> sizes = parse_gpus(a.gpus_text);
     if (vm.count("global-batch") && a.global_batch <= 0)

@@ -1,0 +1,80 @@
+// The memory report's notes: what the layout changes, in words (memory_notes.hpp).
+#include "memory_notes.hpp"
+
+#include <fmt/format.h>
+
+#include "trainsim/memory.hpp"
+
+namespace trainsim::memory_walk {
+
+std::vector<std::string> memory_notes(const ModelSpec& m, const Layout& l, const Program& p) {
+    std::vector<std::string> notes;
+    double params = 0, trainable = 0;
+    for (const auto& st : p.stages) {
+        params += st.params;
+        trainable += st.trainable_params;
+    }
+    if (l.adapter != Adapter::none) {
+        std::string targets;
+        for (const auto& [on, name] :
+             {std::pair{l.lora_targets.qkv, "qkv"}, std::pair{l.lora_targets.proj, "proj"},
+              std::pair{l.lora_targets.fc1, "fc1"}, std::pair{l.lora_targets.fc2, "fc2"}})
+            if (on) targets += targets.empty() ? name : fmt::format(", {}", name);
+        notes.push_back(fmt::format(
+            "{} rank {} on {}: {:.1f} M trainable parameters ({:.3f}% of {:.2f} B); the base is frozen: no "
+            "gradients, optimizer state or weight-gradient GEMMs for it",
+            l.adapter == Adapter::lora ? "LoRA" : "QLoRA", l.lora_rank, targets, trainable / 1e6,
+            100.0 * trainable / params, params / 1e9));
+        if (l.adapter == Adapter::qlora)
+            notes.push_back(
+                fmt::format("QLoRA: the linear weights are stored in NF4 with double quantization ({:.3f} "
+                            "bits each: {:.2f} GB "
+                            "instead of {:.2f} GB in 16 bits over all GPUs of one replica) and dequantized "
+                            "before each GEMM; the "
+                            "paged optimizer's state is counted on the GPU",
+                            kQloraBaseBytesPerParam * 8,
+                            static_cast<double>(m.layers) * m.linear_params() * kQloraBaseBytesPerParam / 1e9,
+                            static_cast<double>(m.layers) * m.linear_params() * 2 / 1e9));
+    }
+    if (l.offload_optimizer != Offload::none)
+        notes.push_back(fmt::format(
+            "optimizer state and fp32 master weights offloaded to {}: the step includes the gradients' copy "
+            "to "
+            "the host, the CPU step{} and the weights' copy back",
+            l.offload_optimizer == Offload::cpu ? "host memory (ZeRO-Offload)" : "NVMe (ZeRO-Infinity)",
+            l.offload_optimizer == Offload::nvme ? ", the state's NVMe read and write" : ""));
+    if (l.optimizer != Optimizer::adam)
+        notes.push_back(fmt::format("optimizer {}: {:.3f} B of state per trainable parameter (Adam: 12)",
+                                    to_string(l.optimizer), l.optimizer_bytes_per_param()));
+    if (l.precision == Precision::fp8 && l.fp8_param_gather && caches_fp8_weights(l))
+        notes.push_back(
+            "fp8 GEMMs (TransformerEngine) with fp8_param_gather: the linear weights held in fp8 with "
+            "their transpose (1 + 1 B), all-gathered in fp8, GEMM inputs stored in fp8");
+    else if (l.precision == Precision::fp8)
+        notes.push_back(
+            caches_fp8_weights(l)
+                ? "fp8 GEMMs (TransformerEngine): an fp8 copy and transpose of each linear weight "
+                  "cached for the step (2 B, sharded like the weights), GEMM inputs stored in fp8, "
+                  "scaling state per GEMM"
+                : "fp8 GEMMs without a weight cache (torchao Float8 or TE without "
+                  "is_first_microbatch): a weight's fp8 cast exists only around its GEMM");
+    if (l.zero_stage >= 3 && l.dp * l.cp > 1)
+        notes.push_back(fmt::format(
+            "ZeRO-3 / FSDP: parameter groups all-gathered just in time with one prefetched (two groups "
+            "alive), gradients of a group held until its reduce-scatter; {}{}",
+            l.reshard_after_forward ? "resharded after forward" : "kept gathered from forward to backward",
+            l.framework == Framework::torchtitan
+                ? "; torchtitan (FSDP2): fp32 shards are the master weights, the root unit (embeddings, "
+                  "norm, "
+                  "output) and the last block stay gathered, fp32 reduce-scatter buffers on their own stream"
+                : ""));
+    notes.push_back("peak memory as the framework prints it: " +
+                    std::string(reported_memory(l.framework) == ReportedMemory::reserved ? "max reserved"
+                                : reported_memory(l.framework) == ReportedMemory::allocated
+                                    ? "max allocated"
+                                    : "device total") +
+                    " (caching-allocator model: include/trainsim/caching_allocator.hpp)");
+    return notes;
+}
+
+}  // namespace trainsim::memory_walk
