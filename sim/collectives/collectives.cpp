@@ -82,7 +82,7 @@ const Collectives::Communicator& Collectives::communicator(const std::vector<int
     const bool one_node = n > 2 && std::all_of(ranks.begin(), ranks.end(), [&](int r) {
                               return cluster_.node_of(r) == cluster_.node_of(ranks.front());
                           });
-    if (one_node && cluster_.gpu().nvlink_sharp) {
+    if (one_node && cluster_.gpu().nvlink_sharp && cluster_.spec().scale_up_kind == "nvswitch") {
         comm.nvls_bandwidth = std::numeric_limits<double>::infinity();
         for (int k = 0; k < n; ++k) {
             const Route& r =

@@ -91,7 +91,7 @@ void Collectives::add_sharp(Communicator& comm, const std::vector<std::vector<in
     // members: each carries S in all, as NVLS's reduce and multicast move each member's data once); without
     // it NCCL's reduce-scatter and all-gather, each a chain of g - 1 edges from member c (over the g rails
     // each member sends (g - 1) / g of S per pass).
-    const bool nvls = cluster_.gpu().nvlink_sharp;
+    const bool nvls = cluster_.gpu().nvlink_sharp && cluster_.spec().scale_up_kind == "nvswitch";
     const std::size_t edges = nvls ? g : g - 1;
     const int passes = nvls ? 1 : 2;
     for (std::size_t c = 0; c < g; ++c) {
