@@ -41,6 +41,20 @@ struct Profile;
 /// How flows cross the spine layer of the fat-tree (see the header comment).
 enum class ScaleOutRouting { adaptive, ecmp };
 
+/// The scale-out fabric's shape (topology field scale_out.topology):
+///   fat_tree   the rail-optimized two-tier fat-tree of the header comment: every leaf to every spine.
+///   rail_only  no connection between rails (Wang, Ghobadi et al., "Rail-only: A Low-Cost High-Performance
+///              Network for Training LLMs with Trillion Parameters", arXiv:2307.12169, 2023): the leaves of
+///              rail k reach only rail k's spines (one logical spine per rail under adaptive routing, the
+///              rail's uplinks under ECMP). A flow between GPUs of different nodes on different rails first
+///              crosses NVLink inside the source node to the GPU on the destination's rail (NCCL's PXN, the
+///              paper's "forwarding through the scale-up domain"), then that rail.
+enum class ScaleOutTopology { fat_tree, rail_only };
+
+/// PCIe Gen6 x16's raw rate per direction (PCI-SIG PCIe 6.0: 64 GT/s x 16 lanes / 8 bits = 128 GB/s): the
+/// most a GPU's link to the PCIe switch of a PCIe-only node (scale_up.kind "pcie") can carry.
+inline constexpr double kMaxPcieBandwidthPerGpu = 128e9;
+
 /// Shared-storage bandwidth per node, read and write, bytes/s: Meta's Tectonic file system sustained 2 TB/s
 /// for the Llama 3 405B pre-training on 2,048 servers (arXiv:2407.21783, Sec. 3.3.1 "Storage": 2 TB/s
 /// sustained, 7 TB/s peak): 2e12 / 2,048 = 976.6 MB/s. A cluster's aggregate is nodes x this.
@@ -61,7 +75,9 @@ struct TopologySpec {
     /// `scale_up.domain_gpus` as the topology file states it (0: not stated, the domain is gpus_per_node);
     /// parse_topology folds it in with apply_scale_up_domain() and resets it to 0.
     int scale_up_domain_gpus = 0;
-    // scale-up fabric
+    // scale-up fabric: "nvswitch" (NVLink through NVSwitches) or "pcie" (PCIe-only node: no NVLink, GPU <->
+    // GPU through the node's PCIe switches and host bridge; each GPU's PCIe link, nvlink_bandwidth below,
+    // also carries its NIC traffic, and there is no NVLS)
     std::string scale_up_kind = "nvswitch";
     Bandwidth nvlink_bandwidth;  ///< per GPU, per direction
     Time nvlink_latency;         ///< GPU -> NVSwitch hop latency
@@ -76,6 +92,11 @@ struct TopologySpec {
     double oversubscription = 1.0;  ///< leaf down:up bandwidth ratio (1 = non-blocking)
     /// Spine-layer routing; topology files default it by kind (infiniband: adaptive, roce: ecmp).
     ScaleOutRouting routing = ScaleOutRouting::adaptive;
+    ScaleOutTopology fabric = ScaleOutTopology::fat_tree;  ///< scale_out.topology
+    /// InfiniBand SHARP in-network reduction in the leaf and spine switches (NVIDIA Quantum/Quantum-2 with
+    /// the NCCL-RDMA-SHARP plugin: NCCL's CollNet and NVLS+SHARP all-reduce, collectives.hpp kSharp*). Only
+    /// with scale_out_kind "infiniband" (check_topology).
+    bool sharp = false;
     // host side of a node (optional; needed to offload the optimizer): DRAM and NVMe bandwidth per node
     Bandwidth host_memory_bandwidth;  ///< zero: not described
     Bandwidth nvme_bandwidth;         ///< zero: not described
@@ -107,10 +128,12 @@ struct TopologySpec {
 /// the cluster's GPUs and nodes_per_leaf is a multiple of the hosts per domain.
 void apply_scale_up_domain(TopologySpec& spec, int domain_gpus);
 
-/// Checks `spec`'s counts: positive, nics_per_node <= gpus_per_node, oversubscription >= 1, and the sizes of
-/// trainsim/limits.hpp (GPUs, GPUs per node, nodes per leaf, oversubscription), computed without overflow.
-/// Throws InputError naming the field ("topology.nodes * topology.gpus_per_node = ..."). The Cluster
-/// constructor and the topology reader call it.
+/// Checks `spec`'s counts: positive, nics_per_node <= gpus_per_node, oversubscription >= 1, sharp only on
+/// InfiniBand ("topology.scale_out.sharp = true needs scale_out.kind = infiniband, not roce"), a PCIe-only
+/// node within one host and at most kMaxPcieBandwidthPerGpu per GPU, and the sizes of trainsim/limits.hpp
+/// (GPUs, GPUs per node, nodes per leaf, oversubscription), computed without overflow. Throws InputError
+/// naming the field ("topology.nodes * topology.gpus_per_node = ..."). The Cluster constructor and the
+/// topology reader call it.
 void check_topology(const TopologySpec& spec);
 
 enum class VertexKind { gpu, nvswitch, nic, leaf, spine };
@@ -180,6 +203,7 @@ class Cluster {
     bool bundles_omitted() const;
 
   private:
+    Route rail_relay_route(int src_gpu, int dst_gpu) const;  ///< rail-only fabric, across rails
     struct Impl;
     class Builder;  ///< builds the graph (cluster.cpp)
     TopologySpec spec_;

@@ -76,6 +76,63 @@ inline constexpr double kNvlsEfficiency = 274.0 / 360.0;
 /// us; 100 us is used. With it the tuner below picks the ring up to ~54 MB and NVLS above on DGX H100.
 inline constexpr double kNvlsLatencyS = 100e-6;
 
+/// NCCL's tree all-reduce across nodes (NCCL 2.4+; NCCL src/graph/trees.cc, src/device/all_reduce.h
+/// runTreeUpDown): inside each node the group's members form a chain (NCCL's tree graph: one GPU of the
+/// node, the chain's head, reaches the network), across nodes two binary trees over the nodes carry half of
+/// the data each, arranged so that a node that is interior in one tree is a leaf in the other ("double binary
+/// tree": Sanders, Speck, Traeff, "Two-tree algorithms for full bandwidth broadcast, reduction and scan",
+/// Parallel Computing 35(12), 2009; NVIDIA blog "Massively Scale Your Deep Learning Training with NCCL 2.4",
+/// 2019). Tree 0 is the balanced in-order binary tree of nodes 0..N-1 (node mid of [lo, hi] the root of its
+/// range); tree 1 is tree 0 mirrored (node r -> N-1-r) when N is even, shifted by one (r -> (r+1) mod N)
+/// when N is odd. Data reduces up both trees and is broadcast down them, pipelined. trainsim runs it as
+/// one coupled flow per channel (as the rings: channel c's chains start at each node's c-th member, whose
+/// NIC rail the tree's node-crossing edges use) over the links of every edge of both trees, up and down,
+/// and of every node's chain, carrying S / (2 channels) (each edge's stream), so a node's NIC carries what
+/// the trees put on it (an interior node: up to its parent and down to two children) under max-min
+/// sharing. On an idle fabric with node NIC rate B and g channels of single-NIC nodes this is
+/// T = 2 S / (g B) (NCCL tuning.cc: tree algorithm bandwidth = busBw / 2), after the latency of NCCL's
+/// tuning.cc model with trainsim's wire latencies:
+///   L_tree = launch + 2 ((g - 1) (w_intra + step) + floor(log2 N) (w_inter + step)),
+/// where w_intra / w_inter are the route latencies of a chain edge / a tree edge and launch, step the
+/// protocol's (kNcclProtocols). Used for all-reduce only, over a group with the same number of members on
+/// each of at least 2 nodes, when the tuner (Collectives::plan) predicts it faster than the ring (and NVLS).
+/// NCCL applies two refinements to the tree's bandwidth, taken here too (tuning.cc, ncclTopoTuneModel and
+/// ncclTopoGetAlgoTime): busBw x 0.92 for tree all-reduce, and a per-message-size correction for medium sizes
+/// ("Trees are not perfectly sticking to the model for medium sizes"), below.
+inline constexpr double kNcclTreeBandwidthFactor = 0.92;
+/// NCCL's tree correction factors (tuning.cc treeCorrectionFactor), per protocol (LL, LL128, Simple, the
+/// order of kNcclProtocols), for message sizes 64 B x 2^k, k = 0..23 (floor(log2(bytes / 64)); 1 outside that
+/// range): the fraction of the tree's modelled bandwidth NCCL's tree reaches at that size.
+inline constexpr double kNcclTreeCorrection[3][24] = {
+    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0},
+    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0},
+    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9},
+};
+/// kNcclTreeCorrection for `protocol` (index into kNcclProtocols) and a message of `bytes`.
+double nccl_tree_correction(int protocol, double bytes);
+
+/// InfiniBand SHARP in-network all-reduce (NCCL's CollNet algorithms with the NCCL-RDMA-SHARP plugin, and
+/// NVLS+SHARP on NVLink-SHARP nodes; topology field scale_out.sharp): inside each node the members reduce to
+/// one share per NIC rail (NVLS when the GPU has NVLink SHARP, else NCCL's intra-node reduce-scatter and
+/// all-gather), each node sends its share of rail c once up to the rail's leaf switch, the leaf and spine
+/// switches reduce the streams of their ports (SHARP aggregation nodes, Graham et al., "Scalable Hierarchical
+/// Aggregation Protocol (SHArP): A Hardware Architecture for Efficient Data Reduction", COMHPC 2016) and
+/// multicast the result down; the node then broadcasts it to its members. trainsim runs it as one coupled
+/// flow per rail carrying S / g (g members per node) over: each node's NIC path up and down once (the
+/// node-crossing edges of a ring through the nodes in order, which cross each leaf group's spine bundle once
+/// up and once down, as one reduced stream per leaf does), and inside the node: with NVLS each member's
+/// NVLink up and down once (each member's data crosses its NVLink once each way, S in all over the rails),
+/// without it a chain of g - 1 edges from member c twice (reduce-scatter then all-gather: (g-1)/g S per
+/// member and pass over the rails). Idle time with node NIC rate B: T = S / (g B): half the ring's 2 (n-1)/n
+/// S / (g B). Simple protocol only (NCCL's CollNet has no LL/LL128). Latency: launch + (g > 1: 2 (w_intra +
+/// step)) + kSharpLatencyS, plus the route latency. NCCL's CollNet bandwidth refinement on Hopper and later:
+/// busBw x 0.85 (tuning.cc, CollNet Direct, minCompCap >= 90); taken for every GPU (NCCL applies none before
+/// Hopper: an A100 cluster's SHARP runs 15% pessimistic).
+inline constexpr double kSharpBandwidthFactor = 0.85;
+/// SHARP's switch aggregation round (up the tree, reduction, multicast down): NCCL tuning.cc's modelled
+/// network latency of CollNet Direct with the Simple protocol, 31 us (hwLatencies[NET][CollNetDirect]).
+inline constexpr double kSharpLatencyS = 31e-6;
+
 class Collectives {
   public:
     Collectives(Simulator& sim, FlowNetwork& net, const Cluster& cluster);
@@ -83,11 +140,18 @@ class Collectives {
     /// What a group's rings need, computed once per group (as NCCL sets up a communicator once). Stays valid
     /// (same address) as long as the Collectives object.
     struct Communicator {
-        std::vector<Route> channel_routes;  ///< one coupled route per channel
-        Route nvls_route;                   ///< every member's NVLink up and down (empty: no NVLS)
-        double nvls_bandwidth = 0;          ///< slowest NVLink of the group, bytes/s
-        Time wire;                          ///< slowest ring edge's wire latency
-        double ring_bandwidth = 0;          ///< idle bandwidth of one channel, bytes/s
+        std::vector<Route> channel_routes;      ///< one coupled route per channel
+        Route nvls_route;                       ///< every member's NVLink up and down (empty: no NVLS)
+        std::vector<Route> tree_routes;         ///< one coupled route per tree channel (empty: no tree)
+        double tree_bandwidth = 0;              ///< idle rate of one tree channel's flow, bytes/s
+        Time tree_intra_wire, tree_inter_wire;  ///< slowest chain edge / tree edge wire latency
+        int tree_depth = 0;                     ///< floor(log2(nodes)): tree edges on the way up
+        std::vector<Route> sharp_routes;        ///< one coupled route per rail (empty: no SHARP)
+        double sharp_bandwidth = 0;             ///< idle rate of one SHARP rail's flow, bytes/s
+        Time sharp_intra_wire;                  ///< an intra-node edge's wire latency (0: one member/node)
+        double nvls_bandwidth = 0;              ///< slowest NVLink of the group, bytes/s
+        Time wire;                              ///< slowest ring edge's wire latency
+        double ring_bandwidth = 0;              ///< idle bandwidth of one channel, bytes/s
         int channels = 1;
         int size = 0;            ///< ranks in the group
         std::vector<int> ranks;  ///< the members (GPU ids), in ring order
@@ -104,14 +168,19 @@ class Collectives {
     void run(CollectiveKind kind, const Communicator& comm, double bytes, Simulator::Callback done,
              bool private_links = false);
 
-    /// How run(kind, comm, bytes, ...) moves a ring collective (for a group of at least 2 ranks and bytes >
-    /// 0): after `delay` (launch and pipeline fill), one flow of `flow_bytes` on `route` (NVLS, or a ring of
-    /// one channel), or, when `route` is null, one such flow on each of comm.channel_routes. Throws
-    /// InternalError for all_to_all, which is a set of pairwise flows (all_to_all_flows).
+    /// The algorithm a FlowPlan runs (NCCL's names).
+    enum class Algorithm { ring, nvls, tree, sharp };
+    /// How run(kind, comm, bytes, ...) moves a collective other than all-to-all (for a group of at least 2
+    /// ranks and bytes > 0): after `delay` (launch and pipeline fill), one flow of `flow_bytes` on `route`
+    /// (NVLS, or a ring of one channel), or, when `route` is null, one such flow on each route of `routes`
+    /// (comm.channel_routes, tree_routes or sharp_routes). Throws InternalError for all_to_all, which is a
+    /// set of pairwise flows (all_to_all_flows).
     struct FlowPlan {
         Time delay;
         double flow_bytes = 0;
         const Route* route = nullptr;
+        const std::vector<Route>* routes = nullptr;
+        Algorithm algorithm = Algorithm::ring;
     };
     static FlowPlan plan(CollectiveKind kind, const Communicator& comm, double bytes);
 
@@ -132,9 +201,14 @@ class Collectives {
                                                        int channel, int channels);
     /// Number of channels the group uses (members per node when the group spans several nodes, else 1).
     static int channels_for(const std::vector<int>& ranks, int gpus_per_node);
+    /// The double binary tree over `nodes` nodes (see kNcclTreeBandwidthFactor): the (parent, child) edges of
+    /// tree `tree` (0 or 1), node indices 0..nodes-1; exposed for tests.
+    static std::vector<std::pair<int, int>> tree_edges(int nodes, int tree);
 
   private:
     const Route& route(int src, int dst);
+    void add_tree(Communicator& comm, const std::vector<std::vector<int>>& nodes);
+    void add_sharp(Communicator& comm, const std::vector<std::vector<int>>& nodes);
     void run_all_to_all(const Communicator& comm, double bytes, Simulator::Callback done);
 
     Simulator& sim_;

@@ -71,6 +71,21 @@ void check_topology(const TopologySpec& spec) {
     if (!(spec.oversubscription >= 1.0))
         throw InputError(
             fmt::format("topology.scale_out.oversubscription = {} must be >= 1", spec.oversubscription));
+    if (spec.sharp && spec.scale_out_kind != "infiniband")
+        throw InputError(
+            fmt::format("topology.scale_out.sharp = true needs scale_out.kind = infiniband (SHARP is an "
+                        "InfiniBand switch "
+                        "feature), not {}",
+                        spec.scale_out_kind));
+    if (spec.scale_up_kind == "pcie" && spec.gpus_per_host > 0 && spec.gpus_per_host != spec.gpus_per_node)
+        throw InputError(fmt::format(
+            "topology.scale_up.domain_gpus = {}: a PCIe-only node (scale_up.kind = pcie) cannot span hosts",
+            spec.gpus_per_node));
+    if (spec.scale_up_kind == "pcie" && spec.nvlink_bandwidth.bytes_per_s > kMaxPcieBandwidthPerGpu)
+        throw InputError(fmt::format(
+            "topology.scale_up.bandwidth_per_gpu = {} GB/s is above PCIe Gen6 x16's 128 GB/s per direction "
+            "(scale_up.kind = pcie)",
+            spec.nvlink_bandwidth.bytes_per_s / 1e9));
     if (spec.gpus_per_node > limits::kMaxGpusPerNode)
         throw InputError(
             fmt::format("topology.gpus_per_node = {} is above the limit of {} (trainsim/limits.hpp)",
@@ -102,7 +117,9 @@ struct FabricShape {
     int groups = 0;   ///< leaf groups (nodes_per_leaf nodes each)
     int uplinks = 0;  ///< uplinks per leaf
     bool adaptive = false;
-    int spine_vertices = 0;  ///< adaptive routing: one logical spine; else one per uplink
+    bool rail_only = false;   ///< ScaleOutTopology::rail_only: a leaf reaches only its rail's spines
+    int spines_per_leaf = 0;  ///< adaptive routing: one logical spine; else one per uplink
+    int spine_vertices = 0;   ///< spines_per_leaf, times the rails for a rail-only fabric
 };
 
 FabricShape fabric_shape(const TopologySpec& spec) {
@@ -112,7 +129,9 @@ FabricShape fabric_shape(const TopologySpec& spec) {
     f.groups = (spec.nodes - 1) / spec.nodes_per_leaf + 1;  // (no overflow near INT_MAX)
     f.uplinks = static_cast<int>(std::ceil(static_cast<double>(spec.nodes_per_leaf) / spec.oversubscription));
     f.adaptive = spec.routing == ScaleOutRouting::adaptive;
-    f.spine_vertices = f.adaptive ? 1 : f.uplinks;
+    f.rail_only = spec.fabric == ScaleOutTopology::rail_only;
+    f.spines_per_leaf = f.adaptive ? 1 : f.uplinks;
+    f.spine_vertices = f.rail_only ? f.spines_per_leaf * f.nics : f.spines_per_leaf;
     return f;
 }
 
@@ -231,12 +250,13 @@ class Cluster::Builder {
         const Bandwidth nvlink{spec_.nvlink_bandwidth.bytes_per_s * gpu_.nvlink_efficiency};
         const Bandwidth pcie = spec_.pcie_bandwidth;
         const Time half_nvlink = Time::ps(spec_.nvlink_latency.picoseconds() / 2);
+        const LinkKind up_kind = spec_.scale_up_kind == "pcie" ? LinkKind::pcie : LinkKind::nvlink;
         for (int i = 0; i < spec_.gpus(); ++i) {
             const int node = i / f_.gpn;
             const VertexId gv = static_cast<VertexId>(i);
             const VertexId nvs = impl_.nvswitch_of_node[static_cast<std::size_t>(node)];
-            impl_.link_gpu_to_nvs.push_back(add_link(gv, nvs, LinkKind::nvlink, nvlink, half_nvlink));
-            impl_.link_nvs_to_gpu.push_back(add_link(nvs, gv, LinkKind::nvlink, nvlink, half_nvlink));
+            impl_.link_gpu_to_nvs.push_back(add_link(gv, nvs, up_kind, nvlink, half_nvlink));
+            impl_.link_nvs_to_gpu.push_back(add_link(nvs, gv, up_kind, nvlink, half_nvlink));
             const VertexId nv = impl_.nic_vertex[static_cast<std::size_t>(
                 node * f_.nics + impl_.nic_of_gpu[static_cast<std::size_t>(i)])];
             impl_.link_gpu_to_nic.push_back(add_link(gv, nv, LinkKind::pcie, pcie, spec_.nic_latency));
@@ -258,7 +278,7 @@ class Cluster::Builder {
                 impl_.link_leaf_to_nic.push_back(add_link(leaf, nv, LinkKind::nic_to_leaf, nic, Time{}));
             }
         }
-        impl_.spines = f_.spine_vertices;
+        impl_.spines = f_.spines_per_leaf;
         // A leaf's up bundle carries only flows that entered the leaf from its own NICs, each crossing of the
         // bundle matching one crossing of a NIC-to-leaf link, so its load is at most the leaf's NIC capacity;
         // with one uplink per node (no oversubscription) that is the bundle's capacity, and likewise for the
@@ -273,8 +293,12 @@ class Cluster::Builder {
         impl_.bundles_never_bind = options.omit_unbinding_bundles && f_.adaptive &&
                                    f_.uplinks >= spec_.nodes_per_leaf && !bundle_degraded;
         const Bandwidth uplink{f_.adaptive ? nic.bytes_per_s * f_.uplinks : nic.bytes_per_s};
-        for (VertexId leaf : impl_.leaf_vertex)
-            for (VertexId sp : spines_) {
+        for (std::size_t li = 0; li < impl_.leaf_vertex.size(); ++li)
+            for (int s = 0; s < f_.spines_per_leaf; ++s) {
+                // leaf li is on rail li % nics; a rail-only fabric joins it to that rail's spines only
+                const int first = f_.rail_only ? static_cast<int>(li) % f_.nics * f_.spines_per_leaf : 0;
+                const VertexId leaf = impl_.leaf_vertex[li];
+                const VertexId sp = spines_[static_cast<std::size_t>(first + s)];
                 impl_.link_leaf_to_spine.push_back(
                     add_link(leaf, sp, LinkKind::leaf_to_spine, uplink, spec_.switch_latency));
                 impl_.link_spine_to_leaf.push_back(
@@ -328,8 +352,8 @@ class Cluster::Builder {
                 nvlink_port(n.a);
                 break;
             case LinkName::Kind::leaf_uplink:
-                for (int sp = 0; sp < f_.spine_vertices; ++sp) {
-                    const auto j = static_cast<std::size_t>(n.a * f_.spine_vertices + sp);
+                for (int sp = 0; sp < f_.spines_per_leaf; ++sp) {
+                    const auto j = static_cast<std::size_t>(n.a * f_.spines_per_leaf + sp);
                     out.push_back(impl_.link_leaf_to_spine[j]);
                     out.push_back(impl_.link_spine_to_leaf[j]);
                 }
@@ -382,6 +406,10 @@ Route Cluster::route(int src, int dst) const {
         push(impl_->link_nvs_to_gpu[d]);
         return r;
     }
+    if (spec_.fabric == ScaleOutTopology::rail_only && impl_->nic_of_gpu[s] != impl_->nic_of_gpu[d])
+        return rail_relay_route(src, dst);
+    const bool pcie_node = spec_.scale_up_kind == "pcie";
+    if (pcie_node) push(impl_->link_gpu_to_nvs[s]);  // the GPU's PCIe link up to the node's switch
     push(impl_->link_gpu_to_nic[s]);
     const int src_local_nic = impl_->nic_of_gpu[s];
     push(
@@ -412,6 +440,27 @@ Route Cluster::route(int src, int dst) const {
     }
     push(impl_->link_leaf_to_nic[static_cast<std::size_t>(dst_nic_index)]);
     push(impl_->link_nic_to_gpu[d]);
+    if (pcie_node) push(impl_->link_nvs_to_gpu[d]);
+    return r;
+}
+
+Route Cluster::rail_relay_route(int src, int dst) const {
+    // The GPU of src's node on dst's rail (NVLink first, then the rail), or failing that (that NIC is down),
+    // the GPU of dst's node on src's rail (the rail first, then NVLink).
+    const int gpn = spec_.gpus_per_node;
+    auto on_rail = [&](int node, int rail) {
+        for (int g = node * gpn; g < (node + 1) * gpn; ++g)
+            if (impl_->nic_of_gpu[static_cast<std::size_t>(g)] == rail) return g;
+        return -1;
+    };
+    int relay = on_rail(node_of(src), impl_->nic_of_gpu[static_cast<std::size_t>(dst)]);
+    if (relay < 0) relay = on_rail(node_of(dst), impl_->nic_of_gpu[static_cast<std::size_t>(src)]);
+    if (relay < 0)
+        throw InternalError(fmt::format("rail-only fabric: no rail from GPU {} to GPU {}", src, dst));
+    Route r = route(src, relay);
+    const Route second = route(relay, dst);
+    r.links.insert(r.links.end(), second.links.begin(), second.links.end());
+    r.latency += second.latency;
     return r;
 }
 

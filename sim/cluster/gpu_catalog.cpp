@@ -239,6 +239,23 @@ std::vector<GpuSpec> build_catalog() {
             "Sec. 3.2.2 (H800 nodes, NVLink within a node)";
         c.push_back(g);
     }
+    // NVIDIA H100 PCIe (the 114-SM GH100 PCIe card; NVIDIA H100 Tensor Core GPU datasheet, "H100 PCIe"
+    // column): FP16/BF16 1,513 and FP8 3,026 TFLOPS with sparsity (756 / 1,513 dense), 80 GB HBM2e at 2 TB/s,
+    // PCIe Gen5 128 GB/s (64 per direction; its optional 2-way NVLink bridge is not modelled), 300-350 W. For
+    // PCIe-only nodes (topology scale_up.kind "pcie"). Uncalibrated: H100-SXM5-80GB's constants.
+    {
+        GpuSpec g = uncalibrated(hopper("H100-PCIe-80GB"));
+        g.sm_count = 114;
+        g.nvlink_sharp = false;  // no NVSwitch
+        g.peak_fp16_flops = g.peak_bf16_flops = 756.5e12;
+        g.peak_fp8_flops = 1513e12;
+        g.hbm_bytes = 80.0 * kGiB;
+        g.hbm_bytes_per_s = 2.0e12;
+        g.scale_up_bytes_per_s = 64e9;
+        g.tdp_w = 350;
+        g.source = kH100Datasheet;
+        c.push_back(g);
+    }
     // NVIDIA DGX B200 / HGX B200 datasheet: per GPU 2.25 PFLOPS FP16/BF16 dense, 4.5 PFLOPS FP8 dense (HGX
     // B200: 36 / 72 PFLOPS with sparsity per 8 GPUs), FP4 144 PFLOPS with sparsity per 8 GPUs (9 dense per
     // GPU), 180 GB HBM3e (1,440 GB per 8 GPUs), 8 TB/s (DGX B200: 64 TB/s per 8); NVLink5 1.8 TB/s (900 per

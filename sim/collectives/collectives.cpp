@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "coupled_route.hpp"
 #include "trainsim/errors.hpp"
 
 namespace trainsim {
@@ -42,19 +43,7 @@ std::vector<std::pair<int, int>> Collectives::ring_edges(const std::vector<int>&
     if (channels <= 1) {
         order = ranks;
     } else {
-        // Members grouped by node, in the order given.
-        std::vector<std::vector<int>> nodes;
-        std::vector<int> node_ids;
-        for (int r : ranks) {
-            const int node = r / gpus_per_node;
-            auto it = std::find(node_ids.begin(), node_ids.end(), node);
-            if (it == node_ids.end()) {
-                node_ids.push_back(node);
-                nodes.push_back({r});
-            } else {
-                nodes[static_cast<std::size_t>(it - node_ids.begin())].push_back(r);
-            }
-        }
+        const auto nodes = detail::members_by_node(ranks, gpus_per_node);
         const int g = channels;
         for (std::size_t k = 0; k < nodes.size(); ++k) {
             const int start = ((channel - static_cast<int>(k)) % g + g) % g;
@@ -83,30 +72,17 @@ const Collectives::Communicator& Collectives::communicator(const std::vector<int
     // cannot use because of the slowest one is left to other flows.
     for (int c = 0; c < comm.channels; ++c) {
         Route combined;
-        for (auto [a, b] : ring_edges(ranks, gpn, c, comm.channels)) {
-            const Route& r = route(a, b);
-            combined.links.insert(combined.links.end(), r.links.begin(), r.links.end());
-            combined.latency = std::max(combined.latency, r.latency);
-        }
+        for (auto [a, b] : ring_edges(ranks, gpn, c, comm.channels))
+            detail::append_edge(combined, route(a, b));
         comm.wire = std::max(comm.wire, combined.latency);
-        std::vector<int> sorted = combined.links;
-        std::sort(sorted.begin(), sorted.end());
-        double bw = std::numeric_limits<double>::infinity();
-        for (std::size_t k = 0; k < sorted.size();) {
-            std::size_t e = k;
-            while (e < sorted.size() && sorted[e] == sorted[k])
-                ++e;
-            bw = std::min(bw, links[static_cast<std::size_t>(sorted[k])].bandwidth.bytes_per_s /
-                                  static_cast<double>(e - k));
-            k = e;
-        }
+        const double bw = detail::coupled_rate(combined, links);
         comm.ring_bandwidth = c == 0 ? bw : std::min(comm.ring_bandwidth, bw);
         comm.channel_routes.push_back(std::move(combined));
     }
     const bool one_node = n > 2 && std::all_of(ranks.begin(), ranks.end(), [&](int r) {
                               return cluster_.node_of(r) == cluster_.node_of(ranks.front());
                           });
-    if (one_node && cluster_.gpu().nvlink_sharp) {
+    if (one_node && cluster_.gpu().nvlink_sharp && cluster_.spec().scale_up_kind == "nvswitch") {
         comm.nvls_bandwidth = std::numeric_limits<double>::infinity();
         for (int k = 0; k < n; ++k) {
             const Route& r =
@@ -117,6 +93,11 @@ const Collectives::Communicator& Collectives::communicator(const std::vector<int
                 comm.nvls_bandwidth =
                     std::min(comm.nvls_bandwidth, links[static_cast<std::size_t>(l)].bandwidth.bytes_per_s);
         }
+    }
+    const auto nodes = detail::members_by_node(ranks, gpn);
+    if (nodes.size() > 1 && detail::regular(nodes)) {
+        add_tree(comm, nodes);
+        if (cluster_.spec().sharp) add_sharp(comm, nodes);
     }
     return communicators_.emplace(ranks, std::move(comm)).first->second;
 }
@@ -130,45 +111,6 @@ void Collectives::run(CollectiveKind kind, const std::vector<int>& ranks, double
         return;
     }
     run(kind, communicator(ranks), bytes, std::move(done));
-}
-
-Collectives::FlowPlan Collectives::plan(CollectiveKind kind, const Communicator& comm, double bytes) {
-    if (kind == CollectiveKind::all_to_all)
-        throw InternalError("Collectives::plan: an all-to-all is a set of pairwise flows, not a ring");
-    const int n = comm.size;
-    const int steps = kind == CollectiveKind::all_reduce ? 2 * (n - 1) : n - 1;
-    const double per_edge = (kind == CollectiveKind::all_reduce ? 2.0 : 1.0) * (n - 1) / n * bytes;
-    const int channels = comm.channels;
-    const Time wire = comm.wire;
-    const double ring_bw = comm.ring_bandwidth;
-
-    // NCCL's tuner: the (algorithm, protocol) its model predicts fastest on an idle fabric.
-    const NcclProtocol* best = nullptr;
-    double best_t = std::numeric_limits<double>::infinity();
-    for (const auto& p : kNcclProtocols) {
-        const double t = p.launch_s + steps * (wire.to_seconds() + p.step_s) +
-                         per_edge / channels / (ring_bw * p.bandwidth_factor);
-        if (t < best_t) {
-            best_t = t;
-            best = &p;
-        }
-    }
-
-    // NVLS all-reduce: one node, NVLink SHARP switches. Every member's NVLink up and down carry S.
-    if (kind == CollectiveKind::all_reduce && !comm.nvls_route.links.empty()) {
-        const double t_nvls = kNvlsLatencyS + comm.nvls_route.latency.to_seconds() +
-                              bytes / (comm.nvls_bandwidth * kNvlsEfficiency);
-        if (t_nvls < best_t)
-            return FlowPlan{Time::seconds(kNvlsLatencyS), bytes / kNvlsEfficiency, &comm.nvls_route};
-    }
-
-    // The flows add their own route latency once; the pipeline fill adds the other (steps - 1) step
-    // latencies.
-    const Time step = wire + Time::seconds(best->step_s);
-    const Time fill = Time::seconds(best->launch_s) + step.times(steps - 1) + Time::seconds(best->step_s);
-    const double flow_bytes = per_edge / channels / best->bandwidth_factor;
-    return FlowPlan{fill, flow_bytes,
-                    comm.channel_routes.size() == 1 ? &comm.channel_routes.front() : nullptr};
 }
 
 void Collectives::run(CollectiveKind kind, const Communicator& comm, double bytes, Simulator::Callback done,
@@ -196,8 +138,8 @@ void Collectives::run(CollectiveKind kind, const Communicator& comm, double byte
         int remaining;
         Simulator::Callback done;
     };
-    auto join = std::make_shared<Join>(Join{static_cast<int>(comm.channel_routes.size()), std::move(done)});
-    for (const auto& r : comm.channel_routes)
+    auto join = std::make_shared<Join>(Join{static_cast<int>(p.routes->size()), std::move(done)});
+    for (const auto& r : *p.routes)
         net_.start_flow_after(p.delay, r, p.flow_bytes, [join] {
             if (--join->remaining == 0) join->done();
         });

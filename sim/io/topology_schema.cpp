@@ -45,20 +45,6 @@ Field<TopologySpec> latency(std::string name, Time TopologySpec::*member, std::s
     return f;
 }
 
-/// A choice the simulator accepts but does not store (one value only, or documentation).
-Field<TopologySpec> fixed_choice(std::string name, std::vector<std::string> choices, std::string doc) {
-    Field<TopologySpec> f;
-    f.name = std::move(name);
-    f.kind = schema::Kind::choice;
-    f.choices = std::move(choices);
-    f.doc = std::move(doc);
-    f.required = true;
-    const std::string first = f.choices.front();
-    f.get = [first](const TopologySpec&) { return Value{first}; };
-    f.set = [](TopologySpec&, const Value&) {};
-    return f;
-}
-
 schema::Table<TopologySpec> make_topology_fields() {
     using schema::integer_field;
     schema::Table<TopologySpec> t;
@@ -92,8 +78,16 @@ schema::Table<TopologySpec> make_topology_fields() {
                               Range{1, double(limits::kMaxGpusPerNode), kLimits}, "GPUs",
                               "GPUs per node, i.e. per NVSwitch scale-up domain", true));
     {
-        auto f =
-            fixed_choice("scale_up.kind", {"nvswitch"}, "scale-up fabric: every GPU of a node on NVSwitches");
+        Field<TopologySpec> f;
+        f.name = "scale_up.kind";
+        f.kind = schema::Kind::choice;
+        f.choices = {"nvswitch", "pcie"};
+        f.doc =
+            "scale-up fabric: every GPU of a node on NVSwitches, or PCIe only (no NVLink: GPU <-> GPU and "
+            "GPU <-> NIC through the node's PCIe switches, bandwidth_per_gpu <= 128 GB/s, no NVLS)";
+        f.required = true;
+        f.get = [](const TopologySpec& s) { return Value{s.scale_up_kind}; };
+        f.set = [](TopologySpec& s, const Value& v) { s.scale_up_kind = std::get<std::string>(v); };
         t.push_back(std::move(f));
     }
     t.push_back(bandwidth("scale_up.bandwidth_per_gpu", &TopologySpec::nvlink_bandwidth,
@@ -127,8 +121,25 @@ schema::Table<TopologySpec> make_topology_fields() {
     t.push_back(latency("scale_out.nic_latency", &TopologySpec::nic_latency, "GPU -> NIC -> wire latency"));
     t.push_back(
         latency("scale_out.switch_latency", &TopologySpec::switch_latency, "latency per switch traversal"));
-    t.push_back(fixed_choice("scale_out.topology", {"rail-optimized-fat-tree"},
-                             "two-level fat tree, NIC k of every node on rail k"));
+    {
+        Field<TopologySpec> f;
+        f.name = "scale_out.topology";
+        f.kind = schema::Kind::choice;
+        f.choices = {"rail-optimized-fat-tree", "rail-only"};
+        f.doc =
+            "two-level fat tree, NIC k of every node on rail k; or rail-only (no spine joins the rails: "
+            "cross-rail traffic crosses NVLink in the node first; Wang et al. 2023, arXiv:2307.12169)";
+        f.required = true;
+        f.get = [](const TopologySpec& s) {
+            return Value{std::string(s.fabric == ScaleOutTopology::rail_only ? "rail-only"
+                                                                             : "rail-optimized-fat-tree")};
+        };
+        f.set = [](TopologySpec& s, const Value& v) {
+            s.fabric = std::get<std::string>(v) == "rail-only" ? ScaleOutTopology::rail_only
+                                                               : ScaleOutTopology::fat_tree;
+        };
+        t.push_back(std::move(f));
+    }
     t.push_back(integer_field("scale_out.nodes_per_leaf", &TopologySpec::nodes_per_leaf,
                               Range{1, double(limits::kMaxNodesPerLeaf), kLimits}, "nodes",
                               "nodes under one leaf switch", true));
@@ -162,6 +173,10 @@ schema::Table<TopologySpec> make_topology_fields() {
         f.default_doc = "`\"adaptive\"` for infiniband, `\"ecmp\"` for roce";
         t.push_back(std::move(f));
     }
+    t.push_back(schema::boolean_field(
+        "scale_out.sharp", &TopologySpec::sharp,
+        "InfiniBand SHARP in-network all-reduce in the leaf/spine switches (NCCL CollNet, NVLS+SHARP); "
+        "infiniband only"));
     {
         auto f = bandwidth("host.memory_bandwidth", &TopologySpec::host_memory_bandwidth,
                            "host DRAM bandwidth per node (optimizer offload); host absent: not described");

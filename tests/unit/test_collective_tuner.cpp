@@ -71,6 +71,7 @@ TEST_CASE("collective tuner: NVLS is not used across nodes or for two GPUs") {
     std::vector<int> all;
     for (int i = 0; i < 16; ++i)
         all.push_back(i);
+    // (NCCL's tree wins here: on 2 nodes it sends S per node across instead of the ring's 2(n-1)/n S.)
     const double nvls_if_allowed = S / (450e9 * 0.8 * kNvlsEfficiency);
-    CHECK(time_of(t, CollectiveKind::all_reduce, all, S) > 2 * nvls_if_allowed);
+    CHECK(time_of(t, CollectiveKind::all_reduce, all, S) > 1.5 * nvls_if_allowed);
 }
