@@ -149,6 +149,12 @@ double BlockBuilder::overlap_rs_comm_sms() const {
     return l_.framework == Framework::megatron ? kUbPipelineCommSms : 0.0;
 }
 
+void BlockBuilder::mlp_split(OpTemplate& t) {
+    if (!l_.moe_a2a_overlap) return;
+    flush(t);
+    mlp_split_ = t.size();
+}
+
 OpTemplate BlockBuilder::layer_forward(bool moe) {
     OpTemplate t;
     const bool sp = l_.sequence_parallel;
@@ -223,9 +229,15 @@ OpTemplate BlockBuilder::layer_forward(bool moe) {
         fp8_forward_casts(t, T_ * f / t_, f / t_ * h_);
         row(Kernel::gemm("fc2_gemm", T_, h_, f / t_, 1, gemm_elem_));
     };
+    // With --overlap-moe-expert-parallel-comm the shared experts run before the dispatch, in the layer's
+    // pre_dispatch_computation (Megatron-Core models/gpt/fine_grained_callables.py), so that the dispatch
+    // overlaps another micro-batch's work rather than waiting for them (combined_pass.cpp).
+    const bool shared_first = l_.moe_a2a_overlap;
+    mlp_split(t);
     if (moe) {
+        if (shared_first && shared_f_ > 0) mlp(shared_f_);
         moe_forward(t);
-        if (shared_f_ > 0) mlp(shared_f_);
+        if (!shared_first && shared_f_ > 0) mlp(shared_f_);
     } else {
         mlp(f_);
     }
@@ -399,12 +411,15 @@ OpTemplate BlockBuilder::layer_backward(bool moe) {
         column_bwd(Kernel::gemm("fc1_dgrad", T_, h_, fe, 1, gemm_elem_),
                    Kernel::gemm("fc1_wgrad", fe, h_, T_, 1, gemm_elem_));
     };
+    const bool shared_last = l_.moe_a2a_overlap;  // as layer_forward's shared_first
     if (moe) {
-        if (shared_f_ > 0) mlp_bwd(shared_f_);
+        if (!shared_last && shared_f_ > 0) mlp_bwd(shared_f_);
         moe_backward(t);
+        if (shared_last && shared_f_ > 0) mlp_bwd(shared_f_);
     } else {
         mlp_bwd(f_);
     }
+    mlp_split(t);
     kernel(t, Kernel::memory("pre_mlp_norm_bwd", norm_bwd_bytes() * h_ * Tsp_));
     kernel(t, Kernel::memory("bias_dropout_add_bwd", (3 * E_ + 1) * h_ * Tsp_));
     if (m_.mla()) {
