@@ -95,6 +95,20 @@ enum class CheckpointSave { sharded, rank0 };
 /// (../shared/design/frameworks.md is the survey).
 enum class Framework { megatron, deepspeed, torchtitan, composer, pytorch };
 
+/// Megatron-Core's MoE token dispatcher (--moe-token-dispatcher-type, --moe-flex-dispatcher-backend):
+///   alltoall  MoEAlltoAllTokenDispatcher: the tokens are permuted into top-k copies sorted by expert and
+///             exchanged by an NCCL all-to-all: k copies of each token, one per chosen expert, even when
+///             two chosen experts sit on one rank (transformer/moe/token_dispatcher.py);
+///   deepep    the flex dispatcher with DeepEP (deepseek-ai/DeepEP): get_dispatch_layout marks
+///             is_token_in_rank[token][rank] when at least one of the token's experts is on that rank, and
+///             dispatch sends each token once to each such rank, the receiver expanding it to its local
+///             experts (Megatron transformer/moe/fused_a2a.py FusedDispatch; DeepEP csrc/kernels/layout.cu);
+///   hybridep  the flex dispatcher with HybridEP (DeepEP's hybrid-ep branch, core v0.15+): dispatch with
+///             permute from the routing map and the experts per rank (fused_a2a.py HybridEPDispatch), one
+///             copy per destination rank as DeepEP.
+/// The flex backends' bytes per rank: docs/compute-model.md, "MoE token dispatchers".
+enum class MoeDispatcher { alltoall, deepep, hybridep };
+
 /// Bytes per base weight of QLoRA's 4-bit NormalFloat storage with double quantization: 4 bits, plus the
 /// block constants, 8-bit per 64 weights and fp32 per 256 blocks: 4 + 8/64 + 32/(64·256) = 4.127 bits
 /// (Dettmers et al. 2023, arXiv:2305.14314, Sec. 3 "Double Quantization").
@@ -164,6 +178,15 @@ struct Layout {
     bool overlap_param_gather =
         false;                     ///< distributed optimizer's parameter all-gather overlapped with forward
     bool tp_comm_overlap = false;  ///< TP collectives overlapped with the adjacent GEMMs (TE userbuffers)
+    /// Megatron-Core `--overlap-moe-expert-parallel-comm` (with `--delay-wgrad-compute`; core v0.14+): the
+    /// combined 1F1B schedule (megatron/core/pipeline_parallel/combined_1f1b.py): each steady-state forward
+    /// of one micro-batch runs merged, layer by layer, with the backward of another, the EP dispatch and
+    /// combine all-to-alls of one on a communication stream under the other's compute
+    /// (model_chunk_schedule_plan.py, TransformerLayerSchedulePlan.run); one extra warm-up forward
+    /// (schedules.py get_pp_rank_microbatches). Needs vpp > 1 when pp > 1 (Megatron asserts it); no effect
+    /// with ep = 1. See docs/compute-model.md, "MoE all-to-all overlap".
+    bool moe_a2a_overlap = false;
+    MoeDispatcher moe_dispatcher = MoeDispatcher::alltoall;  ///< the MoE token dispatcher (see MoeDispatcher)
     AttentionKernel attention = AttentionKernel::flash;
     /// True when the attention kernel is fused (flash or cuDNN): the s x s scores are never stored.
     bool fused_attention() const { return attention != AttentionKernel::unfused; }
@@ -355,7 +378,7 @@ enum class LayoutCheck {
     dp_bucket,          ///< dp_bucket_size not positive
     ep_needs_moe,       ///< ep > 1 or etp set for a dense model (num_experts = 0)
     moe_shape,          ///< MoE fields inconsistent: moe_top_k > num_experts, dense layers >= layers, tp
-                        ///< not dividing the shared experts' width
+                        ///< not dividing the shared experts' width; moe_a2a_overlap with pp > 1 and vpp 1
     mla_shape,  ///< MLA without kv_lora_rank / qk_rope_head_dim / v_head_dim, or with kv_heads != heads
 };
 /// A failed layout check: its category and the one-line message naming the fields and the values, e.g.
@@ -384,6 +407,7 @@ std::string to_string(Optimizer o);
 std::string to_string(Offload o);
 std::string to_string(Adapter a);
 std::string to_string(CheckpointSave c);
+std::string to_string(MoeDispatcher d);
 std::string to_string(Framework f);
 /// The Framework named `name` ("megatron", "deepspeed", "torchtitan", "composer", "pytorch"); nullopt when
 /// unknown.

@@ -74,7 +74,9 @@
 // Layout::recompute; MLA rows also mla_up_proj -> Layout::recompute_mla_up_proj), `head_dim` /
 // `attention.head_dim` (->
 // head_dim_override on MoE and MLA rows; on dense rows only when equal to hidden / heads, else ignored as
-// before), `megatron_fsdp` (ZeRO-3 in Megatron: framework megatron), `cluster` (NVLink domain, trays).
+// before), `megatron_fsdp` (ZeRO-3 in Megatron: framework megatron), `cluster` (NVLink domain, trays),
+// `moe_a2a_overlap` (true -> Layout::moe_a2a_overlap: Megatron's combined 1F1B EP all-to-all overlap),
+// `moe_dispatcher_backend` ("deepep" / "hybridep" -> Layout::moe_dispatcher).
 // Provenance keys (`table`, `source_row`, `recipe_preset`, `recipe_match`, `mlperf`, ...) are documentation.
 // Anything else that changes the run (CUDA graphs, activation offloading, partial recompute, a head_dim other
 // than hidden / heads, multi-token prediction, ...) is listed in MeasuredRun::ignored and simulated without

@@ -131,7 +131,11 @@ struct ScheduleItem {
 /// chunks: GPipe (all forwards, then all backwards), 1F1B (warm-up of p-rank-1 forwards, steady 1F1B,
 /// cool-down; Narayanan et al. 2021 Fig. 4), or interleaved 1F1B for vpp > 1 (Megatron-LM
 /// megatron/core/pipeline_parallel/schedules.py, forward_backward_pipelining_with_interleaving).
-std::vector<ScheduleItem> pipeline_schedule(Schedule schedule, int pp, int rank, int m, int vpp);
+/// `a2a_overlap` (Layout::moe_a2a_overlap, 1F1B only): one more warm-up forward, as Megatron-Core's combined
+/// 1F1B schedule runs it (schedules.py get_pp_rank_microbatches; combined_1f1b.py for pp = 1), so that each
+/// steady-state forward is followed by the backward it is merged with.
+std::vector<ScheduleItem> pipeline_schedule(Schedule schedule, int pp, int rank, int m, int vpp,
+                                            bool a2a_overlap = false);
 
 /// Builds the program of every stage. Throws InputError for layouts the builder cannot express.
 /// ZeRO-3 with framework deepspeed (pp = 1) follows DeepSpeed's 2021 stage-3 coordinator (v0.3.12-v0.5.8,
@@ -139,6 +143,14 @@ std::vector<ScheduleItem> pipeline_schedule(Schedule schedule, int pp, int rank,
 /// in flight, release by reuse distance, and 16-bit bucketed gradient all-reduces (docs/compute-model.md,
 /// "DeepSpeed ZeRO-3 as its 2021 releases ran it").
 Program build_program(const ModelSpec& model, const Layout& layout);
+
+/// MoE: copies of each token the EP dispatch all-to-all moves per rank (the combine moves as many back), by
+/// Layout::moe_dispatcher: the alltoall dispatcher sends moe_top_k copies (one per chosen expert); the flex
+/// dispatchers (DeepEP, HybridEP) send one copy to each EP rank holding at least one of the token's
+/// experts: ep · (1 − C(n − n/ep, k) / C(n, k)) for k experts drawn uniformly without replacement from n
+/// (Megatron's --moe-router-force-load-balancing draws them so; a balanced router is the same on average).
+/// 1 ≤ result ≤ min(k, ep) for flex. Sources: MoeDispatcher.
+double moe_dispatch_copies_per_token(const ModelSpec& model, const Layout& layout);
 
 /// Fills Segment::seconds from the compute model.
 void assign_durations(Program& program, const ComputeModel& compute);

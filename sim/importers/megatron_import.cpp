@@ -225,6 +225,14 @@ void attention_and_flags(MegatronArgs& a, const GpuSpec& gpu, Layout& l) {
     l.overlap_grad_reduce = a.flag("overlap-grad-reduce");
     l.overlap_param_gather = a.flag("overlap-param-gather");
     l.tp_comm_overlap = a.flag("tp-comm-overlap");
+    // MoE communication (Layout::moe_a2a_overlap, Layout::moe_dispatcher; transformer_config.py: the flex
+    // dispatcher's backend defaults to deepep; --moe-enable-deepep is its older spelling).
+    l.moe_a2a_overlap = a.flag("overlap-moe-expert-parallel-comm");
+    if (a.text("moe-token-dispatcher-type").value_or("") == "flex") {
+        const std::string backend = a.text("moe-flex-dispatcher-backend").value_or("deepep");
+        if (backend == "hybridep") l.moe_dispatcher = MoeDispatcher::hybridep;
+        if (backend == "deepep" || a.flag("moe-enable-deepep")) l.moe_dispatcher = MoeDispatcher::deepep;
+    }
     l.account_for_embedding_in_pipeline_split = a.flag("account-for-embedding-in-pipeline-split");
     l.account_for_loss_in_pipeline_split = a.flag("account-for-loss-in-pipeline-split");
     const bool ce_fusion = a.flag("cross-entropy-loss-fusion");

@@ -415,6 +415,21 @@ class ExtensionReader {
                 m_.mtp_layers = v.get<std::int64_t>();
             else if (!v.is_null())
                 ignore(k, v, "not a layer count");
+        } else if (k == "moe_a2a_overlap") {
+            // Megatron-Core --overlap-moe-expert-parallel-comm (Layout::moe_a2a_overlap).
+            if (v == true)
+                l_.moe_a2a_overlap = true;
+            else if (!(v == false || v.is_null()))
+                ignore(k, v, "not a boolean");
+        } else if (k == "moe_dispatcher_backend") {
+            // Megatron --moe-token-dispatcher-type flex --moe-flex-dispatcher-backend
+            // (Layout::moe_dispatcher).
+            if (v == "deepep")
+                l_.moe_dispatcher = MoeDispatcher::deepep;
+            else if (v == "hybridep")
+                l_.moe_dispatcher = MoeDispatcher::hybridep;
+            else if (!(v == "alltoall" || v.is_null()))
+                ignore(k, v, "not a dispatcher trainsim reads (alltoall, deepep, hybridep)");
         } else if (k == "activation_cpu_offloading_layers") {
             if (!(v == 0 || v.is_null())) ignore(k, v, "activation offloading to the CPU is not modelled");
         } else if (k == "qk_layernorm") {

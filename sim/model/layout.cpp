@@ -390,6 +390,11 @@ void moe_mla_violations(const ModelSpec& m, const Layout& l, Violations& v) {
                   "layout.ep = {}, layout.etp = {}: expert parallelism needs a mixture-of-experts model "
                   "(model.num_experts = 0)",
                   l.ep, l.etp));
+    if (l.moe_a2a_overlap && l.pp > 1 && l.vpp <= 1)
+        v.add(C::moe_shape,
+              fmt::format("layout.moe_a2a_overlap with layout.pp = {} needs layout.vpp > 1 (Megatron-Core "
+                          "asserts it for --overlap-moe-expert-parallel-comm)",
+                          l.pp));
     if (m.moe()) {
         if (m.moe_top_k > m.num_experts)
             v.add(C::moe_shape, fmt::format("model.moe_top_k = {} exceeds model.num_experts = {}",
@@ -625,6 +630,18 @@ std::string to_string(Framework f) {
 
 std::string to_string(CheckpointSave c) {
     return c == CheckpointSave::sharded ? "sharded" : "rank0";
+}
+
+std::string to_string(MoeDispatcher d) {
+    switch (d) {
+        case MoeDispatcher::alltoall:
+            return "alltoall";
+        case MoeDispatcher::deepep:
+            return "deepep";
+        case MoeDispatcher::hybridep:
+            return "hybridep";
+    }
+    return "?";
 }
 
 }  // namespace trainsim

@@ -113,6 +113,12 @@ schema::Table<Layout> make_layout_fields() {
                       "distributed optimizer's parameter all-gather overlapped with forward"));
     add(boolean_field("tp_comm_overlap", &Layout::tp_comm_overlap,
                       "TP collectives overlapped with the adjacent GEMMs (TransformerEngine userbuffers)"));
+    add(boolean_field("moe_a2a_overlap", &Layout::moe_a2a_overlap,
+                      "Megatron --overlap-moe-expert-parallel-comm: EP all-to-alls of one micro-batch under "
+                      "another's compute (combined 1F1B)"));
+    add(enum_field("moe_dispatcher", &Layout::moe_dispatcher, names_of<MoeDispatcher>(3),
+                   "MoE token dispatcher: NCCL all-to-all of top-k copies, or the flex dispatcher's DeepEP / "
+                   "HybridEP (one copy per destination rank)"));
     add(enum_field(
             "attention", &Layout::attention, names_of<AttentionKernel>(3),
             "attention kernel: FlashAttention-2, cuDNN fused attention, or unfused (scores materialised)"),

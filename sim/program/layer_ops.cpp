@@ -215,6 +215,12 @@ void BlockBuilder::mlp_forward(OpTemplate& t, double f) {
     row_forward(t, Kernel::gemm("fc2_gemm", T_, h_, f / t_, 1, gemm_elem_));
 }
 
+void BlockBuilder::mlp_split(OpTemplate& t) {
+    if (!l_.moe_a2a_overlap) return;
+    flush(t);
+    mlp_split_ = t.size();
+}
+
 OpTemplate BlockBuilder::layer_forward(bool moe) {
     OpTemplate t;
     kernel(t, Kernel::memory("input_norm", norm_fwd_bytes() * h_ * Tsp_));
@@ -224,9 +230,15 @@ OpTemplate BlockBuilder::layer_forward(bool moe) {
         attention_forward(t);
     kernel(t, Kernel::memory("bias_dropout_add", (3 * E_ + 1) * h_ * Tsp_));
     kernel(t, Kernel::memory("pre_mlp_norm", norm_fwd_bytes() * h_ * Tsp_));
+    // With --overlap-moe-expert-parallel-comm the shared experts run before the dispatch, in the layer's
+    // pre_dispatch_computation (Megatron-Core models/gpt/fine_grained_callables.py), so that the dispatch
+    // overlaps another micro-batch's work rather than waiting for them (combined_pass.cpp).
+    const bool shared_first = l_.moe_a2a_overlap;
+    mlp_split(t);
     if (moe) {
+        if (shared_first && shared_f_ > 0) mlp_forward(t, shared_f_);
         moe_forward(t);
-        if (shared_f_ > 0) mlp_forward(t, shared_f_);
+        if (!shared_first && shared_f_ > 0) mlp_forward(t, shared_f_);
     } else {
         mlp_forward(t, f_);
     }
@@ -412,12 +424,15 @@ void BlockBuilder::attention_backward(OpTemplate& t) {
 OpTemplate BlockBuilder::layer_backward(bool moe) {
     OpTemplate t;
     kernel(t, Kernel::memory("bias_dropout_add_bwd", (3 * E_ + 1) * h_ * Tsp_));
+    const bool shared_last = l_.moe_a2a_overlap;  // as layer_forward's shared_first
     if (moe) {
-        if (shared_f_ > 0) mlp_backward(t, shared_f_);
+        if (!shared_last && shared_f_ > 0) mlp_backward(t, shared_f_);
         moe_backward(t);
+        if (shared_last && shared_f_ > 0) mlp_backward(t, shared_f_);
     } else {
         mlp_backward(t, f_);
     }
+    mlp_split(t);
     kernel(t, Kernel::memory("pre_mlp_norm_bwd", norm_bwd_bytes() * h_ * Tsp_));
     kernel(t, Kernel::memory("bias_dropout_add_bwd", (3 * E_ + 1) * h_ * Tsp_));
     if (m_.mla())

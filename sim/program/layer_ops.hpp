@@ -33,6 +33,11 @@ class BlockBuilder {
     std::vector<double> layer_linear_unit_weights() const;
     /// Their biases (output features per GPU); 0 for models without biases (SwiGLU models).
     std::vector<double> layer_linear_unit_biases() const;
+    /// With Layout::moe_a2a_overlap: where the last layer_forward() began its MLP (its index in the
+    /// template), or where the last layer_backward() ended its MLP's backward (the attention's backward
+    /// begins): Megatron's pre_dispatch_computation / mlp boundary of a dense layer (combined_pass.cpp).
+    /// 0 without the overlap (the template is not cut there).
+    std::size_t last_mlp_split() const { return mlp_split_; }
     /// Extra forward work recomputed before a layer's backward (empty for recompute = none).
     OpTemplate layer_recompute(bool moe = false);
     OpTemplate embedding_forward();
@@ -69,6 +74,9 @@ class BlockBuilder {
     /// Records a fetch-unit boundary (layer_*_units) at the current end of `t`.
     void unit_boundary(OpTemplate& t);
     std::vector<std::size_t>* unit_starts_ = nullptr;
+    std::size_t mlp_split_ = 0;
+    /// Records the MLP boundary (last_mlp_split) at the current end of `t`, with the overlap only.
+    void mlp_split(OpTemplate& t);
     OpTemplate layer_recompute_selective_op();
     double norm_fwd_bytes() const;  ///< per element of the normalized tensor
     double norm_bwd_bytes() const;

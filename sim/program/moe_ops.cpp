@@ -64,6 +64,26 @@ MoeShape moe_shape(const ModelSpec& m, const Layout& l, double tokens) {
 }
 }  // namespace
 
+}  // namespace trainsim::detail
+
+namespace trainsim {
+
+double moe_dispatch_copies_per_token(const ModelSpec& m, const Layout& l) {
+    const double k = static_cast<double>(m.moe_top_k);
+    if (l.moe_dispatcher == MoeDispatcher::alltoall || l.ep <= 1) return k;
+    // P(a rank holds none of the token's k experts) = C(n - nl, k) / C(n, k), nl = n / ep experts per rank.
+    const double n = static_cast<double>(m.num_experts);
+    const double nl = n / l.ep;
+    double miss = 1;
+    for (int i = 0; i < m.moe_top_k; ++i)
+        miss *= std::max(0.0, (n - nl - i) / (n - i));
+    return l.ep * (1 - miss);
+}
+
+}  // namespace trainsim
+
+namespace trainsim::detail {
+
 void BlockBuilder::ep_all_to_all(OpTemplate& t, double bytes) {
     if (l_.ep <= 1) return;
     flush(t);
@@ -95,10 +115,11 @@ void BlockBuilder::etp_collective(OpTemplate& t, CollectiveKind kind, double byt
 void BlockBuilder::moe_forward(OpTemplate& t) {
     const MoeShape x = moe_shape(m_, l_, Tsp_);
     const double swiglu = m_.mlp == MlpKind::swiglu ? 2.0 : 1.0;
-    const double a2a = x.k * x.tokens * h_ * E_;
+    const double a2a = moe_dispatch_copies_per_token(m_, l_) * x.tokens * h_ * E_;
+    const double copies = x.k * x.tokens * h_ * E_;  // the k copies permute writes (or the receiver, flex)
     kernel(t, Kernel::gemm("router_gemm", x.tokens, x.experts, h_));
     kernel(t, Kernel::memory("router_softmax_topk", kRouterForwardBytesPerLogit * x.tokens * x.experts));
-    kernel(t, Kernel::memory("moe_permute", 2 * a2a));
+    kernel(t, Kernel::memory("moe_permute", 2 * copies));
     ep_all_to_all(t, a2a);
     etp_collective(t, CollectiveKind::all_gather, x.received * h_ * E_);
     const int n = static_cast<int>(x.local_experts);
@@ -112,16 +133,17 @@ void BlockBuilder::moe_forward(OpTemplate& t) {
         kernel(t, Kernel::gemm("expert_fc2_gemm", x.per_expert, h_, x.ffn, 1, gemm_elem_));
     etp_collective(t, CollectiveKind::reduce_scatter, x.received * h_ * E_);
     ep_all_to_all(t, a2a);
-    kernel(t, Kernel::memory("moe_unpermute", 2 * a2a));
+    kernel(t, Kernel::memory("moe_unpermute", 2 * copies));
 }
 
 void BlockBuilder::moe_backward(OpTemplate& t) {
     const MoeShape x = moe_shape(m_, l_, Tsp_);
     const double swiglu = m_.mlp == MlpKind::swiglu ? 2.0 : 1.0;
-    const double a2a = x.k * x.tokens * h_ * E_;
+    const double a2a = moe_dispatch_copies_per_token(m_, l_) * x.tokens * h_ * E_;
+    const double copies = x.k * x.tokens * h_ * E_;
     const bool frozen = l_.frozen_base();
     const int n = static_cast<int>(x.local_experts);
-    kernel(t, Kernel::memory("moe_unpermute_bwd", 2 * a2a));
+    kernel(t, Kernel::memory("moe_unpermute_bwd", 2 * copies));
     ep_all_to_all(t, a2a);
     etp_collective(t, CollectiveKind::all_gather, x.received * h_ * E_);
     fp8_backward_casts(t, x.received * h_, x.received * x.ffn, x.local_experts * x.ffn * h_);
@@ -141,7 +163,7 @@ void BlockBuilder::moe_backward(OpTemplate& t) {
             kernel(t, Kernel::gemm("expert_fc1_wgrad", swiglu * x.ffn, h_, x.per_expert, 1, gemm_elem_));
     etp_collective(t, CollectiveKind::reduce_scatter, x.received * h_ * E_);
     ep_all_to_all(t, a2a);
-    kernel(t, Kernel::memory("moe_permute_bwd", 2 * a2a));
+    kernel(t, Kernel::memory("moe_permute_bwd", 2 * copies));
     kernel(t, Kernel::memory("router_softmax_topk_bwd", kRouterBackwardBytesPerLogit * x.tokens * x.experts));
     kernel(t, Kernel::gemm("router_dgrad", x.tokens, h_, x.experts));
     if (!frozen) kernel(t, Kernel::gemm("router_wgrad", x.experts, h_, x.tokens));

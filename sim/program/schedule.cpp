@@ -17,7 +17,8 @@ int interleaved_micro_batch(int k, int pp, int vpp) {
 }
 }  // namespace
 
-std::vector<ScheduleItem> pipeline_schedule(Schedule schedule, int pp, int rank, int m, int vpp) {
+std::vector<ScheduleItem> pipeline_schedule(Schedule schedule, int pp, int rank, int m, int vpp,
+                                            bool a2a_overlap) {
     std::vector<ScheduleItem> items;
     if (pp <= 0 || rank < 0 || rank >= pp || m <= 0 || vpp <= 0)
         throw InternalError("bad schedule arguments");
@@ -29,7 +30,9 @@ std::vector<ScheduleItem> pipeline_schedule(Schedule schedule, int pp, int rank,
                 items.push_back({false, 0, i});
             return items;
         }
-        const int warmup = std::min(pp - rank - 1, m);
+        // The combined 1F1B schedule of --overlap-moe-expert-parallel-comm starts with one forward alone
+        // (combined_1f1b_schedule_for_no_pipelining; one extra warm-up forward with PP, below).
+        const int warmup = std::min(pp - rank - 1 + (a2a_overlap ? 1 : 0), m);
         int f = 0, b = 0;
         for (; f < warmup; ++f)
             items.push_back({true, 0, f});
@@ -43,7 +46,9 @@ std::vector<ScheduleItem> pipeline_schedule(Schedule schedule, int pp, int rank,
     }
     const int total = m * vpp;
     // Megatron-LM: all passes are warm-up when there are exactly pp micro-batches.
-    int warmup = m == pp ? total : (pp - rank - 1) * 2 + (vpp - 1) * pp;
+    // With --overlap-moe-expert-parallel-comm one extra forward before the 1F1B steps, "to ensure the forward
+    // and backward computations are independent in all 1f1b steps" (get_pp_rank_microbatches).
+    int warmup = m == pp ? total : (pp - rank - 1) * 2 + (vpp - 1) * pp + (a2a_overlap ? 1 : 0);
     warmup = std::min(warmup, total);
     auto fwd = [&](int k) {
         items.push_back({true, interleaved_chunk(k, pp, vpp, true), interleaved_micro_batch(k, pp, vpp)});

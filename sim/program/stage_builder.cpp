@@ -37,7 +37,9 @@ void append(std::vector<Op>& ops, const OpTemplate& t, Phase phase, int mb) {
 
 ProgramTemplates::ProgramTemplates(BlockBuilder& blocks, const ModelSpec& model, const Layout& layout) {
     layer_fwd = blocks.layer_forward();
+    layer_fwd_split = blocks.last_mlp_split();
     layer_bwd = blocks.layer_backward();
+    layer_bwd_split = blocks.last_mlp_split();
     layer_rec = blocks.layer_recompute();
     if (model.moe()) {
         moe_fwd = blocks.layer_forward(true);
@@ -371,15 +373,20 @@ StageProgram StageBuilder::build() {
             gather_base_[static_cast<std::size_t>(c)] = dp_launched_;
             launch_param_gather(c);
         }
-    const auto items = pipeline_schedule(layout_.schedule, shape_.pp, r_, shape_.m, shape_.vpp);
+    const bool combine = combines_passes();
+    const auto items = pipeline_schedule(layout_.schedule, shape_.pp, r_, shape_.m, shape_.vpp, combine);
     if (ds3_) {
         deepspeed_stage3(items);
     } else {
-        for (const auto& it : items) {
-            if (it.forward)
-                forward_pass(it);
-            else
-                backward_pass(it);
+        for (std::size_t i = 0; i < items.size(); ++i) {
+            if (combine && items[i].forward && i + 1 < items.size() && !items[i + 1].forward) {
+                combined_pass(items[i], items[i + 1]);
+                ++i;
+            } else if (items[i].forward) {
+                forward_pass(items[i]);
+            } else {
+                backward_pass(items[i]);
+            }
         }
     }
     finish_step();
@@ -441,10 +448,13 @@ void StageBuilder::forward_pass(const ScheduleItem& item) {
     for (int i = 0; i < chunk_layers; ++i) {
         if (first) wait_for_group(c, (vs == shape_.last_vs ? 1 : 0) + chunk_layers - 1 - i);
         zero3_gather(k);
+        const std::size_t begin = sp_.ops.size();
         append(sp_.ops, moe_layer(c, i) ? tpl_.moe_fwd : tpl_.layer_fwd, Phase::forward, mb);
         mark(layout_.layer_recomputed(i) || layout_.recompute == Recompute::none
                  ? MemoryEvent::layer_forward
                  : MemoryEvent::layer_forward_kept);
+        if (spans_)
+            spans_->push_back({begin, begin, sp_.ops.size(), moe_layer(c, i) ? 0 : tpl_.layer_fwd_split});
         zero3_release(k++);
     }
     if (vs == shape_.last_vs) {
@@ -547,12 +557,15 @@ void StageBuilder::backward_pass(const ScheduleItem& item) {
     for (int i = 0; i < chunk_layers; ++i) {
         backward_group_start(s);
         const bool moe = moe_layer(c, chunk_layers - 1 - i);
+        const std::size_t begin = sp_.ops.size();
         if (layout_.layer_recomputed(chunk_layers - 1 - i)) {  // backward runs the last layer first
             append(sp_.ops, moe ? tpl_.moe_rec : tpl_.layer_rec, Phase::recompute, mb);
             mark(MemoryEvent::layer_recomputed);
         }
+        const std::size_t mid = sp_.ops.size();
         append(sp_.ops, moe ? tpl_.moe_bwd : tpl_.layer_bwd, Phase::backward, mb);
         mark(MemoryEvent::layer_backward);
+        if (spans_) spans_->push_back({begin, mid, sp_.ops.size(), moe ? 0 : tpl_.layer_bwd_split});
         backward_group_done(s);
     }
     if (vs == 0) {

@@ -15,6 +15,9 @@ namespace trainsim::detail {
 /// The op templates of one model and layout, built once (BlockBuilder) and shared by every stage.
 struct ProgramTemplates {
     OpTemplate layer_fwd, layer_bwd, layer_rec, emb_fwd, emb_bwd, head_fwd, head_bwd;
+    /// With Layout::moe_a2a_overlap: where layer_fwd's MLP begins and where layer_bwd's attention backward
+    /// begins (BlockBuilder::last_mlp_split); 0 otherwise.
+    std::size_t layer_fwd_split = 0, layer_bwd_split = 0;
     /// An MoE layer's forward, backward and recompute (ModelSpec::layer_is_moe); empty for dense models.
     OpTemplate moe_fwd, moe_bwd, moe_rec;
     /// A multi-token-prediction layer's own ops (BlockBuilder::mtp_forward / _backward); empty without MTP.
@@ -65,6 +68,15 @@ bool shares_embedding(const ModelSpec& m);
 /// Appends a template's ops with their phase and micro-batch set.
 void append(std::vector<Op>& ops, const OpTemplate& t, Phase phase, int mb);
 
+/// A decoder layer's ops in a pass's op list: [begin, mid) its recomputation (backward), [mid, end) its
+/// forward or backward template (StageBuilder::combined_pass).
+struct LayerSpan {
+    std::size_t begin = 0, mid = 0, end = 0;
+    /// A dense layer: mid + split is where its forward's MLP (its backward's attention backward) begins;
+    /// 0 for MoE layers (cut at their all-to-alls) and without the overlap.
+    std::size_t split = 0;
+};
+
 /// Builds the program of pipeline rank `stage`.
 class StageBuilder {
   public:
@@ -96,6 +108,11 @@ class StageBuilder {
     // Passes.
     void forward_pass(const ScheduleItem& item);
     void backward_pass(const ScheduleItem& item);
+    /// Layout::moe_a2a_overlap: a steady-state forward and the backward after it in the schedule, merged
+    /// layer by layer as Megatron-Core's combined 1F1B runs them (combined_pass.cpp).
+    void combined_pass(const ScheduleItem& f, const ScheduleItem& b);
+    /// True when build() merges the steady-state forward / backward pairs (combined_pass).
+    bool combines_passes() const;
     struct BackwardState;
     void backward_group_start(BackwardState& s);
     void backward_group_done(BackwardState& s);
@@ -142,6 +159,8 @@ class StageBuilder {
     std::vector<int> gather_base_;
     std::vector<bool> chunk_started_;
     double in_flight_ = 0;
+    /// Where forward_pass / backward_pass record their decoder layers' spans (combined_pass), or null.
+    std::vector<LayerSpan>* spans_ = nullptr;
 };
 
 }  // namespace trainsim::detail
