@@ -190,6 +190,8 @@ inline constexpr double kScaleOutEfficiency = 0.92;
 struct ClusterOptions {
     /// Adaptive routing on a non-blocking fabric: routes leave out the spine bundles, which can never bind
     /// (see the constructor). Declined when a perturbation lowers a bundle's capacity (leaf<L>.uplink).
+    /// Three tiers: the pods' bundles up to the cores likewise when the spines are non-blocking (declined
+    /// when a perturbation changes a leaf bundle's capacity).
     bool omit_unbinding_bundles = true;
 };
 
