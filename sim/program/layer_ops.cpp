@@ -99,7 +99,22 @@ void BlockBuilder::tp(OpTemplate& t, CollectiveKind kind, double bytes, bool wai
 }
 
 bool BlockBuilder::funcol_chunk_cat() const {
-    return l_.framework == Framework::torchtitan && l_.tp > 1 && l_.sequence_parallel && !l_.tp_comm_overlap;
+    return l_.framework == Framework::torchtitan && l_.tp > 1 && l_.sequence_parallel &&
+           (!l_.tp_comm_overlap || unfused_tp_);
+}
+
+void BlockBuilder::tp_unfused(OpTemplate& t, CollectiveKind kind, double bytes, bool wait) {
+    unfused_tp_ = true;
+    tp(t, kind, bytes, wait);
+    unfused_tp_ = false;
+}
+
+bool BlockBuilder::symm_mem_tp() const {
+    return l_.framework == Framework::torchtitan && l_.tp_comm_overlap && l_.tp > 1 && l_.sequence_parallel;
+}
+
+void BlockBuilder::symm_mem_shard_copy(OpTemplate& t, double gathered_bytes) {
+    if (symm_mem_tp()) kernel(t, Kernel::memory("symm_mem_shard_copy", 2 * gathered_bytes / t_));
 }
 
 bool BlockBuilder::regathers_in_backward() const {
@@ -133,9 +148,11 @@ void BlockBuilder::tp_wait(OpTemplate& t) {
 //     _initialize_tp_communicators, TE pytorch/module/base.py initialize_ub; ../shared/design/frameworks.md)
 //     uses the "pipeline" method: kUbPipelineSplits chunks, each chunk's reduce-scatter overlapping the
 //     next chunk's GEMM, its communication kernels holding kUbPipelineCommSms SMs while the GEMM runs
-//     (Kernel::sms_reserved); torchtitan's fused_matmul_reduce_scatter (PyTorch
-//     torch/distributed/_symmetric_memory) pipelines TP chunks over the copy engines (no SMs held). In both
-//     the last chunk's reduce-scatter can only start after the GEMM: exposed.
+//     (Kernel::sms_reserved); the last chunk's reduce-scatter can only start after the GEMM: exposed.
+//     torchtitan's fused_matmul_reduce_scatter (PyTorch torch/distributed/_symmetric_memory) pipelines TP
+//     row chunks over the copy engines (no SMs held), the local chunk last, and then sums the TP partials
+//     in one reduction kernel (row_forward); its fused_all_gather_matmul copies the local shard into
+//     symmetric memory before the first mm (symm_mem_shard_copy). What async TP leaves unfused: tp_unfused.
 namespace {
 constexpr int kUbPipelineSplits = 4;         ///< TE userbuffers "pipeline" num_splits (initialize_ub)
 constexpr double kUbPipelineCommSms = 16.0;  ///< TE userbuffers "pipeline" num_sm (initialize_ub)
@@ -158,7 +175,9 @@ void BlockBuilder::column_forward(OpTemplate& t, const Kernel& gemm) {
     if (l_.sequence_parallel) {
         const double act = T_ * h_ * E_;  // one full activation [T, h]
         const bool ov = l_.tp_comm_overlap;
-        tp(t, CollectiveKind::all_gather, fp8_tp_all_gather() ? T_ * h_ : act, !ov);
+        const double gathered = fp8_tp_all_gather() ? T_ * h_ : act;
+        symm_mem_shard_copy(t, gathered);
+        tp(t, CollectiveKind::all_gather, gathered, !ov);
         kernel(t, gemm);
         if (ov) tp_wait(t);
     } else {
@@ -170,6 +189,18 @@ void BlockBuilder::row_forward(OpTemplate& t, const Kernel& gemm) {
     const double act = T_ * h_ * E_;  // one full activation [T, h]
     const CollectiveKind out_kind =
         l_.sequence_parallel ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce;
+    if (symm_mem_tp()) {
+        // fused_matmul_reduce_scatter (_pipelined_produce_and_all2all): the mm runs in TP row chunks, each
+        // remote chunk pulled by its owner's copy engine while the next is computed, the local chunk last;
+        // then the owner sums the TP partials [tp, T/tp, h] in one reduction kernel (reduce_fn, torch.sum
+        // over dim 0) after the last chunk: reads T h, writes T h / tp.
+        flush(t);
+        tp(t, out_kind, act, false);
+        kernel(t, gemm);
+        tp_wait(t);
+        kernel(t, Kernel::memory("symm_mem_reduce_partials", act * (1.0 + 1.0 / t_)));
+        return;
+    }
     if (l_.tp_comm_overlap && l_.tp > 1) {
         const int splits = overlap_rs_splits();
         flush(t);
@@ -364,6 +395,7 @@ void BlockBuilder::attention_core_backward(OpTemplate& t) {
 void BlockBuilder::row_backward(OpTemplate& t, const Kernel& dgrad, const Kernel& wgrad) {
     if (l_.sequence_parallel) {
         const bool ov = l_.tp_comm_overlap;
+        symm_mem_shard_copy(t, T_ * h_ * E_);
         tp(t, CollectiveKind::all_gather, T_ * h_ * E_, !ov);
         kernel(t, dgrad);
         if (ov) tp_wait(t);
@@ -381,7 +413,7 @@ void BlockBuilder::column_backward(OpTemplate& t, const Kernel& dgrad, const Ker
     if (regather) tp(t, CollectiveKind::all_gather, act, false);
     kernel(t, dgrad);
     if (regather) tp_wait(t);
-    tp(t, grad_kind, act, false);
+    tp_unfused(t, grad_kind, act, false);     // the sum of the dgrads of the linears sharing the input
     if (!l_.frozen_base()) kernel(t, wgrad);  // LoRA / QLoRA: no weight gradients for the base
     tp_wait(t);
 }
@@ -587,7 +619,8 @@ OpTemplate BlockBuilder::embedding_forward() {
     // Vocab-parallel embedding (Megatron VocabParallelEmbedding): lookup of the local vocab shard, then the
     // all-reduce (reduce-scatter with SP) that combines the shards; then embedding dropout.
     kernel(t, Kernel::memory("embedding_lookup", 2 * act));
-    tp(t, l_.sequence_parallel ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, act, true);
+    tp_unfused(t, l_.sequence_parallel ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, act,
+               true);
     kernel(t, Kernel::memory("embedding_dropout", (2 * E_ + 1) * h_ * Tsp_));
     flush(t);
     return t;
@@ -597,7 +630,7 @@ OpTemplate BlockBuilder::embedding_backward() {
     OpTemplate t;
     const double act = T_ * h_ * E_;
     kernel(t, Kernel::memory("embedding_dropout_bwd", (2 * E_ + 1) * h_ * Tsp_));
-    if (l_.sequence_parallel) tp(t, CollectiveKind::all_gather, act, true);
+    if (l_.sequence_parallel) tp_unfused(t, CollectiveKind::all_gather, act, true);
     // Scatter-add of the output gradient into the fp32 embedding gradient rows.
     kernel(t, Kernel::memory("embedding_grad_scatter_add", act + T_ * h_ * 4 * 2));
     flush(t);
@@ -766,7 +799,7 @@ OpTemplate BlockBuilder::head_forward() {
     const double logits = T_ * V_ / t_;
     // The LM head runs in 16 bits also in fp8 runs (see the FP8 notes above).
     kernel(t, Kernel::memory("final_norm", norm_fwd_bytes() * h_ * Tsp_));
-    if (l_.sequence_parallel) tp(t, CollectiveKind::all_gather, act, true);
+    if (l_.sequence_parallel) tp_unfused(t, CollectiveKind::all_gather, act, true);
     kernel(t, Kernel::gemm("lm_head_gemm", T_, V_ / t_, h_));
     if (l_.cross_entropy_fusion)
         kernel(t, Kernel::memory("fused_cross_entropy", kFusedCrossEntropyFwdBytes * logits));
@@ -791,7 +824,7 @@ OpTemplate BlockBuilder::head_backward() {
     if (regather) tp(t, CollectiveKind::all_gather, act, false);
     kernel(t, Kernel::gemm("lm_head_dgrad", T_, h_, V_ / t_));
     if (regather) tp_wait(t);
-    tp(t, sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, act, false);
+    tp_unfused(t, sp ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, act, false);
     kernel(t, Kernel::gemm("lm_head_wgrad", V_ / t_, h_, T_));
     tp_wait(t);
     kernel(t, Kernel::memory("final_norm_bwd", norm_bwd_bytes() * h_ * Tsp_));

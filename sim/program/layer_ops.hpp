@@ -86,6 +86,22 @@ class BlockBuilder {
     void rope(OpTemplate& t, bool backward);
     void kernel(OpTemplate& t, const Kernel& k);
     void tp(OpTemplate& t, CollectiveKind kind, double bytes, bool wait);
+    /// A TP collective that torchtitan's async TP leaves as DTensor issues it without async TP
+    /// (funcol, with its chunk + cat copy): Inductor's micro-pipeline pass (torch/_inductor/fx_passes/
+    /// micro_pipeline_tp.py) fuses only an all-gather whose consumers are mms and a reduce-scatter whose
+    /// input is one mm's output (_find_producer_matmul), and only inside the compiled transformer blocks
+    /// (torchtitan apply_compile compiles each block; embedding, final norm and output run eager). So the
+    /// embedding's and the LM head's collectives and the input-gradient reduce-scatter of wq/wk/wv and of
+    /// w1/w3 (a sum of the mms of the linears sharing the input) are not fused. Same as tp() otherwise.
+    void tp_unfused(OpTemplate& t, CollectiveKind kind, double bytes, bool wait);
+    /// torchtitan async TP: the fused ops of PyTorch's symmetric memory (torch/distributed/
+    /// _symmetric_memory/__init__.py, 2024-2025).
+    bool symm_mem_tp() const;
+    /// fused_all_gather_matmul (_pipelined_all_gather_and_consume): each rank first copies its shard into
+    /// its symmetric-memory buffer and barriers before the first (local) mm, not overlapped ("we are giving
+    /// up the chance to overlap mv and b with the first shard_consumer"): one read and write of the shard of
+    /// the gathered `gathered_bytes`.
+    void symm_mem_shard_copy(OpTemplate& t, double gathered_bytes);
     void tp_wait(OpTemplate& t);
     void cp_collective(OpTemplate& t, CollectiveKind kind, double bytes);
     void flush(OpTemplate& t);
@@ -155,7 +171,7 @@ class BlockBuilder {
     /// reduce-scatter with scatter_dim != 0 is preceded by torch.cat(torch.chunk(in, group_size,
     /// dim=scatter_dim)): one copy of the whole (gathered) tensor each, read and written. Async TP's fused
     /// all-gather-matmul and matmul-reduce-scatter (torch/distributed/_symmetric_memory) work on
-    /// movedim'ed views instead: no copy.
+    /// movedim'ed views instead: no copy; the collectives async TP does not fuse keep it (tp_unfused).
     bool funcol_chunk_cat() const;
     /// Megatron saves a column-parallel GEMM's input sequence-sharded and all-gathers it again in the
     /// backward; torchtitan's DTensor linears save the gathered input (recomputation gathers it again in the
@@ -173,6 +189,7 @@ class BlockBuilder {
     std::vector<Segment>& segments_;
     std::vector<Kernel> open_;
     std::string open_name_;
+    bool unfused_tp_ = false;  ///< inside tp_unfused()
     // shapes
     double b_, s_, h_, a_, g_, d_, f_, t_, V_, T_, Tsp_, E_, gemm_elem_, cp_;
     /// The attention core's widths: query/key head dqk_, value head dv_, and the K/V heads it reads kvh_

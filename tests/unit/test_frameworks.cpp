@@ -549,7 +549,52 @@ TEST_CASE(
     const Program meg = build_program(m, mg);
     CHECK(gathers(meg, Phase::backward) == 2 * 4 + 2);  // and the LM head input
     CHECK(count(meg, Phase::forward, "funcol_chunk_cat") == 0);
-    // Async TP's fused all-gather-matmul / matmul-reduce-scatter work on views: no copy.
+    // Async TP's fused all-gather-matmul / matmul-reduce-scatter work on views: no copy inside the blocks;
+    // the eager embedding's reduce-scatter and LM head's all-gather keep theirs (tp_unfused).
     l.tp_comm_overlap = true;
-    CHECK(count(build_program(m, l), Phase::forward, "funcol_chunk_cat") == 0);
+    const Program async = build_program(m, l);
+    CHECK(count(async, Phase::forward, "funcol_chunk_cat") == 2);
+    // Backward: the input-gradient reduce-scatters of qkv and fc1 (a sum of mms: not fused) per layer, the
+    // embedding's all-gather and the head's reduce-scatter.
+    CHECK(count(async, Phase::backward, "funcol_chunk_cat") == 2 * 2 + 2);
+}
+
+TEST_CASE("torchtitan async TP: symmetric-memory shard copies and the reduction of the TP partials") {
+    // 2 layers, TP 4 with SP, 1,024 tokens of h = 1,024 in 16 bits: a full activation is
+    // T h E = 1024 * 1024 * 2 = 2,097,152 bytes, its shard 524,288 bytes.
+    const ModelSpec m = llama_style(2, 1024, 16, 4, 3584, 8192, 1024);
+    Layout l = layout_of(Framework::torchtitan, 4, true);
+    l.micro_batch = 1;
+    l.global_batch = 1;
+    l.torch_compile = true;
+    l.tp_comm_overlap = true;  // async TP
+    const double act = 1024.0 * 1024.0 * 2.0;
+    auto count = [](const Program& p, Phase ph, const char* name, double bytes) {
+        int n = 0;
+        for (const auto& k : kernels_of(p, ph))
+            if (std::string(k.name) == name) {
+                CHECK(k.bytes == doctest::Approx(bytes));
+                ++n;
+            }
+        return n;
+    };
+    const Program p = build_program(m, l);
+    // fused_all_gather_matmul: the shard read and written into symmetric memory before the first mm (qkv
+    // and fc1 inputs in forward, the proj and fc2 output gradients in backward): 2 * 524,288 bytes.
+    CHECK(count(p, Phase::forward, "symm_mem_shard_copy", 2 * act / 4) == 2 * 2);
+    CHECK(count(p, Phase::backward, "symm_mem_shard_copy", 2 * act / 4) == 2 * 2);
+    // fused_matmul_reduce_scatter (proj, fc2): the [4, T/4, h] partials read, [T/4, h] written:
+    // 2,097,152 + 524,288 = 2,621,440 bytes.
+    CHECK(count(p, Phase::forward, "symm_mem_reduce_partials", 2621440.0) == 2 * 2);
+    CHECK(count(p, Phase::backward, "symm_mem_reduce_partials", 2621440.0) == 0);
+    // Neither without async TP, nor under Megatron's userbuffers overlap.
+    l.tp_comm_overlap = false;
+    CHECK(count(build_program(m, l), Phase::forward, "symm_mem_reduce_partials", 0.0) == 0);
+    Layout mg = layout_of(Framework::megatron, 4, true);
+    mg.micro_batch = 1;
+    mg.global_batch = 1;
+    mg.tp_comm_overlap = true;
+    const Program meg = build_program(m, mg);
+    CHECK(count(meg, Phase::forward, "symm_mem_shard_copy", 0.0) == 0);
+    CHECK(count(meg, Phase::forward, "symm_mem_reduce_partials", 0.0) == 0);
 }
