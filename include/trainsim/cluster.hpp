@@ -22,6 +22,24 @@
 //             flows on RoCE; mitigated by enhanced ECMP).
 // The switch layer being a complete bipartite graph, the shortest path between two leaves is closed-form
 // (leaf -> spine -> leaf), so no distance table is kept (memory O(links), not O(leaves x vertices)).
+//
+// Three tiers (scale_out.tiers = 3, for clusters beyond what one spine layer joins: with 64-port switches a
+// non-blocking two-tier fat-tree ends at 64 x 32 = 2,048 NICs, a three-tier one at 64^3 / 4 = 65,536;
+// Al-Fares, Loukissas, Vahdat, "A Scalable, Commodity Data Center Network Architecture", SIGCOMM 2008):
+// leaf groups are gathered into pods of `nodes_per_pod` nodes; the leaves of a pod (every rail) reach only
+// the pod's spines (uplinks per leaf as above, one per pod spine), and spine s of every pod reaches the
+// cores of plane s: ceil(leaves per pod / spine_oversubscription) cores per plane, one link to each. Inside
+// a pod a flow turns at a spine (leaf -> spine -> leaf); between pods it climbs to a core (leaf -> spine ->
+// core -> spine -> leaf). This is the shape of NVIDIA's DGX SuperPOD reference architectures beyond one
+// spine layer (leaf, spine and core switches; DGX SuperPOD with DGX H100/B200 RA, "compute fabric") and of
+// Meta's 24K-GPU RoCE clusters (Gangidi et al., "RDMA over Ethernet for Distributed Training at Meta Scale",
+// SIGCOMM 2024: rack (RTSW), cluster (CTSW) and aggregation (ATSW) switches; "The Llama 3 Herd of Models",
+// arXiv:2407.21783, Sec. 3.3.1: pods of 3,072 GPUs at full bisection, 8 pods joined by aggregation switches
+// oversubscribed 1:7), with the leaves rail-optimized as in the two-tier fabric. Routing as in two tiers:
+// ECMP hashes a flow onto one spine (the hash picks the plane) and one core of that plane; adaptive routing
+// spreads it over all of them, modelled as one logical spine per pod and one logical core, each pod's spines
+// joined to it by one bundle of (spine uplinks of the pod x NIC rate). Latency convention (as two tiers):
+// a link up carries the switch_latency of the switch it enters, a link down none.
 #pragma once
 
 #include <cstdint>
@@ -93,6 +111,14 @@ struct TopologySpec {
     /// Spine-layer routing; topology files default it by kind (infiniband: adaptive, roce: ecmp).
     ScaleOutRouting routing = ScaleOutRouting::adaptive;
     ScaleOutTopology fabric = ScaleOutTopology::fat_tree;  ///< scale_out.topology
+    /// Switch tiers of the fat-tree (scale_out.tiers): 2 (leaf, spine) or 3 (leaf, spine, core; see the
+    /// header comment). Three tiers need a fat_tree fabric and nodes_per_pod.
+    int tiers = 2;
+    /// Three tiers: nodes under one pod's spines, a multiple of nodes_per_leaf (0 with two tiers).
+    int nodes_per_pod = 0;
+    /// Three tiers: a pod spine's down:up bandwidth ratio toward the cores (1 = non-blocking; Llama 3's
+    /// aggregation layer: 7).
+    double spine_oversubscription = 1.0;
     /// InfiniBand SHARP in-network reduction in the leaf and spine switches (NVIDIA Quantum/Quantum-2 with
     /// the NCCL-RDMA-SHARP plugin: NCCL's CollNet and NVLS+SHARP all-reduce, collectives.hpp kSharp*). Only
     /// with scale_out_kind "infiniband" (check_topology).
@@ -121,14 +147,17 @@ struct TopologySpec {
 /// nics_per_node NICs, host and storage bandwidth per host, nodes_per_leaf hosts per leaf group) whose
 /// NVLink domain spans `domain_gpus` GPUs (GB200 NVL72: hosts of 4 GPUs, domains of 72). Afterwards a node
 /// is one domain of domain_gpus GPUs with the NICs and host bandwidths of its domain_gpus / gpus_per_node
-/// hosts, nodes_per_leaf counts domains, gpus_per_host is the host's GPUs; NICs stay one rail each, so a
-/// GPU keeps its own host's NIC (GPU i of the domain uses NIC floor(i * nics / domain_gpus)). domain_gpus
-/// equal to gpus_per_node changes nothing. Throws InputError naming the field
+/// hosts, nodes_per_leaf and nodes_per_pod count domains, gpus_per_host is the host's GPUs; NICs stay one
+/// rail each, so a GPU keeps its own host's NIC (GPU i of the domain uses NIC floor(i * nics / domain_gpus)).
+/// domain_gpus equal to gpus_per_node changes nothing. Throws InputError naming the field
 /// ("topology.scale_up.domain_gpus = ...") unless domain_gpus is a multiple of gpus_per_node that divides
 /// the cluster's GPUs and nodes_per_leaf is a multiple of the hosts per domain.
 void apply_scale_up_domain(TopologySpec& spec, int domain_gpus);
 
-/// Checks `spec`'s counts: positive, nics_per_node <= gpus_per_node, oversubscription >= 1, sharp only on
+/// Checks `spec`'s counts: positive, nics_per_node <= gpus_per_node, oversubscription >= 1, three tiers only
+/// on a fat_tree fabric with nodes_per_pod a positive multiple of nodes_per_leaf ("topology.scale_out.
+/// nodes_per_pod = 48 must be a multiple of scale_out.nodes_per_leaf = 32"), nodes_per_pod and
+/// spine_oversubscription only with three tiers, sharp only on
 /// InfiniBand ("topology.scale_out.sharp = true needs scale_out.kind = infiniband, not roce"), a PCIe-only
 /// node within one host and at most kMaxPcieBandwidthPerGpu per GPU, and the sizes of trainsim/limits.hpp
 /// (GPUs, GPUs per node, nodes per leaf, oversubscription), computed without overflow. Throws InputError
@@ -136,8 +165,8 @@ void apply_scale_up_domain(TopologySpec& spec, int domain_gpus);
 /// topology reader call it.
 void check_topology(const TopologySpec& spec);
 
-enum class VertexKind { gpu, nvswitch, nic, leaf, spine };
-enum class LinkKind { nvlink, pcie, nic_to_leaf, leaf_to_spine };
+enum class VertexKind { gpu, nvswitch, nic, leaf, spine, core };  ///< core: three tiers only
+enum class LinkKind { nvlink, pcie, nic_to_leaf, leaf_to_spine, spine_to_core };
 
 struct Link {
     int from = 0;  ///< vertex

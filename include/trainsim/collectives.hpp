@@ -133,6 +133,29 @@ inline constexpr double kSharpBandwidthFactor = 0.85;
 /// network latency of CollNet Direct with the Simple protocol, 31 us (hwLatencies[NET][CollNetDirect]).
 inline constexpr double kSharpLatencyS = 31e-6;
 
+/// NCCL's NVLS_TREE all-reduce (NCCL 2.18+, src/device/all_reduce.h runTreeSplit with NVLS; algorithm
+/// NCCL_ALGO_NVLS_TREE in src/graph/tuning.cc): inside each node NVLink SHARP reduces the members' data in
+/// the NVSwitch and multicasts the result back (as the one-node NVLS above), across nodes a double binary
+/// tree per NIC rail carries the node's reduced share of that rail (one head GPU per rail, as the tree).
+/// NCCL enables it only across nodes (tuning.cc: "Disable NVLS Tree on a single node"), with NVLS support
+/// (NVLink SHARP, Hopper and later, and at least 2 GPUs of the communicator per node: src/transport/nvls.cc,
+/// gpuCount < 2), Simple protocol only. trainsim runs it as the tree's flows without the intra-node chain:
+/// one coupled flow per rail c over both trees' edges (up and down) between the nodes' c-th members,
+/// carrying S / (2 g), beside one NVLS flow over every member's NVLink up and down carrying S /
+/// kNvlsEfficiency (each member's data crosses its NVLink once each way, as in the one-node NVLS; NCCL
+/// pipelines the two: tuning.cc takes min(intra, inter) bandwidth). On an idle fabric with node NIC rate B
+/// and N >= 3 nodes this is T = max(2 S / (g B), S / (B_nvlink kNvlsEfficiency)); over 2 nodes the trees'
+/// single edge halves the NIC term (tuning.cc: interBw x 2 for nNodes <= 2). NCCL applies no tree factor
+/// (0.92) nor, on Hopper, the tree correction to NVLS_TREE (tuning.cc ncclTopoGetAlgoTime applies
+/// treeCorrectionFactor to NVLS_TREE only on Blackwell x86 hosts, which trainsim does not distinguish: not
+/// applied). Latency (tuning.cc: baseLatencies 0, + intraLat + 2 log2i(nNodes) interLat), with trainsim's
+/// wire latencies for the tree hops as for the tree:
+///   L_nvls_tree = kNvlsTreeIntraLatencyS + 2 floor(log2 N) (w_inter + step_Simple).
+/// NCCL's per-channel cap perChMaxNVLSTreeBw (Hopper 45.5 GB/s over >= 3 nodes, 57.7 GB/s over 2; 16 NVLS
+/// channels on SM90: 728 / 923 GB/s bus bandwidth) is above what 8 NDR NICs carry (8 x 46 GB/s = 368 GB/s)
+/// and is not modelled.
+inline constexpr double kNvlsTreeIntraLatencyS = 25e-6;  ///< tuning.cc hwLatencies[NVLINK][NVLS_TREE][Simple]
+
 class Collectives {
   public:
     Collectives(Simulator& sim, FlowNetwork& net, const Cluster& cluster);
@@ -143,9 +166,13 @@ class Collectives {
         std::vector<Route> channel_routes;      ///< one coupled route per channel
         Route nvls_route;                       ///< every member's NVLink up and down (empty: no NVLS)
         std::vector<Route> tree_routes;         ///< one coupled route per tree channel (empty: no tree)
-        double tree_bandwidth = 0;              ///< idle rate of one tree channel's flow, bytes/s
+        double tree_bandwidth = 0;              ///< idle rate of each tree channel's flow, all at once, B/s
         Time tree_intra_wire, tree_inter_wire;  ///< slowest chain edge / tree edge wire latency
         int tree_depth = 0;                     ///< floor(log2(nodes)): tree edges on the way up
+        std::vector<Route> nvls_tree_routes;    ///< NVLS_TREE: the trees, one coupled route per rail
+        Route nvls_tree_nvlink;                 ///< NVLS_TREE: every member's NVLink up and down
+        double nvls_tree_bandwidth = 0;         ///< idle rate of each NVLS_TREE rail's tree flow, all at once
+        double nvls_tree_nvlink_bandwidth = 0;  ///< slowest NVLink of the group, bytes/s
         std::vector<Route> sharp_routes;        ///< one coupled route per rail (empty: no SHARP)
         double sharp_bandwidth = 0;             ///< idle rate of one SHARP rail's flow, bytes/s
         Time sharp_intra_wire;                  ///< an intra-node edge's wire latency (0: one member/node)
@@ -169,18 +196,21 @@ class Collectives {
              bool private_links = false);
 
     /// The algorithm a FlowPlan runs (NCCL's names).
-    enum class Algorithm { ring, nvls, tree, sharp };
+    enum class Algorithm { ring, nvls, tree, sharp, nvls_tree };
     /// How run(kind, comm, bytes, ...) moves a collective other than all-to-all (for a group of at least 2
     /// ranks and bytes > 0): after `delay` (launch and pipeline fill), one flow of `flow_bytes` on `route`
     /// (NVLS, or a ring of one channel), or, when `route` is null, one such flow on each route of `routes`
-    /// (comm.channel_routes, tree_routes or sharp_routes). Throws InternalError for all_to_all, which is a
-    /// set of pairwise flows (all_to_all_flows).
+    /// (comm.channel_routes, tree_routes, sharp_routes or nvls_tree_routes), and when `side_route` is set
+    /// (NVLS_TREE's NVLS part) one flow of `side_bytes` on it beside them. Throws InternalError for
+    /// all_to_all, which is a set of pairwise flows (all_to_all_flows).
     struct FlowPlan {
         Time delay;
         double flow_bytes = 0;
         const Route* route = nullptr;
         const std::vector<Route>* routes = nullptr;
         Algorithm algorithm = Algorithm::ring;
+        const Route* side_route = nullptr;
+        double side_bytes = 0;
     };
     static FlowPlan plan(CollectiveKind kind, const Communicator& comm, double bytes);
 
@@ -209,6 +239,10 @@ class Collectives {
     const Route& route(int src, int dst);
     void add_tree(Communicator& comm, const std::vector<std::vector<int>>& nodes);
     void add_sharp(Communicator& comm, const std::vector<std::vector<int>>& nodes);
+    void add_nvls_tree(Communicator& comm, const std::vector<std::vector<int>>& nodes);
+    /// Appends to `r` the edges (up and down) of double binary tree `tree` between the nodes' c-th members,
+    /// raising `wire` to the slowest edge's latency.
+    void append_tree(Route& r, Time& wire, const std::vector<std::vector<int>>& nodes, int c, int tree);
     void run_all_to_all(const Communicator& comm, double bytes, Simulator::Callback done);
 
     Simulator& sim_;

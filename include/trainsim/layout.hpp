@@ -114,6 +114,26 @@ enum class MoeDispatcher { alltoall, deepep, hybridep };
 /// (Dettmers et al. 2023, arXiv:2305.14314, Sec. 3 "Double Quantization").
 inline constexpr double kQloraBaseBytesPerParam = (4.0 + 8.0 / 64.0 + 32.0 / (64.0 * 256.0)) / 8.0;
 
+/// Megatron-Core's modules of selective recomputation (`--recompute-granularity selective
+/// --recompute-modules ...`; megatron/core/transformer/transformer_config.py recompute_modules, default
+/// ["core_attn"]; transformer_layer.py, moe/experts.py, moe/moe_layer.py), with Layout::recompute =
+/// selective. Each discards what its module stored for the backward and runs the module's forward again
+/// before the layer's backward (sim/memory/activations.cpp, sim/program/layer_ops.cpp):
+///   core_attn       the attention core (only unfused attention stores anything: its scores);
+///   layernorm       the outputs of the norms that are separate modules: the pre-MLP norm of MoE layers and
+///                   the input norm of MLA layers (TransformerEngine fuses the others into the next linear
+///                   layer: IdentityOp, nothing to discard);
+///   mlp             the dense MLP of non-MoE layers (Megatron skips MoE layers), all its tensors but its
+///   input; moe             the whole MoE block (router, dispatch, experts, combine) from its input; moe_act
+///   the routed experts' activation output (fc2's input); shared_experts  the shared experts' tensors.
+/// mla_up_proj is Layout::recompute_mla_up_proj.
+struct RecomputeModules {
+    bool core_attn = true;
+    bool layernorm = false, mlp = false, moe = false, moe_act = false, shared_experts = false;
+    /// Anything beyond Megatron's default ["core_attn"].
+    bool beyond_default() const { return !core_attn || layernorm || mlp || moe || moe_act || shared_experts; }
+};
+
 /// The linear layers of a transformer block that LoRA adapters may target.
 struct LoraTargets {
     bool qkv = true, proj = true, fc1 = true, fc2 = true;  ///< QLoRA's "all linear layers" by default
@@ -158,6 +178,8 @@ struct Layout {
     /// qkv_up_checkpoint) are run again before the layer's backward, their outputs (query, key, value)
     /// not stored.
     bool recompute_mla_up_proj = false;
+    /// With recompute selective: the modules recomputed (Megatron --recompute-modules; RecomputeModules).
+    RecomputeModules recompute_modules;
     /// True when layer `index_in_chunk` (0-based, forward order within its model chunk) is recomputed.
     bool layer_recomputed(std::int64_t index_in_chunk) const {
         if (recompute == Recompute::none) return false;
@@ -367,8 +389,8 @@ enum class LayoutCheck {
     positive,           ///< a size of the model or the layout is not positive
     model_shape,        ///< heads do not divide hidden, or kv_heads do not divide heads
     size_limit,         ///< above a limit of trainsim/limits.hpp (check_sizes)
-    recompute_layers,   ///< recompute_num_layers without recompute full; recompute_mla_up_proj without
-                        ///< recompute selective and MLA
+    recompute_layers,   ///< recompute_num_layers without recompute full; recompute_mla_up_proj or
+                        ///< recompute_modules beyond core_attn without recompute selective (or MoE / MLA)
     layers_per_stage,   ///< layers_per_stage or pipeline_layout: wrong entry / stage count, negative entry,
                         ///< wrong sum, misplaced E / L / m, combined with the other split settings
     vpp_needs_pp,       ///< vpp > 1 with pp = 1

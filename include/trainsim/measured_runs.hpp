@@ -70,8 +70,9 @@
 // Megatron-Core's MLASelfAttention; sliding-window keys are listed in ignored: full attention is simulated),
 // `mtp_layers` (-> ModelSpec::mtp_layers), `precision_detail` (mxfp8 / nvfp4 -> Layout::fp8_recipe mxfp8 /
 // nvfp4 with Megatron-Bridge's fp8_param_gather for each; current or delayed scaling ->
-// Layout::fp8_recipe), `recompute` (granularity full / selective with modules core_attn or none ->
-// Layout::recompute; MLA rows also mla_up_proj -> Layout::recompute_mla_up_proj), `head_dim` /
+// Layout::fp8_recipe), `recompute` (granularity full / selective -> Layout::recompute; the selective
+// modules core_attn, layernorm, mlp, moe, moe_act, shared_experts -> Layout::recompute_modules, an empty
+// list -> recompute none; MLA rows also mla_up_proj -> Layout::recompute_mla_up_proj), `head_dim` /
 // `attention.head_dim` (->
 // head_dim_override on MoE and MLA rows; on dense rows only when equal to hidden / heads, else ignored as
 // before), `megatron_fsdp` (ZeRO-3 in Megatron: framework megatron), `cluster` (NVLink domain, trays),

@@ -77,7 +77,10 @@ struct LayerActivations {
 /// fp8 and LoRA (derivation: docs/memory.md; without parallelism a GPT layer stores s·b·h·(34 + 5·a·s/h)).
 /// selective_op: torchtitan's per-op SAC (see activations.cpp); cp > 1 adds the K/V read from the other CP
 /// ranks to the transients (torchtitan all-gathers the whole sequence's K/V; Megatron's ring one block).
-LayerActivations layer_activations(const ModelSpec& m, const Layout& l);
+/// `moe_layer`: in an MoE model, the layer's MLP is a mixture of experts (false: one of its dense layers,
+/// ModelSpec::layer_is_moe); Layout::recompute_modules with recompute selective moves the modules'
+/// tensors from the stored to the recomputed set.
+LayerActivations layer_activations(const ModelSpec& m, const Layout& l, bool moe_layer = true);
 
 /// Parameters one GPU of pipeline rank `stage` holds in a mixture-of-experts model, before any sharding:
 /// `dense` = (the stage's embedding / output parameters `embedding_params`, all TP shards, + the attention,

@@ -94,6 +94,9 @@ struct MemoryMark {
     std::size_t op = 0;
     MemoryEvent event = MemoryEvent::layer_forward;
     double elements = 0;  ///< parameters per rank, for the ZeRO-3 events
+    /// The layer events of a dense layer of an MoE model (ModelSpec::layer_is_moe false): its activations
+    /// are the dense MLP's (layer_activations with moe_layer = false).
+    bool dense_layer = false;
 };
 
 struct StageProgram {

@@ -46,9 +46,13 @@ struct Cluster::Impl {
     std::vector<int> link_leaf_to_spine;  ///< [leaf index * spines + spine]
     std::vector<int> link_spine_to_leaf;  ///< [leaf index * spines + spine]
     int spines = 0;
+    /// Three tiers: spine vertex v (pod * spines + spine) to core `core` of its plane: [v * cores + core].
+    std::vector<int> link_spine_to_core, link_core_to_spine;
+    int cores = 0;  ///< cores per plane (links up per pod spine); 0: two tiers
     /// Adaptive routing on a non-blocking fabric: the bundles can never limit a flow (below), so routes leave
     /// them out of their links and keep only their latency.
     bool bundles_never_bind = false;
+    bool pod_bundles_never_bind = false;  ///< the same for the pods' bundles up to the cores (three tiers)
     std::vector<int> link_gpu_to_nvs, link_nvs_to_gpu, link_gpu_to_nic, link_nic_to_gpu, link_nic_to_leaf,
         link_leaf_to_nic;
 };
@@ -56,6 +60,37 @@ struct Cluster::Impl {
 Cluster::Cluster(Cluster&&) noexcept = default;
 Cluster& Cluster::operator=(Cluster&&) noexcept = default;
 Cluster::~Cluster() = default;
+
+namespace {
+
+/// The three-tier fields of check_topology.
+void check_tiers(const TopologySpec& spec) {
+    if (spec.tiers != 2 && spec.tiers != 3)
+        throw InputError(fmt::format("topology.scale_out.tiers = {} must be 2 or 3", spec.tiers));
+    if (spec.tiers == 2 && spec.nodes_per_pod != 0)
+        throw InputError(fmt::format(
+            "topology.scale_out.nodes_per_pod = {} needs scale_out.tiers = 3 (pods are the third tier)",
+            spec.nodes_per_pod));
+    if (spec.tiers == 2 && spec.spine_oversubscription != 1.0)
+        throw InputError(
+            fmt::format("topology.scale_out.spine_oversubscription = {} needs scale_out.tiers = 3",
+                        spec.spine_oversubscription));
+    if (spec.tiers == 2) return;
+    if (spec.fabric != ScaleOutTopology::fat_tree)
+        throw InputError("topology.scale_out.tiers = 3 needs scale_out.topology = rail-optimized-fat-tree");
+    if (spec.nodes_per_pod <= 0 || spec.nodes_per_leaf <= 0 || spec.nodes_per_pod % spec.nodes_per_leaf != 0)
+        throw InputError(
+            fmt::format("topology.scale_out.nodes_per_pod = {} must be a positive multiple of "
+                        "scale_out.nodes_per_leaf = {}",
+                        spec.nodes_per_pod, spec.nodes_per_leaf));
+    if (!(spec.spine_oversubscription >= 1.0) || spec.spine_oversubscription > limits::kMaxOversubscription)
+        throw InputError(
+            fmt::format("topology.scale_out.spine_oversubscription = {} must be between 1 and {} "
+                        "(trainsim/limits.hpp)",
+                        spec.spine_oversubscription, limits::kMaxOversubscription));
+}
+
+}  // namespace
 
 void check_topology(const TopologySpec& spec) {
     if (spec.nodes <= 0) throw InputError(fmt::format("topology.nodes = {} must be positive", spec.nodes));
@@ -86,6 +121,7 @@ void check_topology(const TopologySpec& spec) {
             "topology.scale_up.bandwidth_per_gpu = {} GB/s is above PCIe Gen6 x16's 128 GB/s per direction "
             "(scale_up.kind = pcie)",
             spec.nvlink_bandwidth.bytes_per_s / 1e9));
+    check_tiers(spec);
     if (spec.gpus_per_node > limits::kMaxGpusPerNode)
         throw InputError(
             fmt::format("topology.gpus_per_node = {} is above the limit of {} (trainsim/limits.hpp)",
@@ -119,7 +155,12 @@ struct FabricShape {
     bool adaptive = false;
     bool rail_only = false;   ///< ScaleOutTopology::rail_only: a leaf reaches only its rail's spines
     int spines_per_leaf = 0;  ///< adaptive routing: one logical spine; else one per uplink
-    int spine_vertices = 0;   ///< spines_per_leaf, times the rails for a rail-only fabric
+    int spine_vertices = 0;   ///< spines_per_leaf, times the rails (rail-only) or the pods (three tiers)
+    // three tiers (pods == 0: two)
+    int pods = 0;
+    int groups_per_pod = 0;
+    int spine_uplinks = 0;  ///< links up per pod spine: ceil(leaves per pod / spine_oversubscription)
+    int cores = 0;          ///< cores per plane: adaptive one logical core, else spine_uplinks
 };
 
 FabricShape fabric_shape(const TopologySpec& spec) {
@@ -132,6 +173,14 @@ FabricShape fabric_shape(const TopologySpec& spec) {
     f.rail_only = spec.fabric == ScaleOutTopology::rail_only;
     f.spines_per_leaf = f.adaptive ? 1 : f.uplinks;
     f.spine_vertices = f.rail_only ? f.spines_per_leaf * f.nics : f.spines_per_leaf;
+    if (spec.tiers == 3) {
+        f.groups_per_pod = spec.nodes_per_pod / spec.nodes_per_leaf;
+        f.pods = (f.groups - 1) / f.groups_per_pod + 1;
+        f.spine_vertices = f.spines_per_leaf * f.pods;
+        const double leaves_per_pod = static_cast<double>(f.groups_per_pod) * f.nics;
+        f.spine_uplinks = static_cast<int>(std::ceil(leaves_per_pod / spec.spine_oversubscription));
+        f.cores = f.adaptive ? 1 : f.spine_uplinks;
+    }
     return f;
 }
 
@@ -222,9 +271,13 @@ class Cluster::Builder {
         for (int grp = 0; grp < f_.groups; ++grp)
             for (int r = 0; r < f_.nics; ++r)
                 impl_.leaf_vertex.push_back(add_vertex(VertexKind::leaf, grp * f_.nics + r));
-        // Adaptive routing: one logical spine, each leaf joined to it by a bundle of all its uplinks.
+        // Adaptive routing: one logical spine (per pod), each leaf joined to it by a bundle of all its
+        // uplinks.
         for (int s = 0; s < f_.spine_vertices; ++s)
             spines_.push_back(add_vertex(VertexKind::spine, s));
+        // Three tiers: the cores, plane by plane (adaptive: one logical core).
+        for (int c = 0; c < (f_.pods > 0 ? f_.spines_per_leaf * f_.cores : 0); ++c)
+            cores_.push_back(add_vertex(VertexKind::core, c));
     }
 
     /// Each GPU's NIC: GPU l of a node uses NIC l * nics / gpn; NICs that are down (--link
@@ -286,23 +339,53 @@ class Cluster::Builder {
         // the same rates while keeping the flow components small (the bundle would couple every flow crossing
         // the spines). A perturbation that lowers a bundle's capacity breaks that argument (a lower NIC
         // capacity, or a NIC down, only lowers the load); the routes then list the bundles.
-        bool bundle_degraded = false;
-        for (std::size_t i = 0; i < names.size(); ++i)
-            bundle_degraded = bundle_degraded || (names[i].kind == LinkName::Kind::leaf_uplink &&
-                                                  perturbations[i].bandwidth_factor < 1.0);
+        bool bundle_degraded = false, bundle_changed = false;
+        for (std::size_t i = 0; i < names.size(); ++i) {
+            const bool uplink = names[i].kind == LinkName::Kind::leaf_uplink;
+            bundle_degraded = bundle_degraded || (uplink && perturbations[i].bandwidth_factor < 1.0);
+            bundle_changed = bundle_changed || (uplink && perturbations[i].bandwidth_factor != 1.0);
+        }
         impl_.bundles_never_bind = options.omit_unbinding_bundles && f_.adaptive &&
                                    f_.uplinks >= spec_.nodes_per_leaf && !bundle_degraded;
         const Bandwidth uplink{f_.adaptive ? nic.bytes_per_s * f_.uplinks : nic.bytes_per_s};
         for (std::size_t li = 0; li < impl_.leaf_vertex.size(); ++li)
             for (int s = 0; s < f_.spines_per_leaf; ++s) {
-                // leaf li is on rail li % nics; a rail-only fabric joins it to that rail's spines only
-                const int first = f_.rail_only ? static_cast<int>(li) % f_.nics * f_.spines_per_leaf : 0;
+                // leaf li is on rail li % nics; a rail-only fabric joins it to that rail's spines only, a
+                // three-tier one to its pod's spines
+                const int group = static_cast<int>(li) / f_.nics;
+                const int first = f_.rail_only  ? static_cast<int>(li) % f_.nics * f_.spines_per_leaf
+                                  : f_.pods > 0 ? group / f_.groups_per_pod * f_.spines_per_leaf
+                                                : 0;
                 const VertexId leaf = impl_.leaf_vertex[li];
                 const VertexId sp = spines_[static_cast<std::size_t>(first + s)];
                 impl_.link_leaf_to_spine.push_back(
                     add_link(leaf, sp, LinkKind::leaf_to_spine, uplink, spec_.switch_latency));
                 impl_.link_spine_to_leaf.push_back(
                     add_link(sp, leaf, LinkKind::leaf_to_spine, uplink, Time{}));
+            }
+        if (f_.pods > 0)
+            add_core_links(nic, options.omit_unbinding_bundles && f_.adaptive && !bundle_changed &&
+                                    spec_.spine_oversubscription == 1.0);
+    }
+
+    /// Three tiers: pod spine s (vertex pod * spines + s) <-> every core of plane s, one NIC-rate link each
+    /// (adaptive: the pod's logical spine <-> the logical core, a bundle of all the pod's spine uplinks).
+    /// `never_bind`: the spines are non-blocking and no leaf bundle's capacity was changed, so a pod bundle's
+    /// capacity is at least the sum of its leaves' up bundles, one of which every flow through it crossed:
+    /// its constraint is implied by theirs and routes leave it out.
+    void add_core_links(const Bandwidth& nic, bool never_bind) {
+        impl_.cores = f_.cores;
+        impl_.pod_bundles_never_bind = never_bind;
+        const double per_link = f_.adaptive ? static_cast<double>(f_.uplinks) * f_.spine_uplinks : 1.0;
+        const Bandwidth up{nic.bytes_per_s * per_link};
+        for (std::size_t v = 0; v < spines_.size(); ++v)
+            for (int c = 0; c < f_.cores; ++c) {
+                const int plane = static_cast<int>(v) % f_.spines_per_leaf;
+                const VertexId core = cores_[static_cast<std::size_t>(plane * f_.cores + c)];
+                impl_.link_spine_to_core.push_back(
+                    add_link(spines_[v], core, LinkKind::spine_to_core, up, spec_.switch_latency));
+                impl_.link_core_to_spine.push_back(
+                    add_link(core, spines_[v], LinkKind::spine_to_core, up, Time{}));
             }
     }
 
@@ -369,6 +452,7 @@ class Cluster::Builder {
     std::vector<PerturbedLinks>& perturbed_;
     const FabricShape f_;
     std::vector<VertexId> spines_;
+    std::vector<VertexId> cores_;
 };
 
 Cluster::Cluster(const TopologySpec& spec, const std::vector<LinkPerturbation>& perturbations,
@@ -422,21 +506,33 @@ Route Cluster::route(int src, int dst) const {
     if (src_leaf_index != dst_leaf_index) {
         // Equal-cost paths: one per spine, in spine order (the leaf's uplinks); ECMP picks one by a
         // deterministic hash of the endpoints, then the spine's one link down to the destination leaf.
-        // With adaptive routing there is one logical spine (the hash picks it).
+        // With adaptive routing there is one logical spine (the hash picks it). Three tiers, between pods:
+        // from that spine (plane) up to one of the plane's cores, picked by a second hash, and down to the
+        // destination pod's spine of the same plane.
         const int spines = impl_->spines;
         if (spines <= 0) throw InternalError(fmt::format("no route from GPU {} to GPU {}", src, dst));
         const std::uint64_t h =
             mix(static_cast<std::uint64_t>(src) * 0x100000001b3ULL + static_cast<std::uint64_t>(dst));
         const int spine = static_cast<int>(h % static_cast<std::uint64_t>(spines));
-        const int up = impl_->link_leaf_to_spine[static_cast<std::size_t>(src_leaf_index * spines + spine)];
-        const int down = impl_->link_spine_to_leaf[static_cast<std::size_t>(dst_leaf_index * spines + spine)];
-        if (impl_->bundles_never_bind) {
-            r.latency +=
-                links_[static_cast<std::size_t>(up)].latency + links_[static_cast<std::size_t>(down)].latency;
-        } else {
-            push(up);
-            push(down);
+        auto use = [&](int link, bool never_binds) {
+            if (never_binds)
+                r.latency += links_[static_cast<std::size_t>(link)].latency;
+            else
+                push(link);
+        };
+        use(impl_->link_leaf_to_spine[static_cast<std::size_t>(src_leaf_index * spines + spine)],
+            impl_->bundles_never_bind);
+        const int src_pod = impl_->cores > 0 ? node_of(src) / spec_.nodes_per_pod : 0;
+        const int dst_pod = impl_->cores > 0 ? node_of(dst) / spec_.nodes_per_pod : 0;
+        if (src_pod != dst_pod) {
+            const int core = static_cast<int>(mix(h) % static_cast<std::uint64_t>(impl_->cores));
+            const auto up = static_cast<std::size_t>((src_pod * spines + spine) * impl_->cores + core);
+            const auto down = static_cast<std::size_t>((dst_pod * spines + spine) * impl_->cores + core);
+            use(impl_->link_spine_to_core[up], impl_->pod_bundles_never_bind);
+            use(impl_->link_core_to_spine[down], impl_->pod_bundles_never_bind);
         }
+        use(impl_->link_spine_to_leaf[static_cast<std::size_t>(dst_leaf_index * spines + spine)],
+            impl_->bundles_never_bind);
     }
     push(impl_->link_leaf_to_nic[static_cast<std::size_t>(dst_nic_index)]);
     push(impl_->link_nic_to_gpu[d]);

@@ -22,11 +22,15 @@ void apply_scale_up_domain(TopologySpec& spec, int domain_gpus) {
             fmt::format("spans {} hosts; scale_out.nodes_per_leaf = {} must be a multiple of it (whole "
                         "domains per leaf group)",
                         hosts, spec.nodes_per_leaf));
+    if (spec.nodes_per_pod % hosts != 0)  // a multiple of nodes_per_leaf once check_topology has passed
+        fail(fmt::format("spans {} hosts; scale_out.nodes_per_pod = {} must be a multiple of it", hosts,
+                         spec.nodes_per_pod));
     spec.gpus_per_host = host;
     spec.gpus_per_node = domain_gpus;
     spec.nodes /= hosts;
     spec.nics_per_node *= hosts;
     spec.nodes_per_leaf /= hosts;
+    spec.nodes_per_pod /= hosts;
     spec.host_memory_bandwidth = Bandwidth{spec.host_memory_bandwidth.bytes_per_s * hosts};
     spec.nvme_bandwidth = Bandwidth{spec.nvme_bandwidth.bytes_per_s * hosts};
     spec.storage_read_bandwidth_per_node =

@@ -98,6 +98,10 @@ const Collectives::Communicator& Collectives::communicator(const std::vector<int
     if (nodes.size() > 1 && detail::regular(nodes)) {
         add_tree(comm, nodes);
         if (cluster_.spec().sharp) add_sharp(comm, nodes);
+        // NVLS_TREE: NVLS support needs NVLink SHARP and at least 2 GPUs of the group per node (nvls.cc).
+        if (nodes.front().size() > 1 && cluster_.gpu().nvlink_sharp &&
+            cluster_.spec().scale_up_kind == "nvswitch")
+            add_nvls_tree(comm, nodes);
     }
     return communicators_.emplace(ranks, std::move(comm)).first->second;
 }
@@ -126,7 +130,7 @@ void Collectives::run(CollectiveKind kind, const Communicator& comm, double byte
         return;
     }
     const FlowPlan p = plan(kind, comm, bytes);
-    if (p.route) {
+    if (p.route && !p.side_route) {
         if (private_links)
             net_.start_private_flow_after(p.delay, *p.route, p.flow_bytes, std::move(done));
         else
@@ -138,11 +142,17 @@ void Collectives::run(CollectiveKind kind, const Communicator& comm, double byte
         int remaining;
         Simulator::Callback done;
     };
-    auto join = std::make_shared<Join>(Join{static_cast<int>(p.routes->size()), std::move(done)});
-    for (const auto& r : *p.routes)
-        net_.start_flow_after(p.delay, r, p.flow_bytes, [join] {
-            if (--join->remaining == 0) join->done();
-        });
+    const int flows = (p.routes ? static_cast<int>(p.routes->size()) : 1) + (p.side_route ? 1 : 0);
+    auto join = std::make_shared<Join>(Join{flows, std::move(done)});
+    auto one_done = [join] {
+        if (--join->remaining == 0) join->done();
+    };
+    if (p.routes)
+        for (const auto& r : *p.routes)
+            net_.start_flow_after(p.delay, r, p.flow_bytes, one_done);
+    else
+        net_.start_flow_after(p.delay, *p.route, p.flow_bytes, one_done);
+    if (p.side_route) net_.start_flow_after(p.delay, *p.side_route, p.side_bytes, one_done);
 }
 
 std::vector<Collectives::PairFlow> Collectives::all_to_all_flows(const std::vector<int>& ranks,

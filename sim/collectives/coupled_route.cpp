@@ -46,4 +46,11 @@ double coupled_rate(const Route& route, const std::vector<Link>& links) {
     return bw;
 }
 
+double joint_rate(const std::vector<Route>& routes, const std::vector<Link>& links) {
+    Route all;
+    for (const Route& r : routes)
+        all.links.insert(all.links.end(), r.links.begin(), r.links.end());
+    return coupled_rate(all, links);
+}
+
 }  // namespace trainsim::detail

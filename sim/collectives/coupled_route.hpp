@@ -21,4 +21,9 @@ void append_edge(Route& into, const Route& r);
 /// number of times the route lists it (max-min sharing counts a link once per edge that uses it).
 double coupled_rate(const Route& route, const std::vector<Link>& links);
 
+/// The idle rate of each of the coupled flows on `routes` when they all run at once at one rate (the channels
+/// of one collective), bytes/s: coupled_rate of their links counted over all routes together (channels that
+/// share a link, such as the tree's intra-node chains, each get their share of it).
+double joint_rate(const std::vector<Route>& routes, const std::vector<Link>& links);
+
 }  // namespace trainsim::detail

@@ -54,20 +54,25 @@ double nccl_tree_correction(int protocol, double bytes) {
     return k < 24 ? kNcclTreeCorrection[protocol][k] : 1.0;
 }
 
+void Collectives::append_tree(Route& r, Time& wire, const std::vector<std::vector<int>>& nodes, int c,
+                              int tree) {
+    const int n_nodes = static_cast<int>(nodes.size());
+    auto head = [&](int k) { return nodes[static_cast<std::size_t>(k)][static_cast<std::size_t>(c)]; };
+    for (auto [p, ch] : tree_edges(n_nodes, tree))
+        for (const Route* e : {&route(head(ch), head(p)), &route(head(p), head(ch))}) {
+            detail::append_edge(r, *e);
+            wire = std::max(wire, e->latency);
+        }
+}
+
 void Collectives::add_tree(Communicator& comm, const std::vector<std::vector<int>>& nodes) {
     const int n_nodes = static_cast<int>(nodes.size());
     const int g = static_cast<int>(nodes.front().size());
     comm.tree_depth = static_cast<int>(std::floor(std::log2(n_nodes)));
     for (int c = 0; c < g; ++c) {
         Route r;
-        auto head = [&](int k) { return nodes[static_cast<std::size_t>(k)][static_cast<std::size_t>(c)]; };
         for (int t = 0; t < 2; ++t) {
-            for (auto [p, ch] : tree_edges(n_nodes, t)) {
-                for (const Route* e : {&route(head(ch), head(p)), &route(head(p), head(ch))}) {
-                    detail::append_edge(r, *e);
-                    comm.tree_inter_wire = std::max(comm.tree_inter_wire, e->latency);
-                }
-            }
+            append_tree(r, comm.tree_inter_wire, nodes, c, t);
             for (const auto& members : nodes)  // the chain inside each node, from its head, up and down
                 for (int j = 0; j + 1 < g; ++j) {
                     const int a = members[static_cast<std::size_t>((c + j) % g)];
@@ -78,10 +83,9 @@ void Collectives::add_tree(Communicator& comm, const std::vector<std::vector<int
                     }
                 }
         }
-        const double rate = detail::coupled_rate(r, cluster_.links());
-        comm.tree_bandwidth = c == 0 ? rate : std::min(comm.tree_bandwidth, rate);
         comm.tree_routes.push_back(std::move(r));
     }
+    comm.tree_bandwidth = detail::joint_rate(comm.tree_routes, cluster_.links());
 }
 
 void Collectives::add_sharp(Communicator& comm, const std::vector<std::vector<int>>& nodes) {
@@ -109,6 +113,29 @@ void Collectives::add_sharp(Communicator& comm, const std::vector<std::vector<in
         comm.sharp_bandwidth = c == 0 ? rate : std::min(comm.sharp_bandwidth, rate);
         comm.sharp_routes.push_back(std::move(r));
     }
+}
+
+}  // namespace trainsim
+
+namespace trainsim {
+
+void Collectives::add_nvls_tree(Communicator& comm, const std::vector<std::vector<int>>& nodes) {
+    const int g = static_cast<int>(nodes.front().size());
+    Time wire;  // the tree edges' wire latency, as comm.tree_inter_wire
+    for (int c = 0; c < g; ++c) {
+        Route r;
+        for (int t = 0; t < 2; ++t)
+            append_tree(r, wire, nodes, c, t);
+        comm.nvls_tree_routes.push_back(std::move(r));
+    }
+    comm.nvls_tree_bandwidth = detail::joint_rate(comm.nvls_tree_routes, cluster_.links());
+    // NVLS inside every node: each member's NVLink up and down once (a ring through the node's members, as
+    // the one-node NVLS route).
+    for (const auto& members : nodes)
+        for (int j = 0; j < g; ++j)
+            detail::append_edge(comm.nvls_tree_nvlink, route(members[static_cast<std::size_t>(j)],
+                                                             members[static_cast<std::size_t>((j + 1) % g)]));
+    comm.nvls_tree_nvlink_bandwidth = detail::coupled_rate(comm.nvls_tree_nvlink, cluster_.links());
 }
 
 }  // namespace trainsim

@@ -1,6 +1,7 @@
 // NCCL's tuner (src/graph/tuning.cc, ncclTopoGetAlgoTime): every (algorithm, protocol) the group supports is
 // timed on an idle fabric, the fastest runs. The estimates use the communicator's idle rates and wire
 // latencies (include/trainsim/collectives.hpp gives each algorithm's cost model and source).
+#include <algorithm>
 #include <limits>
 
 #include "trainsim/collectives.hpp"
@@ -87,6 +88,27 @@ void sharp(Candidate& best, const Communicator& comm, double bytes) {
                          Collectives::Algorithm::sharp});
 }
 
+/// NVLS_TREE (kNvlsTreeIntraLatencyS): the trees across nodes beside NVLS inside them, Simple protocol.
+void nvls_tree(Candidate& best, const Communicator& comm, double bytes) {
+    if (comm.nvls_tree_routes.empty()) return;
+    const NcclProtocol& p = kNcclProtocols[2];
+    const int g = static_cast<int>(comm.nvls_tree_routes.size());
+    const double route_latency = comm.nvls_tree_routes.front().latency.to_seconds();
+    const double latency =
+        kNvlsTreeIntraLatencyS + 2.0 * comm.tree_depth * (comm.tree_inter_wire.to_seconds() + p.step_s);
+    const double delay = std::max(0.0, latency - route_latency);
+    const double tree_bytes = bytes / (2.0 * g);
+    const double nvlink_bytes = bytes / kNvlsEfficiency;
+    const double t = delay + std::max(route_latency + tree_bytes / comm.nvls_tree_bandwidth,
+                                      comm.nvls_tree_nvlink.latency.to_seconds() +
+                                          nvlink_bytes / comm.nvls_tree_nvlink_bandwidth);
+    FlowPlan plan{Time::seconds(delay), tree_bytes, nullptr, &comm.nvls_tree_routes,
+                  Collectives::Algorithm::nvls_tree};
+    plan.side_route = &comm.nvls_tree_nvlink;
+    plan.side_bytes = nvlink_bytes;
+    keep_faster(best, t, plan);
+}
+
 }  // namespace
 
 Collectives::FlowPlan Collectives::plan(CollectiveKind kind, const Communicator& comm, double bytes) {
@@ -98,6 +120,7 @@ Collectives::FlowPlan Collectives::plan(CollectiveKind kind, const Communicator&
         nvls(best, comm, bytes);
         tree(best, comm, bytes);
         sharp(best, comm, bytes);
+        nvls_tree(best, comm, bytes);
     }
     return best.plan;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <optional>
 #include <set>
 
 #include "layout_fields.hpp"
@@ -640,6 +641,32 @@ class ExtensionReader {
         }
     }
 
+    /// Megatron's --recompute-modules list as Layout::recompute_modules, or nothing when a name is not one
+    /// trainsim models for this model (mla_up_proj needs MLA; moe and moe_act an MoE model;
+    /// shared_experts shared experts).
+    std::optional<RecomputeModules> recompute_modules(const json& list) const {
+        if (!list.is_array()) return std::nullopt;
+        RecomputeModules r;
+        r.core_attn = false;
+        for (const json& x : list) {
+            if (x == "core_attn")
+                r.core_attn = true;
+            else if (x == "layernorm")
+                r.layernorm = true;
+            else if (x == "mlp")
+                r.mlp = true;
+            else if (x == "moe" && m_.moe())
+                r.moe = true;
+            else if (x == "moe_act" && m_.moe())
+                r.moe_act = true;
+            else if (x == "shared_experts" && m_.moe_shared_expert_ffn_hidden > 0)
+                r.shared_experts = true;
+            else if (!(x == "mla_up_proj" && m_.mla()))
+                return std::nullopt;
+        }
+        return r;
+    }
+
     void recompute(const std::string& k, const json& v) {
         if (!v.is_object()) {
             ignore(k, v, "not an object");
@@ -655,16 +682,17 @@ class ExtensionReader {
                 rc = Recompute::selective;
             } else if (v.at("modules").is_array() && v.at("modules").empty()) {
                 rc = Recompute::none;  // selective with no module: nothing recomputed
-            } else if (m_.mla() && v.at("modules").is_array() &&
-                       std::all_of(v.at("modules").begin(), v.at("modules").end(),
-                                   [](const json& x) { return x == "core_attn" || x == "mla_up_proj"; })) {
-                rc = Recompute::selective;  // MLA's up-projections (Layout::recompute_mla_up_proj)
+            } else if (const auto modules = recompute_modules(v.at("modules"))) {
+                rc = Recompute::selective;  // Layout::recompute_modules (and recompute_mla_up_proj)
+                l_.recompute_modules = *modules;
                 l_.recompute_mla_up_proj = std::find(v.at("modules").begin(), v.at("modules").end(),
                                                      json("mla_up_proj")) != v.at("modules").end();
             } else {
                 ignore("recompute.modules", v.at("modules"),
-                       std::string("only core_attn") + (m_.mla() ? " and mla_up_proj are" : " is") +
-                           " modelled; simulated as training.recompute = \"" + training_recompute_ + "\"");
+                       "a module trainsim does not model (it models core_attn, layernorm, mlp, moe, moe_act, "
+                       "shared_experts and mla_up_proj where the model has them); simulated as "
+                       "training.recompute = \"" +
+                           training_recompute_ + "\"");
             }
         } else {
             ignore(k, v, "granularity neither full nor selective");

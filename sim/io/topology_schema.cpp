@@ -127,7 +127,8 @@ schema::Table<TopologySpec> make_topology_fields() {
         f.kind = schema::Kind::choice;
         f.choices = {"rail-optimized-fat-tree", "rail-only"};
         f.doc =
-            "two-level fat tree, NIC k of every node on rail k; or rail-only (no spine joins the rails: "
+            "fat tree (two or three tiers: scale_out.tiers), NIC k of every node on rail k; or rail-only (no "
+            "spine joins the rails: "
             "cross-rail traffic crosses NVLink in the node first; Wang et al. 2023, arXiv:2307.12169)";
         f.required = true;
         f.get = [](const TopologySpec& s) {
@@ -152,6 +153,27 @@ schema::Table<TopologySpec> make_topology_fields() {
         f.required = true;
         f.get = [](const TopologySpec& s) { return Value{s.oversubscription}; };
         f.set = [](TopologySpec& s, const Value& v) { s.oversubscription = std::get<double>(v); };
+        t.push_back(std::move(f));
+    }
+    t.push_back(
+        integer_field("scale_out.tiers", &TopologySpec::tiers, Range{2, 3, ""}, "tiers",
+                      "switch tiers of the fat-tree: 2 (leaf, spine) or 3 (leaf, spine, core: pods of "
+                      "nodes_per_pod nodes; cluster.hpp)",
+                      false));
+    t.push_back(
+        integer_field("scale_out.nodes_per_pod", &TopologySpec::nodes_per_pod,
+                      Range{1, double(limits::kMaxGpus), kLimits}, "nodes",
+                      "tiers 3: nodes under one pod's spines, a multiple of nodes_per_leaf; not stated "
+                      "(0) with 2 tiers",
+                      false));
+    {
+        Field<TopologySpec> f;
+        f.name = "scale_out.spine_oversubscription";
+        f.kind = schema::Kind::number;
+        f.range = Range{1, limits::kMaxOversubscription, kLimits};
+        f.doc = "tiers 3: a pod spine's down:up bandwidth ratio toward the cores (1 = non-blocking)";
+        f.get = [](const TopologySpec& s) { return Value{s.spine_oversubscription}; };
+        f.set = [](TopologySpec& s, const Value& v) { s.spine_oversubscription = std::get<double>(v); };
         t.push_back(std::move(f));
     }
     {

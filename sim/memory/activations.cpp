@@ -29,8 +29,13 @@
 //   expert FFN as the dense MLP, f_e / etp wide (SwiGLU: E * 2 f_e in, G * f_e out)              per R*etp
 //   expert outputs before the weighted combine  E * h                                             per R
 //   shared experts as a dense MLP f_s / t wide                                                    per T
-// replacing the dense MLP's tensors; the few dense layers of a model are counted as MoE layers (an
-// approximation on the high side for DeepSeek-V3's 3 of 61).
+// replacing the dense MLP's tensors; a model's dense layers (DeepSeek-V3's first 3,
+// model.moe_first_dense_layers) store the dense MLP's (layer_activations with moe_layer = false). Megatron's
+// selective recompute modules (Layout::recompute_modules, layout.hpp RecomputeModules): each moves what its
+// module stored from the stored set to the recomputed set: layernorm the separate norms' outputs (the pre-MLP
+// norm's of MoE layers, the input norm's of MLA layers: G·h each, as the GEMM inputs above); mlp (dense
+// layers) the fc1 input and the MLP's tensors; moe every MoE tensor (the pre-MLP norm output, the
+// checkpoint's input, stays); moe_act the experts' fc2 input; shared_experts the shared experts' tensors.
 // Multi-head latent attention (m.mla(), Megatron-Core MLASelfAttention; sim/program/mla_ops.cpp): the down-
 // projections' input is the QKV GEMM input above; the q / kv up-projections (TE
 // LayerNormColumnParallelLinear) keep their norm input E and normalized output G, (q_lora_rank +
@@ -79,34 +84,61 @@ struct ActivationShape {
     double widest_weight() const { return h * std::max((swiglu ? 2 : 1) * f, (a + 2 * g) * d) / t; }
 };
 
-/// The MoE MLP's stored tensors (see the header comment), into `all`.
-void moe_mlp_tensors(const ModelSpec& m, const ActivationShape& x, const Layout& l,
-                     std::vector<double>& all) {
+/// The MoE MLP's stored tensors (see the header comment), bytes per GPU, by what they belong to.
+struct MoeTensors {
+    double router = 0;            ///< router logits and probabilities (fp32)
+    double permuted = 0;          ///< the permuted expert input (fc1's input)
+    std::vector<double> fc1_out;  ///< the experts' fc1 outputs (gate and up with SwiGLU)
+    double fc2_in = 0;            ///< the activation's output (fc2's input)
+    double outputs = 0;           ///< expert outputs before the weighted combine
+    std::vector<double> shared;   ///< the shared experts' tensors (fc1 output, fc2 input)
+    std::vector<double> all() const {
+        std::vector<double> v{router, permuted};
+        v.insert(v.end(), fc1_out.begin(), fc1_out.end());
+        v.push_back(fc2_in);
+        v.push_back(outputs);
+        v.insert(v.end(), shared.begin(), shared.end());
+        return v;
+    }
+};
+
+MoeTensors moe_tensors(const ModelSpec& m, const ActivationShape& x, const Layout& l) {
     const double tokens = l.sequence_parallel ? x.T / x.t : x.T;  // this rank's MoE input
     double u = std::min(m.moe_load_imbalance, static_cast<double>(l.ep));
     if (m.moe_capacity_factor > 0) u = m.moe_capacity_factor;
     const double etp = l.expert_tp();
     const double routed = tokens * static_cast<double>(m.moe_top_k) * u;
     const double fe = static_cast<double>(m.expert_ffn()) / etp;
-    all.push_back(tokens * 2 * 4 * static_cast<double>(m.num_experts));  // router logits, probabilities
-    all.push_back(routed * etp * x.G * x.h);                             // permuted expert input
-    if (x.swiglu) {
-        all.push_back(routed * etp * x.E * fe);
-        all.push_back(routed * etp * x.E * fe);
-    } else {
-        all.push_back(routed * etp * x.E * fe);
-    }
-    all.push_back(routed * etp * x.G * fe);  // fc2 input
-    all.push_back(routed * x.E * x.h);       // expert outputs before the combine
+    MoeTensors t;
+    t.router = tokens * 2 * 4 * static_cast<double>(m.num_experts);
+    t.permuted = routed * etp * x.G * x.h;
+    t.fc1_out.assign(x.swiglu ? 2 : 1, routed * etp * x.E * fe);
+    t.fc2_in = routed * etp * x.G * fe;
+    t.outputs = routed * x.E * x.h;
     if (m.moe_shared_expert_ffn_hidden > 0) {
         const double fs = static_cast<double>(m.moe_shared_expert_ffn_hidden) / x.t;
-        all.push_back(x.T * x.E * fs * (x.swiglu ? 2 : 1));
-        all.push_back(x.T * x.G * fs);
+        t.shared = {x.T * x.E * fs * (x.swiglu ? 2 : 1), x.T * x.G * fs};
     }
+    return t;
+}
+
+/// The input of the QKV (or MLA down-projection) and fc1 (or router) GEMMs: the norms' outputs. Under
+/// TP + SP Megatron saves them sequence-sharded and gathers them again in the backward; torchtitan's DTensor
+/// linears save the all-gathered input (whole sequence).
+double gemm_input_bytes(const ActivationShape& x, const Layout& l) {
+    return l.framework == Framework::torchtitan ? x.T * x.G * x.h : x.T * x.G * x.h / x.rep;
+}
+
+/// The dense MLP's tensors but its input: fc1's outputs, fc2's input.
+std::vector<double> dense_mlp_tensors(const ActivationShape& x) {
+    std::vector<double> v(x.swiglu ? 2 : 1, x.T * x.E * x.f / x.t);
+    v.push_back(x.T * x.G * x.f / x.t);
+    return v;
 }
 
 /// The stored tensors of the unrecomputed layer, bytes per GPU, one entry per tensor (scores excluded).
-std::vector<double> unrecomputed_tensors(const ActivationShape& x, const Layout& l, const ModelSpec& m) {
+std::vector<double> unrecomputed_tensors(const ActivationShape& x, const Layout& l, const ModelSpec& m,
+                                         bool moe_layer) {
     std::vector<double> all;
     auto rep_t = [&](double per_token) {
         if (per_token > 0) all.push_back(x.T * per_token / x.rep);
@@ -116,9 +148,7 @@ std::vector<double> unrecomputed_tensors(const ActivationShape& x, const Layout&
     };
     rep_t(x.E * x.h);  // the two norm inputs
     rep_t(x.E * x.h);
-    // QKV and fc1 GEMM inputs. Under TP + SP Megatron saves them sequence-sharded and gathers them again in
-    // the backward; torchtitan's DTensor linears save the all-gathered input (whole sequence).
-    const double gemm_in = l.framework == Framework::torchtitan ? x.T * x.G * x.h : x.T * x.G * x.h / x.rep;
+    const double gemm_in = gemm_input_bytes(x, l);  // QKV and fc1 GEMM inputs
     all.push_back(gemm_in);
     all.push_back(gemm_in);
     rep_t(x.drop * x.h);
@@ -154,17 +184,8 @@ std::vector<double> unrecomputed_tensors(const ActivationShape& x, const Layout&
             tp_t(x.G * x.a * x.d);
         }
     }
-    if (m.moe()) {
-        moe_mlp_tensors(m, x, l, all);
-        return all;
-    }
-    if (x.swiglu) {
-        tp_t(x.E * x.f);  // gate and up outputs
-        tp_t(x.E * x.f);
-    } else {
-        tp_t(x.E * x.f);
-    }
-    tp_t(x.G * x.f);  // fc2 input
+    const std::vector<double> mlp = m.moe() && moe_layer ? moe_tensors(m, x, l).all() : dense_mlp_tensors(x);
+    all.insert(all.end(), mlp.begin(), mlp.end());
     return all;
 }
 
@@ -212,6 +233,43 @@ void mla_up_proj_recomputed(const ActivationShape& x, const ModelSpec& m, LayerA
     }
 }
 
+/// Moves one stored tensor of `bytes` to the recomputed set (alive in the forward until consumed, and
+/// again from the recomputation to the backward).
+void discard(double bytes, LayerActivations& out) {
+    if (!(bytes > 0)) return;
+    const auto it = std::find(out.stored_tensors.begin(), out.stored_tensors.end(), bytes);
+    if (it == out.stored_tensors.end()) return;
+    out.stored_tensors.erase(it);
+    out.recomputed_tensors.push_back(bytes);
+    out.forward_transient_tensors.push_back(bytes);
+}
+
+/// Megatron's selective recompute modules beyond core_attn and mla_up_proj (Layout::recompute_modules).
+void recompute_modules_discard(const ActivationShape& x, const Layout& l, const ModelSpec& m, bool moe_layer,
+                               LayerActivations& out) {
+    const RecomputeModules& r = l.recompute_modules;
+    const bool moe = m.moe() && moe_layer;
+    const double gemm_in = gemm_input_bytes(x, l);
+    if (r.layernorm && m.mla()) discard(gemm_in, out);  // the input norm's output (a separate TENorm)
+    if (moe) {
+        const MoeTensors t = moe_tensors(m, x, l);
+        if (r.layernorm) discard(gemm_in, out);  // the pre-MLP norm's output (the router's input)
+        if (r.moe) {
+            for (double b : t.all())
+                discard(b, out);
+            return;
+        }
+        if (r.moe_act) discard(t.fc2_in, out);
+        if (r.shared_experts)
+            for (double b : t.shared)
+                discard(b, out);
+    } else if (r.mlp) {
+        discard(gemm_in, out);  // fc1's input: the output of the norm TE fuses into fc1
+        for (double b : dense_mlp_tensors(x))
+            discard(b, out);
+    }
+}
+
 /// Transients besides the layer's own tensors: a dequantized QLoRA weight, an uncached fp8 weight cast, the
 /// K and V of other context-parallel ranks.
 void extra_transients(const ActivationShape& x, const Layout& l, LayerActivations& out) {
@@ -243,9 +301,9 @@ void extra_transients(const ActivationShape& x, const Layout& l, LayerActivation
 
 }  // namespace
 
-LayerActivations layer_activations(const ModelSpec& m, const Layout& l) {
+LayerActivations layer_activations(const ModelSpec& m, const Layout& l, bool moe_layer) {
     const ActivationShape x(m, l);
-    const std::vector<double> all = unrecomputed_tensors(x, l, m);
+    const std::vector<double> all = unrecomputed_tensors(x, l, m, moe_layer);
     // The s x s scores of unfused attention, per token: softmax output, and with dropout its mask and output.
     const double scores = x.flash ? 0.0 : x.T * (x.E + x.drop * (1 + x.E)) * x.a * x.s / x.t;
     const double input = x.T * x.E * x.h / x.rep;
@@ -266,8 +324,10 @@ LayerActivations layer_activations(const ModelSpec& m, const Layout& l) {
         case Recompute::selective:
             // The attention core is recomputed in the backward: its scores exist only then (unfused).
             out.stored_tensors = all;
-            if (scores > 0) fwd = rec = {scores};
+            if (scores > 0 && l.recompute_modules.core_attn) fwd = rec = {scores};
+            if (scores > 0 && !l.recompute_modules.core_attn) out.stored_tensors.push_back(scores);
             if (m.mla() && l.recompute_mla_up_proj) mla_up_proj_recomputed(x, m, out);
+            recompute_modules_discard(x, l, m, moe_layer, out);
             break;
         case Recompute::selective_op:
             selective_op_tensors(x, l, all, input, out);

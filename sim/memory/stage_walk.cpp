@@ -39,6 +39,8 @@ WalkShapes walk_shapes(const ModelSpec& m, const Layout& l) {
     Layout kept_layout = l;
     kept_layout.recompute = Recompute::none;
     s.act_kept = layer_activations(m, kept_layout);
+    s.act_dense = layer_activations(m, l, false);
+    s.act_dense_kept = layer_activations(m, kept_layout, false);
     const double t = l.tp;
     s.E = l.activation_bytes();
     s.T = static_cast<double>(l.micro_batch) * static_cast<double>(m.seq_len) / l.cp;
@@ -144,13 +146,13 @@ void StageWalk::run() {
 void StageWalk::on_mark(const MemoryMark& mk, const At& at) {
     switch (mk.event) {
         case MemoryEvent::layer_forward:
-            return layer_forward(s_.act, at);
+            return layer_forward(mk.dense_layer ? s_.act_dense : s_.act, at);
         case MemoryEvent::layer_forward_kept:
-            return layer_forward(s_.act_kept, at);
+            return layer_forward(mk.dense_layer ? s_.act_dense_kept : s_.act_kept, at);
         case MemoryEvent::layer_recomputed:
-            return layer_recomputed(at);
+            return layer_recomputed(mk.dense_layer ? s_.act_dense : s_.act, at);
         case MemoryEvent::layer_backward:
-            return layer_backward(at);
+            return layer_backward(mk.dense_layer ? s_.act_dense : s_.act, at);
         case MemoryEvent::embedding_forward:
             computed(Last::embedding);
             layers_this_pass_ = 0;
@@ -190,19 +192,19 @@ void StageWalk::layer_forward(const LayerActivations& la, const At& at) {
         w_.release(x);
 }
 
-void StageWalk::layer_recomputed(const At& at) {
+void StageWalk::layer_recomputed(const LayerActivations& la, const At& at) {
     if (!stored_[at.micro_batch].empty())
-        for (double b : s_.act.recomputed_tensors)
+        for (double b : la.recomputed_tensors)
             stored_[at.micro_batch].back().push_back(w_.allocate(Pile::activations, b));
     w_.sample(at.phase, at.time_s);
 }
 
-void StageWalk::layer_backward(const At& at) {
+void StageWalk::layer_backward(const LayerActivations& la, const At& at) {
     // The gradients are computed while the stored and recomputed tensors are alive; those are freed as the
     // layer's backward ends, the input gradient handed on.
     computed(Last::layer);
     std::vector<Tensor> transient;
-    for (double b : s_.act.backward_transient_tensors)
+    for (double b : la.backward_transient_tensors)
         transient.push_back(w_.allocate(Pile::buffers, b));
     w_.sample(at.phase, at.time_s);
     pop(at.micro_batch);

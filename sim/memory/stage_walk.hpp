@@ -23,13 +23,15 @@ namespace trainsim::memory_walk {
 struct WalkShapes {
     LayerActivations act;  ///< a layer of the (possibly recomputed) block
     LayerActivations
-        act_kept;            ///< a layer outside Megatron's recomputed block (Layout::recompute_num_layers)
-    double E = 2;            ///< bytes per activation element
-    double T = 0;            ///< tokens of one micro-batch on this GPU: b · s / cp
-    double h = 0;            ///< hidden size
-    double TV = 0;           ///< logits per GPU (vocab-parallel / loss-parallel under TP)
-    double rep_div = 1;      ///< the split of the LayerNorm region: TP with sequence parallelism, else 1
-    double head_in_div = 1;  ///< the split of the stored LM-head input
+        act_kept;  ///< a layer outside Megatron's recomputed block (Layout::recompute_num_layers)
+    /// The same two for a dense layer of an MoE model (MemoryMark::dense_layer).
+    LayerActivations act_dense, act_dense_kept;
+    double E = 2;                 ///< bytes per activation element
+    double T = 0;                 ///< tokens of one micro-batch on this GPU: b · s / cp
+    double h = 0;                 ///< hidden size
+    double TV = 0;                ///< logits per GPU (vocab-parallel / loss-parallel under TP)
+    double rep_div = 1;           ///< the split of the LayerNorm region: TP with sequence parallelism, else 1
+    double head_in_div = 1;       ///< the split of the stored LM-head input
     double embedding_stored = 0;  ///< the embedding's stored tensors, bytes
     double grad_bytes = 4;        ///< bytes per gradient element (gradient_bytes_per_element)
     bool eager_ce = false;        ///< PyTorch's eager cross entropy on fp32 logits
@@ -82,8 +84,8 @@ class StageWalk {
     void on_mark(const MemoryMark& mk, const At& at);
 
     void layer_forward(const LayerActivations& la, const At& at);
-    void layer_recomputed(const At& at);
-    void layer_backward(const At& at);
+    void layer_recomputed(const LayerActivations& la, const At& at);
+    void layer_backward(const LayerActivations& la, const At& at);
     void head_forward(const At& at);
     void head_backward(const At& at);
     void params_gathered(const MemoryMark& mk, const At& at);

@@ -73,6 +73,23 @@ struct Violations {
     }
 };
 
+/// Layout::recompute_modules: beyond the default, only with recompute selective; the MoE modules need an
+/// MoE model (shared_experts one with shared experts).
+void recompute_module_violations(const ModelSpec& m, const Layout& l, Violations& v) {
+    const RecomputeModules& r = l.recompute_modules;
+    if (r.beyond_default() && l.recompute != Recompute::selective)
+        v.add(LayoutCheck::recompute_layers,
+              fmt::format("layout.recompute_modules other than [\"core_attn\"] needs layout.recompute = "
+                          "\"selective\" (it is \"{}\")",
+                          to_string(l.recompute)));
+    if ((r.moe || r.moe_act) && !m.moe())
+        v.add(LayoutCheck::recompute_layers,
+              "layout.recompute_modules \"moe\" / \"moe_act\" need an MoE model (model.num_experts > 0)");
+    if (r.shared_experts && m.moe_shared_expert_ffn_hidden <= 0)
+        v.add(LayoutCheck::recompute_layers,
+              "layout.recompute_modules \"shared_experts\" needs model.moe_shared_expert_ffn_hidden > 0");
+}
+
 /// The size checks of check_sizes, into `out`.
 void size_violations(const ModelSpec& m, const Layout& l, Violations& out) {
     // The model's and the layout's fields with a limit of trainsim/limits.hpp, as their schemas state it.
@@ -208,6 +225,7 @@ bool layout_size_violations(const ModelSpec& m, const Layout& l, Violations& v, 
                                                "\"selective\" (it is \"{}\") and model.attention_type = "
                                                "\"mla\"",
                                                to_string(l.recompute)));
+    recompute_module_violations(m, l, v);
     {
         const std::size_t n = v.list.size();
         v.positive(C::positive, "layout.vpp", l.vpp);

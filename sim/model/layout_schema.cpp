@@ -92,6 +92,43 @@ schema::Table<Layout> make_layout_fields() {
     add(boolean_field("recompute_mla_up_proj", &Layout::recompute_mla_up_proj,
                       "with recompute selective and MLA: the q / kv up-projections recomputed too (Megatron "
                       "--recompute-modules mla_up_proj)"));
+    {
+        Field<Layout> f;
+        f.name = "recompute_modules";
+        f.kind = schema::Kind::choice_set;
+        f.choices = {"core_attn", "layernorm", "mlp", "moe", "moe_act", "shared_experts", "mla_up_proj"};
+        f.doc =
+            "with recompute selective: the modules recomputed (Megatron --recompute-modules; default "
+            "core_attn; mla_up_proj sets recompute_mla_up_proj)";
+        f.get = [](const Layout& l) {
+            const RecomputeModules& r = l.recompute_modules;
+            std::vector<std::string> v;
+            for (const auto& [on, name] : {std::pair{r.core_attn, "core_attn"},
+                                           {r.layernorm, "layernorm"},
+                                           {r.mlp, "mlp"},
+                                           {r.moe, "moe"},
+                                           {r.moe_act, "moe_act"},
+                                           {r.shared_experts, "shared_experts"},
+                                           {l.recompute_mla_up_proj, "mla_up_proj"}})
+                if (on) v.emplace_back(name);
+            return Value{v};
+        };
+        f.set = [](Layout& l, const Value& v) {
+            RecomputeModules r;
+            r.core_attn = false;
+            for (const auto& x : std::get<std::vector<std::string>>(v)) {
+                r.core_attn |= x == "core_attn";
+                r.layernorm |= x == "layernorm";
+                r.mlp |= x == "mlp";
+                r.moe |= x == "moe";
+                r.moe_act |= x == "moe_act";
+                r.shared_experts |= x == "shared_experts";
+                l.recompute_mla_up_proj |= x == "mla_up_proj";
+            }
+            l.recompute_modules = r;
+        };
+        add(std::move(f));
+    }
     add(enum_field("precision", &Layout::precision, names_of<Precision>(3),
                    "GEMM precision (fp8: TransformerEngine / torchao FP8 linear layers, bf16 elsewhere)"),
         true);

@@ -561,7 +561,9 @@ OpTemplate BlockBuilder::layer_recompute(bool moe) {
             // flash attention already recomputes it inside its backward kernel, so nothing is added.
             OpTemplate t;
             if (m_.mla() && l_.recompute_mla_up_proj) mla_up_proj_forward(t);  // mla_ops.cpp
-            if (l_.attention == AttentionKernel::unfused) attention_core_forward(t);
+            if (l_.recompute_modules.core_attn && l_.attention == AttentionKernel::unfused)
+                attention_core_forward(t);
+            recompute_modules_forward(t, moe);
             flush(t);
             return t;
         }
@@ -569,6 +571,27 @@ OpTemplate BlockBuilder::layer_recompute(bool moe) {
             return layer_recompute_selective_op();
     }
     return {};
+}
+
+void BlockBuilder::recompute_modules_forward(OpTemplate& t, bool moe) {
+    // Megatron-Core's --recompute-modules (layout.hpp RecomputeModules): the discarded outputs are rebuilt
+    // before the layer's backward by their module's forward (CheckpointWithoutOutput for layernorm and
+    // moe_act, tensor_parallel.checkpoint for mlp, moe and shared_experts: transformer_layer.py,
+    // moe/moe_layer.py, moe/experts.py).
+    const RecomputeModules& r = l_.recompute_modules;
+    if (r.layernorm && m_.mla()) kernel(t, Kernel::memory("input_norm", norm_fwd_bytes() * h_ * Tsp_));
+    if (!moe) {
+        if (r.mlp) mlp_forward(t, f_);
+        return;
+    }
+    if (r.layernorm) kernel(t, Kernel::memory("pre_mlp_norm", norm_fwd_bytes() * h_ * Tsp_));
+    if (r.moe) {
+        moe_forward(t);
+        if (shared_f_ > 0) mlp_forward(t, shared_f_);
+        return;
+    }
+    if (r.moe_act) moe_activation_forward(t);
+    if (r.shared_experts && shared_f_ > 0) mlp_forward(t, shared_f_);
 }
 
 OpTemplate BlockBuilder::layer_recompute_selective_op() {

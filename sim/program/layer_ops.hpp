@@ -78,6 +78,10 @@ class BlockBuilder {
     /// Records the MLP boundary (last_mlp_split) at the current end of `t`, with the overlap only.
     void mlp_split(OpTemplate& t);
     OpTemplate layer_recompute_selective_op();
+    /// Megatron's selective recompute modules beyond core_attn (Layout::recompute_modules), forward again.
+    void recompute_modules_forward(OpTemplate& t, bool moe);
+    /// The routed experts' activation (moe_ops.cpp), as moe_forward runs it: what moe_act recomputes.
+    void moe_activation_forward(OpTemplate& t);
     double norm_fwd_bytes() const;  ///< per element of the normalized tensor
     double norm_bwd_bytes() const;
     double act_fwd_bytes() const;  ///< MLP activation, per element of f

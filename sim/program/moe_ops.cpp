@@ -126,14 +126,19 @@ void BlockBuilder::moe_forward(OpTemplate& t) {
     fp8_forward_casts(t, x.received * h_, x.local_experts * h_ * swiglu * x.ffn);
     for (int e = 0; e < n; ++e)
         kernel(t, Kernel::gemm("expert_fc1_gemm", x.per_expert, swiglu * x.ffn, h_, 1, gemm_elem_));
-    kernel(t, Kernel::memory(m_.mlp == MlpKind::swiglu ? "expert_swiglu" : "expert_gelu",
-                             act_fwd_bytes() * x.received * x.ffn));
+    moe_activation_forward(t);
     fp8_forward_casts(t, x.received * x.ffn, x.local_experts * x.ffn * h_);
     for (int e = 0; e < n; ++e)
         kernel(t, Kernel::gemm("expert_fc2_gemm", x.per_expert, h_, x.ffn, 1, gemm_elem_));
     etp_collective(t, CollectiveKind::reduce_scatter, x.received * h_ * E_);
     ep_all_to_all(t, a2a);
     kernel(t, Kernel::memory("moe_unpermute", 2 * copies));
+}
+
+void BlockBuilder::moe_activation_forward(OpTemplate& t) {
+    const MoeShape x = moe_shape(m_, l_, Tsp_);
+    kernel(t, Kernel::memory(m_.mlp == MlpKind::swiglu ? "expert_swiglu" : "expert_gelu",
+                             act_fwd_bytes() * x.received * x.ffn));
 }
 
 void BlockBuilder::moe_backward(OpTemplate& t) {

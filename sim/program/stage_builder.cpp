@@ -257,6 +257,10 @@ void StageBuilder::mark(MemoryEvent e, double elements) {
     sp_.memory_marks.push_back(MemoryMark{sp_.ops.size(), e, elements});
 }
 
+void StageBuilder::layer_mark(MemoryEvent e, bool moe) {
+    sp_.memory_marks.push_back(MemoryMark{sp_.ops.size(), e, 0.0, model_.moe() && !moe});
+}
+
 void StageBuilder::append_copy_out(double elements, Phase phase, int mb) {
     if (copy_out_bytes_ <= 0 || elements <= 0) return;
     auto it = copy_out_.find(elements);
@@ -450,9 +454,10 @@ void StageBuilder::forward_pass(const ScheduleItem& item) {
         zero3_gather(k);
         const std::size_t begin = sp_.ops.size();
         append(sp_.ops, moe_layer(c, i) ? tpl_.moe_fwd : tpl_.layer_fwd, Phase::forward, mb);
-        mark(layout_.layer_recomputed(i) || layout_.recompute == Recompute::none
-                 ? MemoryEvent::layer_forward
-                 : MemoryEvent::layer_forward_kept);
+        layer_mark(layout_.layer_recomputed(i) || layout_.recompute == Recompute::none
+                       ? MemoryEvent::layer_forward
+                       : MemoryEvent::layer_forward_kept,
+                   moe_layer(c, i));
         if (spans_)
             spans_->push_back({begin, begin, sp_.ops.size(), moe_layer(c, i) ? 0 : tpl_.layer_fwd_split});
         zero3_release(k++);
@@ -560,11 +565,11 @@ void StageBuilder::backward_pass(const ScheduleItem& item) {
         const std::size_t begin = sp_.ops.size();
         if (layout_.layer_recomputed(chunk_layers - 1 - i)) {  // backward runs the last layer first
             append(sp_.ops, moe ? tpl_.moe_rec : tpl_.layer_rec, Phase::recompute, mb);
-            mark(MemoryEvent::layer_recomputed);
+            layer_mark(MemoryEvent::layer_recomputed, moe);
         }
         const std::size_t mid = sp_.ops.size();
         append(sp_.ops, moe ? tpl_.moe_bwd : tpl_.layer_bwd, Phase::backward, mb);
-        mark(MemoryEvent::layer_backward);
+        layer_mark(MemoryEvent::layer_backward, moe);
         if (spans_) spans_->push_back({begin, mid, sp_.ops.size(), moe ? 0 : tpl_.layer_bwd_split});
         backward_group_done(s);
     }
@@ -597,7 +602,8 @@ void StageBuilder::mtp_forward(int mb) {
         mark(MemoryEvent::embedding_forward);
         append(sp_.ops, tpl_.mtp_fwd, Phase::forward, mb);
         append(sp_.ops, moe ? tpl_.moe_fwd : tpl_.layer_fwd, Phase::forward, mb);
-        mark(MemoryEvent::layer_forward);  // recomputed (mtp_backward) whenever the decoder's layers are
+        layer_mark(MemoryEvent::layer_forward,
+                   moe);  // recomputed (mtp_backward) whenever the decoder's layers are
         append(sp_.ops, tpl_.head_fwd, Phase::forward, mb);
         mark(MemoryEvent::head_forward);
     }
@@ -610,10 +616,10 @@ void StageBuilder::mtp_backward(int mb) {
         mark(MemoryEvent::head_backward);
         if (layout_.recompute != Recompute::none) {
             append(sp_.ops, moe ? tpl_.moe_rec : tpl_.layer_rec, Phase::recompute, mb);
-            mark(MemoryEvent::layer_recomputed);
+            layer_mark(MemoryEvent::layer_recomputed, moe);
         }
         append(sp_.ops, moe ? tpl_.moe_bwd : tpl_.layer_bwd, Phase::backward, mb);
-        mark(MemoryEvent::layer_backward);
+        layer_mark(MemoryEvent::layer_backward, moe);
         append(sp_.ops, tpl_.mtp_bwd, Phase::backward, mb);
         append(sp_.ops, tpl_.emb_bwd, Phase::backward, mb);
         mark(MemoryEvent::embedding_backward);

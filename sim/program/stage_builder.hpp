@@ -89,6 +89,8 @@ class StageBuilder {
     void plan_groups();
     // Op emitters.
     void mark(MemoryEvent e, double elements = 0);
+    /// A layer's memory mark; `moe`: the layer is an MoE layer (MemoryMark::dense_layer otherwise).
+    void layer_mark(MemoryEvent e, bool moe);
     void append_copy_out(double elements, Phase phase, int mb);
     /// A collective on the DP stream: over DP x CP (group dp), or over expert DP (group edp: routed-expert
     /// gradients and parameters).

@@ -88,6 +88,7 @@ TEST_CASE("cluster: 4 nodes x 8 GPUs, 2 leaf groups: vertex and link counts") {
                 break;
             case LinkKind::nic_to_leaf:
             case LinkKind::leaf_to_spine:
+            case LinkKind::spine_to_core:
                 CHECK(l.bandwidth.bytes_per_s == doctest::Approx(25e9 * kScaleOutEfficiency));
                 break;
         }

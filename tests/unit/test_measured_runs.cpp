@@ -183,6 +183,10 @@ TEST_CASE("measured runs: extensions are read where modelled, otherwise listed a
     CHECK(parse_one(r).layout.recompute == Recompute::none);
     r["extensions"] = {{"recompute", {{"granularity", "selective"}, {"modules", {"mlp"}}}}};
     CHECK(parse_one(r).layout.recompute == Recompute::selective);
+    CHECK(parse_one(r).layout.recompute_modules.mlp);  // Layout::recompute_modules
+    CHECK_FALSE(ignored(parse_one(r), "extensions.recompute.modules"));
+    r["extensions"] = {{"recompute", {{"granularity", "selective"}, {"modules", {"gdn_norm_out"}}}}};
+    CHECK(parse_one(r).layout.recompute == Recompute::selective);
     CHECK(ignored(parse_one(r), "extensions.recompute.modules"));
     r["extensions"] = {
         {"recompute", {{"granularity", "full"}, {"method", "block"}, {"num_layers_per_pp_stage", 2}}}};
