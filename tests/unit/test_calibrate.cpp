@@ -228,21 +228,30 @@ TEST_CASE("calibrate: the profile written follows trainsim-profile/1") {
 
     const std::set<std::string> top{"format", "gpu",       "device",       "date",        "source",
                                     "gemm",   "attention", "memory_bound", "collectives", "layers"};
-    for (const auto& [k, v] : j.items())
+    for (const auto& item : j.items()) {
+        const std::string k = item.key();
         CHECK_MESSAGE(top.count(k), k);
+    }
     CHECK(j["format"] == "trainsim-profile/1");
     CHECK(j["gpu"] == "H100-SXM5-80GB");
     CHECK(j["date"] == "2026-11-22");
     CHECK(j["device"]["sm_count"] == 132);
     CHECK(parse_bytes(j["device"]["memory"].get<std::string>(), "memory") == doctest::Approx(79.2 * kGiB));
     CHECK(j["device"]["libraries"]["nccl"] == "2.28.9");
-    for (const auto& [k, v] : j["device"].items())
+    // Not structured bindings: doctest's CHECK expands to a lambda, and clang 14 refuses to capture a
+    // binding.
+    for (const auto& item : j["device"].items()) {
+        const std::string k = item.key();
+        const auto& v = item.value();
         CHECK((k == "sm_count" ? v.is_number_integer() : (k == "libraries" ? v.is_object() : v.is_string())));
+    }
 
     auto check_keys = [](const nlohmann::ordered_json& row, const std::set<std::string>& allowed,
                          const std::set<std::string>& required) {
-        for (const auto& [k, v] : row.items())
+        for (const auto& item : row.items()) {
+            const std::string k = item.key();
             CHECK_MESSAGE(allowed.count(k), k);
+        }
         for (const auto& k : required)
             CHECK_MESSAGE(row.contains(k), k);
     };

@@ -145,7 +145,9 @@ TEST_CASE("collectives: a multi-node group with 2 GPUs per node runs 2 channels,
 
 TEST_CASE("collectives: send matches alpha + S / B") {
     // collectives.hpp: T = alpha + S / B with alpha = route latency + step latency, plus the launch latency.
-    for (auto [src, dst] : {std::pair{0, 5}, std::pair{2, 8 + 2}}) {
+    for (auto endpoints : {std::pair{0, 5}, std::pair{2, 8 + 2}}) {
+        // Not a structured binding: CAPTURE's lambda cannot capture one under clang 14 (the sanitizer build).
+        const int src = endpoints.first, dst = endpoints.second;
         Fabric f(small_topology(2));
         CAPTURE(src);
         CAPTURE(dst);

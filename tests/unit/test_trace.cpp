@@ -88,7 +88,10 @@ std::size_t check_trace_format(const std::string& text) {
     // enclosing ones end or ends within the innermost that is still open. Times are whole nanoseconds written
     // with three decimals of a microsecond: compared in integer nanoseconds.
     auto ns = [](double us) { return std::llround(us * 1000.0); };
-    for (auto& [thread, spans] : by_thread) {
+    for (auto& entry : by_thread) {
+        // Not a structured binding: CAPTURE's lambda cannot capture one under clang 14 (the sanitizer build).
+        const auto& thread = entry.first;
+        auto& spans = entry.second;
         CAPTURE(thread.first);
         CAPTURE(thread.second);
         std::sort(spans.begin(), spans.end(),

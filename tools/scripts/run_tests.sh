@@ -1,19 +1,33 @@
 #!/usr/bin/env bash
-# The whole test suite: installs and builds (Release), runs the unit, end-to-end and validation tests, then builds
-# the unit tests under AddressSanitizer + UndefinedBehaviorSanitizer and runs them; with TRAINSIM_FUZZ_SECONDS=N
-# (N > 0) it then fuzzes every input loader for N s (clang + libFuzzer, ASan + UBSan; tools/scripts/fuzz.sh,
-# docs/reliability.md), a finding failing the run. The default is 0 (no fuzzing) until the fuzz step has been run
-# end to end on a clean clone within the suite's 15-minute budget (the suite alone took 13 min 38 s on a clean clone on 2 cores, 2026-11-23).
+# The whole test suite: installs and builds (Release), runs the unit, end-to-end and validation tests; then one
+# instrumented build, build-sanitize/ (clang-14, Debug, AddressSanitizer + UBSan everywhere, libFuzzer's coverage
+# instrumentation on the loaders' modules: TRAINSIM_SANITIZE=ON TRAINSIM_FUZZ=ON), of only the unit tests and the
+# fuzz harnesses, in which it runs the unit tests and the harnesses' replay of their seeds and past findings
+# (ctest -L 'unit|fuzz_replay'), then fuzzes every input loader for TRAINSIM_FUZZ_SECONDS s (default 15), two
+# harnesses at a time (tools/scripts/fuzz.sh), a finding failing the run; TRAINSIM_FUZZ_SECONDS=0 skips it.
+# Prints each step's wall time and the load; the budget arithmetic (the whole suite under 15 minutes on 2 cores)
+# is in docs/reliability.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-tools/scripts/setup.sh build Release
-ctest --test-dir build --output-on-failure -j 2
-# The sanitizer build runs only the unit tests and the fuzz harnesses' replay of their seeds and past findings
-# (tests/fuzz/CMakeLists.txt): no benchmarks, no CUDA trainsim-calibrate (nvcc) in it.
-tools/scripts/setup.sh build-sanitize Debug -DTRAINSIM_SANITIZE=ON -DTRAINSIM_BUILD_BENCH=OFF -DTRAINSIM_CALIBRATE=OFF
-ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-sanitize --output-on-failure -L 'unit|fuzz_replay' -j 2
-FUZZ_SECONDS="${TRAINSIM_FUZZ_SECONDS:-0}"
+step() {  # step NAME COMMAND...: runs it, then prints its wall time and the load average
+  local name="$1" start=$SECONDS
+  shift
+  "$@"
+  echo "run_tests: $name: $((SECONDS - start)) s (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+}
+step "release build" tools/scripts/setup.sh build Release
+step "release tests" ctest --test-dir build --output-on-failure -j 2
+# No benchmarks, no CUDA trainsim-calibrate (nvcc), no CLI in it: only what runs below.
+harnesses=(topology workload calibration_profile measured_runs set import_megatron import_hf import_torchtitan)
+targets="trainsim_unit_tests"
+for h in "${harnesses[@]}"; do targets+=" replay_$h fuzz_$h"; done
+step "sanitizer build" env CC=clang-14 CXX=clang++-14 SETUP_TARGETS="$targets" tools/scripts/setup.sh build-sanitize \
+  Debug -DCMAKE_CXX_COMPILER=clang++-14 -DTRAINSIM_SANITIZE=ON -DTRAINSIM_FUZZ=ON -DTRAINSIM_BUILD_BENCH=OFF \
+  -DTRAINSIM_CALIBRATE=OFF -DTRAINSIM_PYTHON=OFF
+step "sanitizer tests" env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-sanitize --output-on-failure -L 'unit|fuzz_replay' -j 2
+FUZZ_SECONDS="${TRAINSIM_FUZZ_SECONDS:-15}"
 if [ "$FUZZ_SECONDS" -gt 0 ]; then
-  tools/scripts/fuzz.sh "$FUZZ_SECONDS"
+  step "fuzzing" tools/scripts/fuzz.sh --build build-sanitize --jobs 2 "$FUZZ_SECONDS"
 fi
 echo "all tests passed"
