@@ -6,11 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "collective_test_helpers.hpp"
 #include "test_helpers.hpp"
 #include "trainsim/collectives.hpp"
 #include "trainsim/config.hpp"
 
 using namespace trainsim;
+using trainsim::test::algorithm_of;
+using trainsim::test::iota;
 using trainsim::test::rel_diff;
 using trainsim::test::small_topology;
 
@@ -22,20 +25,6 @@ TopologySpec dgx_h100(int nodes) {
     TopologySpec t = parse_topology(read_json_file(kSrc + "/topologies/dgx-h100.json"), "dgx-h100.json");
     t.nodes = nodes;
     return t;
-}
-
-std::vector<int> iota(int n, int from = 0) {
-    std::vector<int> r(static_cast<std::size_t>(n));
-    for (int i = 0; i < n; ++i)
-        r[static_cast<std::size_t>(i)] = from + i;
-    return r;
-}
-
-Collectives::Algorithm algorithm_of(const Cluster& c, const std::vector<int>& ranks, double bytes) {
-    Simulator sim;
-    FlowNetwork net(sim, link_capacities(c));
-    Collectives coll(sim, net, c);
-    return Collectives::plan(CollectiveKind::all_reduce, coll.communicator(ranks), bytes).algorithm;
 }
 
 bool has_nvls_tree(const Cluster& c, const std::vector<int>& ranks) {

@@ -6,12 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "collective_test_helpers.hpp"
 #include "test_helpers.hpp"
 #include "trainsim/collectives.hpp"
 #include "trainsim/config.hpp"
 #include "trainsim/errors.hpp"
 
 using namespace trainsim;
+using trainsim::test::iota;
 using trainsim::test::rel_diff;
 using trainsim::test::small_topology;
 
@@ -53,13 +55,6 @@ double aggregate_rate(const Cluster& c, const std::vector<int>& src, const std::
         net.start_flow(c.route(src[i], dst[i]), bytes, [&] { end = std::max(end, sim.now()); });
     sim.run();
     return static_cast<double>(src.size()) * bytes / end.to_seconds();
-}
-
-std::vector<int> iota(int n, int from = 0) {
-    std::vector<int> r(static_cast<std::size_t>(n));
-    for (int i = 0; i < n; ++i)
-        r[static_cast<std::size_t>(i)] = from + i;
-    return r;
 }
 
 }  // namespace

@@ -9,12 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "collective_test_helpers.hpp"
 #include "test_helpers.hpp"
 #include "trainsim/collectives.hpp"
 #include "trainsim/config.hpp"
 #include "trainsim/errors.hpp"
 
 using namespace trainsim;
+using trainsim::test::algorithm_of;
+using trainsim::test::iota;
 using trainsim::test::rel_diff;
 using trainsim::test::small_topology;
 
@@ -26,20 +29,6 @@ std::vector<int> one_per_node(int nodes, int local, int gpn = 8) {
     for (int k = 0; k < nodes; ++k)
         r.push_back(k * gpn + local);
     return r;
-}
-
-std::vector<int> iota(int n, int from = 0) {
-    std::vector<int> r(static_cast<std::size_t>(n));
-    for (int i = 0; i < n; ++i)
-        r[static_cast<std::size_t>(i)] = from + i;
-    return r;
-}
-
-Collectives::Algorithm algorithm_of(const Cluster& c, const std::vector<int>& ranks, double bytes) {
-    Simulator sim;
-    FlowNetwork net(sim, link_capacities(c));
-    Collectives coll(sim, net, c);
-    return Collectives::plan(CollectiveKind::all_reduce, coll.communicator(ranks), bytes).algorithm;
 }
 
 /// Every link kind the all-reduce's flows cross.
