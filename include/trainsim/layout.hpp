@@ -209,6 +209,11 @@ struct Layout {
     /// with ep = 1. See docs/compute-model.md, "MoE all-to-all overlap".
     bool moe_a2a_overlap = false;
     MoeDispatcher moe_dispatcher = MoeDispatcher::alltoall;  ///< the MoE token dispatcher (see MoeDispatcher)
+    /// Megatron-Core `--use-transformer-engine-op-fuser` (core v0.16+, TE >= 2.14; experts.py
+    /// TEGroupedMLP._is_fused_impl_supported): the experts run as TE fused ops (GroupedLinear, scaled
+    /// activation) that take fc2's bias and the routing probabilities inside, so ModelSpec::moe_expert_bias
+    /// costs no extra memory passes. Off: TEGroupedMLP._apply_bias adds them in PyTorch (moe_ops.cpp).
+    bool moe_fused_grouped_mlp = false;
     AttentionKernel attention = AttentionKernel::flash;
     /// True when the attention kernel is fused (flash or cuDNN): the s x s scores are never stored.
     bool fused_attention() const { return attention != AttentionKernel::unfused; }

@@ -66,6 +66,12 @@ struct ModelSpec {
     /// Routed tokens at the busiest EP rank / the mean: 1 = balanced (the benchmarks force-balance), > 1 a
     /// hot-expert what-if.
     double moe_load_imbalance = 1.0;
+    /// The routed experts' linear layers have biases (Megatron-Core add_bias_linear on an MoE model: gpt-oss,
+    /// Megatron-Bridge GPTOSSProvider add_bias_linear = True). fc1's bias is added inside TE's GroupedLinear;
+    /// fc2's (skip_bias_add) is added by TEGroupedMLP._apply_bias with the routing probabilities, unfused
+    /// unless Layout::moe_fused_grouped_mlp (sim/program/moe_ops.cpp, docs/compute-model.md). The biases'
+    /// parameters ((2 ffn + hidden) per expert, < 0.1% of gpt-oss's) are not counted.
+    bool moe_expert_bias = false;
     /// Attention head width when it is not hidden / heads (JSON "head_dim"); 0 -> hidden / heads.
     std::int64_t head_dim_override = 0;
     AttentionType attention_type = AttentionType::standard;

@@ -155,6 +155,15 @@ Program build_program(const ModelSpec& model, const Layout& layout);
 /// 1 ≤ result ≤ min(k, ep) for flex. Sources: MoeDispatcher.
 double moe_dispatch_copies_per_token(const ModelSpec& model, const Layout& layout);
 
+/// MoE with expert biases (ModelSpec::moe_expert_bias) and without the TE op fuser
+/// (Layout::moe_fused_grouped_mlp): bytes per element of the experts' fc2 output [R, hidden] that
+/// Megatron-Core's TEGroupedMLP._apply_bias moves, forward or backward (0 when it does not run): per expert
+/// `t + b * p`, torch.cat, .to(bf16) and their autograd backward (experts.py, core b0cc270 / d0b3b77). With
+/// fp32 probabilities (the flex dispatchers upcast them) the middle runs in fp32: 28 B forward, 40 B
+/// backward; with 16-bit ones (alltoall, no --moe-router-dtype) 12 B and 16 B. Sources:
+/// docs/compute-model.md, "Expert biases".
+double moe_expert_bias_bytes_per_element(const ModelSpec& model, const Layout& layout, bool backward);
+
 /// Fills Segment::seconds from the compute model.
 void assign_durations(Program& program, const ComputeModel& compute);
 

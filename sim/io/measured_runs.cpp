@@ -410,6 +410,9 @@ class ExtensionReader {
             cluster(k, v);
         else if (k == "cuda_graphs") {
             if (!(v == false || v == "none" || v.is_null())) ignore(k, v, "CUDA graphs are not modelled");
+            if (v == "full_iteration" && sparse_or_latent_) full_iteration_moe();
+        } else if (k == "activation") {
+            activation(k, v);
         } else if (k == "mtp_layers") {
             if (v.is_number_integer() && v.get<std::int64_t>() >= 0 &&
                 v.get<std::int64_t>() <= limits::kMaxLayers)
@@ -738,6 +741,36 @@ class ExtensionReader {
                 "attention." + a.key(), a.value(),
                 a.key() == "head_dim" ? fmt::format("trainsim uses hidden / heads = {}", m_.head_dim()) : "");
         }
+    }
+
+    /// extensions.activation: gpt-oss's clamped quick-GeGLU ("clamped SwiGLU variant (quick_gelu gate, ...").
+    /// Megatron-Bridge's GPTOSSProvider (models/gpt_oss/gpt_oss_provider.py, v0.2.0-v0.6.0) pairs it with
+    /// add_bias_linear = True and bias_activation_fusion = True: TEGroupedMLP runs it as the fused
+    /// weighted_bias_quick_geglu_impl (fused_bias_geglu.py), one pass as the SwiGLU kernel (model.mlp
+    /// swiglu), and the experts carry biases (ModelSpec::moe_expert_bias). Anything else is ignored.
+    void activation(const std::string& k, const json& v) {
+        if (v.is_string() && v.get<std::string>().rfind("clamped SwiGLU variant (quick_gelu gate", 0) == 0 &&
+            m_.mlp == MlpKind::swiglu && sparse_or_latent_) {
+            m_.moe_expert_bias = true;
+            run_.notes.push_back(
+                "extensions.activation: gpt-oss's fused quick-GeGLU, timed as SwiGLU; its experts' linear "
+                "biases (GPTOSSProvider add_bias_linear) read as model.moe_expert_bias");
+            return;
+        }
+        ignore(k, v);
+    }
+
+    /// extensions.cuda_graphs = "full_iteration" on an MoE row: a whole-iteration graph cannot hold the
+    /// dropless experts' host-side token counts (Megatron-Bridge v0.5.1 scripts/performance
+    /// set_full_iter_cg_configs: "Dropless MoE produces variable-shaped per-expert tensors that CG cannot
+    /// capture"), and the full-iteration recipes run the experts through TE's op fuser
+    /// (use_transformer_engine_op_fuser = True: configs/gpt_oss/gpt_oss_llm_pretrain.py@v0.5.1,
+    /// perf_recipes/gpt_oss/common.py@v0.6.0): Layout::moe_fused_grouped_mlp.
+    void full_iteration_moe() {
+        l_.moe_fused_grouped_mlp = true;
+        run_.notes.push_back(
+            "extensions.cuda_graphs = full_iteration: experts as TE fused ops "
+            "(layout.moe_fused_grouped_mlp)");
     }
 
     void megatron_fsdp(const std::string& k, const json& v) {

@@ -156,6 +156,9 @@ schema::Table<Layout> make_layout_fields() {
     add(enum_field("moe_dispatcher", &Layout::moe_dispatcher, names_of<MoeDispatcher>(3),
                    "MoE token dispatcher: NCCL all-to-all of top-k copies, or the flex dispatcher's DeepEP / "
                    "HybridEP (one copy per destination rank)"));
+    add(boolean_field("moe_fused_grouped_mlp", &Layout::moe_fused_grouped_mlp,
+                      "Megatron --use-transformer-engine-op-fuser: the experts as TE fused ops (fc2's bias "
+                      "and the routing probabilities applied inside, model.moe_expert_bias)"));
     add(enum_field(
             "attention", &Layout::attention, names_of<AttentionKernel>(3),
             "attention kernel: FlashAttention-2, cuDNN fused attention, or unfused (scores materialised)"),

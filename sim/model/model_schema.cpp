@@ -104,6 +104,9 @@ schema::Table<ModelSpec> make_model_fields() {
         number_field("moe_load_imbalance", &ModelSpec::moe_load_imbalance, Range{1, 1024, ""},
                      "routed tokens at the busiest EP rank / the mean: 1 = balanced (Megatron-Bridge's "
                      "benchmarks force-balance), > 1 a hot-expert what-if"));
+    t.push_back(schema::boolean_field("moe_expert_bias", &ModelSpec::moe_expert_bias,
+                                      "routed experts' linear layers have biases (Megatron add_bias_linear; "
+                                      "gpt-oss): fc2's is added per expert with the routing probabilities"));
     {
         auto f = integer_field("head_dim", &ModelSpec::head_dim_override, zero_to(limits::kMaxHidden), "",
                                "attention head width when not hidden / heads (Megatron-Core --kv-channels; "

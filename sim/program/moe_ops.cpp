@@ -36,7 +36,6 @@ namespace {
 constexpr double kRouterForwardBytesPerLogit = 2.0 + 4.0 + 4.0;
 /// Its backward: read the fp32 probabilities and their gradient, write the 16-bit logits' gradient.
 constexpr double kRouterBackwardBytesPerLogit = 4.0 + 4.0 + 2.0;
-
 struct MoeShape {
     double tokens = 0;         ///< Tr: tokens entering the layer on this GPU
     double experts = 0;        ///< n: routed experts
@@ -78,6 +77,25 @@ double moe_dispatch_copies_per_token(const ModelSpec& m, const Layout& l) {
     for (int i = 0; i < m.moe_top_k; ++i)
         miss *= std::max(0.0, (n - nl - i) / (n - i));
     return l.ep * (1 - miss);
+}
+
+double moe_expert_bias_bytes_per_element(const ModelSpec& m, const Layout& l, bool backward) {
+    if (!m.moe() || !m.moe_expert_bias || l.moe_fused_grouped_mlp) return 0;
+    // TEGroupedMLP._apply_bias (experts.py, Megatron-Core b0cc270 = Megatron-Bridge v0.3.0's pin, the same at
+    // d0b3b77 = v0.5.0's): per expert `t + b * p`, torch.cat, .to(t.dtype); t the 16-bit fc2 output, b its
+    // 16-bit bias, p the routing probabilities: fp32 with the flex dispatchers (token_dispatcher.py: "DeepEP
+    // / HybridEP only supports float32 probs", upcast), else the router's logits dtype (router.py
+    // topk_softmax_with_capacity: softmax(...).type_as(logits); 16-bit without --moe-router-dtype, which no
+    // gpt-oss provider or recipe sets). q: bytes of b * p and t + bp after type promotion.
+    const double t = 2.0;
+    const double q = l.moe_dispatcher == MoeDispatcher::alltoall ? 2.0 : 4.0;
+    const double cast = q != t ? 1.0 : 0.0;  // .to(t.dtype) and its grad are no-ops when q == t
+    if (!backward)  // b * p writes; t + bp reads both, writes; cat reads, writes; the cast reads, writes
+        return q + (t + q + q) + (q + q) + cast * (q + t);
+    // ToCopyBackward (read t, write q); the add's grad cast back to t's dtype (read q, write t);
+    // MulBackward's grad · p and grad · b (each read q, write q, then summed to b's / p's shape: read q);
+    // SplitBackward's cat of the 16-bit grads (read t, write t).
+    return cast * (t + q) + cast * (q + t) + 2 * (3 * q) + (t + t);
 }
 
 }  // namespace trainsim
@@ -130,9 +148,42 @@ void BlockBuilder::moe_forward(OpTemplate& t) {
     fp8_forward_casts(t, x.received * x.ffn, x.local_experts * x.ffn * h_);
     for (int e = 0; e < n; ++e)
         kernel(t, Kernel::gemm("expert_fc2_gemm", x.per_expert, h_, x.ffn, 1, gemm_elem_));
+    moe_expert_bias(t, false);
     etp_collective(t, CollectiveKind::reduce_scatter, x.received * h_ * E_);
     ep_all_to_all(t, a2a);
     kernel(t, Kernel::memory("moe_unpermute", 2 * copies));
+}
+
+// The kernels of TEGroupedMLP._apply_bias as PyTorch launches them (bytes: moe_expert_bias_bytes_per_element,
+// whose split they follow): forward, per local expert, b * p and t + bp, then one cat and one cast; backward,
+// once the cast's grad, per expert the add's grad cast (fp32 p only) and MulBackward's two products and their
+// two sums, then split's cat. Each kernel pays the compute model's kernel overhead.
+void BlockBuilder::moe_expert_bias(OpTemplate& t, bool backward) {
+    const double total = moe_expert_bias_bytes_per_element(m_, l_, backward);
+    if (total <= 0) return;
+    const MoeShape x = moe_shape(m_, l_, Tsp_);
+    const int n = static_cast<int>(x.local_experts);
+    const double q = l_.moe_dispatcher == MoeDispatcher::alltoall ? 2.0 : 4.0;  // as in the bytes' function
+    const bool cast = q != 2.0;
+    const double rows = x.per_expert * h_;  // elements of one expert's output
+    if (!backward) {
+        for (int e = 0; e < n; ++e) {
+            kernel(t, Kernel::memory("expert_fc2_bias_mul", q * rows));
+            kernel(t, Kernel::memory("expert_fc2_bias_add", (2.0 + 2 * q) * rows));
+        }
+        kernel(t, Kernel::memory("expert_fc2_bias_cat", 2 * q * x.received * h_));
+        if (cast) kernel(t, Kernel::memory("expert_fc2_bias_cast", (q + 2.0) * x.received * h_));
+        return;
+    }
+    if (cast) kernel(t, Kernel::memory("expert_fc2_bias_cast_bwd", (2.0 + q) * x.received * h_));
+    for (int e = 0; e < n; ++e) {
+        if (cast) kernel(t, Kernel::memory("expert_fc2_bias_add_bwd", (q + 2.0) * rows));
+        for (int g = 0; g < 2; ++g) {  // grad · p for b, grad · b for p: the product, then its sum
+            kernel(t, Kernel::memory("expert_fc2_bias_mul_bwd", 2 * q * rows));
+            kernel(t, Kernel::memory("expert_fc2_bias_sum_bwd", q * rows));
+        }
+    }
+    kernel(t, Kernel::memory("expert_fc2_bias_cat_bwd", 4.0 * x.received * h_));
 }
 
 void BlockBuilder::moe_activation_forward(OpTemplate& t) {
@@ -151,6 +202,7 @@ void BlockBuilder::moe_backward(OpTemplate& t) {
     kernel(t, Kernel::memory("moe_unpermute_bwd", 2 * copies));
     ep_all_to_all(t, a2a);
     etp_collective(t, CollectiveKind::all_gather, x.received * h_ * E_);
+    moe_expert_bias(t, true);
     fp8_backward_casts(t, x.received * h_, x.received * x.ffn, x.local_experts * x.ffn * h_);
     for (int e = 0; e < n; ++e)
         kernel(t, Kernel::gemm("expert_fc2_dgrad", x.per_expert, x.ffn, h_, 1, gemm_elem_));

@@ -1,0 +1,175 @@
+// Expert biases (ModelSpec::moe_expert_bias, gpt-oss): Megatron-Core's TEGroupedMLP._apply_bias adds fc2's
+// bias with the routing probabilities in PyTorch, per expert, unless the TE op fuser runs the experts
+// (Layout::moe_fused_grouped_mlp); the measured-runs reader recognises gpt-oss's activation and
+// full-iteration CUDA graphs.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "trainsim/layout.hpp"
+#include "trainsim/measured_runs.hpp"
+#include "trainsim/program.hpp"
+
+using namespace trainsim;
+
+namespace {
+
+/// 2 MoE layers, 4 experts top-2, hidden 256, seq 128; EP 2 over DP 2, one micro-batch.
+ModelSpec tiny_moe() {
+    ModelSpec m;
+    m.name = "tiny-moe";
+    m.layers = 2;
+    m.hidden = 256;
+    m.heads = 4;
+    m.kv_heads = 4;
+    m.ffn_hidden = 512;
+    m.vocab = 1024;
+    m.seq_len = 128;
+    m.num_experts = 4;
+    m.moe_top_k = 2;
+    return m;
+}
+Layout tiny_layout() {
+    Layout l;
+    l.dp = 2;
+    l.ep = 2;
+    l.micro_batch = 1;
+    l.global_batch = 2;
+    return l;
+}
+
+/// Bytes and count of stage 0's TEGroupedMLP._apply_bias kernels ("expert_fc2_bias_*"), forward or backward.
+double bias_kernel_bytes(const Program& p, bool backward, int* count) {
+    double bytes = 0;
+    *count = 0;
+    for (const Op& op : p.stages[0].ops) {
+        if (op.kind != OpKind::compute || op.segment < 0) continue;
+        for (const Kernel& k : p.segments[static_cast<std::size_t>(op.segment)].kernels) {
+            const std::string name = k.name;
+            if (name.rfind("expert_fc2_bias", 0) != 0) continue;
+            if ((name.find("_bwd") != std::string::npos) != backward) continue;
+            bytes += k.bytes;
+            ++*count;
+        }
+    }
+    return bytes;
+}
+
+nlohmann::json gpt_oss_like_row(const nlohmann::json& extensions) {
+    using nlohmann::json;
+    json row = {{"id", "r"},
+                {"source", "Megatron-Bridge performance summary"},
+                {"cluster",
+                 {{"gpu", "H100-SXM5-80GB"},
+                  {"gpus", 8},
+                  {"gpus_per_node", 8},
+                  {"scale_up", {{"kind", "nvswitch"}, {"bandwidth_GBps_per_gpu", 450}}},
+                  {"scale_out", {{"kind", "infiniband"}, {"nics_per_node", 8}, {"nic_Gbps", 400}}}}},
+                {"model",
+                 {{"layers", 4},
+                  {"hidden", 1024},
+                  {"heads", 8},
+                  {"kv_heads", 8},
+                  {"ffn_hidden", 1024},
+                  {"vocab", 32000},
+                  {"seq_len", 1024},
+                  {"mlp", "swiglu"}}},
+                {"training",
+                 {{"tp", 1},
+                  {"pp", 1},
+                  {"dp", 8},
+                  {"cp", 1},
+                  {"micro_batch", 1},
+                  {"global_batch", 16},
+                  {"sequence_parallel", false},
+                  {"recompute", "none"},
+                  {"zero_stage", 0},
+                  {"distributed_optimizer", true},
+                  {"precision", "bf16"}}},
+                {"measured", {{"step_time_s", 1.0}, {"peak_memory_GiB", nullptr}}},
+                {"extensions", extensions}};
+    return json{{"format", "trainsim-measured-runs/1"}, {"runs", json::array({row})}};
+}
+
+}  // namespace
+
+TEST_CASE("moe expert bias: bytes per element by hand") {
+    ModelSpec m = tiny_moe();
+    Layout l = tiny_layout();
+    CHECK(moe_expert_bias_bytes_per_element(m, l, false) == 0);  // no biases
+    m.moe_expert_bias = true;
+    // alltoall: 16-bit probabilities, no promotion. Forward: b*p writes 2; t + bp reads 2 + 2, writes 2;
+    // cat 2 + 2; .to(bf16) a no-op: 12. Backward: two mul grads 2 x (2 + 2 + 2); split's cat 2 + 2: 16.
+    CHECK(moe_expert_bias_bytes_per_element(m, l, false) == 12);
+    CHECK(moe_expert_bias_bytes_per_element(m, l, true) == 16);
+    // HybridEP / DeepEP upcast the probabilities to fp32. Forward: b*p writes 4; t + bp reads 2 + 4, writes
+    // 4; cat 4 + 4; .to(bf16) 4 + 2: 28. Backward: cast grad 2 + 4; add's grad cast back 4 + 2; two mul
+    // grads 2 x (4 + 4 + 4); cat 2 + 2: 40.
+    for (MoeDispatcher d : {MoeDispatcher::hybridep, MoeDispatcher::deepep}) {
+        l.moe_dispatcher = d;
+        CHECK(moe_expert_bias_bytes_per_element(m, l, false) == 28);
+        CHECK(moe_expert_bias_bytes_per_element(m, l, true) == 40);
+    }
+    l.moe_fused_grouped_mlp = true;  // TE op fuser: bias inside the fused ops
+    CHECK(moe_expert_bias_bytes_per_element(m, l, false) == 0);
+    CHECK(moe_expert_bias_bytes_per_element(m, l, true) == 0);
+    ModelSpec dense = m;
+    dense.num_experts = 0;
+    CHECK(moe_expert_bias_bytes_per_element(dense, tiny_layout(), false) == 0);
+}
+
+TEST_CASE("moe expert bias: per-expert kernels over the received tokens") {
+    ModelSpec m = tiny_moe();
+    Layout l = tiny_layout();
+    int n = 0;
+    CHECK(bias_kernel_bytes(build_program(m, l), false, &n) == 0);
+    CHECK(n == 0);
+    m.moe_expert_bias = true;
+    // Balanced: each rank's experts compute k·T = 2·128 token copies of 256, two MoE layers.
+    const double elements = 2.0 * 128 * 256;
+    Program p = build_program(m, l);
+    // alltoall: 12 B / 16 B per element; per layer forward 2 local experts x (mul, add) + cat, backward
+    // 2 x (two products, two sums) + cat.
+    CHECK(bias_kernel_bytes(p, false, &n) == doctest::Approx(2 * 12 * elements));
+    CHECK(n == 2 * (2 * 2 + 1));
+    CHECK(bias_kernel_bytes(p, true, &n) == doctest::Approx(2 * 16 * elements));
+    CHECK(n == 2 * (2 * 4 + 1));
+    // HybridEP: fp32 probabilities, 28 B / 40 B; the casts add one kernel forward, 1 + 2 backward.
+    l.moe_dispatcher = MoeDispatcher::hybridep;
+    p = build_program(m, l);
+    CHECK(bias_kernel_bytes(p, false, &n) == doctest::Approx(2 * 28 * elements));
+    CHECK(n == 2 * (2 * 2 + 2));
+    CHECK(bias_kernel_bytes(p, true, &n) == doctest::Approx(2 * 40 * elements));
+    CHECK(n == 2 * (2 * 5 + 2));
+    l.moe_fused_grouped_mlp = true;
+    CHECK(bias_kernel_bytes(build_program(m, l), false, &n) == 0);
+    CHECK(bias_kernel_bytes(build_program(m, l), true, &n) == 0);
+}
+
+TEST_CASE("moe expert bias: gpt-oss's activation and full-iteration graphs are read") {
+    using nlohmann::json;
+    const json moe = {{"num_experts", 16}, {"top_k", 2}, {"moe_ffn_hidden", 512}, {"ep", 8}, {"etp", 1}};
+    const std::string act = "clamped SwiGLU variant (quick_gelu gate, clamp 7.0), gated -> 3 matrices";
+    MeasuredRun r =
+        parse_measured_runs(gpt_oss_like_row({{"moe", moe}, {"activation", act}}), "f").runs.at(0);
+    REQUIRE_FALSE(r.error);
+    CHECK(r.model.moe_expert_bias);
+    CHECK_FALSE(r.layout.moe_fused_grouped_mlp);
+    for (const std::string& i : r.ignored)
+        CHECK(i.find("activation") == std::string::npos);
+    r = parse_measured_runs(
+            gpt_oss_like_row({{"moe", moe}, {"activation", act}, {"cuda_graphs", "full_iteration"}}), "f")
+            .runs.at(0);
+    CHECK(r.layout.moe_fused_grouped_mlp);
+    r = parse_measured_runs(gpt_oss_like_row({{"moe", moe}, {"cuda_graphs", "transformer_engine"}}), "f")
+            .runs.at(0);
+    CHECK_FALSE(r.layout.moe_fused_grouped_mlp);
+    CHECK_FALSE(r.model.moe_expert_bias);
+    // Another activation stays ignored; a dense row never gets expert biases.
+    r = parse_measured_runs(gpt_oss_like_row({{"moe", moe}, {"activation", "relu^2"}}), "f").runs.at(0);
+    CHECK_FALSE(r.model.moe_expert_bias);
+    r = parse_measured_runs(gpt_oss_like_row({{"activation", act}}), "f").runs.at(0);
+    CHECK_FALSE(r.model.moe_expert_bias);
+}
