@@ -123,6 +123,9 @@ class FlowNetwork {
     void bound_by_solo_link(int flow_id, double share, int position);
     void fill_progressively();
     Bottleneck next_bottleneck();
+    void push_candidate(const Bottleneck& b);
+    /// The heap order of candidates_: true when `a` comes after `b` (larger share, or equal and later).
+    static bool later_candidate(const Bottleneck& a, const Bottleneck& b);
     void freeze(int flow_id, double rate, std::size_t& unfrozen);
     void finish(int flow_id, std::uint64_t version);
     void schedule_completion(int flow_id);
@@ -146,7 +149,13 @@ class FlowNetwork {
     std::vector<int> solo_flows_;        ///< scratch: the component's flows with a link of their own
     std::vector<int> splits_;            ///< scratch
     std::vector<SearchItem> search_stack_, component_items_;  ///< scratch
-    std::vector<std::pair<int, int>> live_links_;             ///< scratch: (position, link)
+    /// scratch: progressive filling's candidates, a binary min-heap on (share, position) (later_candidate):
+    /// the shared links at their share when last computed and the flows' own-link bounds; entries that no
+    /// longer hold are dropped as they come up (next_bottleneck). A round costs O(log n) instead of a scan of
+    /// every live candidate, which made a component of n flows cost O(n^2) (an all-to-all or a data-parallel
+    /// ring across thousands of GPUs).
+    std::vector<Bottleneck> candidates_;
+    std::vector<int> position_of_link_;  ///< scratch: a shared link's position in the component
     std::vector<std::pair<int, int>>
         dirty_solo_links_;  ///< scratch: (flow, distinct index) of dirty solo links
     bool update_pending_ = false;

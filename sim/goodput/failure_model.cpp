@@ -52,8 +52,16 @@ double switch_count(const TopologySpec& t) {
     const double groups = std::ceil(static_cast<double>(t.nodes) / t.nodes_per_leaf);
     const double leaves = groups * t.nics_per_node;
     const double per_leaf = std::min<double>(t.nodes, t.nodes_per_leaf);  // nodes a leaf serves
-    const double spines = std::ceil(per_leaf / t.oversubscription);
-    return leaves + spines;
+    const double spines_per_pod =
+        std::ceil(per_leaf / t.oversubscription);  // a leaf's uplinks, one per spine
+    if (t.tiers != 3) return leaves + spines_per_pod;
+    // Three tiers: every pod has its own spines; spine s of each pod reaches the cores of plane s, as many
+    // per plane as a pod spine has uplinks (ceil(leaves per pod / spine_oversubscription)).
+    const double pods = std::ceil(static_cast<double>(t.nodes) / t.nodes_per_pod);
+    const double leaves_per_pod =
+        std::ceil(static_cast<double>(t.nodes_per_pod) / t.nodes_per_leaf) * t.nics_per_node;
+    const double cores = spines_per_pod * std::ceil(leaves_per_pod / t.spine_oversubscription);
+    return leaves + pods * spines_per_pod + cores;
 }
 
 }  // namespace trainsim

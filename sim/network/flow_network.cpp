@@ -24,6 +24,7 @@ FlowNetwork::FlowNetwork(Simulator& sim, std::vector<double> link_bandwidth)
     capacity_left_.assign(n, 0.0);
     unfrozen_on_link_.assign(n, 0);
     share_.assign(n, 0.0);
+    position_of_link_.assign(n, -1);
 }
 
 void FlowNetwork::start_flow(const Route& route, double bytes, Simulator::Callback on_done) {
@@ -348,9 +349,9 @@ void FlowNetwork::bound_by_solo_link(int fid, double share, int position) {
 void FlowNetwork::bound_shares() {
     // A link that carries a single flow (a ring's coupled flow crosses hundreds of links no other flow uses)
     // keeps the share capacity / uses until that flow is frozen, so each flow's smallest such share (and
-    // the first such link's position) is taken once here; the shared links go to live_links_ in visiting
-    // order with their first share.
-    live_links_.clear();
+    // the first such link's position) is taken once here; the shared links and those bounds go to the
+    // candidate heap with their first share.
+    candidates_.clear();
     solo_flows_.clear();
     for (int fid : component_flows_) {
         Flow& f = flows_[static_cast<std::size_t>(fid)];
@@ -381,12 +382,22 @@ void FlowNetwork::bound_shares() {
         const bool one_flow = std::all_of(on_link.begin() + 1, on_link.end(),
                                           [&](const LinkEntry& e) { return e.flow == first; });
         if (!one_flow) {
-            live_links_.emplace_back(item.position, item.link_or_flow);
             share_[lu] = capacity_left_[lu] / unfrozen_on_link_[lu];
+            position_of_link_[lu] = item.position;
+            push_candidate(Bottleneck{share_[lu], item.position, item.link_or_flow, -1});
             continue;
         }
         bound_by_solo_link(first, capacity_left_[lu] / unfrozen_on_link_[lu], item.position);
     }
+    for (int fid : solo_flows_) {
+        const Flow& f = flows_[static_cast<std::size_t>(fid)];
+        push_candidate(Bottleneck{f.solo_share, f.solo_position, -1, fid});
+    }
+}
+
+void FlowNetwork::push_candidate(const Bottleneck& b) {
+    candidates_.push_back(b);
+    std::push_heap(candidates_.begin(), candidates_.end(), later_candidate);
 }
 
 void FlowNetwork::freeze(int fid, double rate, std::size_t& unfrozen) {
@@ -403,41 +414,36 @@ void FlowNetwork::freeze(int fid, double rate, std::size_t& unfrozen) {
             capacity_left_[l2] -= rate;
             --unfrozen_on_link_[l2];
         }
-        // The share the next rounds compare (computed from the same values as at the time they look).
-        if (unfrozen_on_link_[l2] > 0) share_[l2] = capacity_left_[l2] / unfrozen_on_link_[l2];
+        // The share the next rounds compare (computed from the same values as at the time they look), entered
+        // in the heap anew; its older entries no longer match share_ and are dropped when they come up.
+        if (unfrozen_on_link_[l2] > 0) {
+            share_[l2] = capacity_left_[l2] / unfrozen_on_link_[l2];
+            push_candidate(Bottleneck{share_[l2], position_of_link_[l2], static_cast<int>(l2), -1});
+        }
     }
 }
 
+bool FlowNetwork::later_candidate(const Bottleneck& a, const Bottleneck& b) {
+    return a.share > b.share || (a.share == b.share && a.position > b.position);
+}
+
 FlowNetwork::Bottleneck FlowNetwork::next_bottleneck() {
-    // The shared links still carrying unfrozen flows, in visiting order (dropping the others), then the
-    // unfrozen flows' own-link bounds; the smallest share wins, the first in visiting order among equals.
-    Bottleneck b;
-    std::size_t kept = 0;
-    for (const auto& [position, l] : live_links_) {
-        const auto lu = static_cast<std::size_t>(l);
-        if (unfrozen_on_link_[lu] == 0) continue;
-        live_links_[kept++] = {position, l};
-        const double share = share_[lu];
-        if (share < b.share) {
-            b.share = share;
-            b.position = position;
-            b.link = l;
+    // The smallest (share, position) among the shared links still carrying unfrozen flows and the unfrozen
+    // flows' own-link bounds: the heap's top once the entries that no longer hold are dropped (a link whose
+    // flows are all frozen, a share changed since the entry, a frozen flow). Positions are unique, so the
+    // pick is the one a scan of every candidate in visiting order makes (smallest share, first among equals).
+    while (!candidates_.empty()) {
+        const Bottleneck top = candidates_.front();
+        std::pop_heap(candidates_.begin(), candidates_.end(), later_candidate);
+        candidates_.pop_back();
+        if (top.flow >= 0) {
+            if (!flows_[static_cast<std::size_t>(top.flow)].frozen) return top;
+            continue;
         }
+        const auto lu = static_cast<std::size_t>(top.link);
+        if (unfrozen_on_link_[lu] > 0 && share_[lu] == top.share) return top;
     }
-    live_links_.resize(kept);
-    kept = 0;
-    for (int fid : solo_flows_) {
-        const Flow& f = flows_[static_cast<std::size_t>(fid)];
-        if (f.frozen) continue;
-        solo_flows_[kept++] = fid;
-        if (f.solo_share < b.share || (f.solo_share == b.share && f.solo_position < b.position)) {
-            b.share = f.solo_share;
-            b.position = f.solo_position;
-            b.flow = fid;
-        }
-    }
-    solo_flows_.resize(kept);
-    return b;
+    return Bottleneck{};
 }
 
 void FlowNetwork::fill_progressively() {

@@ -228,6 +228,15 @@ TEST_CASE("goodput: checkpoint size and times from the memory model and the topo
     // The rail-optimized fat-tree of 2,048 DGX H100 nodes: 64 groups x 8 rails = 512 leaves, 32 spines.
     TopologySpec big = test::small_topology(2048);
     CHECK(switch_count(big) == 544.0);
+    // Three tiers, the k = 64 fat-tree (topologies/dgx-h100-3tier-64k.json): 8,192 nodes, pods of 128 nodes
+    // (4 groups x 8 rails = 32 leaves, 32 spines each), 64 pods; 2,048 leaves + 64 x 32 spines + 32 planes x
+    // 32 cores = 5,120 = 5 k^2 / 4. With the pod spines oversubscribed 2:1, 16 cores per plane: 4,608.
+    TopologySpec three = test::small_topology(8192);
+    three.tiers = 3;
+    three.nodes_per_pod = 128;
+    CHECK(switch_count(three) == 5120.0);
+    three.spine_oversubscription = 2.0;
+    CHECK(switch_count(three) == 2048.0 + 2048.0 + 32.0 * 16.0);
     // The defaults reproduce the Llama 3 snapshot's 419 interruptions in 54 days on that cluster.
     const FailureModel f = default_failure_model(16384, 2048, 16384, 544);
     CHECK(f.rate_per_s() * 54 * 86400 == doctest::Approx(419.0));
