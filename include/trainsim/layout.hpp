@@ -95,6 +95,12 @@ enum class CheckpointSave { sharded, rank0 };
 /// (../shared/design/frameworks.md is the survey).
 enum class Framework { megatron, deepspeed, torchtitan, composer, pytorch };
 
+/// Bytes per parameter of the int16 remainder that Apex's DistributedFusedAdam keeps with
+/// store_param_remainders (bf16 weights, fp32 optimizer): the low 16 bits of the fp32 master weight whose
+/// high 16 bits are the bf16 weight itself (apex/contrib/optimizers/distributed_fused_adam.py StateBucket
+/// param_remainders_shard, torch.int16).
+inline constexpr double kApexParamRemainderBytes = 2.0;
+
 /// Megatron-Core's MoE token dispatcher (--moe-token-dispatcher-type, --moe-flex-dispatcher-backend):
 ///   alltoall  MoEAlltoAllTokenDispatcher: the tokens are permuted into top-k copies sorted by expert and
 ///             exchanged by an NCCL all-to-all: k copies of each token, one per chosen expert, even when
@@ -248,6 +254,19 @@ struct Layout {
     /// --bf16 forces accumulate_allreduce_grads_in_fp32). Off in Megatron-LM; the Megatron-Bridge and NeMo 2
     /// performance scripts set grad_reduce_in_fp32 = False (scripts/performance/utils helpers).
     bool grad_reduce_in_bf16 = false;
+    /// NeMo 1.x `optim.name: distributed_fused_adam` (nemo/core/optim/distributed_adam.py
+    /// MegatronDistributedFusedAdam over Apex's apex/contrib/optimizers/distributed_fused_adam.py) instead of
+    /// Megatron-Core's distributed optimizer; the DP reduce-scatter / all-gather pattern is the same. With
+    /// 16-bit bf16 weights (bf16 and fp8 runs) NeMo sets store_params = False, store_param_remainders = True
+    /// (megatron_base_model.py setup_optimization, optimizer dtype fp32, param_sync_dtype bf16): the fp32
+    /// master weight is the bf16 weight plus an int16 remainder shard, so the state is 2 + 4 + 4 = 10 B per
+    /// parameter, not 12 (fp16 runs: store_params, 12 B). The contiguous gradient buffer is in
+    /// grad_sync_dtype (grad_reduce_bytes_per_element(), the apex default fp32 unless grad_sync_dtype=bf16,
+    /// i.e. grad_reduce_in_bf16); the reduce-scattered shards stay in that dtype until zero_grad
+    /// (GradientBucket grads_shard) and the fused Adam (multi_tensor_fused_adam_with_param_remainders) reads
+    /// them directly: no fp32 main-gradient copy. Without distributed_optimizer the state is replicated
+    /// (NeMo's disable_distributed_parameters).
+    bool apex_distributed_adam = false;
     /// ZeRO-3 / FSDP: parameters are freed after each module's forward and all-gathered again for its
     /// backward (FSDP2 reshard_after_forward=True, FSDP1 FULL_SHARD, DeepSpeed stage 3). False keeps the
     /// gathered parameters from forward to backward (torchtitan under PP: reshard_after_forward = not
@@ -305,7 +324,8 @@ struct Layout {
     /// kernels; the GEMM inputs are cast in the kernel).
     double activation_bytes() const { return 2.0; }
     /// Bytes of optimizer state per trainable parameter on the device that holds it, fp32 master weight
-    /// included (see Optimizer).
+    /// included (see Optimizer); Apex's distributed Adam with bf16 weights keeps a 2 B remainder instead of
+    /// the fp32 master (apex_distributed_adam): 10 B.
     double optimizer_bytes_per_param() const;
     /// True when the block's element-wise ops run op by op in eager PyTorch: torchtitan without torch.compile
     /// (its RMSNorm, apply_rotary_emb and SwiGLU are compositions of ATen ops; docs/compute-model.md).
@@ -317,6 +337,12 @@ struct Layout {
     /// micro-batch are added into fp32 copies by a separate pass (bf16_optimizer.py, update_hp_grads).
     bool deepspeed_bf16_optimizer() const {
         return framework == Framework::deepspeed && precision == Precision::bf16 && zero_stage <= 1;
+    }
+    /// True when Apex's distributed Adam stores its fp32 master weights as the bf16 weight plus an int16
+    /// remainder (apex_distributed_adam with bf16 weights: bf16 and fp8 runs; NeMo sets
+    /// store_param_remainders when the optimizer dtype is fp32 and the model dtype bf16).
+    bool apex_param_remainders() const {
+        return apex_distributed_adam && optimizer == Optimizer::adam && precision != Precision::fp16;
     }
 };
 
@@ -406,7 +432,9 @@ enum class LayoutCheck {
     ep_needs_moe,       ///< ep > 1 or etp set for a dense model (num_experts = 0)
     moe_shape,          ///< MoE fields inconsistent: moe_top_k > num_experts, dense layers >= layers, tp
                         ///< not dividing the shared experts' width; moe_a2a_overlap with pp > 1 and vpp 1
-    mla_shape,  ///< MLA without kv_lora_rank / qk_rope_head_dim / v_head_dim, or with kv_heads != heads
+    mla_shape,       ///< MLA without kv_lora_rank / qk_rope_head_dim / v_head_dim, or with kv_heads != heads
+    optimizer_impl,  ///< apex_distributed_adam with another optimizer than adam, offload, ZeRO stages or a
+                     ///< framework other than megatron
 };
 /// A failed layout check: its category and the one-line message naming the fields and the values, e.g.
 /// {tp_heads, "layout.tp = 7 does not divide model.heads = 96"}.

@@ -25,7 +25,7 @@
 // the optional `training` keys `attention` ("flash", "cudnn", "unfused"), `fp8_recipe` ("delayed",
 // "tensorwise", "rowwise", "mxfp8", "nvfp4"), `reshard_after_forward`, `overlap_grad_reduce`,
 // `overlap_param_gather`, `tp_comm_overlap`, `fp8_param_gather`, `cross_entropy_fusion`,
-// `grad_reduce_in_bf16`, `layers_per_stage`:
+// `grad_reduce_in_bf16`, `apex_distributed_adam`, `layers_per_stage`:
 //   framework (optional `training.framework`): when absent, "torchtitan" in the run's source -> torchtitan;
 //              "llm-foundry" or "composer" -> composer; "DeepSpeed" or zero_stage >= 1 -> deepspeed; else
 //              megatron;
@@ -38,6 +38,11 @@
 //              Layout::fp8_weights_gathered_in_fp8); with nvfp4 (bf16_with_nvfp4_mixed: no param gather),
 //              tp_comm_overlap off (the Llama performance configs,
 //              scripts/performance/configs/llama/llama3*_llm_pretrain.py);
+//   NeMo 24.07 performance-summary rows (the source names NVIDIA/NeMo's
+//              docs/source/performance/performance_summary.md and NeMo 24.07): apex_distributed_adam
+//              (NeMo-Framework-Launcher 24.07 training configs: optim.name distributed_fused_adam) and, for
+//              FP8 rows whose id or notes name GPT3 or Llama, grad_reduce_in_bf16 (the launcher's H100 FP8
+//              scripts examples/training/{gpt,llama}/h100/*_fp8*.sh set optim.grad_sync_dtype=bf16);
 //   precision "nvfp4" (outside the format's enum; the 2026 file): precision fp8 with fp8_recipe nvfp4;
 //   async_tp (optional `training.async_tp`, default false): a torchtitan run with async TP (torch.compile
 //              micro-pipeline TP); it sets tp_comm_overlap for that run;

@@ -840,6 +840,37 @@ void apply_notes_defaults(const json& notes, json& training, std::vector<std::st
     }
 }
 
+/// NeMo 24.07's performance summary (the source names NVIDIA/NeMo's performance_summary.md and NeMo 24.07):
+/// NeMo 1 driven by NeMo-Framework-Launcher 24.07, whose training configs for every model of the table
+/// (launcher_scripts/conf/training/{gpt3,llama,nemotron}/*.yaml) set optim.name distributed_fused_adam
+/// (apex_distributed_adam), and whose H100 FP8 example scripts for GPT-3 and Llama
+/// (examples/training/{gpt,llama}/h100/*_fp8*.sh) add `+training.model.optim.grad_sync_dtype=bf16`
+/// (grad_reduce_in_bf16; the Nemotron scripts do not: the apex default, fp32). A key the row states wins.
+void apply_nemo_launcher_defaults(MeasuredRun& run, const json& notes, json& training) {
+    if (!training.is_object() ||
+        run.source.find("NVIDIA/NeMo docs/source/performance/performance_summary.md") == std::string::npos ||
+        run.source.find("NeMo 24.07") == std::string::npos)
+        return;
+    if (!training.contains("apex_distributed_adam")) {
+        training["apex_distributed_adam"] = true;
+        run.notes.push_back(
+            "training.apex_distributed_adam = true: NeMo-Framework-Launcher 24.07 configs set "
+            "optim.name distributed_fused_adam");
+    }
+    std::string model = run.id + " " + (notes.is_string() ? notes.get<std::string>().substr(0, 40) : "");
+    for (auto& c : model)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const bool gpt_or_llama =
+        model.find("gpt3") != std::string::npos || model.find("llama") != std::string::npos;
+    if (!training.contains("grad_reduce_in_bf16") && training.value("precision", "") == "fp8" &&
+        gpt_or_llama) {
+        training["grad_reduce_in_bf16"] = true;
+        run.notes.push_back(
+            "training.grad_reduce_in_bf16 = true: the launcher's H100 FP8 GPT-3 / Llama scripts "
+            "set optim.grad_sync_dtype=bf16");
+    }
+}
+
 /// A Megatron-Bridge DeepSeek-V3 row: the source names Megatron-Bridge and the table's model label (or the
 /// run id) DeepSeek-V3 ("DeepSeekV3 (w/ MTP)", "deepseek_v3").
 bool bridge_deepseek_v3(const MeasuredRun& run, const json& ext) {
@@ -886,6 +917,7 @@ void parse_run(const json& row, const std::string& file, MeasuredRun& run) {
             "FP8_PARAMS=True");
     }
     apply_notes_defaults(rr.has("notes") ? rr.raw("notes") : json(), training, run.notes);
+    apply_nemo_launcher_defaults(run, rr.has("notes") ? rr.raw("notes") : json(), training);
     run.layout = parse_training(StrictObject(training, file, rr.field("training")), run.model,
                                 run.topology.gpu, run.source, run.unsupported);
     auto m = rr.object("measured");

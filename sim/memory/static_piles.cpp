@@ -136,17 +136,30 @@ void add_held_buffers(StaticPiles& s, const ParamShares& q, const ModelSpec& m, 
 
 /// The temporaries of the optimizer step and of a checkpoint save.
 void add_step_temporaries(StaticPiles& s, const ParamShares& q, const ModelSpec& m, const Layout& l) {
-    // The optimizer step's temporaries: 16-bit gradients copied to fp32 (Megatron's fp16 optimizer,
-    // _copy_model_grads_to_main_grads) for the parameters this GPU updates.
-    if (gradient_bytes_per_element(l) < 4 && l.offload_optimizer == Offload::none)
-        s.optimizer_temporary = 4.0 * q.sharded_params(q.sharded ? q.dpc : 1.0, q.sharded ? q.edp : 1.0);
-    // One fp32 copy per parameter tensor: the largest is a layer's widest weight (or its shard).
-    const double h = static_cast<double>(m.hidden), d = static_cast<double>(m.head_dim());
-    const double widest = h *
-                          std::max((m.mlp == MlpKind::swiglu ? 2.0 : 1.0) * static_cast<double>(m.ffn_hidden),
-                                   static_cast<double>(m.heads + 2 * m.kv_heads) * d) /
-                          q.t;
-    s.optimizer_temporary_tensor = 4.0 * widest / (q.sharded ? q.dpc : 1.0);
+    const double updated = q.sharded_params(q.sharded ? q.dpc : 1.0, q.sharded ? q.edp : 1.0);
+    if (l.apex_distributed_adam) {
+        // Apex's DistributedFusedAdam: each bucket's reduce-scattered gradient shard, in grad_sync_dtype, is
+        // kept from the last backward until zero_grad (GradientBucket grads_shard) and read by the fused Adam
+        // directly: no fp32 copy. One shard per bucket of dp_bucket_bytes / 4 elements.
+        const double g = gradient_bytes_per_element(l);
+        s.optimizer_temporary = g * updated;
+        s.optimizer_temporary_tensor =
+            g * std::min(l.dp_bucket_bytes / 4.0, updated * (q.sharded ? q.dpc : 1.0)) /
+            (q.sharded ? q.dpc : 1.0);
+    } else {
+        // The optimizer step's temporaries: 16-bit gradients copied to fp32 (Megatron's fp16 optimizer,
+        // _copy_model_grads_to_main_grads) for the parameters this GPU updates, one fp32 copy per parameter
+        // tensor: the largest is a layer's widest weight (or its shard).
+        if (gradient_bytes_per_element(l) < 4 && l.offload_optimizer == Offload::none)
+            s.optimizer_temporary = 4.0 * updated;
+        const double h = static_cast<double>(m.hidden), d = static_cast<double>(m.head_dim());
+        const double widest =
+            h *
+            std::max((m.mlp == MlpKind::swiglu ? 2.0 : 1.0) * static_cast<double>(m.ffn_hidden),
+                     static_cast<double>(m.heads + 2 * m.kv_heads) * d) /
+            q.t;
+        s.optimizer_temporary_tensor = 4.0 * widest / (q.sharded ? q.dpc : 1.0);
+    }
     // A rank-0 save gathers the sharded state: FSDP FULL_STATE_DICT unshards one group at a time in fp32 with
     // its optimizer state; Megatron's DP-zero optimizer state gathers one bucket of one fp32 tensor at a
     // time.

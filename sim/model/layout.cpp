@@ -397,6 +397,15 @@ void option_violations(const ModelSpec& m, const Layout& l, Violations& v) {
                   l.zero_stage));
     if (l.dp_bucket_bytes <= 0)
         v.add(C::dp_bucket, fmt::format("layout.dp_bucket_size = {} B must be positive", l.dp_bucket_bytes));
+    if (l.apex_distributed_adam && (l.optimizer != Optimizer::adam || l.offload_optimizer != Offload::none ||
+                                    l.zero_stage != 0 || l.framework != Framework::megatron))
+        v.add(C::optimizer_impl,
+              fmt::format(
+                  "layout.apex_distributed_adam = true needs optimizer \"adam\", no offload, zero_stage "
+                  "0 and framework \"megatron\" (NeMo's Apex DistributedFusedAdam), not \"{}\", "
+                  "\"{}\", {}, \"{}\"",
+                  to_string(l.optimizer), to_string(l.offload_optimizer), l.zero_stage,
+                  to_string(l.framework)));
 }
 
 /// Expert parallelism without experts, and the MoE and MLA fields' consistency.
@@ -527,6 +536,8 @@ std::string to_string(LayoutCheck c) {
             return "MoE fields inconsistent";
         case LayoutCheck::mla_shape:
             return "MLA fields inconsistent";
+        case LayoutCheck::optimizer_impl:
+            return "apex_distributed_adam needs adam without ZeRO or offload";
     }
     return "?";
 }
@@ -596,7 +607,7 @@ double adapter_params_per_layer(const ModelSpec& m, const Layout& l) {
 double Layout::optimizer_bytes_per_param() const {
     switch (optimizer) {
         case Optimizer::adam:
-            return 12.0;
+            return apex_param_remainders() ? kApexParamRemainderBytes + 8.0 : 12.0;
         case Optimizer::adam_8bit:
             return 4.0 + 2.0 * (1.0 + 4.0 / 2048.0);
         case Optimizer::sgd_momentum:

@@ -175,6 +175,8 @@ schema::Table<Layout> make_layout_fields() {
                       "Megatron --cross-entropy-loss-fusion (TransformerEngine implementation)"));
     add(boolean_field("grad_reduce_in_bf16", &Layout::grad_reduce_in_bf16,
                       "Megatron --grad-reduce-in-bf16: bf16 gradient buffer and DP reduction"));
+    add(boolean_field("apex_distributed_adam", &Layout::apex_distributed_adam,
+                      "NeMo 1.x distributed_fused_adam (Apex DistributedFusedAdam) as the optimizer"));
     add(boolean_field("compile", &Layout::torch_compile,
                       "torchtitan: each transformer block compiled with torch.compile (training.compile)"));
     {

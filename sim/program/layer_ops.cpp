@@ -893,7 +893,17 @@ OpTemplate BlockBuilder::optimizer(double params_per_rank) {
                             : l_.optimizer == Optimizer::sgd_momentum ? "sgd_momentum_step"
                             : l_.optimizer == Optimizer::sgd          ? "sgd_step"
                                                                       : "adam_step";
-    if (l_.offload_optimizer == Offload::none) {
+    if (l_.apex_distributed_adam) {
+        // Apex DistributedFusedAdam (Layout::apex_distributed_adam): the gradient norm reads the
+        // grad_sync_dtype shards (g B; _local_grad_norm); the fused Adam reads the gradient shard directly
+        // (no fp32 copy) with the master weight (bf16 weight + int16 remainder with store_param_remainders,
+        // else fp32), m and v, and writes them back (multi_tensor_fused_adam_with_param_remainders /
+        // multi_tensor_fused_adam, which also writes the 16-bit weight copy when the master is fp32):
+        // g + 24 B, or g + 26 B.
+        kernel(t, Kernel::memory("grad_norm_and_inf_check", g * params_per_rank));
+        kernel(t, Kernel::memory("apex_distributed_adam_step",
+                                 (g + (l_.apex_param_remainders() ? 24.0 : 26.0)) * params_per_rank));
+    } else if (l_.offload_optimizer == Offload::none) {
         if (g < 4) kernel(t, Kernel::memory("copy_grads_to_fp32", (g + 4) * params_per_rank));
         // DeepSpeed's BF16_Optimizer takes the norm over the whole stage (bf16_step_gradient_passes).
         if (!l_.deepspeed_bf16_optimizer())

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "test_helpers.hpp"
+#include "trainsim/errors.hpp"
 #include "trainsim/framework_defaults.hpp"
 #include "trainsim/measured_runs.hpp"
 #include "trainsim/program.hpp"
@@ -597,4 +598,78 @@ TEST_CASE("torchtitan async TP: symmetric-memory shard copies and the reduction 
     const Program meg = build_program(m, mg);
     CHECK(count(meg, Phase::forward, "symm_mem_shard_copy", 0.0) == 0);
     CHECK(count(meg, Phase::forward, "symm_mem_reduce_partials", 0.0) == 0);
+}
+
+TEST_CASE("NeMo's Apex distributed Adam: the step reads the 16-bit gradient shards, no fp32 copy") {
+    const ModelSpec m = llama_style(2, 1024, 16, 4, 3584, 8192, 1024);
+    auto bytes_of = [](const Program& p, Phase ph, const std::string& name) {
+        std::vector<double> v;
+        for (const auto& k : kernels_of(p, ph))
+            if (name == k.name) v.push_back(k.bytes);
+        return v;
+    };
+    Layout l = single_gpu(Precision::bf16, Fp8Recipe::delayed);
+    l.grad_reduce_in_bf16 = true;
+    const double P = m.total_params();
+    // Megatron's distributed optimizer: bf16 main grads copied to fp32 (2 + 4 B), the norm over the fp32
+    // copy (4 B), Adam 30 B.
+    const Program mc = build_program(m, l);
+    CHECK(bytes_of(mc, Phase::optimizer, "copy_grads_to_fp32")[0] == doctest::Approx(6.0 * P));
+    CHECK(bytes_of(mc, Phase::optimizer, "adam_step")[0] == doctest::Approx(30.0 * P));
+    // Apex DistributedFusedAdam with param remainders: norm over the bf16 shards (2 B); the fused step reads
+    // gradient 2, bf16 weight 2, remainder 2, m 4, v 4 and writes weight, remainder, m, v (12 B): 26 B.
+    l.apex_distributed_adam = true;
+    const Program ap = build_program(m, l);
+    CHECK(bytes_of(ap, Phase::optimizer, "copy_grads_to_fp32").empty());
+    CHECK(bytes_of(ap, Phase::optimizer, "adam_step").empty());
+    CHECK(bytes_of(ap, Phase::optimizer, "grad_norm_and_inf_check")[0] == doctest::Approx(2.0 * P));
+    CHECK(bytes_of(ap, Phase::optimizer, "apex_distributed_adam_step")[0] == doctest::Approx(26.0 * P));
+    // fp16 weights: an fp32 master (store_params), 12 B of state, and the 16-bit copy written: 2 + 26 B.
+    l.precision = Precision::fp16;
+    CHECK(l.optimizer_bytes_per_param() == 12.0);
+    CHECK(bytes_of(build_program(m, l), Phase::optimizer, "apex_distributed_adam_step")[0] ==
+          doctest::Approx(28.0 * P));
+    l.precision = Precision::bf16;
+    CHECK(l.optimizer_bytes_per_param() == 10.0);  // remainder 2 + m 4 + v 4
+    // Only NeMo's Adam without ZeRO or offload.
+    l.zero_stage = 1;
+    CHECK_THROWS_AS(check_layout(m, l, 1), InputError);
+    l.apex_distributed_adam = false;
+    CHECK_NOTHROW(check_layout(m, l, 1));
+}
+
+TEST_CASE("measured runs: NeMo 24.07 rows run Apex's distributed Adam; GPT-3 / Llama FP8 reduce in bf16") {
+    nlohmann::json run = measured_row(
+        "NVIDIA/NeMo docs/source/performance/performance_summary.md, final version; container NeMo 24.07", 8,
+        {{"tp", 1},
+         {"pp", 1},
+         {"dp", 8},
+         {"micro_batch", 1},
+         {"global_batch", 8},
+         {"sequence_parallel", false},
+         {"recompute", "none"},
+         {"zero_stage", 0},
+         {"distributed_optimizer", true},
+         {"precision", "fp8"}});
+    auto layout = [](const nlohmann::json& r) {
+        const nlohmann::json doc{{"format", "trainsim-measured-runs/1"},
+                                 {"runs", nlohmann::json::array({r})}};
+        return parse_measured_runs(doc, "f.json").runs[0].layout;
+    };
+    run["id"] = "nemo2407_fp8_LLAMA3-8B_8gpu";
+    Layout l = layout(run);
+    CHECK(l.apex_distributed_adam);
+    CHECK(l.grad_reduce_in_bf16);
+    run["id"] = "nemo_24.07_h100_nemotron_8b_fp8_64gpu";  // the Nemotron scripts keep apex's fp32
+    l = layout(run);
+    CHECK(l.apex_distributed_adam);
+    CHECK_FALSE(l.grad_reduce_in_bf16);
+    run["id"] = "nemo2407_fp8_GPT3-5B_64gpu";
+    run["training"]["precision"] = "bf16";  // only the FP8 scripts set grad_sync_dtype
+    CHECK_FALSE(layout(run).grad_reduce_in_bf16);
+    run["training"]["apex_distributed_adam"] = false;  // the row's own key wins
+    CHECK_FALSE(layout(run).apex_distributed_adam);
+    run["training"].erase("apex_distributed_adam");
+    run["source"] = "NVIDIA/NeMo docs/source/performance/performance_summary.md, container NeMo 24.12";
+    CHECK_FALSE(layout(run).apex_distributed_adam);
 }

@@ -281,3 +281,31 @@ TEST_CASE(
     bad.recompute = Recompute::selective;
     CHECK_THROWS_AS(check_layout(m, bad, 1), InputError);
 }
+
+TEST_CASE("memory: NeMo's Apex distributed Adam keeps a bf16 remainder, not an fp32 master") {
+    const ModelSpec m = small_gpt(4);
+    Layout l;
+    l.dp = 8;
+    l.global_batch = 8;
+    l.distributed_optimizer = true;
+    l.grad_reduce_in_bf16 = true;
+    const double P = m.total_params();
+    const auto opt = static_cast<std::size_t>(MemoryPhase::optimizer);
+    // Megatron-Core: bf16 weights 2 B, bf16 main grads 2 B, fp32 master + m + v 12 B / 8; the step copies
+    // its shard of the gradients to fp32 (4 B / 8).
+    const MemoryReport mc = walk(m, l);
+    const PileBytes mp = mc.stages[0].phase_peaks[0].piles;
+    CHECK(mp[kParams] == doctest::Approx(2 * P));
+    CHECK(mp[kGrads] == doctest::Approx(2 * P));
+    CHECK(mp[kOptim] == doctest::Approx(12 * P / 8));
+    // Apex (store_param_remainders): int16 remainder + m + v = 10 B / 8; the step keeps the bf16 gradient
+    // shards (2 B / 8) instead of an fp32 copy.
+    l.apex_distributed_adam = true;
+    const MemoryReport ap = walk(m, l);
+    const PileBytes a = ap.stages[0].phase_peaks[0].piles;
+    CHECK(a[kParams] == doctest::Approx(2 * P));
+    CHECK(a[kGrads] == doctest::Approx(2 * P));
+    CHECK(a[kOptim] == doctest::Approx(10 * P / 8));
+    CHECK(mc.stages[0].phase_peaks[opt].allocated_bytes - ap.stages[0].phase_peaks[opt].allocated_bytes ==
+          doctest::Approx((2 * P + 2 * P) / 8).epsilon(1e-3));
+}
