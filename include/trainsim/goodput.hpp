@@ -107,8 +107,8 @@ FailureModel default_failure_model(double gpus, double nodes, double nics, doubl
 /// / oversubscription): a leaf has as many uplinks as nodes it serves, divided by the oversubscription).
 /// Three tiers (scale_out.tiers = 3): those spines in every pod (ceil(nodes / nodes_per_pod) pods), plus the
 /// cores: one plane per pod spine, ceil(leaves per pod / spine_oversubscription) cores per plane (the k = 64
-/// fat-tree of topologies/dgx-h100-3tier-64k.json: 2,048 leaves + 2,048 spines + 1,024 cores = 5k^2/4 = 5,120,
-/// Al-Fares et al., SIGCOMM 2008). 0 for a single node.
+/// fat-tree of topologies/dgx-h100-3tier-64k.json: 2,048 leaves + 2,048 spines + 1,024 cores = 5k^2/4 =
+/// 5,120, Al-Fares et al., SIGCOMM 2008). 0 for a single node.
 double switch_count(const TopologySpec& t);
 
 enum class CheckpointMode { sync, async };
