@@ -10,8 +10,8 @@
 //   all-gather      T = (n-1)·alpha + (n-1)/n · S / B       (S = gathered output bytes per rank)
 //   reduce-scatter  T = (n-1)·alpha + (n-1)/n · S / B       (S = input bytes per rank)
 //   send/recv       T = kNcclLaunchLatency + route latency + S / B
-//   all-to-all      T = kNcclLaunchLatency + route latency + (S / n) / B_pair   (B_pair: a pair's share of
-//                   the links its flow crosses under max-min sharing with the other n(n-1) - 1 flows)
+//   all-to-all      T = kNcclLaunchLatency + route latency + (S / n) · k / B   (k: pairs crossing the most
+//                   loaded link, B its bandwidth; below)
 // (Thakur, Rabenseifner, Gropp 2005; nccl-tests doc/PERFORMANCE.md for algbw/busbw.) For the rings alpha =
 // route latency + kNcclStepLatency, plus kNcclLaunchLatency once per collective. Channels: a group spanning
 // several nodes with g > 1 members per node runs g rings (NCCL channels), each carrying S/g; ring c enters
@@ -21,14 +21,22 @@
 //
 // All-to-all (NCCL has no all-to-all kernel: it is ncclSend / ncclRecv to every peer inside one
 // ncclGroupStart / ncclGroupEnd, as torch.distributed.all_to_all_single and Megatron-Core's MoE token
-// dispatcher issue it; nccl-tests src/alltoall.cu): one flow of S / n bytes from every member to every other
-// member on the route between them, all started together after the launch latency; the collective ends
-// when the last flow does. Contention between the flows (a GPU's NVLink, a NIC, a spine) comes out of the
-// max-min sharing of the links, not a closed form.
+// dispatcher issue it; nccl-tests src/alltoall.cu): S / n bytes from every member to every other member, all
+// started together after the launch latency, the collective ending when the last pair does. Modelled as one
+// coupled flow of S / n bytes over the routes of all n(n-1) pairs (a link counted once per pair that crosses
+// it), as the ring's channels are: every pair advances at the rate of the most loaded link (its capacity over
+// the pairs crossing it), so on an idle fabric T = kNcclLaunchLatency + slowest pair's route latency +
+// max over links (pairs crossing it x S / n / capacity): the busiest link's bytes over its capacity, the
+// lower bound any schedule of the pairs meets and the time NCCL's grouped send/recv reaches when its
+// channels keep every link of that bound busy (balanced groups on a switch or rail-aligned fabric, the MoE
+// dispatcher's case). Where pairs see different contention, independent per-pair flows would let the
+// unloaded pairs finish first without moving the end; the coupled flow keeps the end and costs one flow per
+// all-to-all instead of n(n-1) (EP 64: 4,032), which made the MoE rows of the validation set minutes long.
 #pragma once
 
 #include <functional>
 #include <map>
+#include <unordered_map>
 #include <vector>
 
 #include "trainsim/cluster.hpp"
@@ -244,12 +252,17 @@ class Collectives {
     /// raising `wire` to the slowest edge's latency.
     void append_tree(Route& r, Time& wire, const std::vector<std::vector<int>>& nodes, int c, int tree);
     void run_all_to_all(const Communicator& comm, double bytes, Simulator::Callback done);
+    /// The coupled route of `comm`'s all-to-all: every pair's route (all_to_all_flows' order), built on first
+    /// use.
+    const Route& all_to_all_route(const Communicator& comm);
 
     Simulator& sim_;
     FlowNetwork& net_;
     const Cluster& cluster_;
     std::vector<std::vector<std::pair<int, Route>>> route_cache_;  ///< [src] -> (dst, route)
     std::map<std::vector<int>, Communicator> communicators_;
+    /// all_to_all_route's cache, by communicator (entries of communicators_ never move).
+    std::unordered_map<const Communicator*, Route> all_to_all_routes_;
 };
 
 /// Each link's capacity in bytes/s, indexed by link id: what a FlowNetwork over `cluster` is built with.

@@ -168,18 +168,21 @@ std::vector<Collectives::PairFlow> Collectives::all_to_all_flows(const std::vect
     return flows;
 }
 
+const Route& Collectives::all_to_all_route(const Communicator& comm) {
+    auto it = all_to_all_routes_.find(&comm);
+    if (it != all_to_all_routes_.end()) return it->second;
+    Route coupled;
+    for (const auto& f : all_to_all_flows(comm.ranks, 1.0))
+        detail::append_edge(coupled, route(f.src, f.dst));
+    return all_to_all_routes_.emplace(&comm, std::move(coupled)).first->second;
+}
+
 void Collectives::run_all_to_all(const Communicator& comm, double bytes, Simulator::Callback done) {
-    // ncclGroupStart; ncclSend / ncclRecv per peer; ncclGroupEnd: one launch, then every pair's flow.
-    const auto flows = all_to_all_flows(comm.ranks, bytes);
-    struct Join {
-        std::size_t remaining;
-        Simulator::Callback done;
-    };
-    auto join = std::make_shared<Join>(Join{flows.size(), std::move(done)});
-    for (const auto& f : flows)
-        net_.start_flow_after(Time::seconds(kNcclLaunchLatencyS), route(f.src, f.dst), f.bytes, [join] {
-            if (--join->remaining == 0) join->done();
-        });
+    // ncclGroupStart; ncclSend / ncclRecv per peer; ncclGroupEnd: one launch, then every pair's S / n bytes,
+    // as one coupled flow over every pair's route (see the header: the pairs advance at one rate).
+    const double per_peer = bytes / static_cast<double>(comm.size);
+    net_.start_flow_after(Time::seconds(kNcclLaunchLatencyS), all_to_all_route(comm), per_peer,
+                          std::move(done));
 }
 
 void Collectives::send(int src, int dst, double bytes, Simulator::Callback done) {
