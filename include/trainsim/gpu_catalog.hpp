@@ -39,6 +39,10 @@ struct GpuSpec {
     /// Fabric summed over the GPU's links). Catalog data: the topology file states the rate it simulates.
     double scale_up_bytes_per_s = 0;
     double tdp_w = 0;  ///< maximum thermal design power (AMD: total board power), W (datasheet)
+    /// GPU <-> host memory over a chip-to-chip link, bytes/s per direction (datasheet): the Grace superchips'
+    /// NVLink-C2C. 0: the host is reached over the node's PCIe (topology scale_out.pcie_bandwidth). Host
+    /// copies (offloaded optimizer state, offloaded activations) run at this rate x kPcieCopyEfficiency.
+    double host_link_bytes_per_s = 0;
     /// The documents the datasheet figures above are read from (name and URL); never empty.
     std::string source;
     /// True when the model constants below were fitted to measurements of this GPU type or are checked by

@@ -186,6 +186,16 @@ struct Layout {
     bool recompute_mla_up_proj = false;
     /// With recompute selective: the modules recomputed (Megatron --recompute-modules; RecomputeModules).
     RecomputeModules recompute_modules;
+    /// Activation offloading to host memory: Megatron-Core `--cpu-offloading --cpu-offloading-num-layers N`
+    /// (TransformerConfig.cpu_offloading*, TransformerBlock's get_cpu_offload_context, Transformer Engine
+    /// transformer_engine/pytorch/cpu_offload.py, AsyncDoubleBufferGroupOffloadHandler). The first N
+    /// transformer layers (forward order) have their saved activations copied to pinned host memory on a
+    /// side stream after their forward; the copy of layer i is waited for, and the GPU copy freed, at the end
+    /// of layer w(i)'s forward, w(i) = TE's layer_window_map (the offloads spread evenly over the layers,
+    /// offload_window_layer); in backward the copy back starts before layer w(i)'s backward and is waited
+    /// for before layer i's. Megatron-Core allows it with 0 <= N < layers, pp = 1 and no recompute
+    /// (TransformerConfig.__post_init__); the same is checked here. 0: off.
+    std::int64_t activation_offload_layers = 0;
     /// True when layer `index_in_chunk` (0-based, forward order within its model chunk) is recomputed.
     bool layer_recomputed(std::int64_t index_in_chunk) const {
         if (recompute == Recompute::none) return false;
@@ -435,6 +445,7 @@ enum class LayoutCheck {
     mla_shape,       ///< MLA without kv_lora_rank / qk_rope_head_dim / v_head_dim, or with kv_heads != heads
     optimizer_impl,  ///< apex_distributed_adam with another optimizer than adam, offload, ZeRO stages or a
                      ///< framework other than megatron
+    activation_offload,  ///< activation_offload_layers negative, >= layers, with pp > 1 or with recompute
 };
 /// A failed layout check: its category and the one-line message naming the fields and the values, e.g.
 /// {tp_heads, "layout.tp = 7 does not divide model.heads = 96"}.
@@ -453,6 +464,13 @@ void check_layout(const ModelSpec& m, const Layout& l, int cluster_gpus);
 bool is_grid_check(LayoutCheck c);
 /// The category in a few words ("tp does not divide heads"): the sweep's reject reason for the grid checks.
 std::string to_string(LayoutCheck c);
+
+/// Layout::activation_offload_layers: the layer (0-based, forward order, of `layers`) at whose forward's end
+/// the copy of offloaded layer `group` (0 <= group < offloaded < layers) is waited for and its GPU copy
+/// freed: Transformer Engine's AsyncDoubleBufferGroupOffloadHandler.layer_window_map (cpu_offload.py),
+/// (layers / offloaded) * (group + 1) - 1, plus group + 1 for the first layers % offloaded groups and that
+/// remainder for the others. Always > group. Throws InternalError outside those ranges.
+std::int64_t offload_window_layer(std::int64_t layers, std::int64_t offloaded, std::int64_t group);
 
 std::string to_string(Schedule s);
 std::string to_string(Recompute r);

@@ -81,6 +81,10 @@ struct LayerActivations {
 /// ModelSpec::layer_is_moe); Layout::recompute_modules with recompute selective moves the modules'
 /// tensors from the stored to the recomputed set.
 LayerActivations layer_activations(const ModelSpec& m, const Layout& l, bool moe_layer = true);
+/// Layout::activation_offload_layers: sets the bytes of `program`'s activation host copies (the segments with
+/// Segment::activation_copy) to one layer's stored activations, layer_activations(m, l, ...).stored (the
+/// dense layers' of an MoE model for ActivationCopy::dense_layer). Call before assign_durations.
+void set_activation_copy_bytes(Program& program, const ModelSpec& m, const Layout& l);
 
 /// Parameters one GPU of pipeline rank `stage` holds in a mixture-of-experts model, before any sharding:
 /// `dense` = (the stage's embedding / output parameters `embedding_params`, all TP shards, + the attention,

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trainsim/collective_kind.hpp"
@@ -49,11 +50,21 @@ enum class OpKind {
 };
 
 /// A run of kernels executed back to back on the main stream. Shared by every op that runs the same work.
+/// Which layer's saved activations a segment's host copy moves (Layout::activation_offload_layers); their
+/// bytes are set by the memory model (set_activation_copy_bytes in include/trainsim/memory.hpp), which owns
+/// the activation sizes.
+enum class ActivationCopy { none, layer, dense_layer };
+
 struct Segment {
     std::string name;
     std::vector<Kernel> kernels;
     double seconds = 0;  ///< filled by assign_durations()
     double flops = 0;    ///< hardware FLOPs of the kernels
+    /// A wait for a copy on a side stream that ran beside other segments (activation offloading): the
+    /// segment lasts max(0, its kernels' time - sum of count x seconds of each (segment, count) here), the
+    /// part of the copy those segments did not hide. Empty: the kernels' time.
+    std::vector<std::pair<int, double>> hidden_by;
+    ActivationCopy activation_copy = ActivationCopy::none;
 };
 
 struct Op {
@@ -87,6 +98,10 @@ enum class MemoryEvent {
     params_released,     ///< ... that buffer freed (after the group's compute)
     grads_unsharded,     ///< ZeRO-3 / FSDP: a group's full gradients, alive until reduce-scattered
     grads_reduced,       ///< ... freed
+    /// Layout::activation_offload_layers: the stored activations of the layer `elements` entries below the
+    /// micro-batch's most recent one leave the GPU (their copy to the host was waited for) ...
+    activations_offloaded,
+    activations_reloaded,  ///< ... and are allocated again (the copy back starts), `elements` as above
 };
 
 /// A memory event at the point just before op `op` of the stage (op == ops.size(): after the last op).

@@ -48,7 +48,7 @@ struct SimulationResult {
 
 /// The host side of one GPU of this topology (PCIe to the GPU, the node's DRAM and NVMe bandwidth shared by
 /// its GPUs), for offloaded optimizer work.
-HostLinks host_links(const TopologySpec& t);
+HostLinks host_links(const TopologySpec& t, const GpuSpec& gpu);
 
 /// Per kernel kind, how many kernels of one iteration of one GPU per stage take their cost from the compute
 /// model's profile, and how many from the analytic model.

@@ -299,6 +299,9 @@ std::vector<GpuSpec> build_catalog() {
         g.hbm_bytes_per_s = 8e12;
         g.scale_up_bytes_per_s = 900e9;
         g.tdp_w = 1200;
+        // NVLink-C2C between the superchip's Grace CPU and its two GPUs: 900 GB/s bidirectional (GB200 NVL72
+        // datasheet), read as shared by the two GPUs: 225 GB/s per GPU and direction (the lower reading).
+        g.host_link_bytes_per_s = 225e9;
         g.source =
             "NVIDIA GB200 NVL72 datasheet (individual Blackwell GPU specifications), "
             "https://www.nvidia.com/en-us/data-center/gb200-nvl72/";
@@ -343,6 +346,9 @@ std::vector<GpuSpec> build_catalog() {
         g.hbm_bytes_per_s = 8e12;
         g.scale_up_bytes_per_s = 900e9;
         g.tdp_w = 1400;
+        // NVLink-C2C to the Grace CPU as on GB200 (GB300 NVL72 datasheet: 900 GB/s bidirectional per
+        // superchip of one Grace and two GPUs): 225 GB/s per GPU and direction.
+        g.host_link_bytes_per_s = 225e9;
         g.source =
             "NVIDIA GB300 NVL72 datasheet, https://www.nvidia.com/en-us/data-center/gb300-nvl72/; NVIDIA "
             "technical blog \"Inside NVIDIA Blackwell Ultra\" (2025; SMs, 1,400 W)";

@@ -435,7 +435,12 @@ class ExtensionReader {
             else if (!(v == "alltoall" || v.is_null()))
                 ignore(k, v, "not a dispatcher trainsim reads (alltoall, deepep, hybridep)");
         } else if (k == "activation_cpu_offloading_layers") {
-            if (!(v == 0 || v.is_null())) ignore(k, v, "activation offloading to the CPU is not modelled");
+            // Megatron-Core --cpu-offloading-num-layers (Layout::activation_offload_layers); finish() drops
+            // it, noted, where Megatron-Core would refuse it.
+            if (v.is_number_integer() && v.get<std::int64_t>() > 0 && v.get<std::int64_t>() < m_.layers)
+                l_.activation_offload_layers = v.get<std::int64_t>();
+            else if (!(v == 0 || v.is_null()))
+                ignore(k, v, "not a layer count below model.layers");
         } else if (k == "qk_layernorm") {
             if (v != false) ignore(k, v);
         } else {
@@ -815,6 +820,16 @@ void read_extensions(const json& ext, const std::string& file, const std::string
     ExtensionReader reader(run, training_recompute, ext.contains("moe") || mla);
     for (auto it = ext.begin(); it != ext.end(); ++it)
         reader.read(it.key(), it.value());
+    Layout& l = run.layout;
+    if (l.activation_offload_layers > 0 && (l.pp != 1 || l.recompute != Recompute::none ||
+                                            l.framework != Framework::megatron || l.moe_a2a_overlap)) {
+        run.ignored.push_back(
+            fmt::format("extensions.activation_cpu_offloading_layers = {} (Megatron-Core offloads "
+                        "activations only with pp 1 "
+                        "and no recompute)",
+                        l.activation_offload_layers));
+        l.activation_offload_layers = 0;
+    }
 }
 
 /// The row's own `notes` as the documented default for two torchtitan settings the format has no field for,

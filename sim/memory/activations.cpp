@@ -351,4 +351,15 @@ LayerActivations layer_activations(const ModelSpec& m, const Layout& l, bool moe
     return out;
 }
 
+void set_activation_copy_bytes(Program& program, const ModelSpec& m, const Layout& l) {
+    if (l.activation_offload_layers <= 0) return;
+    const double layer = layer_activations(m, l).stored;
+    const double dense = m.moe() ? layer_activations(m, l, false).stored : layer;
+    for (auto& seg : program.segments) {
+        if (seg.activation_copy == ActivationCopy::none) continue;
+        for (auto& k : seg.kernels)
+            k.bytes = seg.activation_copy == ActivationCopy::dense_layer ? dense : layer;
+    }
+}
+
 }  // namespace trainsim

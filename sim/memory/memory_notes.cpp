@@ -43,6 +43,15 @@ std::vector<std::string> memory_notes(const ModelSpec& m, const Layout& l, const
             "the host, the CPU step{} and the weights' copy back",
             l.offload_optimizer == Offload::cpu ? "host memory (ZeRO-Offload)" : "NVMe (ZeRO-Infinity)",
             l.offload_optimizer == Offload::nvme ? ", the state's NVMe read and write" : ""));
+    if (l.activation_offload_layers > 0)
+        notes.push_back(fmt::format(
+            "activations of {} of {} layers offloaded to host memory (Megatron-Core "
+            "--cpu-offloading-num-layers, "
+            "Transformer Engine's windows): {:.2f} GiB per layer and micro-batch copied out after its "
+            "forward "
+            "and back before its backward on side streams; the copy waits the layers do not hide are in the "
+            "compute time (activation_offload_d2h, activation_reload_h2d)",
+            l.activation_offload_layers, m.layers, layer_activations(m, l).stored / (1024.0 * 1024 * 1024)));
     if (l.optimizer != Optimizer::adam)
         notes.push_back(fmt::format("optimizer {}: {:.3f} B of state per trainable parameter (Adam: 12)",
                                     to_string(l.optimizer), l.optimizer_bytes_per_param()));

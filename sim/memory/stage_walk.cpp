@@ -172,7 +172,40 @@ void StageWalk::on_mark(const MemoryMark& mk, const At& at) {
             return grads_unsharded(mk, at);
         case MemoryEvent::grads_reduced:
             return grads_reduced(mk);
+        // The op before these marks may be a collective launch (micro-batch -1): the last compute op's.
+        case MemoryEvent::activations_offloaded:
+            return activations_offloaded(last_mb_, static_cast<std::size_t>(mk.elements));
+        case MemoryEvent::activations_reloaded:
+            return activations_reloaded(last_mb_, static_cast<std::size_t>(mk.elements), at);
     }
+}
+
+void StageWalk::activations_offloaded(int mb, std::size_t depth) {
+    auto& stack = stored_[mb];
+    if (depth >= stack.size())
+        throw InternalError(
+            fmt::format("memory walk of stage {}: no entry {} deep to offload", stage_, depth));
+    const std::size_t index = stack.size() - 1 - depth;
+    std::vector<double> sizes;
+    for (auto& x : stack[index]) {
+        sizes.push_back(x.bytes);
+        w_.release(x);
+    }
+    stack[index].clear();
+    offloaded_[{mb, index}] = std::move(sizes);
+}
+
+void StageWalk::activations_reloaded(int mb, std::size_t depth, const At& at) {
+    auto& stack = stored_[mb];
+    const std::size_t index = depth < stack.size() ? stack.size() - 1 - depth : stack.size();
+    const auto it = offloaded_.find({mb, index});
+    if (it == offloaded_.end())
+        throw InternalError(
+            fmt::format("memory walk of stage {}: no offloaded entry {} deep", stage_, depth));
+    for (double b : it->second)
+        stack[index].push_back(w_.allocate(Pile::activations, b));
+    offloaded_.erase(it);
+    w_.sample(at.phase, at.time_s);
 }
 
 void StageWalk::layer_forward(const LayerActivations& la, const At& at) {

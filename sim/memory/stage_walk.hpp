@@ -92,6 +92,10 @@ class StageWalk {
     void params_released(const MemoryMark& mk, const At& at);
     void grads_unsharded(const MemoryMark& mk, const At& at);
     void grads_reduced(const MemoryMark& mk);
+    /// Layout::activation_offload_layers: the stored tensors of the entry `depth` below the micro-batch's
+    /// most recent one leave the GPU (their sizes kept) / are allocated again.
+    void activations_offloaded(int mb, std::size_t depth);
+    void activations_reloaded(int mb, std::size_t depth, const At& at);
     void finish();
 
     const Layout& l_;
@@ -108,6 +112,8 @@ class StageWalk {
     long long layers_alive_ = 0;  // layer activations alive, counted in layers of one micro-batch
     /// Stored tensors by micro-batch, as a stack: the backward frees them in reverse order.
     std::map<int, std::vector<std::vector<Tensor>>> stored_;
+    /// The sizes of offloaded entries, by micro-batch and entry index in stored_.
+    std::map<std::pair<int, std::size_t>, std::vector<double>> offloaded_;
     std::vector<Group> in_use_, kept_;
     std::vector<Tensor> gather_outputs_;                    // FSDP2 all-gather outputs, until copied out
     std::vector<std::pair<double, Tensor>> reduce_inputs_;  // FSDP2 fp32 reduce-scatter inputs

@@ -406,6 +406,16 @@ void option_violations(const ModelSpec& m, const Layout& l, Violations& v) {
                   "\"{}\", {}, \"{}\"",
                   to_string(l.optimizer), to_string(l.offload_optimizer), l.zero_stage,
                   to_string(l.framework)));
+    if (l.activation_offload_layers != 0 &&
+        (l.activation_offload_layers < 0 || l.activation_offload_layers >= m.layers || l.pp != 1 ||
+         l.recompute != Recompute::none || l.framework != Framework::megatron || l.moe_a2a_overlap))
+        v.add(
+            C::activation_offload,
+            fmt::format(
+                "layout.activation_offload_layers = {} needs 0 <= N < model.layers = {}, layout.pp = 1 "
+                "(it is {}), layout.recompute = \"none\" (it is \"{}\"), framework \"megatron\" (it "
+                "is \"{}\") and no moe_a2a_overlap, as Megatron-Core's --cpu-offloading-num-layers",
+                l.activation_offload_layers, m.layers, l.pp, to_string(l.recompute), to_string(l.framework)));
 }
 
 /// Expert parallelism without experts, and the MoE and MLA fields' consistency.
@@ -478,6 +488,15 @@ bool is_grid_check(LayoutCheck c) {
     return static_cast<int>(c) <= static_cast<int>(LayoutCheck::etp_ffn_hidden);
 }
 
+std::int64_t offload_window_layer(std::int64_t layers, std::int64_t offloaded, std::int64_t group) {
+    if (offloaded <= 0 || offloaded >= layers || group < 0 || group >= offloaded)
+        throw InternalError(
+            fmt::format("offload_window_layer({}, {}, {}): out of range", layers, offloaded, group));
+    const std::int64_t rem = layers % offloaded;
+    const std::int64_t w = (layers / offloaded) * (group + 1) - 1;
+    return w + (group < rem ? group + 1 : rem);
+}
+
 std::string to_string(LayoutCheck c) {
     switch (c) {
         case LayoutCheck::gpu_count:
@@ -538,6 +557,8 @@ std::string to_string(LayoutCheck c) {
             return "MLA fields inconsistent";
         case LayoutCheck::optimizer_impl:
             return "apex_distributed_adam needs adam without ZeRO or offload";
+        case LayoutCheck::activation_offload:
+            return "activation_offload_layers needs 0 <= N < layers, pp 1, no recompute";
     }
     return "?";
 }

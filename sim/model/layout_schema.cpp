@@ -89,6 +89,11 @@ schema::Table<Layout> make_layout_fields() {
                       Range{0, static_cast<double>(limits::kMaxLayers), kLimits}, "layers",
                       "with recompute full: only the first N layers of each model chunk recomputed (Megatron "
                       "--recompute-method block); 0 = every layer"));
+    add(integer_field(
+        "activation_offload_layers", &Layout::activation_offload_layers,
+        Range{0, static_cast<double>(limits::kMaxLayers), kLimits}, "layers",
+        "activations of the first N layers copied to host memory after their forward and back "
+        "before their backward (Megatron-Core --cpu-offloading-num-layers); pp 1, no recompute"));
     add(boolean_field("recompute_mla_up_proj", &Layout::recompute_mla_up_proj,
                       "with recompute selective and MLA: the q / kv up-projections recomputed too (Megatron "
                       "--recompute-modules mla_up_proj)"));

@@ -816,6 +816,18 @@ OpTemplate BlockBuilder::memory_pass(const char* name, double bytes) {
     return t;
 }
 
+OpTemplate BlockBuilder::activation_copy_wait(const char* name, ActivationCopy copy, const OpTemplate& hiding,
+                                              double count) {
+    OpTemplate t;
+    kernel(t, Kernel::host(KernelKind::host_copy, name, 0.0));
+    flush(t);
+    Segment& seg = segments_[static_cast<std::size_t>(t.back().segment)];
+    seg.activation_copy = copy;
+    for (const Op& op : hiding)
+        if (op.kind == OpKind::compute) seg.hidden_by.emplace_back(op.segment, count);
+    return t;
+}
+
 OpTemplate BlockBuilder::head_forward() {
     OpTemplate t;
     const double act = T_ * h_ * E_;

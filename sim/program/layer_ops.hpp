@@ -56,6 +56,12 @@ class BlockBuilder {
     OpTemplate fp8_weight_casts_per_step(double dense_layers, double moe_layers = 0);
     /// One memory-bound pass of `bytes` on the main stream (FSDP / ZeRO-3 all-gather copy-out).
     OpTemplate memory_pass(const char* name, double bytes);
+    /// The wait for an activation host copy (Layout::activation_offload_layers) of a layer of kind `copy`
+    /// that ran beside `count` runs of `hiding`'s compute segments: one host_copy kernel whose bytes the
+    /// memory model sets (Segment::activation_copy), lasting what those segments did not hide
+    /// (Segment::hidden_by).
+    OpTemplate activation_copy_wait(const char* name, ActivationCopy copy, const OpTemplate& hiding,
+                                    double count);
     /// DeepSpeed 2021 ZeRO-3's all-gather of `elements` parameters into a list of `partitions` tensors
     /// (partition_parameters.py _allgather_param): the zeroed 16-bit flat buffer (2 B per element), then
     /// ProcessGroupNCCL's copy of the flattened result into each partition, one copy kernel per partition

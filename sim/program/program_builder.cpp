@@ -2,6 +2,8 @@
 // layers (with recomputation), embedding and LM head on the first and last virtual stage, P2P transfers
 // between stages, the DP gradient reduction in buckets, and the optimizer step. One stage's ops are built by
 // detail::StageBuilder (stage_builder.cpp; DeepSpeed's ZeRO-3 coordinator in deepspeed_stage3.cpp).
+#include <algorithm>
+
 #include "stage_builder.hpp"
 #include "trainsim/program.hpp"
 
@@ -26,6 +28,14 @@ void assign_durations(Program& program, const ComputeModel& compute) {
         seg.seconds = 0;
         for (const auto& k : seg.kernels)
             seg.seconds += compute.seconds(k);
+    }
+    // Copy waits after the segments that hide them (those never wait themselves).
+    for (auto& seg : program.segments) {
+        if (seg.hidden_by.empty()) continue;
+        double hidden = 0;
+        for (const auto& [other, count] : seg.hidden_by)
+            hidden += count * program.segments[static_cast<std::size_t>(other)].seconds;
+        seg.seconds = std::max(0.0, seg.seconds - hidden);
     }
 }
 

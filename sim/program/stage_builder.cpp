@@ -125,6 +125,10 @@ StageBuilder::StageBuilder(const ModelSpec& model, const Layout& layout, BlockBu
     gather_base_.assign(vpp, 0);
     chunk_started_.assign(vpp, false);
     plan_groups();
+    if (layout_.activation_offload_layers > 0 && shape_.vpp == 1)
+        for (std::int64_t g = 0; g < layout_.activation_offload_layers; ++g)
+            offload_windows_.push_back(
+                offload_window_layer(layers_of_chunk_[0], layout_.activation_offload_layers, g));
 
     sharded_ = layout_.sharded_optimizer() && layout_.dp > 1;
     zero2_ = layout_.zero_stage == 2 && layout_.dp > 1;
@@ -460,6 +464,7 @@ void StageBuilder::forward_pass(const ScheduleItem& item) {
                    moe_layer(c, i));
         if (spans_)
             spans_->push_back({begin, begin, sp_.ops.size(), moe_layer(c, i) ? 0 : tpl_.layer_fwd_split});
+        offload_after_forward(i, mb);
         zero3_release(k++);
     }
     if (vs == shape_.last_vs) {
@@ -561,6 +566,7 @@ void StageBuilder::backward_pass(const ScheduleItem& item) {
     }
     for (int i = 0; i < chunk_layers; ++i) {
         backward_group_start(s);
+        offload_before_backward(chunk_layers - 1 - i, mb);
         const bool moe = moe_layer(c, chunk_layers - 1 - i);
         const std::size_t begin = sp_.ops.size();
         if (layout_.layer_recomputed(chunk_layers - 1 - i)) {  // backward runs the last layer first
@@ -591,6 +597,48 @@ void StageBuilder::backward_pass(const ScheduleItem& item) {
     // The last group's reduce-scatter is in flight; its buffer is counted until the pass ends.
     if (s.unsharded > 0) mark(MemoryEvent::grads_reduced, s.unsharded);
     in_flight_ -= 1.0 / shape_.vpp;
+}
+
+void StageBuilder::offload_wait(const char* name, int group, int hiding_layer, bool backward, int count,
+                                int mb) {
+    const bool group_moe = moe_layer(0, group), hiding_moe = moe_layer(0, hiding_layer);
+    const auto key = std::make_tuple(std::string(name), group_moe, hiding_moe, backward, count);
+    auto it = offload_waits_.find(key);
+    if (it == offload_waits_.end()) {
+        const OpTemplate& hiding = backward ? (hiding_moe ? tpl_.moe_bwd : tpl_.layer_bwd)
+                                            : (hiding_moe ? tpl_.moe_fwd : tpl_.layer_fwd);
+        const auto copy = model_.moe() && !group_moe ? ActivationCopy::dense_layer : ActivationCopy::layer;
+        it = offload_waits_.emplace(key, blocks_.activation_copy_wait(name, copy, hiding, count)).first;
+    }
+    append(sp_.ops, it->second, backward ? Phase::backward : Phase::forward, mb);
+}
+
+void StageBuilder::offload_after_forward(int i, int mb) {
+    // TE: group 0's copy starts after layer 0; at the end of layer w(k) the main stream waits for group k's
+    // copy (started after layer w(k-1), or layer 0), frees its GPU copy and starts group k+1's.
+    const auto& w = offload_windows_;
+    const auto k = std::find(w.begin(), w.end(), i) - w.begin();
+    if (k == static_cast<std::ptrdiff_t>(w.size())) return;
+    const auto started = k == 0 ? 0 : w[static_cast<std::size_t>(k - 1)];
+    offload_wait("activation_offload_d2h", static_cast<int>(k), i, false, static_cast<int>(i - started), mb);
+    mark(MemoryEvent::activations_offloaded, static_cast<double>(i - k));
+}
+
+void StageBuilder::offload_before_backward(int i, int mb) {
+    // TE: at the start of layer w(j)'s backward the main stream waits for the copy back of group j+1 (started
+    // at layer w(j+1)), then starts group j's; at layer 0's it waits for group 0's (started at layer w(0)).
+    const auto& w = offload_windows_;
+    if (w.empty()) return;
+    const auto j = std::find(w.begin(), w.end(), i) - w.begin();
+    const auto n = static_cast<std::ptrdiff_t>(w.size());
+    if (j < n) {
+        if (j + 1 < n)
+            offload_wait("activation_reload_h2d", static_cast<int>(j + 1), i, true,
+                         static_cast<int>(w[static_cast<std::size_t>(j + 1)] - i), mb);
+        mark(MemoryEvent::activations_reloaded, static_cast<double>(i - j));
+    } else if (i == 0) {
+        offload_wait("activation_reload_h2d", 0, i, true, static_cast<int>(w[0]), mb);
+    }
 }
 
 void StageBuilder::mtp_forward(int mb) {

@@ -4,6 +4,10 @@
 // embedding all-reduce, optimizer, parameter all-gather). Internal to sim/program.
 #pragma once
 
+#include <string>
+
+#include <tuple>
+
 #include <map>
 #include <vector>
 
@@ -123,6 +127,13 @@ class StageBuilder {
     void ds3_fetch(Ds3State& s, std::size_t k);
     void ds3_after_use(Ds3State& s, std::size_t k);
     void finish_step();
+    /// Layout::activation_offload_layers, after layer `i`'s forward / before its backward (TE's
+    /// on_group_commit_forward / _backward): the wait for a copy and the memory mark, where TE syncs.
+    void offload_after_forward(int i, int mb);
+    void offload_before_backward(int i, int mb);
+    /// The copy wait `name` for offloaded layer `group`, hidden by `count` runs of layer `hiding_layer`'s
+    /// forward or backward template (cached).
+    void offload_wait(const char* name, int group, int hiding_layer, bool backward, int count, int mb);
     /// The MTP layers on the loss stage, forward before the output layer / backward after it.
     void mtp_forward(int mb);
     void mtp_backward(int mb);
@@ -152,6 +163,10 @@ class StageBuilder {
     bool sharded_ = false, zero2_ = false, zero3_ = false, ds3_ = false;
     bool rebackward_ = true, keep_for_step_ = false;
     std::vector<bool> kept_;
+    /// Layout::activation_offload_layers: offload_window_layer of each offloaded layer (empty: off), and the
+    /// copy waits built so far by (name, group's kind, hiding kind, backward, count).
+    std::vector<std::int64_t> offload_windows_;
+    std::map<std::tuple<std::string, bool, bool, bool, int>, OpTemplate> offload_waits_;
     double copy_out_bytes_ = 0;
     bool backward_post_ = false;
     std::map<double, OpTemplate> copy_out_;

@@ -1,14 +1,16 @@
 #include "trainsim/simulate.hpp"
 
 #include "trainsim/compute.hpp"
+#include "trainsim/memory.hpp"
 #include "trainsim/profile.hpp"
 #include "trainsim/program.hpp"
 
 namespace trainsim {
 
-HostLinks host_links(const TopologySpec& t) {
+HostLinks host_links(const TopologySpec& t, const GpuSpec& gpu) {
     HostLinks h;
-    h.pcie_bytes_per_s = t.pcie_bandwidth.bytes_per_s;
+    h.pcie_bytes_per_s =
+        gpu.host_link_bytes_per_s > 0 ? gpu.host_link_bytes_per_s : t.pcie_bandwidth.bytes_per_s;
     h.host_memory_bytes_per_s = t.host_memory_bandwidth.bytes_per_s / t.gpus_per_node;
     h.nvme_bytes_per_s = t.nvme_bandwidth.bytes_per_s / t.gpus_per_node;
     return h;
@@ -66,6 +68,7 @@ ExecutionScenario execution_scenario(const Cluster& cluster, const Program& prog
             k.reserve(seg.kernels.size());
             for (const auto& kernel : seg.kernels)
                 k.push_back(compute.seconds(kernel));
+            if (!seg.hidden_by.empty()) k.assign(1, seg.seconds);  // a copy wait: its exposed part
             sc.kernel_seconds.push_back(std::move(k));
         }
     }
@@ -75,8 +78,9 @@ ExecutionScenario execution_scenario(const Cluster& cluster, const Program& prog
 SimulationResult simulate(const Cluster& cluster, const ModelSpec& model, const Layout& layout,
                           Program program, const std::string& workload_name,
                           const SimulationOptions& options) {
-    const ComputeModel compute(cluster.gpu(), layout.precision, host_links(cluster.spec()),
+    const ComputeModel compute(cluster.gpu(), layout.precision, host_links(cluster.spec(), cluster.gpu()),
                                cluster.spec().profile, layout.fp8_recipe);
+    set_activation_copy_bytes(program, model, layout);
     assign_durations(program, compute);
     // The memory walk's timing subscribes to the executor beside the caller's observers.
     ComputeEndTimes memory_times(layout);

@@ -11,6 +11,7 @@
 #include "trainsim/collectives.hpp"
 #include "trainsim/compute.hpp"
 #include "trainsim/errors.hpp"
+#include "trainsim/memory.hpp"
 #include "trainsim/parallel_map.hpp"
 #include "trainsim/program.hpp"
 
@@ -188,8 +189,9 @@ ScenarioStudy study_scenario(const TopologySpec& topology, const ModelSpec& mode
     // The seeds after the first need only the executor's step time and waiting caused: the program is timed
     // and the scenario built once for them, and no report is made (the first seed's full result is).
     Program timed = program;
-    const ComputeModel compute(cluster.gpu(), layout.precision, host_links(cluster.spec()),
+    const ComputeModel compute(cluster.gpu(), layout.precision, host_links(cluster.spec(), cluster.gpu()),
                                cluster.spec().profile, layout.fp8_recipe);
+    set_activation_copy_bytes(timed, model, layout);
     assign_durations(timed, compute);
     SimulationOptions seed_opts = options;
     seed_opts.attribute = true;

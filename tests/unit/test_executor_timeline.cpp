@@ -76,8 +76,8 @@ Op p2p_op(OpKind kind, int direction, int receiver, int mb) {
 /// to the previous stage after.
 Program pipeline_program(Schedule schedule, int m, int pp = 2) {
     Program p;
-    p.segments.push_back(Segment{"F", {}, kForwardS, 0});
-    p.segments.push_back(Segment{"B", {}, kBackwardS, 0});
+    p.segments.push_back(Segment{"F", {}, kForwardS, 0, {}, ActivationCopy::none});
+    p.segments.push_back(Segment{"B", {}, kBackwardS, 0, {}, ActivationCopy::none});
     p.stages.resize(static_cast<std::size_t>(pp));
     for (int rank = 0; rank < pp; ++rank) {
         auto& ops = p.stages[static_cast<std::size_t>(rank)].ops;
@@ -494,9 +494,9 @@ TEST_CASE("executor timeline: one DP all-reduce between two GPUs, by hand") {
     l.global_batch = 2;
     const double grad_bytes = 1e9;
     Program p;
-    p.segments.push_back(Segment{"F", {}, kForwardS, 0});
-    p.segments.push_back(Segment{"B", {}, kBackwardS, 0});
-    p.segments.push_back(Segment{"O", {}, kOptimizerS, 0});
+    p.segments.push_back(Segment{"F", {}, kForwardS, 0, {}, ActivationCopy::none});
+    p.segments.push_back(Segment{"B", {}, kBackwardS, 0, {}, ActivationCopy::none});
+    p.segments.push_back(Segment{"O", {}, kOptimizerS, 0, {}, ActivationCopy::none});
     p.stages.resize(1);
     auto& ops = p.stages[0].ops;
     ops.push_back(compute_op(0, Phase::forward, 0));

@@ -225,6 +225,23 @@ TEST_CASE("measured runs: extensions are read where modelled, otherwise listed a
     CHECK(contains(*parse_one(not_object).error, "extensions"));
 }
 
+TEST_CASE("measured runs: activation_cpu_offloading_layers is Megatron-Core's --cpu-offloading-num-layers") {
+    json r = run_row("offload");
+    r["training"]["pp"] = 1;
+    r["training"]["dp"] = 4;
+    r["extensions"] = {{"activation_cpu_offloading_layers", 4}};
+    auto run = parse_one(r);
+    CHECK_FALSE(run.error);
+    CHECK(run.layout.activation_offload_layers == 4);
+    CHECK_FALSE(ignored(run, "extensions.activation_cpu_offloading_layers"));
+    // With PP (or recompute) Megatron-Core refuses it: dropped, and said so.
+    r["training"]["pp"] = 2;
+    r["training"]["dp"] = 2;
+    run = parse_one(r);
+    CHECK(run.layout.activation_offload_layers == 0);
+    CHECK(ignored(run, "extensions.activation_cpu_offloading_layers"));
+}
+
 TEST_CASE("measured runs: mixture of experts and MLA are read and simulated") {
     json moe = run_row("moe");
     moe["extensions"] = {{"moe", {{"num_experts", 128}, {"top_k", 8}}}};

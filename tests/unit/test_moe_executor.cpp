@@ -45,7 +45,7 @@ Op tp_wait() {
 /// One stage: compute, dispatch all-to-all (waited for), compute (the experts), combine all-to-all, compute.
 Program dispatch_combine_program(double bytes) {
     Program p;
-    p.segments.push_back(Segment{"C", {}, kComputeS, 0});
+    p.segments.push_back(Segment{"C", {}, kComputeS, 0, {}, ActivationCopy::none});
     p.stages.resize(1);
     auto& ops = p.stages[0].ops;
     ops = {compute(0), ep_launch(bytes), tp_wait(), compute(0), ep_launch(bytes), tp_wait(), compute(0)};
