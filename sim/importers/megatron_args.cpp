@@ -50,10 +50,11 @@ const std::set<std::string>& value_flags() {
         "tensor-model-parallel-size", "pipeline-model-parallel-size", "context-parallel-size",
         "expert-model-parallel-size", "expert-tensor-parallel-size", "num-layers-per-virtual-pipeline-stage",
         "num-virtual-stages-per-pipeline-rank", "micro-batch-size", "global-batch-size",
-        "recompute-granularity", "recompute-method", "recompute-num-layers", "fp8-format", "fp8-recipe",
-        "fp4-format", "fp4-recipe", "cross-entropy-fusion-impl", "attention-backend",
-        "decoder-first-pipeline-num-layers", "decoder-last-pipeline-num-layers", "optimizer", "sgd-momentum",
-        "optimizer-offload-fraction", "ddp-bucket-size", "nnodes", "nproc-per-node", "merge-file",
+        "recompute-granularity", "recompute-method", "recompute-num-layers", "cpu-offloading-num-layers",
+        "fp8-format", "fp8-recipe", "fp4-format", "fp4-recipe", "cross-entropy-fusion-impl",
+        "attention-backend", "decoder-first-pipeline-num-layers", "decoder-last-pipeline-num-layers",
+        "optimizer", "sgd-momentum", "optimizer-offload-fraction", "ddp-bucket-size", "nnodes",
+        "nproc-per-node", "merge-file",
         // torchrun's (torch/distributed/run.py): launch lines give them first
         "node-rank", "master-addr", "master-port", "rdzv-backend", "rdzv-endpoint", "rdzv-id",
         "max-restarts"};

@@ -179,6 +179,14 @@ void recompute(MegatronArgs& a, Layout& l, std::vector<std::string>& notes) {
     }
 }
 
+/// --cpu-offloading with --cpu-offloading-num-layers N (TransformerConfig.cpu_offloading_num_layers, default
+/// 0): Layout::activation_offload_layers (its checks are Megatron-Core's).
+void activation_offload(MegatronArgs& a, Layout& l) {
+    const bool on = a.flag("cpu-offloading");
+    const auto n = a.integer("cpu-offloading-num-layers");
+    if (on) l.activation_offload_layers = n.value_or(0);
+}
+
 /// --bf16 / --fp16 / --fp8-format with --fp8-recipe / --fp4-format with --fp4-recipe.
 void precision(MegatronArgs& a, Layout& l) {
     const bool bf16 = a.flag("bf16"), fp16 = a.flag("fp16");
@@ -272,6 +280,7 @@ Imported import_megatron(const std::vector<std::string>& args, const std::string
     l.micro_batch = a.integer("micro-batch-size").value_or(1);
     l.global_batch = a.integer("global-batch-size").value_or(l.micro_batch * l.dp);
     recompute(a, l, imp.notes);
+    activation_offload(a, l);
     attention_and_flags(a, find_gpu(target.gpu, source), l);  // before precision(): it sets the FP8 recipe
     precision(a, l);
     optimizer(a, l);

@@ -146,6 +146,12 @@ TEST_CASE("megatron: pipeline split, virtual stages, recompute block, FP8, MoE l
     CHECK(w.model.moe_shared_expert_ffn_hidden == 1024);
     CHECK(w.layout.ep == 8);
     CHECK(w.model.vocab == 32000);  // 32000 is a multiple of 128 already
+    CHECK(w.layout.activation_offload_layers == 0);
+    auto offload = moe;
+    for (const char* word : {"--cpu-offloading", "--cpu-offloading-num-layers", "3"})
+        offload.emplace_back(word);
+    w = load(import_megatron(offload, "m", target_of(16)));
+    CHECK(w.layout.activation_offload_layers == 3);  // --cpu-offloading-num-layers
 }
 
 TEST_CASE("megatron: malformed and unrepresentable values are one-line errors naming the flag and value") {
