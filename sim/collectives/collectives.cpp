@@ -171,9 +171,11 @@ std::vector<Collectives::PairFlow> Collectives::all_to_all_flows(const std::vect
 const Route& Collectives::all_to_all_route(const Communicator& comm) {
     auto it = all_to_all_routes_.find(&comm);
     if (it != all_to_all_routes_.end()) return it->second;
+    // The pairs' routes straight from the cluster: n(n-1) of them are used here once, not worth caching
+    // (EP 64 over 131,072 GPUs: 8.3 M routes).
     Route coupled;
     for (const auto& f : all_to_all_flows(comm.ranks, 1.0))
-        detail::append_edge(coupled, route(f.src, f.dst));
+        detail::append_edge(coupled, cluster_.route(f.src, f.dst));
     return all_to_all_routes_.emplace(&comm, std::move(coupled)).first->second;
 }
 
