@@ -5,8 +5,9 @@
 
 namespace trainsim::what_if {
 
-std::vector<Candidate> standard_remedies(const Layout& layout) {
+std::vector<Candidate> standard_remedies(const ModelSpec& model, const Layout& layout) {
     const bool dp = layout.dp * layout.cp > 1;
+    const std::int64_t half = model.layers / 2;
     return {
         {"recompute selective", layout.recompute == Recompute::selective ? "already selective" : "",
          [](Layout& l) { l.recompute = Recompute::selective; }},
@@ -35,6 +36,13 @@ std::vector<Candidate> standard_remedies(const Layout& layout) {
         {"optimizer offloaded to CPU (ZeRO-Offload)",
          layout.offload_optimizer != Offload::none ? "already offloaded" : "",
          [](Layout& l) { l.offload_optimizer = Offload::cpu; }},
+        {fmt::format("activation offload of {} layers", half),
+         layout.activation_offload_layers >= half ? "already offloading as many"
+         : layout.pp != 1 || layout.recompute != Recompute::none || layout.framework != Framework::megatron ||
+                 layout.moe_a2a_overlap || half < 1
+             ? "needs pp 1, no recompute, Megatron (Megatron-Core's conditions)"
+             : "",
+         [half](Layout& l) { l.activation_offload_layers = half; }},
     };
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "trainsim/layout.hpp"
+#include "trainsim/model.hpp"
 
 namespace trainsim::what_if {
 
@@ -17,7 +18,9 @@ struct Candidate {
 };
 
 /// Recompute selective and full, distributed optimizer (ZeRO-1), ZeRO-2, ZeRO-3 / FSDP, micro-batch halved
-/// (same global batch), 8-bit Adam, optimizer offloaded to the CPU; in that order, named for `layout`.
-std::vector<Candidate> standard_remedies(const Layout& layout);
+/// (same global batch), 8-bit Adam, optimizer offloaded to the CPU, the activations of half of `model`'s
+/// layers offloaded to host memory (Layout::activation_offload_layers: pp 1, no recompute, Megatron); in that
+/// order, named for `layout`.
+std::vector<Candidate> standard_remedies(const ModelSpec& model, const Layout& layout);
 
 }  // namespace trainsim::what_if

@@ -113,7 +113,7 @@ WhatIf memory_what_if(const TopologySpec& topology, const ModelSpec& model, cons
     const GpuSpec gpu =
         topology.gpu_calibrated ? *topology.gpu_calibrated : find_gpu(topology.gpu, "topology.gpu");
     set_baseline(w, topology, gpu, model, layout, name, options);
-    for (const auto& c : what_if::standard_remedies(layout))
+    for (const auto& c : what_if::standard_remedies(model, layout))
         w.remedies.push_back(evaluate_remedy(c, w, topology, gpu, model, layout, name, options));
     return w;
 }

@@ -104,3 +104,31 @@ TEST_CASE(
         CHECK(cut.remedies[i].fits == full.remedies[i].fits);
     }
 }
+
+TEST_CASE("memory what-if: activation offload of half the layers, where Megatron-Core allows it") {
+    const TopologySpec t = small_topology(2);
+    const ModelSpec m = small_gpt();  // 8 layers: 4 offloaded
+    Layout l = trainsim::test::tp2_pp2_dp4(2, 32);
+    const std::string name = "activation offload of 4 layers";
+    auto remedy = [&](const WhatIf& w) {
+        for (const Remedy& r : w.remedies)
+            if (r.name == name) return r;
+        FAIL("no activation offload remedy");
+        return Remedy{};
+    };
+    // PP 2: not applicable, said why.
+    Remedy r = remedy(memory_what_if(t, m, l, "small"));
+    CHECK_FALSE(r.applicable);
+    CHECK(r.reason == "needs pp 1, no recompute, Megatron (Megatron-Core's conditions)");
+    // TP 2 x DP 8, no recompute: applicable, saves memory, equal to the simulation of the changed layout.
+    l.pp = 1;
+    l.dp = 8;
+    l.recompute = Recompute::none;
+    const WhatIf w = memory_what_if(t, m, l, "small");
+    r = remedy(w);
+    REQUIRE(r.applicable);
+    CHECK(r.saved_bytes > 0);
+    Layout off = l;
+    off.activation_offload_layers = 4;
+    CHECK(r.peak_bytes == simulate(t, m, off, "small").report.memory.peak().peak_bytes);
+}
