@@ -80,7 +80,8 @@ class FlowNetwork {
         std::vector<double> distinct_solo_share;
         std::vector<char> distinct_is_shared;
     };
-    /// An entry of a link's flow list: the flow and the link's distinct index in that flow's route.
+    /// An entry of a link's flow list: the flow and the link's distinct index in that flow's route. A flow has
+    /// one entry per link however many times its route uses the link (the uses: Flow::distinct_uses).
     struct LinkEntry {
         int flow;
         int index;

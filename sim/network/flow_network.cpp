@@ -148,10 +148,10 @@ void FlowNetwork::activate(int id) {
         if (owner >= 0) enter_in_lists(owner);
     }
     prepare_lists(f);
-    for (std::size_t k = 0; k < f.links.size(); ++k)
-        push_on_link(f.links[k], id, f.distinct_index_of_use[k]);
+    for (std::size_t j = 0; j < f.distinct_links.size(); ++j)
+        push_on_link(f.distinct_links[j], id, static_cast<int>(j));
     f.listed = true;
-    for (int l : f.links)
+    for (int l : f.distinct_links)
         mark_dirty(l);
     request_update();
 }
@@ -159,9 +159,9 @@ void FlowNetwork::activate(int id) {
 void FlowNetwork::enter_in_lists(int fid) {
     Flow& f = flows_[static_cast<std::size_t>(fid)];
     prepare_lists(f);
-    for (std::size_t k = 0; k < f.links.size(); ++k) {
-        push_on_link(f.links[k], fid, f.distinct_index_of_use[k]);
-        link_owner_[static_cast<std::size_t>(f.links[k])] = -1;
+    for (std::size_t j = 0; j < f.distinct_links.size(); ++j) {
+        push_on_link(f.distinct_links[j], fid, static_cast<int>(j));
+        link_owner_[static_cast<std::size_t>(f.distinct_links[j])] = -1;
     }
     f.listed = true;
 }
@@ -204,14 +204,10 @@ void FlowNetwork::set_shared(int fid, int j, bool shared) {
 }
 
 void FlowNetwork::push_on_link(int link, int fid, int j) {
+    // One entry per flow and link, however many times its route uses the link (Flow::distinct_uses).
     auto& v = flows_on_link_[static_cast<std::size_t>(link)];
-    if (!v.empty()) {
-        const int h = v.front().flow;
-        const bool single =
-            std::all_of(v.begin() + 1, v.end(), [&](const LinkEntry& e) { return e.flow == h; });
-        if (single && h != fid) set_shared(h, v.front().index, true);  // h had the link to itself
-        if (!single || h != fid) set_shared(fid, j, true);
-    }
+    if (v.size() == 1) set_shared(v.front().flow, v.front().index, true);  // it had the link to itself
+    if (!v.empty()) set_shared(fid, j, true);
     v.push_back(LinkEntry{fid, j});
 }
 
@@ -302,9 +298,7 @@ void FlowNetwork::find_component() {
             link_seen_[lu] = 1;
             search_stack_.push_back(SearchItem{l, 0, -1, 0});
             const auto& v = flows_on_link_[lu];
-            if (!v.empty() && std::all_of(v.begin() + 1, v.end(),
-                                          [&](const LinkEntry& e) { return e.flow == v.front().flow; }))
-                dirty_solo_links_.emplace_back(v.front().flow, v.front().index);
+            if (v.size() == 1) dirty_solo_links_.emplace_back(v.front().flow, v.front().index);
         }
     }
     dirty_links_.clear();
@@ -376,11 +370,13 @@ void FlowNetwork::bound_shares() {
         link_seen_[lu] = 0;
         capacity_left_[lu] = capacity_[lu];
         const auto& on_link = flows_on_link_[lu];
-        unfrozen_on_link_[lu] = static_cast<int>(on_link.size());
+        int uses = 0;
+        for (const LinkEntry& e : on_link)
+            uses += flows_[static_cast<std::size_t>(e.flow)].distinct_uses[static_cast<std::size_t>(e.index)];
+        unfrozen_on_link_[lu] = uses;
         if (on_link.empty()) continue;
         const int first = on_link.front().flow;
-        const bool one_flow = std::all_of(on_link.begin() + 1, on_link.end(),
-                                          [&](const LinkEntry& e) { return e.flow == first; });
+        const bool one_flow = on_link.size() == 1;
         if (!one_flow) {
             share_[lu] = capacity_left_[lu] / unfrozen_on_link_[lu];
             position_of_link_[lu] = item.position;
@@ -476,7 +472,7 @@ void FlowNetwork::finish(int fid, std::uint64_t version) {
         for (int l : f.links)
             link_owner_[static_cast<std::size_t>(l)] = -1;
     } else {
-        for (int l : f.links) {
+        for (int l : f.distinct_links) {
             auto& v = flows_on_link_[static_cast<std::size_t>(l)];
             auto it = std::find_if(v.begin(), v.end(), [&](const LinkEntry& e) { return e.flow == fid; });
             if (it == v.end()) throw InternalError("flow missing from its link");
@@ -487,10 +483,7 @@ void FlowNetwork::finish(int fid, std::uint64_t version) {
             if (!v.empty()) {
                 mark_dirty(l);
                 changed = true;
-                const int h = v.front().flow;
-                if (h != fid &&
-                    std::all_of(v.begin() + 1, v.end(), [&](const LinkEntry& e) { return e.flow == h; }))
-                    set_shared(h, v.front().index, false);  // h now has the link to itself
+                if (v.size() == 1) set_shared(v.front().flow, v.front().index, false);  // it has it to itself
             }
         }
     }
