@@ -73,15 +73,16 @@ class FlowNetwork {
         // Set when the flow enters the per-link lists (prepare_lists). Its route's distinct links in order of
         // first use (distinct_links), how many times the route uses each (distinct_uses), and capacity / uses
         // (distinct_solo_share: the link's share while it carries this flow alone); distinct_index_of_use[k]
-        // = the distinct index of links[k]. shared_distinct: the distinct indices (ascending) of the links
-        // another flow also uses, kept up to date as flows join and leave (distinct_is_shared[j] the same as
-        // a flag).
+        // = the distinct index of links[k]. distinct_is_shared[j]: another flow also uses link j, kept up to
+        // date as flows join and leave; shared_distinct: those indices, ascending, rebuilt from the flags
+        // when read after a change (shared_stale; shared_links()).
         std::vector<int> distinct_index_of_use, distinct_links, distinct_uses, shared_distinct;
         std::vector<double> distinct_solo_share;
         std::vector<char> distinct_is_shared;
+        bool shared_stale = false;
     };
-    /// An entry of a link's flow list: the flow and the link's distinct index in that flow's route. A flow has
-    /// one entry per link however many times its route uses the link (the uses: Flow::distinct_uses).
+    /// An entry of a link's flow list: the flow and the link's distinct index in that flow's route. A flow
+    /// has one entry per link however many times its route uses the link (the uses: Flow::distinct_uses).
     struct LinkEntry {
         int flow;
         int index;
@@ -111,6 +112,8 @@ class FlowNetwork {
     void prepare_lists(Flow& f);
     void push_on_link(int link, int flow_id, int index);
     void set_shared(int flow_id, int index, bool shared);
+    /// The flow's shared_distinct, rebuilt from distinct_is_shared if a set_shared changed it since.
+    const std::vector<int>& shared_links(Flow& f);
     void visit(int flow_id);
     void mark_dirty(int link);
     void request_update();
@@ -149,6 +152,7 @@ class FlowNetwork {
     std::vector<int> component_flows_;   ///< scratch: the flows of the component, in discovery order
     std::vector<int> solo_flows_;        ///< scratch: the component's flows with a link of their own
     std::vector<int> splits_;            ///< scratch
+    std::vector<int> solo_splits_;       ///< scratch: a flow's dirty links it has to itself
     std::vector<SearchItem> search_stack_, component_items_;  ///< scratch
     /// scratch: progressive filling's candidates, a binary min-heap on (share, position) (later_candidate):
     /// the shared links at their share when last computed and the flows' own-link bounds; entries that no

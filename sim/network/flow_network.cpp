@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 #include <fmt/format.h>
@@ -172,6 +173,7 @@ void FlowNetwork::prepare_lists(Flow& f) {
     f.distinct_uses.clear();
     f.distinct_solo_share.clear();
     f.shared_distinct.clear();
+    f.shared_stale = false;
     for (int l : f.links) {
         int& j = distinct_index_[static_cast<std::size_t>(l)];
         if (j < 0) {
@@ -196,11 +198,17 @@ void FlowNetwork::set_shared(int fid, int j, bool shared) {
     char& flag = f.distinct_is_shared[static_cast<std::size_t>(j)];
     if ((flag != 0) == shared) return;
     flag = shared ? 1 : 0;
-    const auto it = std::lower_bound(f.shared_distinct.begin(), f.shared_distinct.end(), j);
-    if (shared)
-        f.shared_distinct.insert(it, j);
-    else
-        f.shared_distinct.erase(it);
+    f.shared_stale = true;  // a flow on thousands of links is toggled many times between two reads
+}
+
+const std::vector<int>& FlowNetwork::shared_links(Flow& f) {
+    if (f.shared_stale) {
+        f.shared_distinct.clear();
+        for (std::size_t j = 0; j < f.distinct_is_shared.size(); ++j)
+            if (f.distinct_is_shared[j]) f.shared_distinct.push_back(static_cast<int>(j));
+        f.shared_stale = false;
+    }
+    return f.shared_distinct;
 }
 
 void FlowNetwork::push_on_link(int link, int fid, int j) {
@@ -240,14 +248,18 @@ void FlowNetwork::visit(int fid) {
     // The search pushes the flow's links not yet seen, in route order (first uses). The links it has to
     // itself can only have been seen as dirty links (dirty_solo_links_); the others form runs that are
     // pushed, and so popped, as blocks: nothing but their positions and smallest share is needed from them.
-    const std::vector<int>* splits = &f.shared_distinct;
+    const std::vector<int>& shared = shared_links(f);
+    const std::vector<int>* splits = &shared;
     if (!dirty_solo_links_.empty()) {
-        splits_.clear();
+        solo_splits_.clear();
         for (const auto& [solo_flow, j] : dirty_solo_links_)
-            if (solo_flow == fid) splits_.push_back(j);
-        if (!splits_.empty()) {
-            splits_.insert(splits_.end(), f.shared_distinct.begin(), f.shared_distinct.end());
-            std::sort(splits_.begin(), splits_.end());
+            if (solo_flow == fid) solo_splits_.push_back(j);
+        if (!solo_splits_.empty()) {
+            // Both ascending, disjoint (a link the flow has to itself is not shared): merged, as one sort.
+            std::sort(solo_splits_.begin(), solo_splits_.end());
+            splits_.clear();
+            std::merge(solo_splits_.begin(), solo_splits_.end(), shared.begin(), shared.end(),
+                       std::back_inserter(splits_));
             splits = &splits_;
         }
     }
@@ -404,7 +416,7 @@ void FlowNetwork::freeze(int fid, double rate, std::size_t& unfrozen) {
     f.frozen = true;
     f.rate = rate;
     --unfrozen;
-    for (int j : f.shared_distinct) {
+    for (int j : shared_links(f)) {
         const auto l2 = static_cast<std::size_t>(f.distinct_links[static_cast<std::size_t>(j)]);
         for (int m = f.distinct_uses[static_cast<std::size_t>(j)]; m > 0; --m) {
             capacity_left_[l2] -= rate;
