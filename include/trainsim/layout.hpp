@@ -445,7 +445,8 @@ enum class LayoutCheck {
     mla_shape,       ///< MLA without kv_lora_rank / qk_rope_head_dim / v_head_dim, or with kv_heads != heads
     optimizer_impl,  ///< apex_distributed_adam with another optimizer than adam, offload, ZeRO stages or a
                      ///< framework other than megatron
-    activation_offload,  ///< activation_offload_layers negative, >= layers, with pp > 1 or with recompute
+    activation_offload,  ///< activation_offload_layers negative, >= layers, with pp > 1, recompute, a
+                         ///< framework other than megatron or moe_a2a_overlap
 };
 /// A failed layout check: its category and the one-line message naming the fields and the values, e.g.
 /// {tp_heads, "layout.tp = 7 does not divide model.heads = 96"}.

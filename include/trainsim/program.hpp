@@ -49,12 +49,13 @@ enum class OpKind {
     dp_wait,    ///< main stream waits until the DP stream has completed `dp_target` collectives
 };
 
-/// A run of kernels executed back to back on the main stream. Shared by every op that runs the same work.
-/// Which layer's saved activations a segment's host copy moves (Layout::activation_offload_layers); their
-/// bytes are set by the memory model (set_activation_copy_bytes in include/trainsim/memory.hpp), which owns
-/// the activation sizes.
+/// Which layer's saved activations a segment's host copy moves (Layout::activation_offload_layers): none, a
+/// layer of the model's kind (an MoE layer in an MoE model), a dense layer of an MoE model. Their bytes are
+/// set by the memory model (set_activation_copy_bytes in include/trainsim/memory.hpp), which owns the
+/// activation sizes.
 enum class ActivationCopy { none, layer, dense_layer };
 
+/// A run of kernels executed back to back on the main stream. Shared by every op that runs the same work.
 struct Segment {
     std::string name;
     std::vector<Kernel> kernels;
@@ -64,7 +65,8 @@ struct Segment {
     /// segment lasts max(0, its kernels' time - sum of count x seconds of each (segment, count) here), the
     /// part of the copy those segments did not hide. Empty: the kernels' time.
     std::vector<std::pair<int, double>> hidden_by;
-    ActivationCopy activation_copy = ActivationCopy::none;
+    ActivationCopy activation_copy =
+        ActivationCopy::none;  ///< a host copy's layer kind (its bytes set later)
 };
 
 struct Op {
