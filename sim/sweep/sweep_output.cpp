@@ -18,6 +18,12 @@ bool several_sizes(const SweepResult& r) {
     return r.sizes.size() > 1;
 }
 
+/// True when a layout of the grid has expert parallelism (an MoE model): the top table gets an "ep" column.
+bool expert_parallel(const SweepResult& r) {
+    return std::any_of(r.entries.begin(), r.entries.end(),
+                       [](const SweepEntry& e) { return e.layout.ep > 1; });
+}
+
 /// The time to train of a simulated entry (with SweepResult::train_tokens).
 std::optional<TimeToTrain> training(const SweepResult& r, const SweepEntry& e) {
     if (!r.train_tokens || e.status != SweepStatus::simulated) return std::nullopt;
@@ -64,14 +70,16 @@ std::string table_row(const SweepResult& r, std::size_t i) {
     const auto& p = e.report;
     std::string o = fmt::format("{:>4}", i + 1);
     if (several_sizes(r)) o += fmt::format(" {:>6}", e.gpus);
+    o += fmt::format(" {:>3} {:>3} {:>5} {:>3}", l.tp, l.pp, l.dp, l.cp);
+    if (expert_parallel(r)) o += fmt::format(" {:>3}", l.ep);
     o += fmt::format(
-        " {:>3} {:>3} {:>5} {:>3} {:>3} {:>3} {:>9} {:>3} {:>3} {:>10.4f} {:>11.0f} {:>9.0f} {:>10} "
+        " {:>3} {:>3} {:>9} {:>3} {:>3} {:>10.4f} {:>11.0f} {:>9.0f} {:>10} "
         "{:>5.1f}% "
         "{:>5.1f}% {:>8.3f} {:>8.3f} {:>8.3f}",
-        l.tp, l.pp, l.dp, l.cp, l.micro_batch, l.vpp, to_string(l.recompute),
-        l.sequence_parallel ? "on" : "off", l.distributed_optimizer ? "on" : "off", p.step_time_s,
-        p.tokens_per_s, p.tokens_per_s_per_gpu, count_text(p.tokens_per_day), 100.0 * p.mfu,
-        100.0 * p.bubble_s / p.step_time_s, p.tp_exposed_s, p.pp_exposed_s, p.dp_exposed_s);
+        l.micro_batch, l.vpp, to_string(l.recompute), l.sequence_parallel ? "on" : "off",
+        l.distributed_optimizer ? "on" : "off", p.step_time_s, p.tokens_per_s, p.tokens_per_s_per_gpu,
+        count_text(p.tokens_per_day), 100.0 * p.mfu, 100.0 * p.bubble_s / p.step_time_s, p.tp_exposed_s,
+        p.pp_exposed_s, p.dp_exposed_s);
     if (const auto t = training(r, e)) {
         o += fmt::format(" {:>8.1f} {:>9}", t->days, count_text(t->gpu_hours));
         if (t->cost_usd) o += fmt::format(" {:>9}", fmt::format("${}", count_text(*t->cost_usd)));
@@ -86,11 +94,13 @@ std::string text_top(const SweepResult& r, std::size_t k) {
         fmt::format("top {} of {} by step time (exposed communication: mean over GPUs)\n", k, r.simulated);
     o += "rank";
     if (several_sizes(r)) o += fmt::format(" {:>6}", "gpus");
+    o += fmt::format(" {:>3} {:>3} {:>5} {:>3}", "tp", "pp", "dp", "cp");
+    if (expert_parallel(r)) o += fmt::format(" {:>3}", "ep");
     o += fmt::format(
-        " {:>3} {:>3} {:>5} {:>3} {:>3} {:>3} {:>9} {:>3} {:>3} {:>10} {:>11} {:>9} {:>10} {:>6} {:>6} {:>8} "
+        " {:>3} {:>3} {:>9} {:>3} {:>3} {:>10} {:>11} {:>9} {:>10} {:>6} {:>6} {:>8} "
         "{:>8} {:>8}",
-        "tp", "pp", "dp", "cp", "mb", "vpp", "recompute", "sp", "do", "step (s)", "tokens/s", "tok/s/GPU",
-        "tokens/day", "MFU", "bubble", "TP (s)", "PP (s)", "DP (s)");
+        "mb", "vpp", "recompute", "sp", "do", "step (s)", "tokens/s", "tok/s/GPU", "tokens/day", "MFU",
+        "bubble", "TP (s)", "PP (s)", "DP (s)");
     o += table_tail_header(r);
     for (std::size_t i = 0; i < k; ++i)
         o += table_row(r, i);

@@ -79,4 +79,14 @@ check "--min-headroom 10%: named in the counts" grep -q '10% headroom kept' "$tm
 check "--tokens: days, GPU-hours and cost columns" grep -q ' days GPU-hours      cost ' "$tmp/sizes.txt"
 check "the single-size CSV has no gpus column" test "$(head -c 8 "$tmp/j1.csv")" = "rank,tp,"
 
+# A mixture-of-experts model: the sweep enumerates EP and its top table shows it (a dense one has no ep column).
+"$bin" sweep --topology "$src/topologies/dgx-h100.json" --workload "$src/workloads/mixtral-8x7b.json" --gpus 64 \
+    --vary tp=1 --vary pp=4 --vary micro_batch=1 --vary recompute=selective --vary cp=1 --vary vpp=1 --top 3 \
+    >"$tmp/moe.txt" 2>/dev/null
+check "MoE sweep exits 0" test $? -eq 0
+check "MoE sweep: an ep column in the top table" grep -Eq '^rank +tp +pp +dp +cp +ep +mb ' "$tmp/moe.txt"
+check "MoE sweep: layouts of several EP sizes ranked" \
+    python3 -c 'import sys; rows=[l.split() for l in open(sys.argv[1]) if l[:4].strip().isdigit() and len(l.split())>5]; assert len({r[5] for r in rows})>1, rows' "$tmp/moe.txt"
+check "dense sweep: no ep column" grep -Eq '^rank +tp +pp +dp +cp +mb ' "$tmp/j1.txt"
+
 exit $fail
