@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <nlohmann/json.hpp>
 
 #include "trainsim/errors.hpp"
 #include "trainsim/frontend.hpp"

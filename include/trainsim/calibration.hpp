@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "trainsim/cluster.hpp"
 #include "trainsim/gpu_catalog.hpp"

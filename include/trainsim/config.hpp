@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "trainsim/cluster.hpp"
 #include "trainsim/layout.hpp"

@@ -96,7 +96,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "trainsim/cluster.hpp"
 #include "trainsim/collective_kind.hpp"

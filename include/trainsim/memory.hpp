@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "trainsim/executor.hpp"
 #include "trainsim/gpu_catalog.hpp"

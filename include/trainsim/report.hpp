@@ -23,7 +23,7 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "trainsim/cluster.hpp"
 #include "trainsim/executor.hpp"

@@ -16,7 +16,6 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "trainsim/units.hpp"
 
@@ -89,16 +88,6 @@ const Field<S>* find(const Table<S>& t, const std::string& name) {
 /// The field's value as plain text: integers in decimal, numbers as {:g}, booleans true / false, strings
 /// unquoted, lists comma-separated in brackets. Used for CSV cells and messages.
 std::string text(const Value& v);
-/// The value as JSON: what the loader reads back (a quantity as its number in SI base units).
-nlohmann::json to_json(const Value& v);
-/// A JSON object of the struct's fields (only those marked `summary` when summary_only), by name.
-template <class S>
-nlohmann::json to_json(const Table<S>& t, const S& s, bool summary_only = false) {
-    nlohmann::json j = nlohmann::json::object();
-    for (const auto& f : t)
-        if (!summary_only || f.summary) j[f.name] = to_json(f.get(s));
-    return j;
-}
 /// The kind's name in docs/inputs.md ("integer", "number", "boolean", "string", "quantity", "integer
 /// list", "list of strings").
 std::string kind_name(Kind k);

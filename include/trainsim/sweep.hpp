@@ -41,7 +41,7 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "trainsim/cluster.hpp"
 #include "trainsim/layout.hpp"

@@ -1,4 +1,5 @@
 #include "trainsim/schema.hpp"
+#include "trainsim/schema_json.hpp"
 
 #include <cmath>
 

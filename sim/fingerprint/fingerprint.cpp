@@ -1,3 +1,5 @@
+#include <nlohmann/json.hpp>
+
 #include "trainsim/fingerprint.hpp"
 
 #include <bit>

@@ -1,5 +1,6 @@
 // The inputs of a simulation resolved from files or JSON text (include/trainsim/frontend.hpp).
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "trainsim/calibration.hpp"
 #include "trainsim/config.hpp"

@@ -1,4 +1,6 @@
 // `validate`: the measured runs read and validated, and the JSON document (include/trainsim/frontend.hpp).
+#include <nlohmann/json.hpp>
+
 #include "trainsim/calibration.hpp"
 #include "trainsim/config.hpp"
 #include "trainsim/frontend.hpp"

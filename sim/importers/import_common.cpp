@@ -9,6 +9,7 @@
 #include "trainsim/config.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/schema.hpp"
+#include "trainsim/schema_json.hpp"
 
 namespace trainsim {
 namespace importers_detail {

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "trainsim/memory.hpp"
 #include "trainsim/units.hpp"

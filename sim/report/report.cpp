@@ -1,4 +1,5 @@
 #include "trainsim/report.hpp"
+#include "trainsim/schema_json.hpp"
 
 #include <algorithm>
 

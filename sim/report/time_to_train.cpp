@@ -4,6 +4,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "trainsim/report.hpp"
 #include "trainsim/units.hpp"

@@ -1,5 +1,7 @@
 // What-if studies: the unperturbed run, the perturbed runs over seeds, and the attribution
 // (include/trainsim/scenario_study.hpp).
+#include <nlohmann/json.hpp>
+
 #include "trainsim/scenario_study.hpp"
 
 #include <algorithm>

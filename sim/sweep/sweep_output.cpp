@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include "sweep_internal.hpp"
+#include "trainsim/schema_json.hpp"
 #include "trainsim/sweep.hpp"
 #include "trainsim/units.hpp"
 

@@ -6,6 +6,7 @@
 //                                   Young's interval on 2 threads: target <= 5 s.
 // Run it alone with  trainsim_bench --benchmark_filter=Goodput  (engine_bench.cpp holds BENCHMARK_MAIN).
 #include <benchmark/benchmark.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <string>

@@ -6,6 +6,7 @@
 //                                     target <= 30 s on 2 cores.
 // Run it alone with  trainsim_bench --benchmark_filter=JitterStudy  (engine_bench.cpp holds BENCHMARK_MAIN).
 #include <benchmark/benchmark.h>
+#include <nlohmann/json.hpp>
 
 #include <string>
 

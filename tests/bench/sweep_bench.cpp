@@ -7,6 +7,7 @@
 //   trainsim_bench --benchmark_filter='Llama'
 // (engine_bench.cpp holds BENCHMARK_MAIN).
 #include <benchmark/benchmark.h>
+#include <nlohmann/json.hpp>
 
 #include <string>
 

@@ -6,6 +6,7 @@
 // Run it alone with  trainsim_bench --benchmark_filter=Trace  (engine_bench.cpp holds BENCHMARK_MAIN). It
 // writes into the system's temporary folder and removes the file.
 #include <benchmark/benchmark.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <string>

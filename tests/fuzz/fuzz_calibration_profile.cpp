@@ -1,6 +1,8 @@
 // libFuzzer harness: the calibration loader (parse_calibration, applied to the default topology), the profile
 // loader (parse_profile) and the kernel-measurement importer (import_kernel_measurements), each on every
 // input.
+#include <nlohmann/json.hpp>
+
 #include "fuzz_common.hpp"
 #include "trainsim/calibration.hpp"
 #include "trainsim/config.hpp"

@@ -1,4 +1,6 @@
 // libFuzzer harness: the measured-runs loader (parse_measured_runs; rows it cannot read carry an error).
+#include <nlohmann/json.hpp>
+
 #include "fuzz_common.hpp"
 #include "trainsim/config.hpp"
 #include "trainsim/layout.hpp"

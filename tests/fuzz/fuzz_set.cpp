@@ -2,6 +2,8 @@
 // embedded default topology and workload, which are then read as trainsim run reads them.
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "fuzz_common.hpp"
 #include "trainsim/config.hpp"
 #include "trainsim/layout.hpp"

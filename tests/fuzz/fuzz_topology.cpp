@@ -1,4 +1,6 @@
 // libFuzzer harness: the topology loader (read_json_file's parser, parse_topology, check_topology).
+#include <nlohmann/json.hpp>
+
 #include "fuzz_common.hpp"
 #include "trainsim/config.hpp"
 

@@ -1,4 +1,6 @@
 // libFuzzer harness: the workload loader (parse_workload) and the layout checks (check_layout, the limits).
+#include <nlohmann/json.hpp>
+
 #include "fuzz_common.hpp"
 #include "trainsim/config.hpp"
 #include "trainsim/layout.hpp"

@@ -2,6 +2,7 @@
 // the GEMM shapes a workload produces, the grid, the nccl-tests bandwidths, statistics, the GPU name guess
 // and the trainsim-profile/1 document it writes.
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,6 @@
 // Topology options: rail-only fabrics and PCIe-only nodes (cluster.hpp ScaleOutTopology, scale_up_kind).
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include <string>
 #include <vector>

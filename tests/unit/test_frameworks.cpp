@@ -1,6 +1,7 @@
 // Frameworks as data: the defaults each framework implies, FP8 as it runs (FP8 GEMMs on the linear layers
 // only, cast kernels with their bytes), torchtitan's per-op selective checkpointing, ZeRO-3 / FSDP gathers.
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include <string>
 

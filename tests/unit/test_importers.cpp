@@ -13,6 +13,7 @@
 #include "trainsim/errors.hpp"
 #include "trainsim/importers.hpp"
 #include "trainsim/schema.hpp"
+#include "trainsim/schema_json.hpp"
 
 using namespace trainsim;
 using nlohmann::json;

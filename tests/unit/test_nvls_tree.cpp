@@ -1,6 +1,7 @@
 // NCCL's NVLS_TREE all-reduce (collectives.hpp kNvlsTreeIntraLatencyS): NVLS inside the node, the double
 // binary tree across nodes.
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <string>

@@ -3,6 +3,7 @@
 // the published comparisons are rows of tests/validation/public_runs.json, `run --from-runs FILE --id ID`),
 // and the Llama 3 405B preset fits its documented cluster (issue 14).
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <string>

@@ -1,6 +1,7 @@
 // Hardware profiles: reader, importer, the compute model's lookups and interpolation, the kernel-model fit, a
 // run with a profile, and the committed H100 profile against its measured whole layers.
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,6 @@
 // Topology presets of issue 15 and NVLink domains that span hosts (scale_up.domain_gpus, GB200 NVL72).
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include "test_helpers.hpp"
 #include "trainsim/cluster.hpp"

@@ -6,6 +6,7 @@
 #include "trainsim/config.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/layout.hpp"
+#include "trainsim/schema_json.hpp"
 #include "trainsim/sweep.hpp"
 
 using namespace trainsim;

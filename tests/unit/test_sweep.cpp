@@ -4,6 +4,7 @@
 #include <string>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "test_helpers.hpp"
 #include "trainsim/errors.hpp"

@@ -2,6 +2,7 @@
 // time to train, tokens/day; and the sweep and validation spread over processes (process_group.hpp), here
 // over threads that stand in for MPI ranks.
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include <barrier>
 #include <condition_variable>

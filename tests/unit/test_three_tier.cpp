@@ -1,6 +1,7 @@
 // The three-tier fat-tree (cluster.hpp: scale_out.tiers = 3, pods of nodes_per_pod nodes, per-tier
 // oversubscription): routes, tier capacities, a cross-pod ring, the topology fields and the shipped 64K file.
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include <map>
 #include <string>

@@ -1,6 +1,7 @@
 // NCCL's tree and SHARP all-reduce across nodes, and NVLS inside a multi-node NVLink domain
 // (collectives.hpp).
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>

@@ -2,6 +2,7 @@
 // counter-based draws, the option parsers, the coupling of slow ranks through the simulation, and each
 // symmetry shortcut declining (and staying exact) under perturbations.
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <set>

@@ -1,6 +1,7 @@
 // trainsim-calibrate: times real GEMM, attention, memory-bound and NCCL kernels on this machine's GPUs and
 // writes a trainsim-profile/1 file (tools/calibrate/README.md).
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <exception>

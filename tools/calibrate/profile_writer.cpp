@@ -1,3 +1,5 @@
+#include <nlohmann/json.hpp>
+
 #include "profile_writer.hpp"
 
 #include <cmath>

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 #include <boost/program_options.hpp>
+#include <nlohmann/json.hpp>
 
 #include "commands.hpp"
 #include "inputs.hpp"

@@ -1,6 +1,7 @@
 // `trainsim sweep`: every training layout of a model on N GPUs, rejected (with the reason counted) or
 // simulated, ranked by step time.
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <charconv>

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <boost/program_options.hpp>
+#include <nlohmann/json.hpp>
 
 #include "commands.hpp"
 #include "processes.hpp"
