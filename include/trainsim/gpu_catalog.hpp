@@ -52,6 +52,12 @@ struct GpuSpec {
     /// Where the model constants come from: the fit record of a calibrated part, or the catalog name of the
     /// calibrated part whose constants an uncalibrated one reuses.
     std::string constants_from;
+    /// An uncalibrated part's constants that were fitted to published step times of this GPU type rather
+    /// than reused from `constants_from`, and the record of the fit (calibration/*.json: the command, the
+    /// runs fitted and the per-run errors before and after), e.g. "fp8_gemm_efficiency fitted to 6 published
+    /// B200 step times (calibration/b200-fit.json)". Empty: none. The run report's uncalibrated note names
+    /// them.
+    std::string fitted;
 
     // ---- model constants (one value per GPU type) ----
     /// Fraction of the datasheet peak that cuBLAS/cuBLASLt reaches on large, well-shaped GEMMs (M, N, K >=

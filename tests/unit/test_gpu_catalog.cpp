@@ -2,9 +2,14 @@
 // every GPU type of the measured-runs format resolves, aliases resolve to one part.
 #include <doctest/doctest.h>
 
+#include <map>
 #include <set>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
+#include "trainsim/calibration.hpp"
+#include "trainsim/config.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/gpu_catalog.hpp"
 
@@ -35,30 +40,69 @@ TEST_CASE("gpu catalog: every entry cites a source and has its datasheet figures
     }
 }
 
-TEST_CASE("gpu catalog: an uncalibrated entry reuses a calibrated part's constants, unchanged") {
-    int uncalibrated = 0;
+namespace {
+
+/// The constants of the fit record an entry's `fitted` names ("... (calibration/<name>.json)") for its GPU.
+std::map<std::string, double> fit_record(const GpuSpec& g) {
+    const auto at = g.fitted.find("calibration/");
+    const auto end = g.fitted.find(".json", at);
+    REQUIRE(at != std::string::npos);
+    REQUIRE(end != std::string::npos);
+    const std::string path = g.fitted.substr(at, end + 5 - at);
+    const Calibration c =
+        parse_calibration(read_json_file(std::string(TRAINSIM_SOURCE_DIR) + "/" + path), path);
+    REQUIRE(c.gpus.count(g.name) == 1);
+    return c.gpus.at(g.name);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "gpu catalog: an uncalibrated entry reuses a calibrated part's constants, unchanged, but those fitted") {
+    int uncalibrated = 0, fitted = 0;
     for (const auto& g : gpu_catalog()) {
         INFO("GPU ", g.name);
         if (g.calibrated) {
             CHECK(uncalibrated_note(g).empty());
+            CHECK(g.fitted.empty());
             continue;
         }
         ++uncalibrated;
         const GpuSpec& base = find_gpu(g.constants_from, "constants_from");
         CHECK(base.calibrated);
-        CHECK(g.gemm_max_efficiency == base.gemm_max_efficiency);
-        CHECK(g.gemm_k_half == base.gemm_k_half);
-        CHECK(g.fp8_gemm_efficiency == base.fp8_gemm_efficiency);
-        CHECK(g.cudnn_attention_efficiency == base.cudnn_attention_efficiency);
-        CHECK(g.flash_attention_efficiency == base.flash_attention_efficiency);
-        CHECK(g.hbm_efficiency == base.hbm_efficiency);
-        CHECK(g.kernel_overhead_s == base.kernel_overhead_s);
-        CHECK(g.nvlink_efficiency == base.nvlink_efficiency);
+        // A fitted constant holds its record's value (to the 3 decimals the catalog writes); the rest are
+        // the calibrated part's.
+        std::map<std::string, double> fit;
+        if (!g.fitted.empty()) {
+            ++fitted;
+            fit = fit_record(g);
+            CHECK_FALSE(fit.empty());
+            GpuSpec entry = g;
+            for (const auto& [name, value] : fit) {
+                INFO("fitted constant ", name);
+                CHECK(gpu_constant(entry, name) == doctest::Approx(value).epsilon(1e-3));
+                CHECK(g.fitted.find(name) != std::string::npos);
+            }
+        }
+        auto reused = [&](const char* name, double a, double b) {
+            INFO("constant ", name);
+            if (fit.count(name) == 0) CHECK(a == b);
+        };
+        reused("gemm_max_efficiency", g.gemm_max_efficiency, base.gemm_max_efficiency);
+        reused("gemm_k_half", g.gemm_k_half, base.gemm_k_half);
+        reused("fp8_gemm_efficiency", g.fp8_gemm_efficiency, base.fp8_gemm_efficiency);
+        reused("cudnn_attention_efficiency", g.cudnn_attention_efficiency, base.cudnn_attention_efficiency);
+        reused("flash_attention_efficiency", g.flash_attention_efficiency, base.flash_attention_efficiency);
+        reused("hbm_efficiency", g.hbm_efficiency, base.hbm_efficiency);
+        reused("kernel_overhead_s", g.kernel_overhead_s, base.kernel_overhead_s);
+        reused("nvlink_efficiency", g.nvlink_efficiency, base.nvlink_efficiency);
         const std::string note = uncalibrated_note(g);
         CHECK(note.find(g.name) != std::string::npos);
         CHECK(note.find("uncalibrated") != std::string::npos);
         CHECK(note.find(base.name) != std::string::npos);
+        if (!g.fitted.empty()) CHECK(note.find(g.fitted) != std::string::npos);
     }
+    CHECK(fitted == 2);  // B200 and GB200 (calibration/README.md)
     CHECK(uncalibrated > 0);
     CHECK(find_gpu("H100-SXM5-80GB", "t").calibrated);
     CHECK(find_gpu("A100-SXM4-80GB", "t").calibrated);
