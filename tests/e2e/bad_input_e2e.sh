@@ -104,6 +104,9 @@ bad "fit --out to a directory" 2 "d: is a directory" -- fit --gpu A100-SXM4-80GB
 new_case; mkdir "$CASE_DIR/d"
 bad "profile import --out to a directory" 2 "d: is a directory" -- profile import "$PROFILE" --out d
 bad "run --trace to /dev/full" 2 "/dev/full: is a device" -- run "${SMALL[@]}" --trace /dev/full
+# A valid run larger than asked for: --max-events stops it with one line, and the trace it was writing is not left.
+bad "run past --max-events" 2 "passed its bound of 1000 events and was stopped|--max-events 1000" -- run "${SMALL[@]}" --max-events 1000 --trace t.json
+bad "run --max-events negative" 2 "run: --max-events -3 must be 0 (no bound) or more" -- run "${SMALL[@]}" --max-events -3
 
 ## Input files that are not JSON files.
 new_case; mkdir "$CASE_DIR/topo"

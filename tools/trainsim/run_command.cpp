@@ -77,6 +77,7 @@ void warn_trace_size(const Inputs& in, const TraceSelection& sel) {
 struct RunArgs {
     std::string trace_file, trace_ranks = "first-replica", trace_window, tokens_text, html_file;
     double gpu_hour_price = 0;
+    long long max_events = 0;
     InputOptions inputs;
     ScenarioOptions scenario;
     int jobs = static_cast<int>(std::thread::hardware_concurrency());
@@ -109,7 +110,11 @@ void add_run_options(po::options_description& desc, RunArgs& a) {
         "time to train this many tokens (15T, 300B, 2.5e12): days and GPU-hours from the step time and the "
         "tokens per step (no failures: `trainsim goodput` adds them)")(
         "gpu-hour-price", po::value(&a.gpu_hour_price),
-        "with --tokens: US dollars per GPU-hour; adds the cost to train");
+        "with --tokens: US dollars per GPU-hour; adds the cost to train")(
+        "max-events", po::value(&a.max_events),
+        "stop the simulation after N events with exit 2 and one line saying so (the input is valid, larger "
+        "than asked for): a bound on the run's time, about 0.1-0.3 us of CPU per event "
+        "(docs/performance.md); 0 (default): no bound");
     add_input_options(desc, a.inputs);
     add_scenario_options(desc, a.scenario, /*study=*/true);
     desc.add_options()("jobs,j", po::value(&a.jobs),
@@ -177,6 +182,9 @@ SimulationResult simulate_run(const Inputs& in, const RunArgs& a, const po::vari
         else
             study = study_scenario(in.topology, in.model, in.layout, in.name, options, a.scenario.seeds,
                                    std::max(a.jobs, 1), res);
+    } catch (const EventLimitExceeded& e) {
+        throw InputError(
+            fmt::format("{}: {} (run --max-events {}; 0: no bound)", in.label, e.what(), e.events));
     } catch (const InputError& e) {
         throw InputError(fmt::format("{}: {}", in.label, e.what()));
     }
@@ -228,7 +236,10 @@ int run_command(const std::vector<std::string>& args) {
     if (!parse_input_command(args, desc, vm, "run")) return kExitOk;
     if (vm.count("jobs") && a.jobs <= 0)
         throw InputError(fmt::format("run: --jobs = {} must be positive", a.jobs));
+    if (a.max_events < 0)
+        throw InputError(fmt::format("run: --max-events {} must be 0 (no bound) or more", a.max_events));
     SimulationOptions options;
+    options.execution.max_events = static_cast<std::uint64_t>(a.max_events);
     options.perturbations = scenario_perturbations(a.scenario);
     options.seed = a.scenario.seed;
     if (options.perturbations.empty() && (vm.count("seeds") || vm.count("seed")))
