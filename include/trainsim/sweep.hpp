@@ -81,10 +81,19 @@ const std::vector<std::string>& sweep_keys();
 /// unknown key, a malformed value, a repeated value, or a key restricted twice.
 void restrict_sweep_grid(SweepGrid& grid, const std::string& assignment, const std::string& option);
 
+/// The largest TP degree of the default grid: 8. Every one of the 142 published runs of
+/// shared/validation/public_runs*.json (Megatron-LM, Megatron-Bridge, NeMo, MLPerf, DeepSpeed, torchtitan,
+/// including the GB200/GB300 NVL72 rows) uses TP <= 8, and NVIDIA's Megatron-Bridge recipes for NVL72 keep TP
+/// within 8 (src/megatron/bridge/perf_recipes/*/gb200/): beyond it each GPU's GEMMs narrow while TP traffic
+/// per layer stays, so a larger TP loses to PP or EP on any model these files hold.
+inline constexpr int kSweepMaxDefaultTp = 8;
+
 /// Every grid point in enumeration order (nested loops, outermost first: tp, pp, cp, ep, vpp, micro_batch,
 /// recompute, sequence_parallel, distributed_optimizer, each over its values in ascending order), as layouts
 /// copied from `base` with the dimensions set. dp = gpus / (tp·pp·cp), or 0 when that is not an integer (the
-/// point is then rejected). `gpus_per_node` bounds the default tp.
+/// point is then rejected). The default tp is every power of 2 up to min(gpus_per_node, kSweepMaxDefaultTp):
+/// `gpus_per_node` is the NVLink domain (72 on GB200 NVL72), where TP 16-64 would be valid but is used by no
+/// published recipe and costs the most to simulate; `--vary tp=16,32` still reaches them.
 std::vector<Layout> enumerate_layouts(const ModelSpec& model, const Layout& base, const SweepGrid& grid,
                                       int gpus, int gpus_per_node);
 

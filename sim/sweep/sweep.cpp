@@ -215,7 +215,7 @@ void restrict_sweep_grid(SweepGrid& grid, const std::string& assignment, const s
 std::vector<Layout> enumerate_layouts(const ModelSpec& model, const Layout& base, const SweepGrid& grid,
                                       int gpus, int gpus_per_node) {
     std::vector<int> tp_default;
-    for (int t = 1; t <= std::min(gpus_per_node, gpus); t *= 2)
+    for (int t = 1; t <= std::min({gpus_per_node, gpus, kSweepMaxDefaultTp}); t *= 2)
         tp_default.push_back(t);
     std::vector<int> pp_default;
     const std::int64_t split_layers = pipeline_split_layers(model, base);  // + embedding / loss if counted

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -55,6 +56,23 @@ TEST_CASE(
     CHECK(canonical_string(layouts[0]) == "tp1 pp1 dp16 cp1 mb1 vpp1 rc=none sp0 do0");
     CHECK(canonical_string(layouts[1]) == "tp1 pp1 dp16 cp1 mb1 vpp1 rc=none sp0 do1");
     CHECK(layouts.back().tp == 8);
+}
+
+TEST_CASE("sweep: the default tp stops at 8 in an NVLink domain of 72 (GB200 NVL72); --vary reaches beyond") {
+    const ModelSpec m = trainsim::test::small_gpt(8);
+    auto tps = [&](const SweepGrid& grid, int gpus, int gpus_per_node) {
+        std::vector<int> out;
+        for (const auto& l : enumerate_layouts(m, base_layout(32), grid, gpus, gpus_per_node))
+            if (std::find(out.begin(), out.end(), l.tp) == out.end()) out.push_back(l.tp);
+        return out;
+    };
+    CHECK(kSweepMaxDefaultTp == 8);
+    CHECK(tps(SweepGrid{}, 576, 72) == std::vector<int>{1, 2, 4, 8});
+    CHECK(tps(SweepGrid{}, 64, 4) == std::vector<int>{1, 2, 4});  // a host of 4 still bounds it
+    CHECK(tps(SweepGrid{}, 4, 8) == std::vector<int>{1, 2, 4});   // and the cluster size
+    SweepGrid wide;
+    restrict_sweep_grid(wide, "tp=8,16", "--vary");
+    CHECK(tps(wide, 576, 72) == std::vector<int>{8, 16});
 }
 
 TEST_CASE("sweep: --fix / --vary restrict a dimension; unknown keys and bad values are refused") {

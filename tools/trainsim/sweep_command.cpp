@@ -271,10 +271,10 @@ int sweep_command(const std::vector<std::string>& args) {
         "memory and headroom (GiB), what limits each, then the best layout's full report. Several sizes\n"
         "(--gpus 512,1024,2048) are ranked together. Other layout fields (global batch, precision,\n"
         "attention, overlaps, bucket size) come from the workload file.\n"
-        "Default grid: tp powers of 2 up to gpus_per_node; pp divisors of model.layers (and the workload's "
-        "pp\n"
-        "when it gives layers_per_stage); cp 1 (--vary cp=1,2,4 for long sequences); micro_batch 1,2,4,8;\n"
-        "vpp 1,2,4 (pp > 1); recompute none,selective,full; sequence_parallel false,true (tp > 1);\n"
+        "Default grid: tp powers of 2 up to gpus_per_node (the NVLink domain), at most 8 (--vary tp=16 for\n"
+        "more); pp divisors of model.layers (and the workload's pp when it gives layers_per_stage); cp 1\n"
+        "(--vary cp=1,2,4 for long sequences); ep (MoE models) divisors of the experts; micro_batch\n"
+        "1,2,4,8; vpp 1,2,4 (pp > 1); recompute none,selective,full; sequence_parallel false,true (tp > 1);\n"
         "distributed_optimizer false,true.\n"
         "Under mpirun (-np N) the layouts are spread over the processes; the output is the same.\n\noptions");
     SweepArgs a;
