@@ -20,11 +20,10 @@ namespace trainsim {
 
 namespace sweep_detail {
 
-/// Everything of a program that the simulation reads: every segment's kernels and every stage's ops, as
-/// bytes. Two layouts with the same signature and the same rank grid simulate identically.
-std::string program_signature(const Program& p) {
-    std::string sig;
-    auto put = [&sig](const auto& v) { sig.append(reinterpret_cast<const char*>(&v), sizeof v); };
+/// Feeds `put` everything of a program that the simulation reads: every segment's kernels and every stage's
+/// ops, field by field.
+template <class Put>
+void program_fields(const Program& p, Put&& put) {
     for (const auto& seg : p.segments) {
         put(seg.kernels.size());
         for (const auto& k : seg.kernels) {
@@ -53,7 +52,28 @@ std::string program_signature(const Program& p) {
             put(op.group);
         }
     }
+}
+
+/// The program's fields as bytes. Two layouts with the same signature and the same rank grid simulate
+/// identically.
+std::string program_signature(const Program& p) {
+    std::string sig;
+    program_fields(p, [&sig](const auto& v) { sig.append(reinterpret_cast<const char*>(&v), sizeof v); });
     return sig;
+}
+
+/// A 64-bit FNV-1a hash of the signature's bytes, computed without building it (a program of a large MoE
+/// layout is tens of MB): equal programs hash equal; equal hashes are confirmed by comparing signatures.
+std::uint64_t program_hash(const Program& p) {
+    std::uint64_t h = 14695981039346656037ull;  // FNV offset basis
+    program_fields(p, [&h](const auto& v) {
+        const auto* b = reinterpret_cast<const unsigned char*>(&v);
+        for (std::size_t i = 0; i < sizeof v; ++i) {
+            h ^= b[i];
+            h *= 1099511628211ull;  // FNV prime
+        }
+    });
+    return h;
 }
 
 PointCheck check_point(const Layout& l, const Cluster& cluster, const ModelSpec& model, double min_headroom) {
@@ -73,7 +93,7 @@ PointCheck check_point(const Layout& l, const Cluster& cluster, const ModelSpec&
                            : fmt::format("out of memory: {} largest", to_string(memory.blamed_pile()));
             return c;
         }
-        c.program_hash = std::hash<std::string>{}(program_signature(program));
+        c.program_hash = program_hash(program);
         for (const auto& st : program.stages)
             c.cost += static_cast<double>(st.ops.size()) * l.dp;
         c.status = SweepStatus::simulated;
