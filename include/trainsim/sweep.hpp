@@ -83,9 +83,8 @@ void restrict_sweep_grid(SweepGrid& grid, const std::string& assignment, const s
 
 /// The largest TP degree of the default grid: 8. Every one of the 142 published runs of
 /// shared/validation/public_runs*.json (Megatron-LM, Megatron-Bridge, NeMo, MLPerf, DeepSpeed, torchtitan,
-/// including the GB200/GB300 NVL72 rows) uses TP <= 8, and NVIDIA's Megatron-Bridge recipes for NVL72 keep TP
-/// within 8 (src/megatron/bridge/perf_recipes/*/gb200/): beyond it each GPU's GEMMs narrow while TP traffic
-/// per layer stays, so a larger TP loses to PP or EP on any model these files hold.
+/// including the GB200/GB300 NVL72 rows, whose layouts are Megatron-Bridge's recipe presets) uses TP <= 8:
+/// beyond it each GPU's GEMMs narrow while the TP traffic per layer stays.
 inline constexpr int kSweepMaxDefaultTp = 8;
 
 /// Every grid point in enumeration order (nested loops, outermost first: tp, pp, cp, ep, vpp, micro_batch,

@@ -11,6 +11,7 @@
 
 #include "sweep_internal.hpp"
 #include "trainsim/errors.hpp"
+#include "trainsim/fingerprint.hpp"
 #include "trainsim/process_group.hpp"
 #include "trainsim/program.hpp"
 #include "trainsim/simulate.hpp"
@@ -62,17 +63,12 @@ std::string program_signature(const Program& p) {
     return sig;
 }
 
-/// A 64-bit FNV-1a hash of the signature's bytes, computed without building it (a program of a large MoE
-/// layout is tens of MB): equal programs hash equal; equal hashes are confirmed by comparing signatures.
+/// FNV-1a 64 of the signature's bytes (fingerprint.hpp's fnv1a64), computed without building it (a program of
+/// a large MoE layout is tens of MB): equal programs hash equal; equal hashes are confirmed by comparing
+/// signatures.
 std::uint64_t program_hash(const Program& p) {
-    std::uint64_t h = 14695981039346656037ull;  // FNV offset basis
-    program_fields(p, [&h](const auto& v) {
-        const auto* b = reinterpret_cast<const unsigned char*>(&v);
-        for (std::size_t i = 0; i < sizeof v; ++i) {
-            h ^= b[i];
-            h *= 1099511628211ull;  // FNV prime
-        }
-    });
+    std::uint64_t h = kFnv1a64Offset;
+    program_fields(p, [&h](const auto& v) { h = fnv1a64(&v, sizeof v, h); });
     return h;
 }
 
