@@ -3,7 +3,9 @@
 // Per token of this GPU (T = b·s/cp tokens), 16-bit tensors (E = 2 B), 1-byte dropout masks. "rep" terms
 // are not split by TP without sequence parallelism (the LayerNorm region), "tp" terms are split by t:
 //   norm inputs            2·E·h                       rep   (two norms)
-//   QKV GEMM input         G·h                         rep   (G = E, or 1 B when fp8 GEMMs keep fp8 inputs;
+//   QKV GEMM input         G·h                         rep   (G = E, or the quantized copy when fp8 GEMMs
+//   keep
+//                                                             their inputs quantized: saved_gemm_input_bytes;
 //                                                             torchtitan's DTensor TP keeps it gathered: not
 //                                                             split)
 //   Q                      E·a·d                       tp
@@ -61,6 +63,25 @@ namespace trainsim {
 
 namespace {
 
+/// Bytes per element of a GEMM input kept for the backward in a run with quantized GEMMs: TransformerEngine's
+/// Linear quantizes its input for the forward GEMM and saves the quantized tensor with only its column-wise
+/// data (what the wgrad GEMM reads; transformer_engine/pytorch/module/linear.py, _Linear.forward:
+/// inputmat.update_usage(rowwise_usage=False, columnwise_usage=True)). Per-tensor FP8 (delayed and current
+/// scaling, torchao's tensorwise and rowwise): 1 B. MXFP8: 1 B and one E8M0 scale byte per 32 elements.
+/// NVFP4: 4 bits and one E4M3 scale byte per 16 elements (NVFP4BlockScaling, 1-D blocks of 16; the per-tensor
+/// fp32 scale is negligible).
+double saved_gemm_input_bytes(const Layout& l) {
+    if (l.precision != Precision::fp8) return l.activation_bytes();
+    switch (l.fp8_recipe) {
+        case Fp8Recipe::mxfp8:
+            return 1.0 + 1.0 / 32.0;
+        case Fp8Recipe::nvfp4:
+            return 0.5 + 1.0 / 16.0;
+        default:
+            return 1.0;
+    }
+}
+
 /// The sizes the formulas above use (per GPU; bytes per element E and G).
 struct ActivationShape {
     double T, s, h, a, g, d, f, t, E, G, rep, drop;
@@ -75,7 +96,7 @@ struct ActivationShape {
           f(static_cast<double>(m.ffn_hidden)),
           t(l.tp),
           E(l.activation_bytes()),
-          G(l.precision == Precision::fp8 ? 1.0 : E),
+          G(saved_gemm_input_bytes(l)),
           rep(l.sequence_parallel ? t : 1.0),
           drop(m.dropout ? 1.0 : 0.0),
           flash(l.fused_attention()),

@@ -157,6 +157,33 @@ TEST_CASE("memory: GQA, SwiGLU and no dropout change the terms (Llama-3 70B laye
     CHECK(layer_activations(m, l).stored == doctest::Approx(expected));
 }
 
+TEST_CASE(
+    "memory: quantized GEMM inputs are kept at the recipe's size (TransformerEngine's column-wise copy)") {
+    // The Llama-3 70B layer above with fp8 GEMMs: the QKV, fc1, projection and fc2 inputs are kept quantized
+    // (G bytes per element; the projection's quantized input is a copy beside the flash output O), the rest
+    // in 16 bits. G: per-tensor fp8 1 B; MXFP8 1 B + one E8M0 scale per 32; NVFP4 0.5 B + one E4M3 scale per
+    // 16 (transformer_engine/pytorch/module/linear.py saves the column-wise data only).
+    const ModelSpec m = llama_style();
+    Layout l;
+    l.tp = 8;
+    l.sequence_parallel = true;
+    l.precision = Precision::fp8;
+    const double T = 8192, h = 8192, a = 64, g = 8, d = 128, f = 28672, t = 8;
+    auto expected = [&](double G) {
+        return T * ((4 * h + 2 * G * h) / t +
+                    (2 * a * d + 4 * g * d + 2 * a * d + 4 * a + G * a * d + 4 * f + G * f) / t);
+    };
+    const std::pair<Fp8Recipe, double> recipes[] = {{Fp8Recipe::delayed, 1.0},
+                                                    {Fp8Recipe::tensorwise, 1.0},
+                                                    {Fp8Recipe::mxfp8, 1.0 + 1.0 / 32},
+                                                    {Fp8Recipe::nvfp4, 0.5625}};
+    for (const auto& r : recipes) {
+        l.fp8_recipe = r.first;
+        INFO(to_string(r.first));
+        CHECK(layer_activations(m, l).stored == doctest::Approx(expected(r.second)));
+    }
+}
+
 TEST_CASE("memory: a 7B model in mixed precision holds 16 bytes per parameter before activations") {
     // ZeRO (Rajbhandari et al. 2020) Sec. 3.1: fp16 weights and gradients (2 + 2 B) and Adam's fp32 master
     // weight, momentum and variance (12 B): 16 B per parameter, 112 GB for 7B parameters.
