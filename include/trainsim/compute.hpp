@@ -120,6 +120,11 @@ struct Kernel {
     /// kernel runs at the 16-bit peak of the layout's precision (bf16 for fp8 layouts: TransformerEngine
     /// and torchao Float8 keep attention, norms and the LM head in bf16).
     bool fp8 = false;
+    /// Of `bytes` (kind == memory_bound), those that write, or read and write, the transposed copy of an FP8
+    /// tensor that Hopper's TN-only FP8 GEMMs need (TransformerEngine's per-tensor recipes: cast_transpose,
+    /// the wgrad transpose of a norm-fused FP8 input, the per-step transpose of FP8-gathered weights). On a
+    /// GPU with GpuSpec::fp8_gemm_any_layout they are not moved; a kernel made only of them is not run.
+    double fp8_transpose_bytes = 0;
     /// SMs held by communication kernels running beside this GEMM (kind == gemm; TE userbuffers' pipelined
     /// reduce-scatter overlap, sim/program/layer_ops.cpp): the GEMM's tiles run on sm_count - sms_reserved
     /// SMs (the wave quantization of shape() over those SMs, the peak scaled by their share); a profile's

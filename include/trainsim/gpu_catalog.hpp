@@ -32,6 +32,14 @@ struct GpuSpec {
     /// NVFP4BlockScaling: "Requires SM100 (Blackwell) or later", docs/features/low_precision_training/).
     /// False on Ampere, Hopper and CDNA 3.
     bool block_scaled_mma = false;
+    /// FP8 tensor-core GEMMs take their operands in any layout (Blackwell sm100/sm103: not only the TN layout
+    /// Hopper's FP8 GEMMs need), so TransformerEngine keeps no transposed copy of a per-tensor-scaled FP8
+    /// tensor: its quantizers allocate the transpose only when `columnwise_usage &&
+    /// !nvte_is_non_tn_fp8_gemm_supported()` (transformer_engine/pytorch/csrc/quantizer.cpp, TE >= 2.1;
+    /// transformer_engine/common/transformer_engine.cpp: compute capability 10.x and >= 13.0), and the
+    /// column-wise use reads the row-wise data. Kernel::fp8_transpose_bytes are then not moved, and the
+    /// cached FP8 weight is 1 B, not 1 + 1 (sim/memory/static_piles.cpp). False on Ampere, Hopper and CDNA 3.
+    bool fp8_gemm_any_layout = false;
     double hbm_bytes = 0;        ///< HBM capacity, bytes
     double hbm_bytes_per_s = 0;  ///< HBM bandwidth, bytes/s
     int sm_count = 0;  ///< streaming multiprocessors (AMD: compute units) for GEMM wave quantization

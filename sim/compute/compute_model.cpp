@@ -141,6 +141,15 @@ double ComputeModel::require(double bytes_per_s, const char* field) {
 }
 
 KernelCost ComputeModel::cost(const Kernel& k) const {
+    if (gpu_.fp8_gemm_any_layout && k.fp8_transpose_bytes > 0) {
+        // No FP8 transpose on this GPU (GpuSpec::fp8_gemm_any_layout): the kernel without those bytes, or
+        // no kernel at all.
+        Kernel rest = k;
+        rest.bytes -= k.fp8_transpose_bytes;
+        rest.fp8_transpose_bytes = 0;
+        if (!(rest.bytes > 0)) return KernelCost{};
+        return cost(rest);
+    }
     KernelCost c;
     if (profile_ && profile_cost(k, c.seconds)) {
         c.from_profile = true;

@@ -66,7 +66,7 @@ MemoryReport simulate_memory(const ModelSpec& m, const Layout& l, const Program&
         mem.stage = st;
         mem.ranks = l.tp * l.cp * l.dp;
         mem.peak_in_flight_microbatches = sp.peak_in_flight_microbatches;
-        const memory_walk::StaticPiles stat = memory_walk::static_piles(m, l, sp, st);
+        const memory_walk::StaticPiles stat = memory_walk::static_piles(m, l, sp, st, gpu);
         mem.host_bytes = stat.host_bytes;
         memory_walk::StageWalk walk(l, shapes, sp, st, memory_walk::stage_compute_end_s(compute_end_s, st),
                                     stat, mem, keep_timeline, gpu.hbm_bytes);

@@ -90,7 +90,7 @@ ParamShares param_shares(const ModelSpec& m, const Layout& l, const StageProgram
 }
 
 /// Parameters, gradients and optimizer state (on the GPU, or in host memory when offloaded).
-void add_parameter_piles(StaticPiles& s, const ParamShares& q, const Layout& l) {
+void add_parameter_piles(StaticPiles& s, const ParamShares& q, const Layout& l, const GpuSpec& gpu) {
     // Parameters: 16-bit weights, or NF4 linear weights (QLoRA); adapters in 16 bits; ZeRO-3 keeps 1/DP.
     double weights = l.frozen_base() ? 2.0 * q.frozen + 2.0 * q.trainable : 2.0 * q.params;
     if (l.adapter == Adapter::qlora) weights -= (2.0 - kQloraBaseBytesPerParam) * q.linear;
@@ -100,8 +100,13 @@ void add_parameter_piles(StaticPiles& s, const ParamShares& q, const Layout& l) 
     // weight and its transpose, cached across the micro-batches of a step, sharded like the weights. With
     // fp8_param_gather the linear weights are FP8 themselves (1 B) with their cached transpose (1 B): the
     // 2 B already counted.
+    // On a GPU whose FP8 GEMMs take any layout (GpuSpec::fp8_gemm_any_layout) TE's per-tensor FP8 weight has
+    // no transpose: 1 B (block-scaled recipes keep a row-wise and a column-wise copy everywhere).
+    const bool transpose_free = gpu.fp8_gemm_any_layout && !block_scaled(l.fp8_recipe);
     if (l.precision == Precision::fp8 && caches_fp8_weights(l) && !l.fp8_param_gather)
-        weights += 2.0 * q.linear / (q.zero3 ? q.dpc : 1.0);
+        weights += (transpose_free ? 1.0 : 2.0) * q.linear / (q.zero3 ? q.dpc : 1.0);
+    if (l.fp8_weights_gathered_in_fp8() && caches_fp8_weights(l) && transpose_free)
+        weights -= 1.0 * q.linear / (q.zero3 ? q.dpc : 1.0);
     s.piles[P(Pile::parameters)] = weights;
 
     const bool grad_sharded = l.zero_stage >= 2 && q.dpc > 1;
@@ -174,10 +179,11 @@ void add_step_temporaries(StaticPiles& s, const ParamShares& q, const ModelSpec&
 
 }  // namespace
 
-StaticPiles static_piles(const ModelSpec& m, const Layout& l, const StageProgram& sp, int stage) {
+StaticPiles static_piles(const ModelSpec& m, const Layout& l, const StageProgram& sp, int stage,
+                         const GpuSpec& gpu) {
     const ParamShares q = param_shares(m, l, sp, stage);
     StaticPiles s;
-    add_parameter_piles(s, q, l);
+    add_parameter_piles(s, q, l, gpu);
     add_held_buffers(s, q, m, l);
     add_step_temporaries(s, q, m, l);
     s.outside_allocator =

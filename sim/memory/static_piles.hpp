@@ -22,7 +22,9 @@ struct StaticPiles {
     double outside_allocator = 0;           ///< CUDA context and NCCL buffers
 };
 
-/// The static piles of pipeline rank `stage` (program stage `sp`), bytes per GPU.
-StaticPiles static_piles(const ModelSpec& m, const Layout& l, const StageProgram& sp, int stage);
+/// The static piles of pipeline rank `stage` (program stage `sp`), bytes per GPU, on `gpu` (whether
+/// TransformerEngine's cached FP8 weights carry a transpose: GpuSpec::fp8_gemm_any_layout).
+StaticPiles static_piles(const ModelSpec& m, const Layout& l, const StageProgram& sp, int stage,
+                         const GpuSpec& gpu);
 
 }  // namespace trainsim::memory_walk

@@ -705,17 +705,22 @@ OpTemplate BlockBuilder::embedding_backward() {
 // With fp8_param_gather (Layout) the weights are FP8 already: no weight cast at all; their transpose is made
 // once per step (read 1, write 1 B per weight) and the optimizer quantizes its fp32 master shard after the
 // step (optimizer()).
+// TransformerEngine's per-tensor recipes (delayed; tensorwise under Megatron) write a transpose only for
+// Hopper's TN-only FP8 GEMMs: its 1 B per element (and the whole of the transpose-only kernels) is marked
+// Kernel::fp8_transpose_bytes, which a GPU with GpuSpec::fp8_gemm_any_layout (Blackwell) does not move.
+// torchao's re-layouts stay: torch._scaled_mm wants its second operand column-major on every GPU.
 namespace {
 struct Fp8CastBytes {
     double input_fwd, weight_fwd, grad_bwd, input_bwd, weight_bwd;
-    bool weight_per_step;  ///< the fp8 weight is cast once per step and cached (TE)
+    bool weight_per_step;       ///< the fp8 weight is cast once per step and cached (TE)
+    bool te_transpose = false;  ///< input_fwd, weight_fwd and grad_bwd include a 1-B FP8 transpose (TE)
 };
 Fp8CastBytes fp8_cast_bytes(Fp8Recipe r, double E, Framework f) {
     switch (r) {
         case Fp8Recipe::delayed:
-            return {E + 2, E + 2, E + 2, 0, 0, true};
+            return {E + 2, E + 2, E + 2, 0, 0, true, true};
         case Fp8Recipe::tensorwise:
-            if (f == Framework::megatron) return {2 * E + 2, 2 * E + 2, 2 * E + 2, 0, 0, true};
+            if (f == Framework::megatron) return {2 * E + 2, 2 * E + 2, 2 * E + 2, 0, 0, true, true};
             return {2 * E + 1, 2 * E + 1, 2 * E + 3, 2, 2, false};
         case Fp8Recipe::rowwise:
             return {2 * E + 1, 2 * E + 1, 2 * (2 * E + 1), 2 * E + 1, 2 * E + 1, false};
@@ -724,7 +729,22 @@ Fp8CastBytes fp8_cast_bytes(Fp8Recipe r, double E, Framework f) {
         case Fp8Recipe::nvfp4:
             return {2 * E + 1 + 2.0 / 16, 2 * E + 1 + 2.0 / 16, 2 * E + 1 + 2.0 / 16, 0, 0, true};
     }
-    return {E + 2, E + 2, E + 2, 0, 0, true};
+    return {E + 2, E + 2, E + 2, 0, 0, true, true};
+}
+
+/// A cast of `elements` at `bytes_per_element`, of which 1 B per element is a TransformerEngine FP8 transpose
+/// when `te_transpose` (Kernel::fp8_transpose_bytes).
+Kernel fp8_cast(const char* name, double bytes_per_element, double elements, bool te_transpose) {
+    Kernel k = Kernel::memory(name, bytes_per_element * elements);
+    if (te_transpose) k.fp8_transpose_bytes = elements;
+    return k;
+}
+
+/// A kernel that only transposes FP8 data (read 1, write 1 B per element): Hopper's TN layout only.
+Kernel fp8_transpose_only(const char* name, double elements) {
+    Kernel k = Kernel::memory(name, 2.0 * elements);
+    k.fp8_transpose_bytes = k.bytes;
+    return k;
 }
 }  // namespace
 
@@ -767,7 +787,7 @@ void BlockBuilder::fp8_forward_casts(OpTemplate& t, double input_elements, doubl
     if (!fp8_) return;
     const auto c = fp8_cast_bytes(l_.fp8_recipe, E_, l_.framework);
     if (!(after_norm && fp8_cast_in_norm()))
-        kernel(t, Kernel::memory("fp8_cast_input", c.input_fwd * input_elements));
+        kernel(t, fp8_cast("fp8_cast_input", c.input_fwd, input_elements, c.te_transpose));
     if (!c.weight_per_step && !l_.fp8_param_gather)
         kernel(t, Kernel::memory("fp8_cast_weight", c.weight_fwd * weights));
 }
@@ -776,9 +796,9 @@ void BlockBuilder::fp8_backward_casts(OpTemplate& t, double grad_elements, doubl
                                       double weights, bool after_norm) {
     if (!fp8_) return;
     const auto c = fp8_cast_bytes(l_.fp8_recipe, E_, l_.framework);
-    kernel(t, Kernel::memory("fp8_cast_grad_output", c.grad_bwd * grad_elements));
+    kernel(t, fp8_cast("fp8_cast_grad_output", c.grad_bwd, grad_elements, c.te_transpose));
     if (after_norm && fp8_cast_in_norm())
-        kernel(t, Kernel::memory("fp8_transpose_input", 2.0 * input_elements));
+        kernel(t, fp8_transpose_only("fp8_transpose_input", input_elements));
     if (c.input_bwd > 0) kernel(t, Kernel::memory("fp8_relayout_input", c.input_bwd * input_elements));
     if (c.weight_bwd > 0 && !l_.fp8_param_gather)
         kernel(t, Kernel::memory("fp8_relayout_weight", c.weight_bwd * weights));
@@ -792,9 +812,9 @@ OpTemplate BlockBuilder::fp8_weight_casts_per_step(double dense_layers, double m
     const auto c = fp8_cast_bytes(l_.fp8_recipe, E_, l_.framework);
     if (!c.weight_per_step) return t;
     if (l_.fp8_weights_gathered_in_fp8())  // block-scaled: quantized from the bf16 gather (layout.hpp)
-        kernel(t, Kernel::memory("fp8_transpose_weights", 2.0 * weights));
+        kernel(t, fp8_transpose_only("fp8_transpose_weights", weights));
     else
-        kernel(t, Kernel::memory("fp8_cast_transpose_weights", c.weight_fwd * weights));
+        kernel(t, fp8_cast("fp8_cast_transpose_weights", c.weight_fwd, weights, c.te_transpose));
     flush(t);
     return t;
 }

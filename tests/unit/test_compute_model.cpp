@@ -177,6 +177,23 @@ TEST_CASE("compute model: element-wise kernels stream at the HBM efficiency; hos
     CHECK_THROWS_AS(bare.seconds(Kernel::host(KernelKind::host_copy, "d2h", 1e9)), InputError);
 }
 
+TEST_CASE("compute model: FP8 transposes are not moved where FP8 GEMMs take any operand layout") {
+    GpuSpec gpu = round_gpu();
+    Kernel cast = Kernel::memory("fp8_cast_input", 3e9);  // read 2 B, write 1 B and its 1-B transpose
+    cast.fp8_transpose_bytes = 1e9;
+    Kernel transpose = Kernel::memory("fp8_transpose_input", 2e9);  // read 1 B, write 1 B: a transpose only
+    transpose.fp8_transpose_bytes = 2e9;
+    const ComputeModel hopper(gpu, Precision::fp8);
+    CHECK(hopper.seconds(cast) == doctest::Approx(3e9 / kMemBw + kOverhead).epsilon(1e-12));
+    CHECK(hopper.seconds(transpose) == doctest::Approx(2e9 / kMemBw + kOverhead).epsilon(1e-12));
+    gpu.fp8_gemm_any_layout = true;
+    const ComputeModel blackwell(gpu, Precision::fp8);
+    CHECK(blackwell.seconds(cast) == doctest::Approx(2e9 / kMemBw + kOverhead).epsilon(1e-12));
+    CHECK(blackwell.seconds(transpose) == 0.0);  // not launched at all
+    CHECK(blackwell.seconds(Kernel::memory("gelu", 1e9)) ==
+          doctest::Approx(1e9 / kMemBw + kOverhead).epsilon(1e-12));
+}
+
 TEST_CASE("compute model: MXFP8 and NVFP4 GEMMs at the FP8 and FP4 rates with block-scaled operand bytes") {
     GpuSpec gpu = round_gpu();
     gpu.peak_fp4_flops = 400e12;

@@ -82,6 +82,15 @@ MemoryReport walk(const ModelSpec& m, const Layout& l) {
     return simulate_memory(m, l, build_program(m, l), find_gpu("A100-SXM4-80GB", "test"), nullptr, true);
 }
 
+/// Llama-3 70B's layout at TP 8 with sequence parallelism and FP8 GEMMs (the recipe set by the caller).
+Layout llama_tp8_fp8() {
+    Layout l;
+    l.tp = 8;
+    l.sequence_parallel = true;
+    l.precision = Precision::fp8;
+    return l;
+}
+
 }  // namespace
 
 TEST_CASE("memory: Megatron-LM theoretical_memory_usage within 1% (weights + optimizer, activations)") {
@@ -164,10 +173,7 @@ TEST_CASE(
     // in 16 bits. G: per-tensor fp8 1 B; MXFP8 1 B + one E8M0 scale per 32; NVFP4 0.5 B + one E4M3 scale per
     // 16 (transformer_engine/pytorch/module/linear.py saves the column-wise data only).
     const ModelSpec m = llama_style();
-    Layout l;
-    l.tp = 8;
-    l.sequence_parallel = true;
-    l.precision = Precision::fp8;
+    Layout l = llama_tp8_fp8();
     const double T = 8192, h = 8192, a = 64, g = 8, d = 128, f = 28672, t = 8;
     auto expected = [&](double G) {
         return T * ((4 * h + 2 * G * h) / t +
@@ -221,6 +227,29 @@ TEST_CASE("memory: micro-batches in flight come from the simulated schedule") {
     l.schedule = Schedule::gpipe;
     const MemoryReport gp = walk(m, l);
     CHECK(stored_activation_peak(gp, 1) == doctest::Approx(8 * per_mb));
+}
+
+TEST_CASE(
+    "memory: TransformerEngine's cached FP8 weight has no transpose on Blackwell (per-tensor recipes)") {
+    // Llama-3 70B, TP 8, delayed-scaling FP8 under Megatron: the cached FP8 copy of each linear weight is
+    // 1 + 1 B on Hopper (TN-only FP8 GEMMs) and 1 B on B200, whose FP8 GEMMs take any layout. The catalog's
+    // two parts differ in HBM only otherwise; the parameters pile differs by 1 B per linear weight per GPU.
+    const ModelSpec m = llama_style();
+    Layout l = llama_tp8_fp8();
+    l.dp = 1;
+    l.global_batch = 1;
+    l.fp8_recipe = Fp8Recipe::delayed;
+    const double h = 8192, a = 64, g = 8, d = 128, f = 28672, t = 8, L = 80;
+    const double linear_per_gpu = L * (h * (a + 2 * g) * d + a * d * h + 3 * h * f) / t;
+    const Program p = build_program(m, l);
+    const double hopper = load(simulate_memory(m, l, p, find_gpu("H100-SXM5-80GB", "test")))[kParams];
+    const double blackwell = load(simulate_memory(m, l, p, find_gpu("B200", "test")))[kParams];
+    CHECK(hopper - blackwell == doctest::Approx(linear_per_gpu));
+    // MXFP8 keeps a row-wise and a column-wise copy on every GPU (memory only: Hopper cannot run it).
+    l.fp8_recipe = Fp8Recipe::mxfp8;
+    const Program q = build_program(m, l);
+    CHECK(load(simulate_memory(m, l, q, find_gpu("B200", "test")))[kParams] ==
+          doctest::Approx(load(simulate_memory(m, l, q, find_gpu("H100-SXM5-80GB", "test")))[kParams]));
 }
 
 TEST_CASE("memory: a layout that cannot fit names the stage, the phase and the pile") {
