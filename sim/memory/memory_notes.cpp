@@ -7,7 +7,35 @@
 
 namespace trainsim::memory_walk {
 
-std::vector<std::string> memory_notes(const ModelSpec& m, const Layout& l, const Program& p) {
+namespace {
+
+/// The note on a run with fp8 GEMMs: where the weights' fp8 copies live and what they hold.
+std::string fp8_note(const Layout& l, const GpuSpec& gpu) {
+    // TE's per-tensor FP8 tensors carry a transpose only where FP8 GEMMs are TN-only (static_piles.cpp).
+    const char* fp8_weight =
+        block_scaled(l.fp8_recipe) ? "a row-wise and a column-wise block-scaled copy, about 2 B"
+        : gpu.fp8_gemm_any_layout  ? "1 B, no transpose: this GPU's FP8 GEMMs take any layout"
+                                   : "1 B and its transpose, 1 B";
+    if (l.fp8_param_gather && caches_fp8_weights(l))
+        return fmt::format(
+            "fp8 GEMMs (TransformerEngine) with fp8_param_gather: each linear weight held in fp8 ({}), "
+            "all-gathered {}, GEMM inputs stored quantized",
+            fp8_weight, block_scaled(l.fp8_recipe) ? "in 16 bits and quantized after the gather" : "in fp8");
+    if (caches_fp8_weights(l))
+        return fmt::format(
+            "fp8 GEMMs (TransformerEngine): each linear weight's fp8 copy cached for the step ({}; sharded "
+            "like "
+            "the weights), GEMM inputs stored quantized, scaling state per GEMM",
+            fp8_weight);
+    return "fp8 GEMMs without a weight cache (torchao Float8 or TE without is_first_microbatch): a weight's "
+           "fp8 "
+           "cast exists only around its GEMM";
+}
+
+}  // namespace
+
+std::vector<std::string> memory_notes(const ModelSpec& m, const Layout& l, const Program& p,
+                                      const GpuSpec& gpu) {
     std::vector<std::string> notes;
     double params = 0, trainable = 0;
     for (const auto& st : p.stages) {
@@ -55,18 +83,7 @@ std::vector<std::string> memory_notes(const ModelSpec& m, const Layout& l, const
     if (l.optimizer != Optimizer::adam)
         notes.push_back(fmt::format("optimizer {}: {:.3f} B of state per trainable parameter (Adam: 12)",
                                     to_string(l.optimizer), l.optimizer_bytes_per_param()));
-    if (l.precision == Precision::fp8 && l.fp8_param_gather && caches_fp8_weights(l))
-        notes.push_back(
-            "fp8 GEMMs (TransformerEngine) with fp8_param_gather: the linear weights held in fp8 with "
-            "their transpose (1 + 1 B), all-gathered in fp8, GEMM inputs stored in fp8");
-    else if (l.precision == Precision::fp8)
-        notes.push_back(
-            caches_fp8_weights(l)
-                ? "fp8 GEMMs (TransformerEngine): an fp8 copy and transpose of each linear weight "
-                  "cached for the step (2 B, sharded like the weights), GEMM inputs stored in fp8, "
-                  "scaling state per GEMM"
-                : "fp8 GEMMs without a weight cache (torchao Float8 or TE without "
-                  "is_first_microbatch): a weight's fp8 cast exists only around its GEMM");
+    if (l.precision == Precision::fp8) notes.push_back(fp8_note(l, gpu));
     if (l.zero_stage >= 3 && l.dp * l.cp > 1)
         notes.push_back(fmt::format(
             "ZeRO-3 / FSDP: parameter groups all-gathered just in time with one prefetched (two groups "

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "trainsim/gpu_catalog.hpp"
 #include "trainsim/layout.hpp"
 #include "trainsim/model.hpp"
 #include "trainsim/program.hpp"
@@ -12,6 +13,7 @@ namespace trainsim::memory_walk {
 
 /// The notes of MemoryReport::notes: adapters, offload, 8-bit state, fp8, ZeRO-3 / FSDP, and which peak the
 /// framework prints.
-std::vector<std::string> memory_notes(const ModelSpec& m, const Layout& l, const Program& p);
+std::vector<std::string> memory_notes(const ModelSpec& m, const Layout& l, const Program& p,
+                                      const GpuSpec& gpu);
 
 }  // namespace trainsim::memory_walk

@@ -73,7 +73,7 @@ MemoryReport simulate_memory(const ModelSpec& m, const Layout& l, const Program&
         walk.run();
         rep.stages.push_back(std::move(mem));
     }
-    rep.notes = memory_walk::memory_notes(m, l, p);
+    rep.notes = memory_walk::memory_notes(m, l, p, gpu);
     for (std::size_t i = 0; i < rep.stages.size(); ++i)
         if (rep.stages[i].peak_bytes > rep.stages[static_cast<std::size_t>(rep.peak_stage)].peak_bytes)
             rep.peak_stage = static_cast<int>(i);

@@ -242,9 +242,16 @@ TEST_CASE(
     const double h = 8192, a = 64, g = 8, d = 128, f = 28672, t = 8, L = 80;
     const double linear_per_gpu = L * (h * (a + 2 * g) * d + a * d * h + 3 * h * f) / t;
     const Program p = build_program(m, l);
-    const double hopper = load(simulate_memory(m, l, p, find_gpu("H100-SXM5-80GB", "test")))[kParams];
-    const double blackwell = load(simulate_memory(m, l, p, find_gpu("B200", "test")))[kParams];
-    CHECK(hopper - blackwell == doctest::Approx(linear_per_gpu));
+    const MemoryReport hopper = simulate_memory(m, l, p, find_gpu("H100-SXM5-80GB", "test"));
+    const MemoryReport blackwell = simulate_memory(m, l, p, find_gpu("B200", "test"));
+    CHECK(load(hopper)[kParams] - load(blackwell)[kParams] == doctest::Approx(linear_per_gpu));
+    // The report says so.
+    auto says = [](const MemoryReport& r, const char* what) {
+        return std::any_of(r.notes.begin(), r.notes.end(),
+                           [&](const std::string& n) { return contains(n, what); });
+    };
+    CHECK(says(hopper, "1 B and its transpose, 1 B"));
+    CHECK(says(blackwell, "1 B, no transpose"));
     // MXFP8 keeps a row-wise and a column-wise copy on every GPU (memory only: Hopper cannot run it).
     l.fp8_recipe = Fp8Recipe::mxfp8;
     const Program q = build_program(m, l);
