@@ -3,9 +3,9 @@
 // Per token of this GPU (T = b·s/cp tokens), 16-bit tensors (E = 2 B), 1-byte dropout masks. "rep" terms
 // are not split by TP without sequence parallelism (the LayerNorm region), "tp" terms are split by t:
 //   norm inputs            2·E·h                       rep   (two norms)
-//   QKV GEMM input         G·h                         rep   (G = E, or the quantized copy when fp8 GEMMs
-//   keep
-//                                                             their inputs quantized: saved_gemm_input_bytes;
+//   QKV GEMM input         G·h                         rep   (G = E, or the quantized copy's bytes when fp8
+//                                                             GEMMs keep their inputs quantized:
+//                                                             saved_gemm_input_bytes;
 //                                                             torchtitan's DTensor TP keeps it gathered: not
 //                                                             split)
 //   Q                      E·a·d                       tp

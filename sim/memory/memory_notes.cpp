@@ -24,12 +24,10 @@ std::string fp8_note(const Layout& l, const GpuSpec& gpu) {
     if (caches_fp8_weights(l))
         return fmt::format(
             "fp8 GEMMs (TransformerEngine): each linear weight's fp8 copy cached for the step ({}; sharded "
-            "like "
-            "the weights), GEMM inputs stored quantized, scaling state per GEMM",
+            "like the weights), GEMM inputs stored quantized, scaling state per GEMM",
             fp8_weight);
     return "fp8 GEMMs without a weight cache (torchao Float8 or TE without is_first_microbatch): a weight's "
-           "fp8 "
-           "cast exists only around its GEMM";
+           "fp8 cast exists only around its GEMM";
 }
 
 }  // namespace

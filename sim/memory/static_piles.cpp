@@ -103,10 +103,10 @@ void add_parameter_piles(StaticPiles& s, const ParamShares& q, const Layout& l, 
     // On a GPU whose FP8 GEMMs take any layout (GpuSpec::fp8_gemm_any_layout) TE's per-tensor FP8 weight has
     // no transpose: 1 B (block-scaled recipes keep a row-wise and a column-wise copy everywhere).
     const bool transpose_free = gpu.fp8_gemm_any_layout && !block_scaled(l.fp8_recipe);
+    const double linear = q.linear / (q.zero3 ? q.dpc : 1.0);  // linear weights on this GPU
     if (l.precision == Precision::fp8 && caches_fp8_weights(l) && !l.fp8_param_gather)
-        weights += (transpose_free ? 1.0 : 2.0) * q.linear / (q.zero3 ? q.dpc : 1.0);
-    if (l.fp8_weights_gathered_in_fp8() && caches_fp8_weights(l) && transpose_free)
-        weights -= 1.0 * q.linear / (q.zero3 ? q.dpc : 1.0);
+        weights += (transpose_free ? 1.0 : 2.0) * linear;
+    if (l.fp8_weights_gathered_in_fp8() && caches_fp8_weights(l) && transpose_free) weights -= linear;
     s.piles[P(Pile::parameters)] = weights;
 
     const bool grad_sharded = l.zero_stage >= 2 && q.dpc > 1;
