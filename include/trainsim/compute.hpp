@@ -60,6 +60,8 @@
 //             bandwidth + kernel_overhead_s (a bulk measurement holds no per-kernel cost).
 // Measured kernel times are taken as they are (no kernel_overhead_s added: the timing holds the kernel's own
 // ramp and tail). Host-side kernels are always analytic.
+// Host-bound issue: a kernel with Kernel::host_issue_s > 0 takes t = max(t, host_issue_s), modelled or
+// measured (the host thread issuing it is the bottleneck, e.g. a Python loop per partition).
 #pragma once
 
 #include <memory>
@@ -130,6 +132,11 @@ struct Kernel {
     /// SMs (the wave quantization of shape() over those SMs, the peak scaled by their share); a profile's
     /// measured time is scaled by sm_count / (sm_count - sms_reserved). 0: the whole GPU.
     double sms_reserved = 0;
+    /// The host thread's time to issue this kernel (s), when the framework's host work between kernels is
+    /// longer than the kernel: back to back on an idle GPU, such a kernel cannot finish sooner than the host
+    /// issues the next, so cost() is at least this. 0: the GPU side only. Set for DeepSpeed 2021 ZeRO-3's
+    /// per-partition copies (kDs3ListAllGatherHostPerPartitionS, sim/program/layer_ops.hpp).
+    double host_issue_s = 0;
     /// Fused attention backend (kind == flash_attention): flash (FlashAttention-2) or cudnn.
     AttentionKernel attention = AttentionKernel::flash;
     /// Fused attention's shape (kind == flash_attention; required by the analytic model).
@@ -194,6 +201,8 @@ class ComputeModel {
 
   private:
     static double require(double bytes_per_s, const char* field);
+    /// cost() without the host-issue floor (Kernel::host_issue_s).
+    KernelCost device_cost(const Kernel& k) const;
     /// SMs a GEMM runs on: sm_count - sms_reserved (at least 1).
     double sm_share(const Kernel& k) const;
     const GpuSpec& gpu_;

@@ -141,6 +141,12 @@ double ComputeModel::require(double bytes_per_s, const char* field) {
 }
 
 KernelCost ComputeModel::cost(const Kernel& k) const {
+    KernelCost c = device_cost(k);
+    c.seconds = std::max(c.seconds, k.host_issue_s);
+    return c;
+}
+
+KernelCost ComputeModel::device_cost(const Kernel& k) const {
     if (gpu_.fp8_gemm_any_layout && k.fp8_transpose_bytes > 0) {
         // No FP8 transpose on this GPU (GpuSpec::fp8_gemm_any_layout): the kernel without those bytes, or
         // no kernel at all.
@@ -148,7 +154,7 @@ KernelCost ComputeModel::cost(const Kernel& k) const {
         rest.bytes -= k.fp8_transpose_bytes;
         rest.fp8_transpose_bytes = 0;
         if (!(rest.bytes > 0)) return KernelCost{};
-        return cost(rest);
+        return device_cost(rest);
     }
     KernelCost c;
     if (profile_ && profile_cost(k, c.seconds)) {

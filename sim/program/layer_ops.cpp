@@ -823,8 +823,10 @@ OpTemplate BlockBuilder::list_all_gather_copy_out(double elements, int partition
     OpTemplate t;
     kernel(t, Kernel::memory("zero3_all_gather_zero_buffer", 2.0 * elements));
     const int n = std::max(partitions, 1);
+    Kernel copy = Kernel::memory("zero3_all_gather_copy_out_partition", 4.0 * elements / n);
+    copy.host_issue_s = kDs3ListAllGatherHostPerPartitionS;
     for (int i = 0; i < n; ++i)
-        kernel(t, Kernel::memory("zero3_all_gather_copy_out_partition", 4.0 * elements / n));
+        kernel(t, copy);
     flush(t);
     return t;
 }

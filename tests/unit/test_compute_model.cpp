@@ -75,6 +75,18 @@ TEST_CASE("compute model: a thin-K GEMM is memory-bound") {
     CHECK(cm.seconds(k) == doctest::Approx(0.274630e-3).epsilon(1e-4));
 }
 
+TEST_CASE("compute model: a host-bound kernel takes the host's issue time") {
+    const GpuSpec gpu = round_gpu();  // ComputeModel keeps a reference
+    const ComputeModel cm(gpu, Precision::bf16);
+    // 1 MB copy: 1e6 / 0.5e12 = 2 us + 2 us overhead = 4 us on the GPU.
+    Kernel k = Kernel::memory("copy", 1e6);
+    CHECK(cm.seconds(k) == doctest::Approx(4e-6).epsilon(1e-12));
+    k.host_issue_s = 31e-6;  // the host issues it no faster
+    CHECK(cm.seconds(k) == doctest::Approx(31e-6).epsilon(1e-12));
+    k.host_issue_s = 1e-6;  // shorter than the GPU side: no effect
+    CHECK(cm.seconds(k) == doctest::Approx(4e-6).epsilon(1e-12));
+}
+
 TEST_CASE("compute model: wave quantization and the GEMM floor") {
     GpuSpec gpu = round_gpu();
     gpu.sm_count = 100;

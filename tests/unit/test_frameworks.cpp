@@ -288,8 +288,8 @@ TEST_CASE("ZeRO-3 / FSDP: backward gathers follow reshard_after_forward; copy-ou
         if (std::string(k.name) == "zero3_all_gather_zero_buffer" && k.bytes == doctest::Approx(2.0 * qkv))
             ++qkv_zero;
         if (std::string(k.name) == "zero3_all_gather_copy_out_partition" &&
-            k.bytes == doctest::Approx(4.0 * qkv / l.dp))
-            ++qkv_partitions;
+            k.bytes == doctest::Approx(4.0 * qkv / l.dp) && k.host_issue_s == 250e-6 / 8)
+            ++qkv_partitions;  // each issued no faster than the host's per-partition work (DeepSpeed #1069)
     }
     CHECK(qkv_zero == 4);
     CHECK(qkv_partitions == 4 * l.dp);
