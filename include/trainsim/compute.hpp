@@ -135,7 +135,7 @@ struct Kernel {
     /// The host thread's time to issue this kernel (s), when the framework's host work between kernels is
     /// longer than the kernel: back to back on an idle GPU, such a kernel cannot finish sooner than the host
     /// issues the next, so cost() is at least this. 0: the GPU side only. Set for DeepSpeed 2021 ZeRO-3's
-    /// per-partition copies (kDs3ListAllGatherHostPerPartitionS, sim/program/layer_ops.hpp).
+    /// per-partition copies (kDs3ListAllGatherHostPerPartitionS, layout.hpp).
     double host_issue_s = 0;
     /// Fused attention backend (kind == flash_attention): flash (FlashAttention-2) or cudnn.
     AttentionKernel attention = AttentionKernel::flash;

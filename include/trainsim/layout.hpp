@@ -95,6 +95,18 @@ enum class CheckpointSave { sharded, rank0 };
 /// (../shared/design/frameworks.md is the survey).
 enum class Framework { megatron, deepspeed, torchtitan, composer, pytorch };
 
+/// Host time per partition of DeepSpeed 2021 ZeRO-3's list all-gather (s; framework: DeepSpeed v0.3.12-v0.5.8
+/// on PyTorch 1.8-1.10, eager). Per gathered parameter and per DP partition the host runs, in
+/// partition_parameters.py _allgather_param, a Python loop building the partition list (flat_tensor.narrow,
+/// torch.distributed.get_rank(group), list append), then in ProcessGroupNCCL::allgather the checks of each
+/// output tensor and, after the NCCL call, recordStream and copy_ into each partition: host work that grows
+/// with the DP degree, issued right after a torch.cuda.synchronize() (the GPU waits on it). Source: DeepSpeed
+/// issue #1069 (zarzen, 2021-06-21; DeepSpeed 0.3.16, PyTorch 1.8.0, 8 x A100 p4d): one parameter's
+/// all-gather over 8 ranks spends ~250 us in the launch (after ~130 us of pre-launch, which holds the device
+/// synchronize's wait): 250 us / 8 partitions, the launch's fixed part (one Python call, one ncclAllGather
+/// enqueue) taken as small beside it. Not fitted to any run.
+inline constexpr double kDs3ListAllGatherHostPerPartitionS = 250e-6 / 8;
+
 /// Bytes per parameter of the int16 remainder that Apex's DistributedFusedAdam keeps with
 /// store_param_remainders (bf16 weights, fp32 optimizer): the low 16 bits of the fp32 master weight whose
 /// high 16 bits are the bf16 weight itself (apex/contrib/optimizers/distributed_fused_adam.py StateBucket
@@ -342,6 +354,13 @@ struct Layout {
     bool eager_elementwise() const { return framework == Framework::torchtitan && !torch_compile; }
     /// True when the base weights are frozen (LoRA, QLoRA): no weight gradients for them.
     bool frozen_base() const { return adapter != Adapter::none; }
+    /// True when ZeRO-3 runs DeepSpeed's own stage-3 coordinator as its 2021 releases (v0.3.12-v0.5.8) ran it
+    /// (sim/program/deepspeed_stage3.cpp, docs/compute-model.md): framework deepspeed, ZeRO-3 over dp > 1, no
+    /// PP (DeepSpeed refuses stage 3 with its pipeline engine), no frozen base, resharded after forward.
+    bool deepspeed_stage3_2021() const {
+        return framework == Framework::deepspeed && zero_stage >= 3 && dp > 1 && pp == 1 && vpp == 1 &&
+               !frozen_base() && reshard_after_forward;
+    }
     /// True when DeepSpeed wraps the optimizer in its BF16_Optimizer (bf16 with ZeRO stage 0 or 1;
     /// deepspeed/runtime/engine.py picks it for bf16 with fp32 gradient accumulation): the gradients of every
     /// micro-batch are added into fp32 copies by a separate pass (bf16_optimizer.py, update_hp_grads).

@@ -13,18 +13,6 @@ namespace trainsim::detail {
 /// A block's ops with segment ids into Program::segments; phase and micro-batch are filled when instantiated.
 using OpTemplate = std::vector<Op>;
 
-/// Host time per partition of DeepSpeed 2021 ZeRO-3's list all-gather (s; framework: DeepSpeed v0.3.12-v0.5.8
-/// on PyTorch 1.8-1.10, eager). Per gathered parameter and per DP partition the host runs, in
-/// partition_parameters.py _allgather_param, a Python loop building the partition list (flat_tensor.narrow,
-/// torch.distributed.get_rank(group), list append), then in ProcessGroupNCCL::allgather the checks of each
-/// output tensor and, after the NCCL call, recordStream and copy_ into each partition: host work that grows
-/// with the DP degree, issued right after a torch.cuda.synchronize() (the GPU waits on it). Source: DeepSpeed
-/// issue #1069 (zarzen, 2021-06-21; DeepSpeed 0.3.16, PyTorch 1.8.0, 8 x A100 p4d): one parameter's
-/// all-gather over 8 ranks spends ~250 us in the launch (after ~130 us of pre-launch, which holds the device
-/// synchronize's wait): 250 us / 8 partitions, the launch's fixed part (one Python call, one ncclAllGather
-/// enqueue) taken as small beside it. Not fitted to any run.
-inline constexpr double kDs3ListAllGatherHostPerPartitionS = 250e-6 / 8;
-
 /// Builds op templates and registers their segments in `segments`.
 class BlockBuilder {
   public:
@@ -78,7 +66,7 @@ class BlockBuilder {
     /// (partition_parameters.py _allgather_param): the zeroed 16-bit flat buffer (2 B per element), then
     /// ProcessGroupNCCL's copy of the flattened result into each partition, one copy kernel per partition
     /// (read and write 2 B per element in all), each issued no faster than the host's per-partition work
-    /// (Kernel::host_issue_s = kDs3ListAllGatherHostPerPartitionS).
+    /// (Kernel::host_issue_s = kDs3ListAllGatherHostPerPartitionS, layout.hpp).
     OpTemplate list_all_gather_copy_out(double elements, int partitions);
     /// Optimizer step over `params_per_rank` parameters (Adam, mixed precision).
     OpTemplate optimizer(double params_per_rank);

@@ -142,8 +142,7 @@ StageBuilder::StageBuilder(const ModelSpec& model, const Layout& layout, BlockBu
     // DeepSpeed's own stage-3 coordinator (deepspeed_stage3.cpp); it has no pipeline engine path (stage 3
     // with PP is refused by DeepSpeed) and no frozen-base adapters here. A run that states
     // reshard_after_forward = false (not a DeepSpeed setting) keeps the generic gather-once path.
-    ds3_ = shape_.deepspeed && zero3_ && shape_.pp == 1 && shape_.vpp == 1 && !shape_.frozen &&
-           layout_.reshard_after_forward;
+    ds3_ = layout_.deepspeed_stage3_2021();
     // ZeRO-3 / FSDP: reshard_after_forward = false keeps the gathered parameters from forward to backward
     // (no backward all-gather); under PP torchtitan also defers the reshard after backward to the last
     // micro-batch (torch/distributed/pipelining/stage.py), so each group is gathered once per step.

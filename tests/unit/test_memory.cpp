@@ -296,6 +296,27 @@ TEST_CASE("memory: FSDP all-gather buffers are alive while activations are held"
     CHECK(r.stages[0].phase_peaks[static_cast<std::size_t>(MemoryPhase::optimizer)].piles[kBuffers] < layer);
 }
 
+TEST_CASE("memory: the report says which ZeRO-3 coordinator is simulated") {
+    const ModelSpec m = small_gpt(4);
+    Layout l;
+    l.dp = 8;
+    l.global_batch = 16;
+    l.zero_stage = 3;
+    auto says = [](const MemoryReport& r, const char* what) {
+        return std::any_of(r.notes.begin(), r.notes.end(),
+                           [&](const std::string& n) { return contains(n, what); });
+    };
+    const MemoryReport generic = walk(m, l);
+    CHECK(says(generic, "ZeRO-3 / FSDP: parameter groups"));
+    CHECK_FALSE(says(generic, "DeepSpeed's 2021 releases"));
+    l.framework =
+        Framework::deepspeed;  // DeepSpeed's own stage-3 coordinator, with its host cost per partition
+    const MemoryReport ds = walk(m, l);
+    CHECK(says(ds, "ZeRO-3 as DeepSpeed's 2021 releases ran it"));
+    CHECK(says(ds, "costing the host 31 us"));
+    CHECK_FALSE(says(ds, "ZeRO-3 / FSDP: parameter groups"));
+}
+
 TEST_CASE("memory: optimizers, offload and adapters shrink the piles as they do") {
     const ModelSpec m = small_gpt(4);
     const double P = m.total_params();
