@@ -251,12 +251,15 @@ void FlowNetwork::visit(int fid) {
     const std::vector<int>& shared = shared_links(f);
     const std::vector<int>* splits = &shared;
     if (!dirty_solo_links_.empty()) {
+        // dirty_solo_links_ is sorted by (flow, index) (find_component): this flow's entries, ascending.
         solo_splits_.clear();
-        for (const auto& [solo_flow, j] : dirty_solo_links_)
-            if (solo_flow == fid) solo_splits_.push_back(j);
+        const auto [lo, hi] =
+            std::equal_range(dirty_solo_links_.begin(), dirty_solo_links_.end(), std::pair<int, int>{fid, 0},
+                             [](const auto& a, const auto& b) { return a.first < b.first; });
+        for (auto it = lo; it != hi; ++it)
+            solo_splits_.push_back(it->second);
         if (!solo_splits_.empty()) {
             // Both ascending, disjoint (a link the flow has to itself is not shared): merged, as one sort.
-            std::sort(solo_splits_.begin(), solo_splits_.end());
             splits_.clear();
             std::merge(solo_splits_.begin(), solo_splits_.end(), shared.begin(), shared.end(),
                        std::back_inserter(splits_));
@@ -314,6 +317,9 @@ void FlowNetwork::find_component() {
         }
     }
     dirty_links_.clear();
+    // By flow, then distinct index: visit() looks up a flow's entries by binary search (a scan of every
+    // entry per visited flow was quadratic on large components).
+    std::sort(dirty_solo_links_.begin(), dirty_solo_links_.end());
     int next_position = 0;
     while (!search_stack_.empty()) {
         SearchItem item = search_stack_.back();
