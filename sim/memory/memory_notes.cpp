@@ -84,13 +84,11 @@ std::vector<std::string> memory_notes(const ModelSpec& m, const Layout& l, const
     if (l.precision == Precision::fp8) notes.push_back(fp8_note(l, gpu));
     if (l.deepspeed_stage3_2021())
         notes.push_back(fmt::format(
-            "ZeRO-3 as DeepSpeed's 2021 releases ran it (v0.3.12-v0.5.8 on PyTorch 1.8-1.10): one all-gather "
-            "per Linear weight through a list of the DP partitions, each partition costing the host {:.0f} "
-            "us, "
-            "a device synchronize at every fetch, one prefetch in flight; later releases coalesce the "
-            "gathers "
-            "into one buffer (all_gather_into_tensor), which this does not model, so at scale the step is "
-            "longer than theirs (docs/compute-model.md)",
+            "ZeRO-3 as DeepSpeed's 2021 releases ran it (v0.3.12-v0.5.8 on PyTorch 1.8-1.10): one "
+            "all-gather per Linear weight through a list of the DP partitions, each partition costing the "
+            "host {:.0f} us, a device synchronize at every fetch, one prefetch in flight; later releases "
+            "coalesce the gathers into one buffer (all_gather_into_tensor), which this does not model, so "
+            "at scale the step is longer than theirs (docs/compute-model.md)",
             kDs3ListAllGatherHostPerPartitionS * 1e6));
     else if (l.zero_stage >= 3 && l.dp * l.cp > 1)
         notes.push_back(fmt::format(

@@ -302,8 +302,8 @@ TEST_CASE(
     };
     CHECK(says(r, "ZeRO-3 / FSDP: parameter groups"));
     CHECK_FALSE(says(r, "DeepSpeed's 2021 releases"));
-    l.framework =
-        Framework::deepspeed;  // DeepSpeed's own stage-3 coordinator, with its host cost per partition
+    // DeepSpeed's own stage-3 coordinator, with its host cost per partition.
+    l.framework = Framework::deepspeed;
     const MemoryReport ds = walk(m, l);
     CHECK(says(ds, "ZeRO-3 as DeepSpeed's 2021 releases ran it"));
     CHECK(says(ds, "costing the host 31 us"));
