@@ -79,6 +79,9 @@ class FlowNetwork {
         std::vector<int> distinct_index_of_use, distinct_links, distinct_uses, shared_distinct;
         std::vector<double> distinct_solo_share;
         std::vector<char> distinct_is_shared;
+        /// distinct_slot[j]: the flow's entry's index in the list of its distinct link j (flows_on_link_),
+        /// so that leaving the list is a swap with the last entry, not a search
+        std::vector<int> distinct_slot;
         bool shared_stale = false;
     };
     /// An entry of a link's flow list: the flow and the link's distinct index in that flow's route. A flow

@@ -191,6 +191,7 @@ void FlowNetwork::prepare_lists(Flow& f) {
         f.distinct_solo_share.push_back(capacity_[lu] / f.distinct_uses[j]);
     }
     f.distinct_is_shared.assign(f.distinct_links.size(), 0);
+    f.distinct_slot.assign(f.distinct_links.size(), -1);
 }
 
 void FlowNetwork::set_shared(int fid, int j, bool shared) {
@@ -216,6 +217,7 @@ void FlowNetwork::push_on_link(int link, int fid, int j) {
     auto& v = flows_on_link_[static_cast<std::size_t>(link)];
     if (v.size() == 1) set_shared(v.front().flow, v.front().index, true);  // it had the link to itself
     if (!v.empty()) set_shared(fid, j, true);
+    flows_[static_cast<std::size_t>(fid)].distinct_slot[static_cast<std::size_t>(j)] = static_cast<int>(v.size());
     v.push_back(LinkEntry{fid, j});
 }
 
@@ -428,11 +430,16 @@ void FlowNetwork::freeze(int fid, double rate, std::size_t& unfrozen) {
             capacity_left_[l2] -= rate;
             --unfrozen_on_link_[l2];
         }
-        // The share the next rounds compare (computed from the same values as at the time they look), entered
-        // in the heap anew; its older entries no longer match share_ and are dropped when they come up.
+        // The share the next rounds compare (computed from the same values as at the time they look). The
+        // flow froze at the smallest share, so the link's share does not fall and its entry in the heap
+        // stays a lower bound: next_bottleneck enters the new share when that entry comes up (a flow with
+        // thousands of shared links would otherwise push thousands of entries per freeze). Only a share
+        // that fell (by rounding) is entered now, so the heap always holds a lower bound of every share.
         if (unfrozen_on_link_[l2] > 0) {
+            const double before = share_[l2];
             share_[l2] = capacity_left_[l2] / unfrozen_on_link_[l2];
-            push_candidate(Bottleneck{share_[l2], position_of_link_[l2], static_cast<int>(l2), -1});
+            if (share_[l2] < before)
+                push_candidate(Bottleneck{share_[l2], position_of_link_[l2], static_cast<int>(l2), -1});
         }
     }
 }
@@ -443,9 +450,11 @@ bool FlowNetwork::later_candidate(const Bottleneck& a, const Bottleneck& b) {
 
 FlowNetwork::Bottleneck FlowNetwork::next_bottleneck() {
     // The smallest (share, position) among the shared links still carrying unfrozen flows and the unfrozen
-    // flows' own-link bounds: the heap's top once the entries that no longer hold are dropped (a link whose
-    // flows are all frozen, a share changed since the entry, a frozen flow). Positions are unique, so the
-    // pick is the one a scan of every candidate in visiting order makes (smallest share, first among equals).
+    // flows' own-link bounds. Every such link has an entry in the heap at most its share (freeze), so an
+    // entry equal to its link's share at the top is the smallest of all; an entry below its link's share is
+    // entered anew at that share; entries that no longer hold (a link whose flows are all frozen, a share
+    // above the link's, a frozen flow) are dropped. Positions are unique, so the pick is the one a scan of
+    // every candidate in visiting order makes (smallest share, first among equals).
     while (!candidates_.empty()) {
         const Bottleneck top = candidates_.front();
         std::pop_heap(candidates_.begin(), candidates_.end(), later_candidate);
@@ -455,7 +464,9 @@ FlowNetwork::Bottleneck FlowNetwork::next_bottleneck() {
             continue;
         }
         const auto lu = static_cast<std::size_t>(top.link);
-        if (unfrozen_on_link_[lu] > 0 && share_[lu] == top.share) return top;
+        if (unfrozen_on_link_[lu] <= 0) continue;
+        if (share_[lu] == top.share) return top;
+        if (top.share < share_[lu]) push_candidate(Bottleneck{share_[lu], top.position, top.link, -1});
     }
     return Bottleneck{};
 }
@@ -490,11 +501,16 @@ void FlowNetwork::finish(int fid, std::uint64_t version) {
         for (int l : f.links)
             link_owner_[static_cast<std::size_t>(l)] = -1;
     } else {
-        for (int l : f.distinct_links) {
+        for (std::size_t j = 0; j < f.distinct_links.size(); ++j) {
+            const int l = f.distinct_links[j];
             auto& v = flows_on_link_[static_cast<std::size_t>(l)];
-            auto it = std::find_if(v.begin(), v.end(), [&](const LinkEntry& e) { return e.flow == fid; });
-            if (it == v.end()) throw InternalError("flow missing from its link");
-            *it = v.back();
+            const auto slot = static_cast<std::size_t>(f.distinct_slot[j]);
+            if (slot >= v.size() || v[slot].flow != fid) throw InternalError("flow missing from its link");
+            // The last entry takes the flow's place (the order a search and swap would leave).
+            const LinkEntry last = v.back();
+            v[slot] = last;
+            flows_[static_cast<std::size_t>(last.flow)].distinct_slot[static_cast<std::size_t>(last.index)] =
+                static_cast<int>(slot);
             v.pop_back();
             // A link left without flows changes no rate: only links still carrying flows need a
             // recomputation.

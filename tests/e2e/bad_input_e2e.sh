@@ -174,6 +174,7 @@ bad "model.mlp unknown" 2 "small.json|model.mlp = \"relu\"" -- run "${SMALL[@]}"
 bad "layout.global_batch = 10^9" 2 "small.json|layout.global_batch = 1000000000 is above the limit of 16777216" -- run "${SMALL[@]}" --set layout.global_batch=1000000000
 bad "micro-batches per step above the limit" 2 "small.json|micro-batches per step) = 32768 is above the limit of 16384" -- run "${SMALL[@]}" --set layout.global_batch=131072
 bad "layer passes per step above the limit" 2 "small.json|layer passes per step" -- run "${SMALL[@]}" --set model.layers=4096 --set layout.global_batch=65536
+bad "GPU layer passes per step above the limit" 2 "small.json|(GPU layer passes per step) = 16777216 is above the limit of 8388608" -- run "${SMALL[@]}" --set layout.tp=8 --set layout.pp=1 --set layout.dp=2 --set model.layers=64 --set layout.global_batch=32768
 bad "tokens per micro-batch above the limit" 2 "small.json|tokens per micro-batch" -- run "${SMALL[@]}" --set model.seq_len=16777216 --set layout.micro_batch=8 --set layout.global_batch=32
 bad "layout.micro_batch = 0" 2 "small.json|layout.micro_batch = 0 must be positive" -- run "${SMALL[@]}" --set layout.micro_batch=0
 bad "layout.global_batch not divisible" 2 "small.json|layout.global_batch = 33" -- run "${SMALL[@]}" --set layout.global_batch=33

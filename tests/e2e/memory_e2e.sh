@@ -96,12 +96,13 @@ check "offload on a topology without its host side exits 2" test $? -eq 2
 check "offload without a host side: the field is named" grep -q 'topology.host.memory_bandwidth is not given' "$tmp/bad6.err"
 
 # 4. A large simulation under the event bound (issue 14): TP 16 across two nodes on a RoCE/ECMP fabric, CP 4, 2,048
-#    GPUs; the full iteration is ~50 M events (minutes), so memory --what-if stops the simulation at --max-events
-#    (default 5 M), walks every remedy's memory over its schedule, and simulates no remedy.
+#    GPUs, global batch 1,024 (6.3 M GPU layer passes, inside trainsim/limits.hpp's 2^23); the full iteration is
+#    ~92 M events (11 s of `run`), so memory --what-if stops the simulation at --max-events (default 5 M), walks
+#    every remedy's memory over its schedule, and simulates no remedy.
 ecmp=(--topology "$h100" --workload "$src/workloads/gpt3-175b.json" --set topology.nodes=256
       --set 'topology.scale_out.kind="roce"' --set 'topology.scale_out.routing="ecmp"' --set layout.tp=16
       --set layout.cp=4 --set layout.pp=4 --set layout.dp=8 --set model.seq_len=8192
-      --set 'layout.attention="flash"' --set 'layout.precision="bf16"')
+      --set 'layout.attention="flash"' --set 'layout.precision="bf16"' --set layout.global_batch=1024)
 "$bin" memory "${ecmp[@]}" --what-if >"$tmp/ecmp.txt" 2>"$tmp/ecmp.err"
 rc=$?
 check "bounded what-if: exit 0 or 3 (out of memory), never a bad-input or internal error" test $rc -eq 0 -o $rc -eq 3

@@ -203,6 +203,26 @@ TEST_CASE("check_sizes: layers, global batch and micro-batches per step have lim
     CHECK(contains(message_of<InputError>([&] { check_sizes(m, l); }), "micro-batches per step"));
 }
 
+TEST_CASE("check_sizes: GPU layer passes per step count the TP group's GPUs") {
+    // 64 layers x 16,384 micro-batches = 2^20 layer passes (within 2^21); at TP 8 that is 2^23 GPU layer
+    // passes, the limit itself; at TP 16, 2^24, above it.
+    auto m = test::small_gpt();
+    m.layers = 64;
+    Layout l;
+    l.pp = 1;
+    l.dp = 1;
+    l.micro_batch = 1;
+    l.global_batch = 16384;
+    l.tp = 8;
+    CHECK_NOTHROW(check_sizes(m, l));
+    l.tp = 16;
+    const std::string message = message_of<InputError>([&] { check_sizes(m, l); });
+    CHECK(contains(message, "(GPU layer passes per step) = 16777216 is above the limit of 8388608"));
+    // The layer passes alone above their limit: that is the message, not the GPU layer passes.
+    m.layers = 256;
+    CHECK(contains(message_of<InputError>([&] { check_sizes(m, l); }), "(layer passes per step) = 4194304"));
+}
+
 TEST_CASE("Time: conversions and arithmetic refuse overflow with an InputError") {
     CHECK(contains(message_of<InputError>([] { Time::seconds(1e300); }), "beyond the supported"));
     CHECK(contains(message_of<InputError>([] { Time::seconds(std::nan("")); }), "beyond the supported"));
