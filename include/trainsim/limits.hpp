@@ -46,9 +46,9 @@ inline constexpr std::int64_t kMaxLayerPassesPerStep = std::int64_t{1} << 21;
 /// GPU layer passes per step (layer passes * layout.tp): every GPU of a layer's TP group runs the layer's
 /// kernels and takes part in its TP collectives, whose flows cross more links as the group spans more of a
 /// scale-up domain. Measured on one core (Release, 2026-11-24): 2^23 take 14 s for GPT-3 175B at TP 32 on
-/// GB200 NVL72 (8 trays per TP group, 152 micro-batches), the costliest case found (TP 8 x CP 8 on Llama 3 8B:
-/// 6.5 s); GPT-3 175B at TP 32 with 1,200 micro-batches (2^26) took 174 s before this limit. Published runs
-/// reach 3.1 M (Llama 3.1 405B on 1,024 H100, TP 8 x CP 2).
+/// GB200 NVL72 (8 trays per TP group, 152 micro-batches), the costliest case found (TP 8 x CP 8 on Llama 3
+/// 8B: 6.5 s); GPT-3 175B at TP 32 with 1,200 micro-batches (2^26) took 174 s before this limit. Published
+/// runs reach 3.1 M (Llama 3.1 405B on 1,024 H100, TP 8 x CP 2).
 inline constexpr std::int64_t kMaxGpuLayerPassesPerStep = std::int64_t{1} << 23;
 
 }  // namespace trainsim::limits

@@ -120,9 +120,10 @@ void size_violations(const ModelSpec& m, const Layout& l, Violations& out) {
             }
         }
         // passes <= 2^21 here and layout.tp is bounded by its range: the product stays far inside 64 bits.
-        out.at_most("model.layers * micro-batches per step * layout.dp * layout.cp * layout.tp (GPU layer "
-                    "passes per step)",
-                    passes * std::max<std::int64_t>(l.tp, 1), limits::kMaxGpuLayerPassesPerStep);
+        out.at_most(
+            "model.layers * micro-batches per step * layout.dp * layout.cp * layout.tp (GPU layer "
+            "passes per step)",
+            passes * std::max<std::int64_t>(l.tp, 1), limits::kMaxGpuLayerPassesPerStep);
     }
 }
 }  // namespace

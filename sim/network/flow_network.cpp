@@ -217,7 +217,8 @@ void FlowNetwork::push_on_link(int link, int fid, int j) {
     auto& v = flows_on_link_[static_cast<std::size_t>(link)];
     if (v.size() == 1) set_shared(v.front().flow, v.front().index, true);  // it had the link to itself
     if (!v.empty()) set_shared(fid, j, true);
-    flows_[static_cast<std::size_t>(fid)].distinct_slot[static_cast<std::size_t>(j)] = static_cast<int>(v.size());
+    flows_[static_cast<std::size_t>(fid)].distinct_slot[static_cast<std::size_t>(j)] =
+        static_cast<int>(v.size());
     v.push_back(LinkEntry{fid, j});
 }
 
