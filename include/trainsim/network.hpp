@@ -144,7 +144,11 @@ class FlowNetwork {
     std::vector<int> use_count_;   ///< scratch
     std::vector<double> link_bytes_;
     std::vector<Flow> flows_;
-    std::vector<int> free_ids_;
+    /// Ids of finished flows, for reuse: those whose lists hold room for kLongRouteLinks links or more
+    /// (free_long_ids_) go to long routes only, so that the room of a DP ring's flow (tens of thousands of
+    /// links) is not held by a short flow while the next ring's flow allocates its own.
+    std::vector<int> free_ids_, free_long_ids_;
+    static constexpr std::size_t kLongRouteLinks = 4096;
     std::vector<int> dirty_links_;
     std::vector<char> link_dirty_;
     std::vector<char> link_seen_;        ///< scratch

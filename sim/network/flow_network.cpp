@@ -93,9 +93,11 @@ Time FlowNetwork::private_flow_time(const Route& route, double bytes) {
 
 int FlowNetwork::new_flow(const Route& route, double bytes, Simulator::Callback on_done) {
     int id;
-    if (!free_ids_.empty()) {
-        id = free_ids_.back();
-        free_ids_.pop_back();
+    std::vector<int>& free =
+        route.links.size() >= kLongRouteLinks && !free_long_ids_.empty() ? free_long_ids_ : free_ids_;
+    if (!free.empty()) {
+        id = free.back();
+        free.pop_back();
     } else {
         id = static_cast<int>(flows_.size());
         flows_.emplace_back();
@@ -523,7 +525,7 @@ void FlowNetwork::finish(int fid, std::uint64_t version) {
         }
     }
     if (changed) request_update();
-    free_ids_.push_back(fid);
+    (f.links.capacity() >= kLongRouteLinks ? free_long_ids_ : free_ids_).push_back(fid);
     sim_.schedule_in(f.latency, Priority::kFlowCompletion, std::move(f.on_done));
 }
 
