@@ -247,6 +247,56 @@ TEST_CASE("network: max-min rates over many flows and links match a reference pr
     }
 }
 
+TEST_CASE(
+    "network: long routes sharing thousands of links match the reference, and reuse finished flows' slots") {
+    // Routes of 4,100-4,600 links (a DP ring's coupled flow crosses tens of thousands), most links shared,
+    // beside short flows: a freeze raises the share of thousands of links at once, which the heap picks up
+    // lazily (FlowNetwork::next_bottleneck). Then a second wave, started once the first has ended, reuses the
+    // finished flows' slots (a long route takes a long route's slot): its completions must not depend on
+    // them.
+    std::uint64_t x = 0x2545f4914f6cdd1dULL;
+    auto next = [&x](std::uint64_t n) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        return x % n;
+    };
+    const std::size_t links = 5000;
+    std::vector<double> cap;
+    for (std::size_t l = 0; l < links; ++l)
+        cap.push_back(1e9 * static_cast<double>(1 + next(4)));
+    auto wave = [&] {
+        std::vector<std::vector<int>> routes;
+        std::vector<double> bytes;
+        for (int f = 0; f < 14; ++f) {
+            const bool long_route = f % 2 == 0;
+            std::vector<int> r;
+            const auto len = long_route ? 4100 + next(500) : 1 + next(4);
+            for (std::uint64_t k = 0; k < len; ++k)
+                r.push_back(static_cast<int>(next(links)));
+            routes.push_back(r);
+            bytes.push_back(1e6 * static_cast<double>(1 + next(100)));
+        }
+        return std::pair{routes, bytes};
+    };
+    Simulator sim;
+    FlowNetwork net(sim, cap);
+    for (int w = 0; w < 2; ++w) {
+        CAPTURE(w);
+        const auto [routes, bytes] = wave();
+        const auto expected = reference_completions(cap, routes, bytes);
+        const Time start = sim.now();
+        std::vector<Time> done(routes.size());
+        for (std::size_t f = 0; f < routes.size(); ++f)
+            net.start_flow(make_route(routes[f]), bytes[f], [&, f] { done[f] = sim.now(); });
+        sim.run();
+        for (std::size_t f = 0; f < routes.size(); ++f) {
+            CAPTURE(f);
+            CHECK(ps_diff(done[f] - start, Time::seconds(expected[f])) <= 40);
+        }
+    }
+}
+
 TEST_CASE("network: start_flow_after starts the flow after the delay, as a scheduled start_flow would") {
     Simulator sim;
     const double B = 1e9;
