@@ -204,18 +204,23 @@ std::vector<double> reference_completions(const std::vector<double>& cap,
     }
     return done;
 }
+
+/// A xorshift64 generator: next(n) is uniform-ish in [0, n), the same sequence on every platform.
+struct Xorshift {
+    std::uint64_t x;
+    std::uint64_t operator()(std::uint64_t n) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        return x % n;
+    }
+};
 }  // namespace
 
 TEST_CASE("network: max-min rates over many flows and links match a reference progressive filling") {
     // Random routes (some using a link twice, as a ring's coupled flow does) over links of a few capacities:
     // the bottleneck is found from a heap in FlowNetwork, by a linear scan in the reference.
-    std::uint64_t x = 0x9e3779b97f4a7c15ULL;
-    auto next = [&x](std::uint64_t n) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        return x % n;
-    };
+    Xorshift next{0x9e3779b97f4a7c15ULL};
     for (int trial = 0; trial < 5; ++trial) {
         CAPTURE(trial);
         const std::size_t links = 12;
@@ -254,13 +259,7 @@ TEST_CASE(
     // lazily (FlowNetwork::next_bottleneck). Then a second wave, started once the first has ended, reuses the
     // finished flows' slots (a long route takes a long route's slot): its completions must not depend on
     // them.
-    std::uint64_t x = 0x2545f4914f6cdd1dULL;
-    auto next = [&x](std::uint64_t n) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        return x % n;
-    };
+    Xorshift next{0x2545f4914f6cdd1dULL};
     const std::size_t links = 5000;
     std::vector<double> cap;
     for (std::size_t l = 0; l < links; ++l)
