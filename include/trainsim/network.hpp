@@ -72,11 +72,10 @@ class FlowNetwork {
         int solo_position = -1;  ///< scratch: position of that link in the component (-1: none)
         // Set when the flow enters the per-link lists (prepare_lists). Its route's distinct links in order of
         // first use (distinct_links), how many times the route uses each (distinct_uses), and capacity / uses
-        // (distinct_solo_share: the link's share while it carries this flow alone); distinct_index_of_use[k]
-        // = the distinct index of links[k]. distinct_is_shared[j]: another flow also uses link j, kept up to
-        // date as flows join and leave; shared_distinct: those indices, ascending, rebuilt from the flags
-        // when read after a change (shared_stale; shared_links()).
-        std::vector<int> distinct_index_of_use, distinct_links, distinct_uses, shared_distinct;
+        // (distinct_solo_share: the link's share while it carries this flow alone). distinct_is_shared[j]:
+        // another flow also uses link j, kept up to date as flows join and leave; shared_distinct: those
+        // indices, ascending, rebuilt from the flags when read after a change (shared_stale; shared_links()).
+        std::vector<int> distinct_links, distinct_uses, shared_distinct;
         std::vector<double> distinct_solo_share;
         std::vector<char> distinct_is_shared;
         /// distinct_slot[j]: the flow's entry's index in the list of its distinct link j (flows_on_link_),

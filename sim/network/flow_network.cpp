@@ -170,7 +170,6 @@ void FlowNetwork::enter_in_lists(int fid) {
 }
 
 void FlowNetwork::prepare_lists(Flow& f) {
-    f.distinct_index_of_use.clear();
     f.distinct_links.clear();
     f.distinct_uses.clear();
     f.distinct_solo_share.clear();
@@ -184,7 +183,6 @@ void FlowNetwork::prepare_lists(Flow& f) {
             f.distinct_uses.push_back(0);
         }
         ++f.distinct_uses[static_cast<std::size_t>(j)];
-        f.distinct_index_of_use.push_back(j);
     }
     for (std::size_t j = 0; j < f.distinct_links.size(); ++j) {
         const auto lu = static_cast<std::size_t>(f.distinct_links[j]);
