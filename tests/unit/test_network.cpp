@@ -205,6 +205,23 @@ std::vector<double> reference_completions(const std::vector<double>& cap,
     return done;
 }
 
+/// Starts `routes` on `net` at the simulator's present time, runs it to the end, and checks each flow's
+/// completion (relative to that start) against reference_completions within 40 ps (completions are rounded up
+/// to the picosecond at every rate change).
+void check_against_reference(Simulator& sim, FlowNetwork& net, const std::vector<double>& cap,
+                             const std::vector<std::vector<int>>& routes, const std::vector<double>& bytes) {
+    const auto expected = reference_completions(cap, routes, bytes);
+    const Time start = sim.now();
+    std::vector<Time> done(routes.size());
+    for (std::size_t f = 0; f < routes.size(); ++f)
+        net.start_flow(make_route(routes[f]), bytes[f], [&, f] { done[f] = sim.now(); });
+    sim.run();
+    for (std::size_t f = 0; f < routes.size(); ++f) {
+        CAPTURE(f);
+        CHECK(ps_diff(done[f] - start, Time::seconds(expected[f])) <= 40);
+    }
+}
+
 /// A xorshift64 generator: next(n) is uniform-ish in [0, n), the same sequence on every platform.
 struct Xorshift {
     std::uint64_t x;
@@ -237,18 +254,9 @@ TEST_CASE("network: max-min rates over many flows and links match a reference pr
             routes.push_back(r);
             bytes.push_back(1e6 * static_cast<double>(1 + next(100)));
         }
-        const auto expected = reference_completions(cap, routes, bytes);
         Simulator sim;
         FlowNetwork net(sim, cap);
-        std::vector<Time> done(routes.size());
-        for (std::size_t f = 0; f < routes.size(); ++f)
-            net.start_flow(make_route(routes[f]), bytes[f], [&, f] { done[f] = sim.now(); });
-        sim.run();
-        for (std::size_t f = 0; f < routes.size(); ++f) {
-            CAPTURE(f);
-            // Completions are rounded up to the picosecond at every rate change.
-            CHECK(ps_diff(done[f], Time::seconds(expected[f])) <= 40);
-        }
+        check_against_reference(sim, net, cap, routes, bytes);
     }
 }
 
@@ -283,16 +291,7 @@ TEST_CASE(
     for (int w = 0; w < 2; ++w) {
         CAPTURE(w);
         const auto [routes, bytes] = wave();
-        const auto expected = reference_completions(cap, routes, bytes);
-        const Time start = sim.now();
-        std::vector<Time> done(routes.size());
-        for (std::size_t f = 0; f < routes.size(); ++f)
-            net.start_flow(make_route(routes[f]), bytes[f], [&, f] { done[f] = sim.now(); });
-        sim.run();
-        for (std::size_t f = 0; f < routes.size(); ++f) {
-            CAPTURE(f);
-            CHECK(ps_diff(done[f] - start, Time::seconds(expected[f])) <= 40);
-        }
+        check_against_reference(sim, net, cap, routes, bytes);
     }
 }
 
