@@ -60,7 +60,8 @@ inline bool block_scaled(Fp8Recipe r) {
     return r == Fp8Recipe::mxfp8 || r == Fp8Recipe::nvfp4;
 }
 /// Optimizer and the state it keeps per trainable parameter, besides the 16-bit weight (docs/memory.md):
-///   adam          fp32 master weight + fp32 m + fp32 v = 12 B (Megatron-LM theoretical_memory_usage.py)
+///   adam          fp32 master weight + fp32 m + fp32 v = 12 B (Megatron-LM theoretical_memory_usage.py);
+///                 8 B with bf16 moments (Layout::adam_moments_bf16)
 ///   adam_8bit     fp32 master + 8-bit m + 8-bit v = 6 B, plus one fp32 absmax per 2,048-element block for
 ///                 each moment (Dettmers et al. 2022, arXiv:2110.02861, block-wise quantization)
 ///   sgd_momentum  fp32 master + fp32 momentum = 8 B
@@ -289,6 +290,13 @@ struct Layout {
     /// them directly: no fp32 main-gradient copy. Without distributed_optimizer the state is replicated
     /// (NeMo's disable_distributed_parameters).
     bool apex_distributed_adam = false;
+    /// Megatron-Core's precision-aware optimizer with bf16 Adam moments (`--use-precision-aware-optimizer
+    /// --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16`: TransformerEngine's FusedAdam keeps m and v in bf16,
+    /// megatron/core/optimizer/optimizer_config.py): Adam's state is the fp32 master weight + 2 + 2 B = 8 B
+    /// per parameter instead of 12, and the step moves 22 B per parameter instead of 30. Megatron-Bridge's
+    /// DeepSeek-V3 recipes set it (src/megatron/bridge/recipes/deepseek/deepseek_v3.py from v0.2.0,
+    /// perf_recipes/deepseek/common.py in v0.6.0). Adam only, on the GPU, not with apex_distributed_adam.
+    bool adam_moments_bf16 = false;
     /// ZeRO-3 / FSDP: parameters are freed after each module's forward and all-gathered again for its
     /// backward (FSDP2 reshard_after_forward=True, FSDP1 FULL_SHARD, DeepSpeed stage 3). False keeps the
     /// gathered parameters from forward to backward (torchtitan under PP: reshard_after_forward = not
@@ -347,7 +355,7 @@ struct Layout {
     double activation_bytes() const { return 2.0; }
     /// Bytes of optimizer state per trainable parameter on the device that holds it, fp32 master weight
     /// included (see Optimizer); Apex's distributed Adam with bf16 weights keeps a 2 B remainder instead of
-    /// the fp32 master (apex_distributed_adam): 10 B.
+    /// the fp32 master (apex_distributed_adam): 10 B; Adam with bf16 moments (adam_moments_bf16): 8 B.
     double optimizer_bytes_per_param() const;
     /// True when the block's element-wise ops run op by op in eager PyTorch: torchtitan without torch.compile
     /// (its RMSNorm, apply_rotary_emb and SwiGLU are compositions of ATen ops; docs/compute-model.md).
@@ -464,6 +472,7 @@ enum class LayoutCheck {
     mla_shape,       ///< MLA without kv_lora_rank / qk_rope_head_dim / v_head_dim, or with kv_heads != heads
     optimizer_impl,  ///< apex_distributed_adam with another optimizer than adam, offload, ZeRO stages or a
                      ///< framework other than megatron
+    adam_moments,    ///< adam_moments_bf16 with another optimizer than adam, offload or apex_distributed_adam
     activation_offload,  ///< activation_offload_layers negative, >= layers, with pp > 1, recompute, a
                          ///< framework other than megatron or moe_a2a_overlap
 };

@@ -954,7 +954,20 @@ void parse_run(const json& row, const std::string& file, MeasuredRun& run) {
     rr.finish();
     if (!ext.is_null()) read_extensions(ext, file, where, run, training_recompute);
     if (run.unsupported) return;  // nothing else matters for a run that is not simulated
-    choose_pipeline_split(run.model, run.layout, run.unsupported, run.notes, bridge_deepseek_v3(run, ext));
+    const bool deepseek = bridge_deepseek_v3(run, ext);
+    // Megatron-Bridge's DeepSeek-V3 recipes (src/megatron/bridge/recipes/deepseek/deepseek_v3.py from
+    // v0.2.0, the base of scripts/performance's DeepSeek configs; perf_recipes/deepseek/common.py
+    // _enable_deepseek_precision_aware_optimizer in v0.6.0) keep Adam's moments in bf16, unless the row
+    // states it.
+    if (deepseek && !training.contains("adam_moments_bf16") && run.layout.optimizer == Optimizer::adam &&
+        run.layout.offload_optimizer == Offload::none && !run.layout.apex_distributed_adam &&
+        run.layout.zero_stage == 0) {
+        run.layout.adam_moments_bf16 = true;
+        run.notes.push_back(
+            "training.adam_moments_bf16 = true: Megatron-Bridge's DeepSeek-V3 recipes set "
+            "use_precision_aware_optimizer with exp_avg_dtype = exp_avg_sq_dtype = bfloat16");
+    }
+    choose_pipeline_split(run.model, run.layout, run.unsupported, run.notes, deepseek);
     const int cluster_gpus = run.topology.gpus();
     if (run.layout.gpus() != cluster_gpus)
         rr.fail(where + " training", fmt::format("tp * pp * dp * cp = {} does not equal cluster.gpus = {}",

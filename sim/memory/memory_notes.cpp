@@ -81,6 +81,10 @@ std::vector<std::string> memory_notes(const ModelSpec& m, const Layout& l, const
     if (l.optimizer != Optimizer::adam)
         notes.push_back(fmt::format("optimizer {}: {:.3f} B of state per trainable parameter (Adam: 12)",
                                     to_string(l.optimizer), l.optimizer_bytes_per_param()));
+    if (l.optimizer == Optimizer::adam && l.adam_moments_bf16)
+        notes.push_back(
+            "optimizer adam with bf16 moments (Megatron-Core precision-aware optimizer): 8 B of state per "
+            "trainable parameter (fp32 master weight, bf16 m and v), not 12");
     if (l.precision == Precision::fp8) notes.push_back(fp8_note(l, gpu));
     if (l.deepspeed_stage3_2021())
         notes.push_back(fmt::format(

@@ -411,6 +411,13 @@ void option_violations(const ModelSpec& m, const Layout& l, Violations& v) {
                   "\"{}\", {}, \"{}\"",
                   to_string(l.optimizer), to_string(l.offload_optimizer), l.zero_stage,
                   to_string(l.framework)));
+    if (l.adam_moments_bf16 &&
+        (l.optimizer != Optimizer::adam || l.offload_optimizer != Offload::none || l.apex_distributed_adam))
+        v.add(C::adam_moments,
+              fmt::format("layout.adam_moments_bf16 = true needs optimizer \"adam\" on the GPU without "
+                          "apex_distributed_adam (Megatron-Core's precision-aware FusedAdam), not \"{}\", "
+                          "offload \"{}\", apex_distributed_adam {}",
+                          to_string(l.optimizer), to_string(l.offload_optimizer), l.apex_distributed_adam));
     if (l.activation_offload_layers != 0 &&
         (l.activation_offload_layers < 0 || l.activation_offload_layers >= m.layers || l.pp != 1 ||
          l.recompute != Recompute::none || l.framework != Framework::megatron || l.moe_a2a_overlap))
@@ -562,6 +569,8 @@ std::string to_string(LayoutCheck c) {
             return "MLA fields inconsistent";
         case LayoutCheck::optimizer_impl:
             return "apex_distributed_adam needs adam without ZeRO or offload";
+        case LayoutCheck::adam_moments:
+            return "adam_moments_bf16 needs adam on the GPU";
         case LayoutCheck::activation_offload:
             return "activation_offload_layers needs 0 <= N < layers, pp 1, no recompute";
     }
@@ -633,6 +642,7 @@ double adapter_params_per_layer(const ModelSpec& m, const Layout& l) {
 double Layout::optimizer_bytes_per_param() const {
     switch (optimizer) {
         case Optimizer::adam:
+            if (adam_moments_bf16) return 4.0 + 2.0 + 2.0;
             return apex_param_remainders() ? kApexParamRemainderBytes + 8.0 : 12.0;
         case Optimizer::adam_8bit:
             return 4.0 + 2.0 * (1.0 + 4.0 / 2048.0);

@@ -182,6 +182,9 @@ schema::Table<Layout> make_layout_fields() {
                       "Megatron --grad-reduce-in-bf16: bf16 gradient buffer and DP reduction"));
     add(boolean_field("apex_distributed_adam", &Layout::apex_distributed_adam,
                       "NeMo 1.x distributed_fused_adam (Apex DistributedFusedAdam) as the optimizer"));
+    add(boolean_field("adam_moments_bf16", &Layout::adam_moments_bf16,
+                      "Megatron-Core precision-aware optimizer with bf16 Adam moments (--exp-avg-dtype bf16 "
+                      "--exp-avg-sq-dtype bf16): 8 B of optimizer state per parameter instead of 12"));
     add(boolean_field("compile", &Layout::torch_compile,
                       "torchtitan: each transformer block compiled with torch.compile (training.compile)"));
     {

@@ -916,13 +916,15 @@ OpTemplate BlockBuilder::optimizer(double params_per_rank) {
     // parameter: with 16-bit gradients (fp16 runs) the gradients are first copied to fp32 main gradients
     // (read 2 B, write 4 B); the gradient-norm / inf check reads the fp32 gradients (4 B); Adam reads
     // gradient, master weight, m and v (16 B) and writes master, m, v (12 B) and the 16-bit weight copy (2
-    // B): 30 B. 8-bit Adam (bitsandbytes) reads and writes 1-byte moments: 18 B; SGD with momentum 22 B
-    // (gradient, master, momentum read; master, momentum, 16-bit weight written); plain SGD 14 B.
+    // B): 30 B; with bf16 moments (Layout::adam_moments_bf16, TE FusedAdam) m and v move 2 B each way: 22 B.
+    // 8-bit Adam (bitsandbytes) reads and writes 1-byte moments: 18 B; SGD with momentum 22 B (gradient,
+    // master, momentum read; master, momentum, 16-bit weight written); plain SGD 14 B.
     const double g = l_.grad_reduce_bytes_per_element();
-    const double step_bytes = l_.optimizer == Optimizer::adam_8bit      ? 18.0
-                              : l_.optimizer == Optimizer::sgd_momentum ? 22.0
-                              : l_.optimizer == Optimizer::sgd          ? 14.0
-                                                                        : 30.0;
+    const double step_bytes = l_.optimizer == Optimizer::adam && l_.adam_moments_bf16 ? 22.0
+                              : l_.optimizer == Optimizer::adam_8bit                  ? 18.0
+                              : l_.optimizer == Optimizer::sgd_momentum               ? 22.0
+                              : l_.optimizer == Optimizer::sgd                        ? 14.0
+                                                                                      : 30.0;
     const char* step_name = l_.optimizer == Optimizer::adam_8bit      ? "adam_8bit_step"
                             : l_.optimizer == Optimizer::sgd_momentum ? "sgd_momentum_step"
                             : l_.optimizer == Optimizer::sgd          ? "sgd_step"

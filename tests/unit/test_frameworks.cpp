@@ -639,6 +639,31 @@ TEST_CASE("NeMo's Apex distributed Adam: the step reads the 16-bit gradient shar
     CHECK_NOTHROW(check_layout(m, l, 1));
 }
 
+TEST_CASE("Megatron-Core's precision-aware optimizer: bf16 Adam moments, 8 B of state and a 22 B step") {
+    const ModelSpec m = llama_style(2, 1024, 16, 4, 3584, 8192, 1024);
+    auto bytes_of = [](const Program& p, const std::string& name) {
+        for (const auto& k : kernels_of(p, Phase::optimizer))
+            if (name == k.name) return k.bytes;
+        return -1.0;
+    };
+    Layout l = single_gpu(Precision::bf16, Fp8Recipe::delayed);
+    const double P = m.total_params();
+    CHECK(l.optimizer_bytes_per_param() == 12.0);
+    CHECK(bytes_of(build_program(m, l), "adam_step") == doctest::Approx(30.0 * P));
+    // fp32 master 4 + bf16 m 2 + bf16 v 2; the step reads gradient 4, master 4, m 2, v 2 and writes master
+    // 4, m 2, v 2 and the 16-bit weight 2.
+    l.adam_moments_bf16 = true;
+    CHECK(l.optimizer_bytes_per_param() == 8.0);
+    CHECK(bytes_of(build_program(m, l), "adam_step") == doctest::Approx(22.0 * P));
+    CHECK_NOTHROW(check_layout(m, l, 1));
+    // Adam only, on the GPU, not with Apex's distributed Adam.
+    l.optimizer = Optimizer::sgd_momentum;
+    CHECK_THROWS_AS(check_layout(m, l, 1), InputError);
+    l.optimizer = Optimizer::adam;
+    l.apex_distributed_adam = true;
+    CHECK_THROWS_AS(check_layout(m, l, 1), InputError);
+}
+
 TEST_CASE("measured runs: NeMo 24.07 rows run Apex's distributed Adam; GPT-3 / Llama FP8 reduce in bf16") {
     nlohmann::json run = measured_row(
         "NVIDIA/NeMo docs/source/performance/performance_summary.md, final version; container NeMo 24.07", 8,

@@ -3,6 +3,7 @@
 // Megatron's account-for-embedding/loss pipeline split with uneven virtual stages.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
 
@@ -295,6 +296,10 @@ TEST_CASE("measured runs: Megatron-Bridge DeepSeek-V3 rows get the recipe's pipe
     CHECK(layers_on_stage(d.model, d.layout, 3) == 13);
     CHECK(layers_on_stage(d.model, d.layout, 0) == 16);
     CHECK(layout_violations(d.model, d.layout, 8).empty());
+    // The recipe's precision-aware optimizer: Adam's moments in bf16, said in a note.
+    CHECK(d.layout.adam_moments_bf16);
+    CHECK(std::any_of(d.notes.begin(), d.notes.end(),
+                      [](const std::string& n) { return contains(n, "adam_moments_bf16 = true"); }));
     // 32 virtual stages without MTP: the PP 8 x VPP 4 preset's layout, the last stage only the loss.
     r["training"]["pp"] = 8;
     r["training"]["dp"] = 1;
@@ -305,6 +310,10 @@ TEST_CASE("measured runs: Megatron-Bridge DeepSeek-V3 rows get the recipe's pipe
     CHECK_FALSE(e.unsupported);
     CHECK(e.layout.pipeline_layout == "Et|(tt|)*30L");
     CHECK(layers_on_virtual_stage(e.model, e.layout, 7, 3) == 0);
+    // The row's own key wins.
+    r["training"]["adam_moments_bf16"] = false;
+    CHECK_FALSE(parse_one(r).layout.adam_moments_bf16);
+    r["training"].erase("adam_moments_bf16");
     // Not a DeepSeek-V3 row: the old rule (no split divides 61 + 2 over 32 stages) leaves it unsupported.
     r["extensions"] = json::object();
     REQUIRE(parse_one(r).unsupported);
