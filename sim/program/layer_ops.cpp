@@ -320,9 +320,9 @@ void BlockBuilder::attention_core_forward(OpTemplate& t) {
     if (l_.fused_attention()) {
         // Causal flash attention skips the masked upper triangle: half of the 4·s²·d FLOPs per head. With
         // context parallelism each rank's s/cp queries (two load-balanced chunks) meet all s keys: 1/cp of
-        // the work, and the K/V blocks of the other ranks arrive around the CP ring while it computes
-        // (TransformerEngine ring attention: cp-1 P2P steps overlapped with the blocks), an all-gather's
-        // volume.
+        // the work. TransformerEngine's ring attention (Megatron-Core; CP of the frameworks other than
+        // torchtitan is timed as it): one call per CP step, the K/V blocks arriving around the ring beside
+        // them (te_cp_attention_forward, cp_attention.cpp).
         //
         // PyTorch context_parallel as torchtitan ran it (torch/distributed/tensor/experimental/_attention.py,
         // rotate method "allgather", the default): K/V are all-gathered once before the first block and
@@ -331,16 +331,17 @@ void BlockBuilder::attention_core_forward(OpTemplate& t) {
         // accumulator, 8 bytes, per output element).
         const double kv_full = 2 * E_ * b_ * s_ * kvh_ * d / t_;
         const bool pt_ring = l_.cp > 1 && l_.framework == Framework::torchtitan;
+        if (l_.cp > 1 && !pt_ring) {
+            te_cp_attention_forward(t);
+            return;
+        }
         if (l_.cp > 1) cp_collective(t, CollectiveKind::all_gather, kv_full);
         if (pt_ring) tp_wait(t);
         const double flops = 0.5 * 4.0 * heads * s_ * s_ * d / cp_;
         const double bytes = E_ * T_ * (2 * a_) * d / t_ + kv_full;
         kernel(t, Kernel::flash("flash_attention_fwd", flops, bytes, l_.attention,
                                 {heads, s_ / cp_, s_, d, true, false}));
-        if (pt_ring)
-            kernel(t, Kernel::memory("cp_lse_merge", cp_ * T_ * a_ * dv_ / t_ * (E_ + 8)));
-        else if (l_.cp > 1)
-            tp_wait(t);
+        if (pt_ring) kernel(t, Kernel::memory("cp_lse_merge", cp_ * T_ * a_ * dv_ / t_ * (E_ + 8)));
     } else {
         kernel(t, Kernel::gemm("attn_scores_bmm", s_, s_, dqk_, heads));
         kernel(t, Kernel::memory("scale_mask_softmax", heads * s_ * s_ * 2 * E_));
@@ -354,9 +355,8 @@ void BlockBuilder::attention_core_backward(OpTemplate& t) {
     const double d = (dqk_ + dv_) / 2;
     if (l_.fused_attention()) {
         // FlashAttention backward: 5 matmuls of the forward's 2 (recomputed scores, dV, dP, dQ, dK) = 2.5x.
-        // With context parallelism the K/V blocks go around the ring again and their gradients come back
-        // (an all-gather and a reduce-scatter of the full-sequence K/V), overlapped with the blocks.
-        // PyTorch context_parallel (torchtitan): K/V gathered again and waited for, the per-block dQ, dK, dV
+        // TransformerEngine's ring attention: one call per CP step (te_cp_attention_backward). PyTorch
+        // context_parallel (torchtitan): K/V gathered again and waited for, the per-block dQ, dK, dV
         // accumulated in fp32 (read the block's gradient E and the accumulator 4, write it 4 per element),
         // and the dK/dV of the other ranks' blocks sent back (a reduce-scatter's volume) after the kernel,
         // waited for.
@@ -376,12 +376,11 @@ void BlockBuilder::attention_core_backward(OpTemplate& t) {
             return;
         }
         if (l_.cp > 1) {
-            cp_collective(t, CollectiveKind::all_gather, kv_full);
-            cp_collective(t, CollectiveKind::reduce_scatter, kv_full);
+            te_cp_attention_backward(t);
+            return;
         }
         kernel(t, Kernel::flash("flash_attention_bwd", flops, bytes, l_.attention,
                                 {heads, s_ / cp_, s_, d, true, true}));
-        if (l_.cp > 1) tp_wait(t);
     } else {
         kernel(t, Kernel::gemm("attn_values_bmm_dgrad", s_, s_, dv_, heads));
         kernel(t, Kernel::gemm("attn_values_bmm_wgrad", s_, dv_, s_, heads));

@@ -153,6 +153,13 @@ class BlockBuilder {
     void mlp_backward(OpTemplate& t, double f);
     void attention_core_forward(OpTemplate& t);
     void attention_core_backward(OpTemplate& t);
+    /// Context parallelism as TransformerEngine runs it for Megatron (cp_attention.cpp): one fused-attention
+    /// call per CP step with the partial outputs merged (forward), the steps' gradients accumulated
+    /// (backward), the K/V ring beside them.
+    void te_cp_attention_forward(OpTemplate& t);
+    void te_cp_attention_backward(OpTemplate& t);
+    /// Bytes of one CP step's fused attention: Q and O of `q_len` queries, K and V of `kv_len` keys.
+    double cp_attention_bytes(double q_len, double kv_len) const;
     /// Multi-head latent attention (mla_ops.cpp), Megatron-Core MLASelfAttention with the TransformerEngine
     /// spec: from the down-projections to the output projection's TP collective (forward), and back
     /// (backward). The input norm, residual adds and the MLP are layer_forward's / layer_backward's.

@@ -1,5 +1,8 @@
 #include <doctest/doctest.h>
 
+#include <string>
+#include <vector>
+
 #include "test_helpers.hpp"
 #include "trainsim/compute.hpp"
 #include "trainsim/errors.hpp"
@@ -53,6 +56,56 @@ TEST_CASE("context parallelism: per-GPU work is split by cp, K/V exchanged per l
     CHECK(cp_ops == 4 * 4 * 3);
     for (const auto& op : one.stages[0].ops)
         CHECK_FALSE((op.kind == OpKind::tp_launch && op.group == CommGroup::cp));
+}
+
+TEST_CASE("context parallelism: TransformerEngine's ring attention runs one fused call per CP step") {
+    // seq 2048, 16 heads of 64, micro-batch 1, CP 4: each rank holds two chunks of 256 tokens (512 queries).
+    const ModelSpec m = small_gpt(4, 1024, 16, 2048);
+    Layout l = cp_layout(1, 4, 2);
+    l.attention = AttentionKernel::cudnn;
+    const Program p = build_program(m, l);
+    std::vector<Kernel> fwd, bwd;
+    double out_correction = 0, grad_accumulate = 0;
+    for (const auto& op : p.stages[0].ops) {
+        if (op.kind != OpKind::compute) continue;
+        for (const auto& k : p.segments[static_cast<std::size_t>(op.segment)].kernels) {
+            const std::string name = k.name;
+            if (name.rfind("cp_attention_fwd", 0) == 0) fwd.push_back(k);
+            if (name.rfind("cp_attention_bwd", 0) == 0) bwd.push_back(k);
+            if (name == "cp_out_lse_correction") out_correction = k.bytes;
+            if (name == "cp_grad_accumulate") grad_accumulate = k.bytes;
+        }
+    }
+    // 4 layers x 4 micro-batches x 4 steps each way.
+    REQUIRE(fwd.size() == 4 * 4 * 4);
+    REQUIRE(bwd.size() == fwd.size());
+    // Step 0: causal over the rank's 512 tokens: 0.5 * 4 * 16 * 512^2 * 64 FLOPs.
+    CHECK(std::string(fwd[0].name) == "cp_attention_fwd_diagonal");
+    CHECK(fwd[0].flops == doctest::Approx(0.5 * 4 * 16 * 512.0 * 512 * 64));
+    CHECK(fwd[0].attention_shape.causal);
+    CHECK(fwd[0].attention_shape.q_len == 512);
+    // Steps 1-3 (rank 0's): its second chunk's 256 queries against a whole 512-key block, non-causal.
+    for (int i = 1; i < 4; ++i) {
+        CHECK(std::string(fwd[static_cast<std::size_t>(i)].name) == "cp_attention_fwd_step");
+        CHECK(fwd[static_cast<std::size_t>(i)].flops == doctest::Approx(4 * 16 * 256.0 * 512 * 64));
+        CHECK_FALSE(fwd[static_cast<std::size_t>(i)].attention_shape.causal);
+        CHECK(fwd[static_cast<std::size_t>(i)].attention_shape.q_len == 256);
+        CHECK(fwd[static_cast<std::size_t>(i)].attention_shape.kv_len == 512);
+        CHECK(bwd[static_cast<std::size_t>(i)].flops ==
+              doctest::Approx(2.5 * fwd[static_cast<std::size_t>(i)].flops));
+    }
+    // The steps' FLOPs add up to the whole sequence's causal attention over cp: 0.5 * 4 * 16 * 2048^2 * 64
+    // / 4.
+    double sum = 0;
+    for (int i = 0; i < 4; ++i)
+        sum += fwd[static_cast<std::size_t>(i)].flops;
+    CHECK(sum == doctest::Approx(0.5 * 4 * 16 * 2048.0 * 2048 * 64 / 4));
+    // Output merge: 2 B per output element at step 0, 3 B per element of the second half at each later step
+    // (512 x 16 x 64 elements of 2 B), plus 3 fp32 LSE reads/writes of the half per later step.
+    const double out_elements = 512.0 * 16 * 64;
+    CHECK(out_correction == doctest::Approx(out_elements * 2 * (2 + 3 * 1.5) + 3 * 0.5 * 512 * 16 * 12));
+    // Gradients: per later step dq of the half and dK/dV of the block (512 keys x 16 heads x 128), 3 x 2 B.
+    CHECK(grad_accumulate == doctest::Approx(3 * (0.5 * out_elements + 512.0 * 16 * 128) * 3 * 2));
 }
 
 TEST_CASE("context parallelism: simulates, folds exactly, and is refused without flash attention") {
