@@ -5,6 +5,7 @@
 // node g / gpus_per_node.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -223,8 +224,9 @@ struct Layout {
     /// prefetching the next layer: DeepSpeed stage 3, PyTorch FSDP FULL_SHARD when tp = pp = 1).
     int zero_stage = 0;
     /// DP gradient bucket size, expressed as bytes of fp32 elements (Megatron-LM sizes buckets in elements:
-    /// 40M elements = 160 MB); a bucket holds dp_bucket_bytes / 4 gradients whatever their precision.
-    double dp_bucket_bytes = 40e6 * 4;
+    /// 40M elements = 160 MB); a bucket holds dp_bucket_bytes / 4 gradients whatever their precision. 0: the
+    /// framework's default (dp_bucket_elements()).
+    double dp_bucket_bytes = 0;
     bool overlap_grad_reduce = false;  ///< DP gradient reduction overlapped with the last backward
     bool overlap_param_gather =
         false;                     ///< distributed optimizer's parameter all-gather overlapped with forward
@@ -357,6 +359,18 @@ struct Layout {
     /// included (see Optimizer); Apex's distributed Adam with bf16 weights keeps a 2 B remainder instead of
     /// the fp32 master (apex_distributed_adam): 10 B; Adam with bf16 moments (adam_moments_bf16): 8 B.
     double optimizer_bytes_per_param() const;
+    /// Gradients per DP bucket: dp_bucket_bytes / 4 when set; else the framework's default. Megatron-Core
+    /// (megatron/core/distributed/distributed_data_parallel.py, DistributedDataParallelConfig.bucket_size:
+    /// "If unspecified, MCore uses a default value of max(40000000, 1000000 * dp_size) parameters (larger DP
+    /// sizes need larger buckets to ensure collectives do not become latency-bound)", dp_size over DP x CP):
+    /// max(40M, 1M x dp x cp); the other frameworks 40M (their own defaults are not modelled).
+    double dp_bucket_elements() const {
+        if (dp_bucket_bytes > 0) return dp_bucket_bytes / 4.0;
+        constexpr double kMegatronMinBucketElements = 40e6, kMegatronBucketElementsPerDpRank = 1e6;
+        if (framework != Framework::megatron) return kMegatronMinBucketElements;
+        return std::max(kMegatronMinBucketElements,
+                        kMegatronBucketElementsPerDpRank * static_cast<double>(dp) * static_cast<double>(cp));
+    }
     /// True when the block's element-wise ops run op by op in eager PyTorch: torchtitan without torch.compile
     /// (its RMSNorm, apply_rotary_emb and SwiGLU are compositions of ATen ops; docs/compute-model.md).
     bool eager_elementwise() const { return framework == Framework::torchtitan && !torch_compile; }
@@ -465,7 +479,7 @@ enum class LayoutCheck {
     zero_stage,         ///< zero_stage outside 0 .. 3
     adapter,            ///< LoRA rank or targets
     offload,            ///< NVMe offload without ZeRO-3
-    dp_bucket,          ///< dp_bucket_size not positive
+    dp_bucket,          ///< dp_bucket_size negative
     ep_needs_moe,       ///< ep > 1 or etp set for a dense model (num_experts = 0)
     moe_shape,          ///< MoE fields inconsistent: moe_top_k > num_experts, dense layers >= layers, tp
                         ///< not dividing the shared experts' width; moe_a2a_overlap with pp > 1 and vpp 1

@@ -132,7 +132,7 @@ void add_held_buffers(StaticPiles& s, const ParamShares& q, const ModelSpec& m, 
                                static_cast<double>(m.hidden) * l.activation_bytes() / l.cp / q.t;
     double buffers = l.pp > 1 ? 2.0 * act_message : 0.0;
     if (l.zero_stage == 2 && q.dpc > 1)
-        buffers += std::min(l.dp_bucket_bytes / 4.0, q.trainable) * gradient_bytes_per_element(l);
+        buffers += std::min(l.dp_bucket_elements(), q.trainable) * gradient_bytes_per_element(l);
     if (l.precision == Precision::fp8 && l.fp8_recipe == Fp8Recipe::delayed)
         buffers += q.layers * 4 * 3 * (1024 + 2) * 4.0;
     s.piles[P(Pile::buffers)] = buffers;
@@ -145,11 +145,11 @@ void add_step_temporaries(StaticPiles& s, const ParamShares& q, const ModelSpec&
     if (l.apex_distributed_adam) {
         // Apex's DistributedFusedAdam: each bucket's reduce-scattered gradient shard, in grad_sync_dtype, is
         // kept from the last backward until zero_grad (GradientBucket grads_shard) and read by the fused Adam
-        // directly: no fp32 copy. One shard per bucket of dp_bucket_bytes / 4 elements.
+        // directly: no fp32 copy. One shard per bucket of dp_bucket_elements() elements.
         const double g = gradient_bytes_per_element(l);
         s.optimizer_temporary = g * updated;
         s.optimizer_temporary_tensor =
-            g * std::min(l.dp_bucket_bytes / 4.0, updated * (q.sharded ? q.dpc : 1.0)) /
+            g * std::min(l.dp_bucket_elements(), updated * (q.sharded ? q.dpc : 1.0)) /
             (q.sharded ? q.dpc : 1.0);
     } else {
         // The optimizer step's temporaries: 16-bit gradients copied to fp32 (Megatron's fp16 optimizer,
@@ -173,7 +173,7 @@ void add_step_temporaries(StaticPiles& s, const ParamShares& q, const ModelSpec&
         if (q.zero3)
             s.checkpoint_temporary = l.optimizer_bytes_per_param() * group;  // fp32 weight + moments
         else if (q.sharded)
-            s.checkpoint_temporary = 4.0 * std::min(l.dp_bucket_bytes / 4.0, q.trainable);
+            s.checkpoint_temporary = 4.0 * std::min(l.dp_bucket_elements(), q.trainable);
     }
 }
 

@@ -400,8 +400,10 @@ void option_violations(const ModelSpec& m, const Layout& l, Violations& v) {
               fmt::format(
                   "layout.offload_optimizer = \"nvme\" needs layout.zero_stage = 3 (ZeRO-Infinity), not {}",
                   l.zero_stage));
-    if (l.dp_bucket_bytes <= 0)
-        v.add(C::dp_bucket, fmt::format("layout.dp_bucket_size = {} B must be positive", l.dp_bucket_bytes));
+    if (!(l.dp_bucket_bytes >= 0))
+        v.add(C::dp_bucket,
+              fmt::format("layout.dp_bucket_size = {} B must be 0 (the framework's default) or positive",
+                          l.dp_bucket_bytes));
     if (l.apex_distributed_adam && (l.optimizer != Optimizer::adam || l.offload_optimizer != Offload::none ||
                                     l.zero_stage != 0 || l.framework != Framework::megatron))
         v.add(C::optimizer_impl,
@@ -560,7 +562,7 @@ std::string to_string(LayoutCheck c) {
         case LayoutCheck::offload:
             return "nvme offload needs zero_stage 3";
         case LayoutCheck::dp_bucket:
-            return "dp_bucket_size not positive";
+            return "dp_bucket_size negative";
         case LayoutCheck::ep_needs_moe:
             return "ep > 1 needs a MoE model";
         case LayoutCheck::moe_shape:

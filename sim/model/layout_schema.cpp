@@ -146,7 +146,8 @@ schema::Table<Layout> make_layout_fields() {
     {
         auto f = schema::quantity_field(
             "dp_bucket_size", &Layout::dp_bucket_bytes, Dimension::bytes,
-            "DP gradient bucket, as bytes of fp32 elements (Megatron's 40M elements = 160MB)");
+            "DP gradient bucket, as bytes of fp32 elements (Megatron's 40M elements = 160MB); 0: the framework's "
+            "default (Megatron-Core: max(40M, 1M x DP x CP) elements; others 40M)");
         add(std::move(f));
     }
     add(boolean_field("overlap_grad_reduce", &Layout::overlap_grad_reduce,

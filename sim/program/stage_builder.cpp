@@ -87,7 +87,7 @@ ProgramShape::ProgramShape(const ModelSpec& model, const Layout& layout) {
     p2p_bytes = act_bytes / t;
     gather_after_recv = layout.tp > 1 && !layout.sequence_parallel;
     grad_bytes = layout.grad_reduce_bytes_per_element();
-    bucket_elements = layout.dp_bucket_bytes / 4.0;
+    bucket_elements = layout.dp_bucket_elements();
     layer_params_rank = model.layer_params() / t;
     // MLA: the duplicated down-projections are whole on every TP rank (ModelSpec).
     if (model.mla()) layer_params_rank += model.tp_replicated_attention_params() * (1.0 - 1.0 / t);

@@ -71,8 +71,13 @@ TEST_CASE("megatron: the GPT-3 175B launch file reproduces the preset's model an
     const auto args = split_args_text(slurp(kData + "gpt3_175b_megatron.args"), "gpt3.args");
     const Imported imp = import_megatron(args, "gpt3.args", target_of(8));  // nnodes x nproc = 1024 wins
     CHECK(imp.gpus == 1024);
-    const Workload w = load(imp), p = preset("gpt3-175b");
+    const Workload w = load(imp);
+    Workload p = preset("gpt3-175b");
     CHECK(model_of(w) == model_of(p));
+    // The launch file sets no --ddp-bucket-size: the framework's default (0); the preset pins 40M elements.
+    CHECK(w.layout.dp_bucket_bytes == 0);
+    CHECK(p.layout.dp_bucket_bytes == doctest::Approx(160e6));
+    p.layout.dp_bucket_bytes = 0;
     CHECK(schema::to_json(layout_fields(), w.layout) == schema::to_json(layout_fields(), p.layout));
     // Flags without a field are reported, with the multi-valued --rampup-batch-size taking its three words.
     CHECK(contains(fmt::format("{}", fmt::join(imp.ignored, " ")), "--lr --lr-decay-style"));
@@ -322,8 +327,10 @@ TEST_CASE("megatron: NeMo 1.x Hydra overrides read as the Megatron flags they co
     const Imported imp = import_megatron(nemo, "nemo", target_of(8));
     CHECK(imp.ignored == std::vector<std::string>{"model.optim.lr=6e-5"});
     CHECK(model_of(load(imp)) == model_of(preset("gpt3-175b")));
+    Workload gpt3 = preset("gpt3-175b");
+    gpt3.layout.dp_bucket_bytes = 0;  // no bucket size given: the framework's default (above)
     CHECK(schema::to_json(layout_fields(), load(imp).layout) ==
-          schema::to_json(layout_fields(), preset("gpt3-175b").layout));
+          schema::to_json(layout_fields(), gpt3.layout));
     const Workload w = load(import_megatron(
         words(kGpt3Args +
               " model.activation=fast-swiglu model.num_query_groups=8 model.sequence_parallel=True "

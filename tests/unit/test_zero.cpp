@@ -4,6 +4,8 @@
 #include <utility>
 
 #include "test_helpers.hpp"
+#include "trainsim/errors.hpp"
+#include "trainsim/layout.hpp"
 #include "trainsim/program.hpp"
 #include "trainsim/report.hpp"
 #include "trainsim/simulate.hpp"
@@ -195,4 +197,40 @@ TEST_CASE("DeepSpeed BF16_Optimizer: every micro-batch's gradients are added int
     l.framework = Framework::deepspeed;
     l.precision = Precision::fp16;
     CHECK(kernel_total(build_program(m, l), 0, "bf16_optimizer_update_hp_grads").first == 0);
+}
+
+TEST_CASE("DP buckets: Megatron-Core's default grows with DP x CP; a size given wins; others keep 40M") {
+    Layout l;
+    l.dp = 8;
+    CHECK(l.dp_bucket_bytes == 0);                           // the framework's default
+    CHECK(l.dp_bucket_elements() == doctest::Approx(40e6));  // max(40M, 1M x 8)
+    l.dp = 64;
+    l.cp = 4;
+    CHECK(l.dp_bucket_elements() == doctest::Approx(256e6));  // 1M x DP x CP
+    l.framework = Framework::torchtitan;
+    CHECK(l.dp_bucket_elements() == doctest::Approx(40e6));
+    l.framework = Framework::megatron;
+    l.dp_bucket_bytes = 3.072e9;  // MLPerf's BUCKET_SIZE=768000000 parameters, as bytes of fp32
+    CHECK(l.dp_bucket_elements() == doctest::Approx(768e6));
+    // Fewer, larger buckets on a large DP group: the stage's DP collectives shrink in number.
+    const ModelSpec m = small_gpt(4, 1024, 16, 2048);
+    Layout big = l;
+    big.dp_bucket_bytes = 0;
+    big.cp = 1;
+    big.distributed_optimizer = true;
+    big.dp = 256;
+    big.global_batch = 256;
+    Layout small = big;
+    small.dp_bucket_bytes = 4e5;  // 100k elements
+    auto dp_ops = [&](const Layout& x) {
+        int n = 0;
+        const Program p = build_program(m, x);
+        for (const auto& op : p.stages[0].ops)
+            if (op.kind == OpKind::dp_launch) ++n;
+        return n;
+    };
+    CHECK(dp_ops(big) < dp_ops(small));
+    Layout bad = big;
+    bad.dp_bucket_bytes = -1;
+    CHECK_THROWS_AS(check_layout(m, bad, 256), InputError);
 }
