@@ -148,9 +148,9 @@ void add_step_temporaries(StaticPiles& s, const ParamShares& q, const ModelSpec&
         // directly: no fp32 copy. One shard per bucket of dp_bucket_elements() elements.
         const double g = gradient_bytes_per_element(l);
         s.optimizer_temporary = g * updated;
-        s.optimizer_temporary_tensor =
-            g * std::min(l.dp_bucket_elements(), updated * (q.sharded ? q.dpc : 1.0)) /
-            (q.sharded ? q.dpc : 1.0);
+        s.optimizer_temporary_tensor = g *
+                                       std::min(l.dp_bucket_elements(), updated * (q.sharded ? q.dpc : 1.0)) /
+                                       (q.sharded ? q.dpc : 1.0);
     } else {
         // The optimizer step's temporaries: 16-bit gradients copied to fp32 (Megatron's fp16 optimizer,
         // _copy_model_grads_to_main_grads) for the parameters this GPU updates, one fp32 copy per parameter

@@ -144,10 +144,11 @@ schema::Table<Layout> make_layout_fields() {
         "zero_stage", &Layout::zero_stage, Range{0, 3, ""}, "",
         "ZeRO stage: 1 shards the optimizer state, 2 also the gradients, 3 also the parameters (FSDP)"));
     {
-        auto f = schema::quantity_field(
-            "dp_bucket_size", &Layout::dp_bucket_bytes, Dimension::bytes,
-            "DP gradient bucket, as bytes of fp32 elements (Megatron's 40M elements = 160MB); 0: the framework's "
-            "default (Megatron-Core: max(40M, 1M x DP x CP) elements; others 40M)");
+        auto f =
+            schema::quantity_field("dp_bucket_size", &Layout::dp_bucket_bytes, Dimension::bytes,
+                                   "DP gradient bucket, as bytes of fp32 elements (Megatron's 40M elements = "
+                                   "160MB); 0: the framework's "
+                                   "default (Megatron-Core: max(40M, 1M x DP x CP) elements; others 40M)");
         add(std::move(f));
     }
     add(boolean_field("overlap_grad_reduce", &Layout::overlap_grad_reduce,
