@@ -14,10 +14,11 @@
 //                   loaded link, B its bandwidth; below)
 // (Thakur, Rabenseifner, Gropp 2005; nccl-tests doc/PERFORMANCE.md for algbw/busbw.) For the rings alpha =
 // route latency + kNcclStepLatency, plus kNcclLaunchLatency once per collective. Channels: a group spanning
-// several nodes with g > 1 members per node runs g rings (NCCL channels), each carrying S/g; ring c enters
-// node k at local member (c - k) mod g and leaves at (c - k - 1) mod g, so node-crossing edges are
-// rail-aligned (same local index, same NIC rail) as NCCL's rail-aware rings are — all but the wrap-around
-// edge from the last node to the first, which is aligned only when the node count is a multiple of g.
+// several nodes with g > 1 members per node runs C = min(g, kMaxRingChannels) rings (NCCL channels), each
+// carrying S/C; ring c enters node k at local member (c - k) mod g and leaves at (c - k - 1) mod g, so
+// node-crossing edges are rail-aligned (same local index, same NIC rail) as NCCL's rail-aware rings are — all
+// but the wrap-around edge from the last node to the first, which is aligned only when the node count is a
+// multiple of g.
 //
 // All-to-all (NCCL has no all-to-all kernel: it is ncclSend / ncclRecv to every peer inside one
 // ncclGroupStart / ncclGroupEnd, as torch.distributed.all_to_all_single and Megatron-Core's MoE token
@@ -53,6 +54,11 @@ inline constexpr double kNcclLaunchLatencyS = 8e-6;
 /// models 3.4 us (NVLink) to 5.7 us (PCIe) per ring step for the Simple protocol and far less for LL/LL128,
 /// which NCCL picks for small messages; trainsim's wire latencies already carry part of it.
 inline constexpr double kNcclStepLatencyS = 1e-6;
+/// The most distinct rings NCCL's ring search builds for a communicator: ringGraph->maxChannels = MAXCHANNELS
+/// / 2 (NCCL src/init.cc; MAXCHANNELS = 64 in src/include/device.h); NCCL then duplicates rings over the same
+/// paths, which carry the same links. A group with more members per node (an NVL72 domain) runs this many
+/// rings.
+inline constexpr int kMaxRingChannels = 32;
 
 /// NCCL's protocols (src/device/prims_*.h; tuning.cc): LL moves 8 bytes of data per 16-byte line (data +
 /// flag, half the bandwidth) with the lowest latency; LL128 moves 120 of every 128 bytes; Simple moves all
@@ -234,10 +240,12 @@ class Collectives {
     /// Point-to-point transfer of `bytes` from GPU `src` to GPU `dst` (src != dst).
     void send(int src, int dst, double bytes, Simulator::Callback done);
 
-    /// The ring edges (src, dst) of channel `c` of `channels` for `ranks`; exposed for tests.
+    /// The ring edges (src, dst) of channel `c` of `channels` for `ranks` (channels > 1: each node's members
+    /// rotated by c - k, k the node's index, whatever the members per node); exposed for tests.
     static std::vector<std::pair<int, int>> ring_edges(const std::vector<int>& ranks, int gpus_per_node,
                                                        int channel, int channels);
-    /// Number of channels the group uses (members per node when the group spans several nodes, else 1).
+    /// Number of channels the group uses (members per node when the group spans several nodes, at most
+    /// kMaxRingChannels; else 1).
     static int channels_for(const std::vector<int>& ranks, int gpus_per_node);
     /// The double binary tree over `nodes` nodes (see kNcclTreeBandwidthFactor): the (parent, child) edges of
     /// tree `tree` (0 or 1), node indices 0..nodes-1; exposed for tests.

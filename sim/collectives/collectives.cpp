@@ -31,7 +31,7 @@ int Collectives::channels_for(const std::vector<int>& ranks, int gpus_per_node) 
     int g = per_node.begin()->second;
     for (auto& [node, count] : per_node)
         if (count != g) return 1;  // irregular group: one ring
-    return g;
+    return std::min(g, kMaxRingChannels);
 }
 
 std::vector<std::pair<int, int>> Collectives::ring_edges(const std::vector<int>& ranks, int gpus_per_node,
@@ -44,7 +44,7 @@ std::vector<std::pair<int, int>> Collectives::ring_edges(const std::vector<int>&
         order = ranks;
     } else {
         const auto nodes = detail::members_by_node(ranks, gpus_per_node);
-        const int g = channels;
+        const int g = static_cast<int>(nodes.front().size());  // members per node (channels_for: regular)
         for (std::size_t k = 0; k < nodes.size(); ++k) {
             const int start = ((channel - static_cast<int>(k)) % g + g) % g;
             for (int j = 0; j < g; ++j)

@@ -217,6 +217,28 @@ TEST_CASE("collectives: channels_for") {
     CHECK(Collectives::channels_for({0, 1, 8, 9, 16, 17}, 8) == 2);
     CHECK(Collectives::channels_for({0, 1, 2, 3, 8, 9, 10, 11}, 8) == 4);
     CHECK(Collectives::channels_for({0, 1, 8}, 8) == 1);  // irregular: one ring
+    // 36 members on each of two 72-GPU NVLink domains: NCCL's ring search stops at kMaxRingChannels rings,
+    // each still a ring through every member, entering each node at its own rotation.
+    std::vector<int> wide;
+    for (int node = 0; node < 2; ++node)
+        for (int j = 0; j < 36; ++j)
+            wide.push_back(node * 72 + 2 * j);
+    REQUIRE(Collectives::channels_for(wide, 72) == kMaxRingChannels);
+    for (int c : {0, kMaxRingChannels - 1}) {
+        const auto edges = Collectives::ring_edges(wide, 72, c, kMaxRingChannels);
+        REQUIRE(edges.size() == wide.size());
+        std::vector<int> out(144, 0), in(144, 0);
+        for (const auto& e : edges) {
+            ++out[static_cast<std::size_t>(e.first)];
+            ++in[static_cast<std::size_t>(e.second)];
+        }
+        for (int r : wide) {
+            CHECK(out[static_cast<std::size_t>(r)] == 1);
+            CHECK(in[static_cast<std::size_t>(r)] == 1);
+        }
+        // Node 0 is entered at member c (the wrap-around edge's destination), node 1 at member c - 1 mod 36.
+        CHECK(edges.back().second == wide[static_cast<std::size_t>(c)]);
+    }
 }
 
 TEST_CASE("collectives: ring edges of a multi-node group with 2 GPUs per node") {
