@@ -149,6 +149,7 @@ schema::Table<Layout> make_layout_fields() {
                                    "DP gradient bucket, as bytes of fp32 elements (Megatron's 40M elements = "
                                    "160MB); 0: the framework's "
                                    "default (Megatron-Core: max(40M, 1M x DP x CP) elements; others 40M)");
+        f.allow_zero = true;  // "0B": the framework's default, as the field's default value
         add(std::move(f));
     }
     add(boolean_field("overlap_grad_reduce", &Layout::overlap_grad_reduce,

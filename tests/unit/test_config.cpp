@@ -135,6 +135,11 @@ TEST_CASE("config: a quantity without its unit is refused") {
     w["layout"]["dp_bucket_size"] = "160";
     msg = workload_error(w);
     CHECK_MESSAGE(contains(msg, "layout.dp_bucket_size"), msg);
+    // "0B" asks for the framework's default bucket (the field's default), a negative size is refused.
+    w["layout"]["dp_bucket_size"] = "0B";
+    CHECK(parse_workload(w, "w.json").layout.dp_bucket_bytes == 0);
+    w["layout"]["dp_bucket_size"] = "-1MB";
+    CHECK(contains(workload_error(w), "must not be negative"));
 }
 
 TEST_CASE("config: negative or zero bandwidths and wrong units are refused") {
