@@ -81,7 +81,7 @@ std::vector<std::string> memory_notes(const ModelSpec& m, const Layout& l, const
     if (l.optimizer != Optimizer::adam)
         notes.push_back(fmt::format("optimizer {}: {:.3f} B of state per trainable parameter (Adam: 12)",
                                     to_string(l.optimizer), l.optimizer_bytes_per_param()));
-    if (l.optimizer == Optimizer::adam && l.adam_moments_bf16)
+    if (l.adam_moments_bf16)  // check_layout: Adam only
         notes.push_back(
             "optimizer adam with bf16 moments (Megatron-Core precision-aware optimizer): 8 B of state per "
             "trainable parameter (fp32 master weight, bf16 m and v), not 12");

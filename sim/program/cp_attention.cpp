@@ -33,20 +33,28 @@ double BlockBuilder::cp_attention_bytes(double q_len, double kv_len) const {
     return E_ * b_ * (q_len * (a_ / t_) + kv_len * (kvh_ / t_)) * (dqk_ + dv_);
 }
 
-void BlockBuilder::te_cp_attention_forward(OpTemplate& t) {
+void BlockBuilder::te_cp_attention_calls(OpTemplate& t, bool backward) {
+    // FlashAttention backward per step: 2.5x the forward's matmuls, twice its bytes.
+    const double flop_factor = backward ? 2.5 : 1.0, byte_factor = backward ? 2.0 : 1.0;
     const double heads = b_ * a_ / t_;
     const double d = (dqk_ + dv_) / 2;
     const CpStepShapes sh = cp_step_shapes(s_, cp_);
-    // The K/V blocks go around the CP ring (cp - 1 P2P steps, an all-gather's volume) beside the steps.
-    cp_collective(t, CollectiveKind::all_gather, 2 * E_ * b_ * s_ * kvh_ * d / t_);
-    kernel(t, Kernel::flash("cp_attention_fwd_diagonal",
-                            0.5 * 4.0 * heads * sh.diagonal_len * sh.diagonal_len * d,
-                            cp_attention_bytes(sh.diagonal_len, sh.diagonal_len), l_.attention,
-                            {heads, sh.diagonal_len, sh.diagonal_len, d, true, false}));
+    kernel(t, Kernel::flash(backward ? "cp_attention_bwd_diagonal" : "cp_attention_fwd_diagonal",
+                            flop_factor * 0.5 * 4.0 * heads * sh.diagonal_len * sh.diagonal_len * d,
+                            byte_factor * cp_attention_bytes(sh.diagonal_len, sh.diagonal_len), l_.attention,
+                            {heads, sh.diagonal_len, sh.diagonal_len, d, true, backward}));
     for (int i = 1; i < l_.cp; ++i)
-        kernel(t, Kernel::flash("cp_attention_fwd_step", 4.0 * heads * sh.query_len * sh.key_len * d,
-                                cp_attention_bytes(sh.query_len, sh.key_len), l_.attention,
-                                {heads, sh.query_len, sh.key_len, d, false, false}));
+        kernel(t, Kernel::flash(backward ? "cp_attention_bwd_step" : "cp_attention_fwd_step",
+                                flop_factor * 4.0 * heads * sh.query_len * sh.key_len * d,
+                                byte_factor * cp_attention_bytes(sh.query_len, sh.key_len), l_.attention,
+                                {heads, sh.query_len, sh.key_len, d, false, backward}));
+}
+
+void BlockBuilder::te_cp_attention_forward(OpTemplate& t) {
+    // The K/V blocks go around the CP ring (cp - 1 P2P steps, an all-gather's volume) beside the steps.
+    const double kv_full = 2 * E_ * b_ * s_ * kvh_ * (dqk_ + dv_) / 2 / t_;
+    cp_collective(t, CollectiveKind::all_gather, kv_full);
+    te_cp_attention_calls(t, false);
     // flash_attn_fwd_softmax_lse_correction per step (fp32 LSE of the step's queries: read both, write one)
     // and the output merge: flash_attn_fwd_out_correction_init reads step 0's output and writes the merged
     // one (2 E per output element), each later step's second-half correction reads the step's output and
@@ -60,28 +68,17 @@ void BlockBuilder::te_cp_attention_forward(OpTemplate& t) {
 }
 
 void BlockBuilder::te_cp_attention_backward(OpTemplate& t) {
-    const double heads = b_ * a_ / t_;
-    const double d = (dqk_ + dv_) / 2;
-    const CpStepShapes sh = cp_step_shapes(s_, cp_);
     // The K/V blocks go around the ring again and their gradients come back (an all-gather and a
     // reduce-scatter of the full-sequence K/V), beside the steps.
-    const double kv_full = 2 * E_ * b_ * s_ * kvh_ * d / t_;
+    const double kv_full = 2 * E_ * b_ * s_ * kvh_ * (dqk_ + dv_) / 2 / t_;
     cp_collective(t, CollectiveKind::all_gather, kv_full);
     cp_collective(t, CollectiveKind::reduce_scatter, kv_full);
-    // FlashAttention backward per step: 2.5x the forward's matmuls, twice its bytes.
-    kernel(t, Kernel::flash("cp_attention_bwd_diagonal",
-                            2.5 * 0.5 * 4.0 * heads * sh.diagonal_len * sh.diagonal_len * d,
-                            2 * cp_attention_bytes(sh.diagonal_len, sh.diagonal_len), l_.attention,
-                            {heads, sh.diagonal_len, sh.diagonal_len, d, true, true}));
-    for (int i = 1; i < l_.cp; ++i)
-        kernel(t, Kernel::flash("cp_attention_bwd_step", 2.5 * 4.0 * heads * sh.query_len * sh.key_len * d,
-                                2 * cp_attention_bytes(sh.query_len, sh.key_len), l_.attention,
-                                {heads, sh.query_len, sh.key_len, d, false, true}));
+    te_cp_attention_calls(t, true);
     // The gradients of the steps merged (backward of AttnFuncWithCPAndKVP2P): dq of the second query chunk
     // added per later step (read the step's, read and write the sum: 3 E per element of the half), the
     // block's dK/dV added to the gradient that travels with it (3 E per element of the s / cp keys' K and V).
     const double dq_elements = T_ * (a_ / t_) * dqk_;
-    const double dkv_elements = b_ * sh.key_len * (kvh_ / t_) * (dqk_ + dv_);
+    const double dkv_elements = b_ * (s_ / cp_) * (kvh_ / t_) * (dqk_ + dv_);
     const double steps = cp_ - 1;
     kernel(t, Kernel::memory("cp_grad_accumulate", steps * (0.5 * dq_elements + dkv_elements) * 3.0 * E_));
     tp_wait(t);

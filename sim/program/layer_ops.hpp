@@ -158,6 +158,9 @@ class BlockBuilder {
     /// (backward), the K/V ring beside them.
     void te_cp_attention_forward(OpTemplate& t);
     void te_cp_attention_backward(OpTemplate& t);
+    /// The CP steps' fused-attention calls (the forward's, or the backward's at 2.5x the FLOPs and twice the
+    /// bytes).
+    void te_cp_attention_calls(OpTemplate& t, bool backward);
     /// Bytes of one CP step's fused attention: Q and O of `q_len` queries, K and V of `kv_len` keys.
     double cp_attention_bytes(double q_len, double kv_len) const;
     /// Multi-head latent attention (mla_ops.cpp), Megatron-Core MLASelfAttention with the TransformerEngine
