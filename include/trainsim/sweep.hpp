@@ -112,7 +112,9 @@ std::string canonical_string(const Layout& l);
 /// component is under 5% of the step. The fabric is the one the group's traffic crosses on `topology`.
 std::string explain_limit(const Report& r, const TopologySpec& topology);
 
-enum class SweepStatus { simulated, out_of_memory, rejected };
+/// pruned: valid and within memory, but not simulated: its lower bound (SweepOptions::prune_beyond_top)
+/// exceeds the step time of the N-th best layout of its cluster size, so it cannot be among the top N.
+enum class SweepStatus { simulated, out_of_memory, rejected, pruned };
 
 struct SweepEntry {
     std::size_t index = 0;  ///< position in enumeration order (sizes ascending, each size's grid in order)
@@ -142,6 +144,10 @@ struct SweepResult {
     /// rejected ones, each of these two in enumeration order.
     std::vector<SweepEntry> entries;
     std::size_t simulated = 0, out_of_memory = 0, rejected = 0;
+    /// Layouts not simulated because their lower bound exceeds the N-th best step time of their size
+    /// (SweepOptions::prune_beyond_top; 0 when off). Listed after the simulated ones, in enumeration order.
+    std::size_t pruned = 0;
+    std::size_t pruned_beyond_top = 0;  ///< SweepOptions::prune_beyond_top (0: every layout simulated)
     /// (reason, count) over the out-of-memory and rejected layouts, by count descending, then reason.
     std::vector<std::pair<std::string, std::size_t>> reject_counts;
     /// What-if: the perturbation options every layout ran under (empty: none), and over how many seeds.
@@ -162,6 +168,10 @@ struct SweepProgress {
 };
 
 class ProcessGroup;
+
+/// Points simulated per round when pruning (SweepOptions::prune_beyond_top): fixed, so that which points
+/// are simulated does not depend on the number of threads or processes.
+inline constexpr std::size_t kPruneRoundSize = 8;
 
 struct SweepOptions {
     int jobs = 1;  ///< worker threads (>= 1), per process
@@ -190,6 +200,15 @@ struct SweepOptions {
     /// perturbations too: a run is a function of the program, the rank grid and (seed, GPU, kernel index),
     /// all equal for the copies. A test checks on == off.
     bool deduplicate = true;
+    /// N > 0 (and no perturbations): simulate only what can reach the top N of each cluster size. Every
+    /// passed point has a lower bound on its step time, the compute time of its busiest GPU (the sum of the
+    /// kernel durations of the stage's compute ops, which run one after another on the compute stream;
+    /// communication, bubbles and waits only add to it). The points are simulated in rounds of
+    /// kPruneRoundSize, by bound ascending (then enumeration order); after each round, a point whose bound
+    /// exceeds the N-th best step time simulated so far on its cluster size is pruned (SweepStatus::pruned),
+    /// with its copies. The top N of each size are those of the exhaustive sweep, and the rounds do not
+    /// depend on threads or processes, so the output does not either. 0: every point simulated.
+    std::size_t prune_beyond_top = 0;
     /// Called after each point is checked, once when every point is checked (checks_done), and after each
     /// point is simulated; from the worker threads, one call at a time. May be empty.
     std::function<void(const SweepProgress&)> progress;

@@ -61,6 +61,8 @@ const char* status_name(SweepStatus s) {
             return "out_of_memory";
         case SweepStatus::rejected:
             return "rejected";
+        case SweepStatus::pruned:
+            return "pruned";
     }
     return "?";
 }

@@ -10,6 +10,7 @@
 #include "trainsim/cluster.hpp"
 #include "trainsim/layout.hpp"
 #include "trainsim/model.hpp"
+#include "trainsim/program.hpp"
 #include "trainsim/report.hpp"
 #include "trainsim/schema.hpp"
 #include "trainsim/sweep.hpp"
@@ -36,6 +37,9 @@ struct PointCheck {
     int peak_stage = 0;
     double cost = 0;                 ///< estimated simulation cost (main-stream ops over all TP groups)
     std::uint64_t program_hash = 0;  ///< hash of the program's signature (passed points)
+    /// Passed points: the busiest stage's compute time (s), a lower bound on the step time
+    /// (SweepOptions::prune_beyond_top).
+    double lower_bound_s = 0;
 };
 
 /// Phase 2: one simulated iteration (the median seed's with perturbations).
@@ -49,6 +53,9 @@ struct PointRun {
 /// Checks `l` on `cluster`: rejected (reason, detail), out of memory (its peak over (1 - min_headroom) x
 /// HBM), or to be simulated.
 PointCheck check_point(const Layout& l, const Cluster& cluster, const ModelSpec& model, double min_headroom);
+/// The compute time of the layout's busiest stage (s), a lower bound on its step time (PointCheck).
+double busiest_stage_compute_s(Program program, const ModelSpec& model, const Layout& l,
+                               const Cluster& cluster);
 
 /// Simulates a point that passed check_point (the program is built again rather than kept: a program of a
 /// large layout holds millions of ops). Never throws: an InputError rejects the point, anything else is kept

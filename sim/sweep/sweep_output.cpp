@@ -43,6 +43,14 @@ std::string text_title(const SweepResult& r) {
         "layouts: {} in the grid: {} simulated, {} out of memory ({:.1f} GiB of HBM per GPU{}), {} "
         "rejected\n\n",
         r.entries.size(), r.simulated, r.out_of_memory, r.hbm_bytes / kGiB, margin, r.rejected);
+    if (r.pruned > 0) {
+        o.pop_back();
+        o += fmt::format(
+            "pruned: {} more not simulated: the compute time of their busiest GPU alone exceeds the step "
+            "time of the {}th best layout of their size, so none of them is in the top {} (--exhaustive "
+            "simulates them)\n\n",
+            r.pruned, r.pruned_beyond_top, r.pruned_beyond_top);
+    }
     if (!r.perturbations.empty()) {
         o.pop_back();
         o += "what-if: every layout under";
@@ -266,6 +274,7 @@ nlohmann::json sweep_json(const SweepResult& r) {
                    {"simulated", r.simulated},
                    {"out_of_memory", r.out_of_memory},
                    {"rejected", r.rejected}};
+    if (r.pruned > 0) j["counts"]["pruned"] = r.pruned;
     json reasons = json::array();
     for (const auto& [reason, count] : r.reject_counts)
         reasons.push_back({{"reason", reason}, {"count", count}});

@@ -3,6 +3,7 @@
 // spread over threads, and over processes with SweepOptions::processes (process_group.hpp).
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -10,8 +11,10 @@
 #include <fmt/format.h>
 
 #include "sweep_internal.hpp"
+#include "trainsim/compute.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/fingerprint.hpp"
+#include "trainsim/memory.hpp"
 #include "trainsim/process_group.hpp"
 #include "trainsim/program.hpp"
 #include "trainsim/simulate.hpp"
@@ -72,12 +75,33 @@ std::uint64_t program_hash(const Program& p) {
     return h;
 }
 
+/// The compute time of the busiest stage (s): the kernels of its compute ops, timed as simulate() times them
+/// (the program's activation copies sized, assign_durations with the run's ComputeModel), run one after
+/// another on one stream. No run of the layout is shorter (SweepOptions::prune_beyond_top); the bound is
+/// lowered by a part in 10^9 so that the executor's picosecond rounding cannot put it above the step time.
+double busiest_stage_compute_s(Program program, const ModelSpec& model, const Layout& l,
+                               const Cluster& cluster) {
+    const ComputeModel compute(cluster.gpu(), l.precision, host_links(cluster.spec(), cluster.gpu()),
+                               cluster.spec().profile, l.fp8_recipe);
+    set_activation_copy_bytes(program, model, l);
+    assign_durations(program, compute);
+    double busiest = 0;
+    for (const auto& st : program.stages) {
+        double s = 0;
+        for (const auto& op : st.ops)
+            if (op.kind == OpKind::compute)
+                s += program.segments[static_cast<std::size_t>(op.segment)].seconds;
+        busiest = std::max(busiest, s);
+    }
+    return busiest * (1 - 1e-9);
+}
+
 PointCheck check_point(const Layout& l, const Cluster& cluster, const ModelSpec& model, double min_headroom) {
     PointCheck c;
     c.reason = classify(model, l, cluster.gpus(), &c.detail);
     if (!c.reason.empty()) return c;
     try {
-        const Program program = build_program(model, l);
+        Program program = build_program(model, l);
         const MemoryReport memory = simulate_memory(model, l, program, cluster.gpu());
         c.peak_memory_bytes = memory.peak().peak_bytes;
         c.peak_stage = memory.peak_stage;
@@ -92,6 +116,7 @@ PointCheck check_point(const Layout& l, const Cluster& cluster, const ModelSpec&
         c.program_hash = program_hash(program);
         for (const auto& st : program.stages)
             c.cost += static_cast<double>(st.ops.size()) * l.dp;
+        c.lower_bound_s = busiest_stage_compute_s(std::move(program), model, l, cluster);
         c.status = SweepStatus::simulated;
     } catch (const InputError& err) {
         c.status = SweepStatus::rejected;
@@ -277,33 +302,93 @@ void plan_simulations(const std::vector<SweepEntry>& entries, const std::vector<
                      [&](std::size_t a, std::size_t b) { return checks[a].cost > checks[b].cost; });
 }
 
-/// Phase 2 over `todo` (results stay at their point's index, so the outcome does not depend on the order or
-/// the number of threads or processes); then the copies take their representative's results with their own
-/// layout and, in one process, their own memory (phase 1 walked it; spread over processes, the reports carry
-/// no memory: rank_points gives the best its own). Rethrows the error of the first point in enumeration
-/// order.
+/// Phase 2's simulations of `todo` (runs[k] is todo[k]'s; the results stay at their place, so the outcome
+/// does not depend on the order or the number of threads or processes). With SweepOptions::prune_beyond_top
+/// (and no perturbations), rounds of kPruneRoundSize points by lower bound ascending, each skipping the
+/// points whose bound exceeds the N-th best step time so far on their cluster size (pruned[k]; copies of a
+/// representative count as many times as there are of them).
+std::vector<PointRun> run_simulations(const Points& pts, const std::vector<PointCheck>& checks,
+                                      const std::vector<std::size_t>& todo,
+                                      const std::vector<std::size_t>& copy_of, const ModelSpec& model,
+                                      const std::string& workload_name, const SweepOptions& options,
+                                      const std::function<void()>& simulated, std::vector<bool>& pruned) {
+    auto run_batch = [&](const std::vector<std::size_t>& ks) {  // positions in todo
+        return spread_map(
+            ks.size(), options.jobs, options.processes,
+            [&](std::size_t j) {
+                const std::size_t i = todo[ks[j]];
+                PointRun run = simulate_point(pts.entries[i].layout, *pts.clusters[pts.cluster_of[i]], model,
+                                              workload_name, options);
+                simulated();
+                return run;
+            },
+            encode_run,
+            [&](const std::string& bytes, std::size_t j) {
+                return decode_run(bytes, model, pts.entries[todo[ks[j]]].layout);
+            });
+    };
+    std::vector<PointRun> runs(todo.size());
+    pruned.assign(todo.size(), false);
+    std::vector<std::size_t> order(todo.size());
+    for (std::size_t k = 0; k < todo.size(); ++k)
+        order[k] = k;
+    const std::size_t top = options.perturbations.empty() ? options.prune_beyond_top : 0;
+    if (top == 0) {
+        std::vector<PointRun> all = run_batch(order);
+        for (std::size_t k = 0; k < todo.size(); ++k)
+            runs[k] = std::move(all[k]);
+        return runs;
+    }
+    const std::size_t n = pts.entries.size();
+    std::vector<std::size_t> weight(n, 0);  // [representative] points that take its result
+    for (std::size_t i = 0; i < n; ++i)
+        if (checks[i].status == SweepStatus::simulated) ++weight[copy_of[i] != n ? copy_of[i] : i];
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+        return checks[todo[a]].lower_bound_s < checks[todo[b]].lower_bound_s;
+    });
+    std::vector<std::vector<double>> best(pts.sizes.size());  // [size] step times so far, ascending
+    auto threshold = [&](std::size_t size) {
+        const auto& v = best[size];
+        return v.size() < top ? std::numeric_limits<double>::infinity() : v[top - 1];
+    };
+    for (std::size_t pos = 0; pos < order.size();) {
+        std::vector<std::size_t> batch;
+        for (; pos < order.size() && batch.size() < kPruneRoundSize; ++pos) {
+            const std::size_t i = todo[order[pos]];
+            if (checks[i].lower_bound_s > threshold(pts.cluster_of[i]))
+                pruned[order[pos]] = true;
+            else
+                batch.push_back(order[pos]);
+        }
+        std::vector<PointRun> done = run_batch(batch);
+        for (std::size_t j = 0; j < batch.size(); ++j) {
+            PointRun& run = runs[batch[j]] = std::move(done[j]);
+            if (run.error || run.status != SweepStatus::simulated) continue;
+            const std::size_t i = todo[batch[j]];
+            auto& v = best[pts.cluster_of[i]];
+            v.insert(std::upper_bound(v.begin(), v.end(), run.report.step_time_s), weight[i],
+                     run.report.step_time_s);
+        }
+    }
+    return runs;
+}
+
+/// Phase 2 over `todo` (run_simulations); then the copies take their representative's results with their
+/// own layout and, in one process, their own memory (phase 1 walked it; spread over processes, the reports
+/// carry no memory: rank_points gives the best its own). Rethrows the error of the first point in
+/// enumeration order.
 void simulate_points(Points& pts, const std::vector<PointCheck>& checks, const std::vector<std::size_t>& todo,
                      const std::vector<std::size_t>& copy_of, const ModelSpec& model,
                      const std::string& workload_name, const SweepOptions& options,
                      const std::function<void()>& simulated) {
     const std::size_t n = pts.entries.size();
-    std::vector<PointRun> runs = spread_map(
-        todo.size(), options.jobs, options.processes,
-        [&](std::size_t k) {
-            const std::size_t i = todo[k];
-            PointRun run = simulate_point(pts.entries[i].layout, *pts.clusters[pts.cluster_of[i]], model,
-                                          workload_name, options);
-            simulated();
-            return run;
-        },
-        encode_run,
-        [&](const std::string& bytes, std::size_t k) {
-            return decode_run(bytes, model, pts.entries[todo[k]].layout);
-        });
+    std::vector<bool> pruned;
+    std::vector<PointRun> runs =
+        run_simulations(pts, checks, todo, copy_of, model, workload_name, options, simulated, pruned);
     const bool one_process = !options.processes || options.processes->size() <= 1;
-    std::vector<const PointRun*> run_of(n, nullptr);
+    std::vector<const PointRun*> run_of(n, nullptr);  // null: pruned
     for (std::size_t k = 0; k < todo.size(); ++k)
-        run_of[todo[k]] = &runs[k];
+        if (!pruned[k]) run_of[todo[k]] = &runs[k];
     for (std::size_t i = 0; i < n; ++i) {
         SweepEntry& e = pts.entries[i];
         const PointCheck& c = checks[i];
@@ -314,7 +399,14 @@ void simulate_points(Points& pts, const std::vector<PointCheck>& checks, const s
         e.peak_stage = c.peak_stage;
         if (c.status != SweepStatus::simulated) continue;
         const bool copy = copy_of[i] != n;
-        const PointRun& run = *run_of[copy ? copy_of[i] : i];
+        const PointRun* run_ptr = run_of[copy ? copy_of[i] : i];
+        if (!run_ptr) {
+            e.status = SweepStatus::pruned;
+            e.reason = fmt::format("lower bound {:.6g} s above the {}th best step time", c.lower_bound_s,
+                                   options.prune_beyond_top);
+            continue;
+        }
+        const PointRun& run = *run_ptr;
         if (run.error) std::rethrow_exception(run.error);  // the first in enumeration order
         e.status = run.status;
         e.reason = run.reason;
@@ -360,9 +452,13 @@ SweepResult result_header(const TopologySpec& topology, const Points& pts, const
 /// reports came without (spread over processes).
 void rank_points(std::vector<SweepEntry>& entries, const ModelSpec& model, const Points& pts,
                  SweepResult& res) {
-    std::vector<SweepEntry> simulated, oom, rejected;
+    std::vector<SweepEntry> simulated, oom, rejected, pruned;
     std::map<std::string, std::size_t> counts;
     for (auto& e : entries) {
+        if (e.status == SweepStatus::pruned) {
+            pruned.push_back(std::move(e));
+            continue;
+        }
         if (e.status != SweepStatus::simulated) ++counts[e.reason];
         (e.status == SweepStatus::simulated       ? simulated
          : e.status == SweepStatus::out_of_memory ? oom
@@ -383,9 +479,12 @@ void rank_points(std::vector<SweepEntry>& entries, const ModelSpec& model, const
     res.simulated = simulated.size();
     res.out_of_memory = oom.size();
     res.rejected = rejected.size();
+    res.pruned = pruned.size();
     res.entries.reserve(entries.size());
     for (auto i : order)
         res.entries.push_back(std::move(simulated[i]));
+    for (auto& e : pruned)
+        res.entries.push_back(std::move(e));
     for (auto& e : oom)
         res.entries.push_back(std::move(e));
     for (auto& e : rejected)
@@ -431,6 +530,7 @@ SweepResult run_sweep(const TopologySpec& topology, const ModelSpec& model, cons
     simulate_points(pts, checks, todo, copy_of, model, workload_name, options,
                     [&] { step(&SweepProgress::simulated); });
     SweepResult res = result_header(topology, pts, base, workload_name, options);
+    res.pruned_beyond_top = options.perturbations.empty() ? options.prune_beyond_top : 0;
     rank_points(pts.entries, model, pts, res);
     return res;
 }

@@ -110,6 +110,10 @@ void add_sweep_options(po::options_description& desc, SweepArgs& a) {
         "gpu-hour-price", po::value(&a.gpu_hour_price),
         "with --tokens: US dollars per GPU-hour; adds the cost to train")(
         "top", po::value(&a.top_k), "layouts listed, best first (default 10)")(
+        "exhaustive",
+        "simulate every layout that fits; without it (and without --csv, --html and --json, which list "
+        "every layout) a layout is not simulated when the compute time of its busiest GPU alone exceeds the "
+        "step time of the --top-th best of its size: it cannot be in the top, which stays exact")(
         "csv", po::value(&a.csv_file), "write every evaluated layout to FILE as CSV (one row each)")(
         "html", po::value(&a.html_file),
         "write a self-contained HTML page to FILE: step time against peak memory of every simulated layout "
@@ -226,6 +230,8 @@ SweepOptions sweep_options(const SweepArgs& a, const std::vector<int>& sizes, co
     if (options.perturbations.empty() && (vm.count("seeds") || vm.count("seed")))
         throw InputError("sweep: --seed and --seeds need a perturbation (--straggler, --jitter or --link)");
     options.processes = processes();
+    if (!vm.count("exhaustive") && a.csv_file.empty() && a.html_file.empty() && !vm.count("json"))
+        options.prune_beyond_top = a.top_k;
     return options;
 }
 

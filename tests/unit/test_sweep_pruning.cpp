@@ -1,0 +1,107 @@
+// The sweep's pruning (SweepOptions::prune_beyond_top): the bound it prunes by never exceeds a simulated step
+// time, and a pruned sweep ranks the same top N, per cluster size, as the exhaustive one, whatever the
+// threads.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "test_helpers.hpp"
+#include "trainsim/cluster.hpp"
+#include "trainsim/compute.hpp"
+#include "trainsim/memory.hpp"
+#include "trainsim/program.hpp"
+#include "trainsim/simulate.hpp"
+#include "trainsim/sweep.hpp"
+
+using namespace trainsim;
+
+namespace {
+
+SweepGrid pruning_grid() {
+    SweepGrid g;
+    for (const char* r : {"micro_batch=1,2,4", "recompute=none,full", "vpp=1,2"})
+        restrict_sweep_grid(g, r, "--vary");
+    return g;
+}
+
+/// The busiest stage's compute time, summed here from the public program API as simulate() times it.
+double compute_of_busiest_stage(const TopologySpec& topo, const ModelSpec& m, const Layout& l) {
+    const Cluster cluster(topo);
+    Program p = build_program(m, l);
+    set_activation_copy_bytes(p, m, l);
+    assign_durations(p, ComputeModel(cluster.gpu(), l.precision, host_links(topo, cluster.gpu()),
+                                     topo.profile, l.fp8_recipe));
+    double busiest = 0;
+    for (const auto& st : p.stages) {
+        double s = 0;
+        for (const auto& op : st.ops)
+            if (op.kind == OpKind::compute) s += p.segments[static_cast<std::size_t>(op.segment)].seconds;
+        busiest = std::max(busiest, s);
+    }
+    return busiest;
+}
+
+/// The simulated entries of each size: (gpus, canonical layout, step time), best first.
+std::vector<std::string> top_of_each_size(const SweepResult& r, std::size_t n) {
+    std::vector<std::string> out;
+    for (int g : r.sizes) {
+        std::size_t k = 0;
+        for (std::size_t i = 0; i < r.simulated && k < n; ++i)
+            if (r.entries[i].gpus == g) {
+                out.push_back(std::to_string(g) + " " + canonical_string(r.entries[i].layout) + " " +
+                              std::to_string(r.entries[i].report.step_time_s));
+                ++k;
+            }
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("sweep pruning: the busiest GPU's compute time never exceeds the simulated step time") {
+    const TopologySpec topo = trainsim::test::small_topology(2);  // 16 GPUs on 2 nodes
+    const ModelSpec m = trainsim::test::small_gpt(4, 256, 16, 128, 1024);
+    Layout base;
+    base.global_batch = 32;
+    const SweepResult r = run_sweep(topo, m, base, pruning_grid(), "tiny", SweepOptions{});
+    REQUIRE(r.simulated > 20);
+    CHECK(r.pruned == 0);
+    for (std::size_t i = 0; i < r.simulated; ++i) {
+        const auto& e = r.entries[i];
+        const double bound = compute_of_busiest_stage(topo, m, e.layout);
+        CHECK(bound > 0);
+        CHECK(bound <= e.report.step_time_s * (1 + 1e-9));
+    }
+}
+
+TEST_CASE("sweep pruning: the top N of each size are the exhaustive sweep's, for any number of threads") {
+    const TopologySpec topo = trainsim::test::small_topology(2);
+    const ModelSpec m = trainsim::test::small_gpt(4, 256, 16, 128, 1024);
+    Layout base;
+    base.global_batch = 32;
+    SweepOptions all;
+    all.gpus = {8, 16};
+    SweepOptions pruned_one = all, pruned_two = all;
+    pruned_one.prune_beyond_top = pruned_two.prune_beyond_top = 3;
+    pruned_two.jobs = 2;
+    const SweepResult a = run_sweep(topo, m, base, pruning_grid(), "tiny", all);
+    const SweepResult b = run_sweep(topo, m, base, pruning_grid(), "tiny", pruned_one);
+    const SweepResult c = run_sweep(topo, m, base, pruning_grid(), "tiny", pruned_two);
+    CHECK(b.pruned > 0);
+    CHECK(b.simulated + b.pruned == a.simulated);
+    CHECK(b.out_of_memory == a.out_of_memory);
+    CHECK(b.rejected == a.rejected);
+    CHECK(b.entries.size() == a.entries.size());
+    CHECK(top_of_each_size(b, 3) == top_of_each_size(a, 3));
+    CHECK(format_sweep_text(b, 3) == format_sweep_text(c, 3));
+    CHECK(sweep_csv(b) == sweep_csv(c));
+    // Pruned layouts are listed after the simulated ones with their status and memory.
+    for (std::size_t i = b.simulated; i < b.simulated + b.pruned; ++i) {
+        CHECK(b.entries[i].status == SweepStatus::pruned);
+        CHECK(b.entries[i].peak_memory_bytes > 0);
+    }
+    CHECK(format_sweep_text(b, 3).find("pruned: ") != std::string::npos);
+    CHECK(format_sweep_text(a, 3).find("pruned: ") == std::string::npos);
+}
