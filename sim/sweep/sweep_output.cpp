@@ -25,6 +25,18 @@ bool expert_parallel(const SweepResult& r) {
                        [](const SweepEntry& e) { return e.layout.ep > 1; });
 }
 
+/// "best", "2nd best", "3rd best", "10th best", "21st best", ...
+std::string ordinal_best(std::size_t n) {
+    if (n == 1) return "best";
+    const std::size_t tens = n % 100, ones = n % 10;
+    const char* suffix = (tens >= 11 && tens <= 13) ? "th"
+                         : ones == 1                ? "st"
+                         : ones == 2                ? "nd"
+                         : ones == 3                ? "rd"
+                                                    : "th";
+    return fmt::format("{}{} best", n, suffix);
+}
+
 /// The time to train of a simulated entry (with SweepResult::train_tokens).
 std::optional<TimeToTrain> training(const SweepResult& r, const SweepEntry& e) {
     if (!r.train_tokens || e.status != SweepStatus::simulated) return std::nullopt;
@@ -47,9 +59,9 @@ std::string text_title(const SweepResult& r) {
         o.pop_back();
         o += fmt::format(
             "pruned: {} more not simulated: the compute time of their busiest GPU alone exceeds the step "
-            "time of the {}th best layout of their size, so none of them is in the top {} (--exhaustive "
+            "time of the {} layout of their size, so none of them is in the top {} (--exhaustive "
             "simulates them)\n\n",
-            r.pruned, r.pruned_beyond_top, r.pruned_beyond_top);
+            r.pruned, ordinal_best(r.pruned_beyond_top), r.pruned_beyond_top);
     }
     if (!r.perturbations.empty()) {
         o.pop_back();
@@ -142,7 +154,10 @@ std::string text_best_per_size(const SweepResult& r) {
 std::string format_sweep_text(const SweepResult& r, std::size_t top_k) {
     std::string o = text_title(r);
     const std::size_t k = std::min(top_k, r.simulated);
-    o += k > 0 ? text_top(r, k) : "no layout of the grid was simulated\n\n";
+    if (r.simulated == 0)
+        o += "no layout of the grid was simulated\n\n";
+    else if (k > 0)
+        o += text_top(r, k);
     if (!r.reject_counts.empty()) {
         o += "rejected layouts by reason\n";
         for (const auto& [reason, count] : r.reject_counts)
