@@ -246,6 +246,14 @@ struct Layout {
     /// costs no extra memory passes. Off: TEGroupedMLP._apply_bias adds them in PyTorch (moe_ops.cpp).
     bool moe_fused_grouped_mlp = false;
     AttentionKernel attention = AttentionKernel::flash;
+    /// TransformerEngine's FP8 fused attention (Megatron `--fp8-dot-product-attention`, TE recipe
+    /// `fp8_dpa`; Megatron-Bridge `mixed_precision.fp8_dot_product_attention`): Q, K, V (forward) and the
+    /// output gradient (backward) are quantized to FP8 and cuDNN's FP8 attention kernels run the matmuls at
+    /// the FP8 rate (ComputeModel); the output and the input gradients come back in 16 bits
+    /// (fp8_mha off: transformer_engine/pytorch/attention/dot_product_attention/backends.py FusedAttnFunc).
+    /// Needs precision fp8 and attention cudnn (layout_violations). Memory: the saved Q, K, V and output
+    /// are counted at 16 bits (not modelled: TE keeps them in FP8).
+    bool fp8_attention = false;
     /// True when the attention kernel is fused (flash or cuDNN): the s x s scores are never stored.
     bool fused_attention() const { return attention != AttentionKernel::unfused; }
     Fp8Recipe fp8_recipe = Fp8Recipe::delayed;
@@ -489,6 +497,7 @@ enum class LayoutCheck {
     adam_moments,    ///< adam_moments_bf16 with another optimizer than adam, offload or apex_distributed_adam
     activation_offload,  ///< activation_offload_layers negative, >= layers, with pp > 1, recompute, a
                          ///< framework other than megatron or moe_a2a_overlap
+    fp8_attention,       ///< fp8_attention without precision fp8 and attention cudnn
 };
 /// A failed layout check: its category and the one-line message naming the fields and the values, e.g.
 /// {tp_heads, "layout.tp = 7 does not divide model.heads = 96"}.

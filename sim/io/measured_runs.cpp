@@ -419,6 +419,12 @@ class ExtensionReader {
                 m_.mtp_layers = v.get<std::int64_t>();
             else if (!v.is_null())
                 ignore(k, v, "not a layer count");
+        } else if (k == "fp8_dot_product_attention") {
+            // Megatron-Bridge mixed_precision.fp8_dot_product_attention (Layout::fp8_attention).
+            if (v == true)
+                l_.fp8_attention = true;
+            else if (!(v == false || v.is_null()))
+                ignore(k, v, "not a boolean");
         } else if (k == "moe_a2a_overlap") {
             // Megatron-Core --overlap-moe-expert-parallel-comm (Layout::moe_a2a_overlap).
             if (v == true)
@@ -886,6 +892,39 @@ void apply_nemo_launcher_defaults(MeasuredRun& run, const json& notes, json& tra
     }
 }
 
+/// A row whose extensions.recipe_preset ("FILE@TAG NAME") names a Megatron-Bridge performance preset that
+/// sets mixed_precision.fp8_dot_product_attention = True, each read at its tag:
+///   scripts/performance/configs/qwen/qwen3_workload_base_configs.py@v0.5.0, v0.5.1:
+///     QWEN3_30B_A3B_PRETRAIN_CONFIG_{GB300,GB200,B300}_FP8_MX_V1,
+///     QWEN3_235B_A22B_..._{GB300,GB200}_FP8_MX_V2;
+///   scripts/performance/configs/gpt_oss/gpt_oss_workload_base_configs.py@v0.5.x:
+///     GPT_OSS_120B_PRETRAIN_CONFIG_{GB300,GB200}_FP8_MX_V2;
+///   scripts/performance/configs/deepseek/deepseek_workload_base_configs.py@v0.5.x:
+///     DEEPSEEK_V3_PRETRAIN_CONFIG_GB300_FP8_MX_V1 and _V2 (= V1 with GBS 4096); not GB200's;
+///   src/megatron/bridge/perf_recipes@v0.6.0: gpt_oss_120b_pretrain_64gpu_gb300_fp8mx_config()
+///     (gpt_oss/common.py _apply_gpt_oss_120b_full_iter_fp8mx_configs), qwen3_30b_a3b_pretrain_8gpu_gb300_
+///     fp8mx_config() and qwen3_235b_a22b_pretrain_256gpu_gb200_fp8mx_config() (qwen/common.py
+///     _enable_hybridep_full_iteration_mxfp8); not deepseek_v3_pretrain_256gpu_gb200_fp8mx_config().
+/// No preset at v0.4.x or before sets it (the field is never assigned in scripts/performance there).
+bool bridge_fp8_attention_preset(const json& ext) {
+    if (!ext.is_object() || !ext.contains("recipe_preset") || !ext["recipe_preset"].is_string()) return false;
+    const std::string preset = ext["recipe_preset"].get<std::string>();
+    const auto space = preset.rfind(' ');
+    if (space == std::string::npos) return false;
+    const std::string name = preset.substr(space + 1), where = preset.substr(0, space);
+    static const std::set<std::string> v05 = {
+        "QWEN3_30B_A3B_PRETRAIN_CONFIG_GB300_FP8_MX_V1",   "QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_FP8_MX_V1",
+        "QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_MX_V1",    "QWEN3_235B_A22B_PRETRAIN_CONFIG_GB300_FP8_MX_V2",
+        "QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_FP8_MX_V2", "GPT_OSS_120B_PRETRAIN_CONFIG_GB300_FP8_MX_V2",
+        "GPT_OSS_120B_PRETRAIN_CONFIG_GB200_FP8_MX_V2",    "DEEPSEEK_V3_PRETRAIN_CONFIG_GB300_FP8_MX_V1",
+        "DEEPSEEK_V3_PRETRAIN_CONFIG_GB300_FP8_MX_V2"};
+    static const std::set<std::string> v06 = {"gpt_oss_120b_pretrain_64gpu_gb300_fp8mx_config()",
+                                              "qwen3_30b_a3b_pretrain_8gpu_gb300_fp8mx_config()",
+                                              "qwen3_235b_a22b_pretrain_256gpu_gb200_fp8mx_config()"};
+    return (where.find("@v0.5.") != std::string::npos && v05.count(name)) ||
+           (where.find("@v0.6.0") != std::string::npos && v06.count(name));
+}
+
 /// A Megatron-Bridge DeepSeek-V3 row: the source names Megatron-Bridge and the table's model label (or the
 /// run id) DeepSeek-V3 ("DeepSeekV3 (w/ MTP)", "deepseek_v3").
 bool bridge_deepseek_v3(const MeasuredRun& run, const json& ext) {
@@ -966,6 +1005,13 @@ void parse_run(const json& row, const std::string& file, MeasuredRun& run) {
         run.notes.push_back(
             "training.adam_moments_bf16 = true: Megatron-Bridge's DeepSeek-V3 recipes set "
             "use_precision_aware_optimizer with exp_avg_dtype = exp_avg_sq_dtype = bfloat16");
+    }
+    if (!run.layout.fp8_attention && run.layout.precision == Precision::fp8 &&
+        run.layout.attention == AttentionKernel::cudnn && bridge_fp8_attention_preset(ext)) {
+        run.layout.fp8_attention = true;
+        run.notes.push_back(
+            "layout.fp8_attention = true: the row's Megatron-Bridge preset sets "
+            "mixed_precision.fp8_dot_product_attention");
     }
     choose_pipeline_split(run.model, run.layout, run.unsupported, run.notes, deepseek);
     const int cluster_gpus = run.topology.gpus();

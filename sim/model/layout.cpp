@@ -413,6 +413,11 @@ void option_violations(const ModelSpec& m, const Layout& l, Violations& v) {
                   "\"{}\", {}, \"{}\"",
                   to_string(l.optimizer), to_string(l.offload_optimizer), l.zero_stage,
                   to_string(l.framework)));
+    if (l.fp8_attention && (l.precision != Precision::fp8 || l.attention != AttentionKernel::cudnn))
+        v.add(C::fp8_attention,
+              fmt::format("layout.fp8_attention = true needs precision \"fp8\" and attention \"cudnn\" "
+                          "(TransformerEngine's FP8 fused attention), not \"{}\" and \"{}\"",
+                          to_string(l.precision), to_string(l.attention)));
     if (l.adam_moments_bf16 &&
         (l.optimizer != Optimizer::adam || l.offload_optimizer != Offload::none || l.apex_distributed_adam))
         v.add(C::adam_moments,
@@ -575,6 +580,8 @@ std::string to_string(LayoutCheck c) {
             return "adam_moments_bf16 needs adam on the GPU";
         case LayoutCheck::activation_offload:
             return "activation_offload_layers needs 0 <= N < layers, pp 1, no recompute";
+        case LayoutCheck::fp8_attention:
+            return "fp8_attention needs precision fp8 and attention cudnn";
     }
     return "?";
 }

@@ -167,6 +167,11 @@ schema::Table<Layout> make_layout_fields() {
     add(boolean_field("moe_fused_grouped_mlp", &Layout::moe_fused_grouped_mlp,
                       "Megatron --use-transformer-engine-op-fuser: the experts as TE fused ops (fc2's bias "
                       "and the routing probabilities applied inside, model.moe_expert_bias)"));
+    add(boolean_field(
+        "fp8_attention", &Layout::fp8_attention,
+        "TransformerEngine FP8 fused attention (Megatron --fp8-dot-product-attention): Q, K, V "
+        "and the output gradient in FP8, cuDNN's FP8 kernels; needs precision fp8 and attention "
+        "cudnn"));
     add(enum_field(
             "attention", &Layout::attention, names_of<AttentionKernel>(3),
             "attention kernel: FlashAttention-2, cuDNN fused attention, or unfused (scores materialised)"),

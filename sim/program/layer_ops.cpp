@@ -54,6 +54,24 @@ BlockBuilder::BlockBuilder(const ModelSpec& m, const Layout& l, std::vector<Segm
 
 void BlockBuilder::kernel(OpTemplate& /*t*/, const Kernel& k) {
     open_.push_back(k);
+    // TransformerEngine's FP8 attention: every fused-attention call (also ring attention's per-step calls)
+    // runs cuDNN's FP8 kernel (Layout::fp8_attention; the casts around it: fp8_attention_casts).
+    if (k.kind == KernelKind::flash_attention && l_.fp8_attention) open_.back().fp8 = true;
+}
+
+// TE FusedAttnFunc with fp8_dpa and not fp8_mha (dot_product_attention/backends.py): forward, Q, K and V
+// quantized (read E, write 1 per element) and the FP8 output dequantized to 16 bits (read 1, write E);
+// backward, the output gradient quantized and dQ, dK, dV dequantized. Per micro-batch on this GPU.
+void BlockBuilder::fp8_attention_casts(OpTemplate& t, bool backward) {
+    if (!l_.fp8_attention || !l_.fused_attention()) return;
+    const double q = T_ * a_ * dqk_ / t_, kv = T_ * kvh_ * (dqk_ + dv_) / t_, o = T_ * a_ * dv_ / t_;
+    if (!backward) {
+        kernel(t, Kernel::memory("fp8_attention_cast_qkv", (E_ + 1) * (q + kv)));
+        kernel(t, Kernel::memory("fp8_attention_dequantize_out", (1 + E_) * o));
+    } else {
+        kernel(t, Kernel::memory("fp8_attention_cast_grad_out", (E_ + 1) * o));
+        kernel(t, Kernel::memory("fp8_attention_dequantize_grads", (1 + E_) * (q + kv)));
+    }
 }
 
 void BlockBuilder::flush(OpTemplate& t) {
@@ -317,6 +335,7 @@ void BlockBuilder::rope(OpTemplate& t, bool backward) {
 void BlockBuilder::attention_core_forward(OpTemplate& t) {
     const double heads = b_ * a_ / t_;  // attention heads of this micro-batch on this GPU
     const double d = (dqk_ + dv_) / 2;
+    fp8_attention_casts(t, false);
     if (l_.fused_attention()) {
         // Causal flash attention skips the masked upper triangle: half of the 4·s²·d FLOPs per head. With
         // context parallelism each rank's s/cp queries (two load-balanced chunks) meet all s keys: 1/cp of
@@ -353,6 +372,7 @@ void BlockBuilder::attention_core_forward(OpTemplate& t) {
 void BlockBuilder::attention_core_backward(OpTemplate& t) {
     const double heads = b_ * a_ / t_;
     const double d = (dqk_ + dv_) / 2;
+    fp8_attention_casts(t, true);
     if (l_.fused_attention()) {
         // FlashAttention backward: 5 matmuls of the forward's 2 (recomputed scores, dV, dP, dQ, dK) = 2.5x.
         // TransformerEngine's ring attention: one call per CP step (te_cp_attention_backward). PyTorch

@@ -152,6 +152,8 @@ class BlockBuilder {
     void mlp_forward(OpTemplate& t, double f);
     void mlp_backward(OpTemplate& t, double f);
     void attention_core_forward(OpTemplate& t);
+    /// Layout::fp8_attention: the quantize and dequantize passes around the FP8 attention call(s).
+    void fp8_attention_casts(OpTemplate& t, bool backward);
     void attention_core_backward(OpTemplate& t);
     /// Context parallelism as TransformerEngine runs it for Megatron (cp_attention.cpp): one fused-attention
     /// call per CP step with the partial outputs merged (forward), the steps' gradients accumulated

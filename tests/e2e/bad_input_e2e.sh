@@ -183,6 +183,7 @@ bad "layout.schedule unknown" 2 "small.json|layout.schedule = \"zigzag\"" -- run
 bad "layout.activation_offload_layers with pp 2" 2 "small.json|layout.activation_offload_layers = 2|layout.pp = 1" -- run "${SMALL[@]}" --set layout.activation_offload_layers=2 --set layout.pp=2 --set layout.recompute=none
 bad "layout.activation_offload_layers = -1" 2 "small.json|layout.activation_offload_layers = -1" -- run "${SMALL[@]}" --set layout.activation_offload_layers=-1
 bad "layout.adam_moments_bf16 with sgd" 2 "small.json|layout.adam_moments_bf16 = true|not \"sgd\"" -- run "${SMALL[@]}" --set layout.adam_moments_bf16=true --set layout.optimizer=sgd
+bad "layout.fp8_attention with bf16" 2 "small.json|layout.fp8_attention = true|\"bf16\"" -- run "${SMALL[@]}" --set layout.fp8_attention=true --set layout.precision=bf16
 bad "layout.zero_stage = 7" 2 "small.json|layout.zero_stage = 7" -- run "${SMALL[@]}" --set layout.zero_stage=7
 bad "layout.vpp = 3" 2 "small.json|layout.vpp = 3" -- run "${SMALL[@]}" --set layout.vpp=3
 bad "layout.cp = 3" 2 "small.json|layout.cp = 3" -- run "${SMALL[@]}" --set layout.cp=3
