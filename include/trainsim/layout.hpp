@@ -251,8 +251,8 @@ struct Layout {
     /// output gradient (backward) are quantized to FP8 and cuDNN's FP8 attention kernels run the matmuls at
     /// the FP8 rate (ComputeModel); the output and the input gradients come back in 16 bits
     /// (fp8_mha off: transformer_engine/pytorch/attention/dot_product_attention/backends.py FusedAttnFunc).
-    /// Needs precision fp8 and attention cudnn (layout_violations). Memory: the saved Q, K, V and output
-    /// are counted at 16 bits (not modelled: TE keeps them in FP8).
+    /// Needs precision fp8 and attention cudnn (layout_violations). Memory: the attention core's saved Q, K,
+    /// V and output are its FP8 copies, 1 byte per element (sim/memory/activations.cpp).
     bool fp8_attention = false;
     /// True when the attention kernel is fused (flash or cuDNN): the s x s scores are never stored.
     bool fused_attention() const { return attention != AttentionKernel::unfused; }

@@ -13,6 +13,7 @@
 //                                                              as is; a·d unfused: Megatron repeats K, V)
 //   scores (unfused, no recompute)  E·a·s softmax out, + (1 + E)·a·s mask and dropout out with dropout
 //   flash attention        E·a·d output O, 4·a fp32 log-sum-exp per head                    tp
+//                          (TE FP8 attention, Layout::fp8_attention: Q, K, V and O saved in FP8, 1 byte)
 //   projection input       G·a·d (unfused; flash: O itself, or its fp8 copy G·a·d)           tp
 //   fc1 input              G·h                         rep   (as the QKV input)
 //   MLP                    GeLU: E·f in, G·f out; SwiGLU: E·2f in (gate, up), G·f out          tp
@@ -85,6 +86,9 @@ double saved_gemm_input_bytes(const Layout& l) {
 /// The sizes the formulas above use (per GPU; bytes per element E and G).
 struct ActivationShape {
     double T, s, h, a, g, d, f, t, E, G, rep, drop;
+    /// Bytes per element of the attention core's saved Q, K, V and O: 1 with TE's FP8 attention
+    /// (Layout::fp8_attention: FusedAttnFunc saves the FP8 copies it ran on), else E.
+    double A;
     bool flash, swiglu;
     ActivationShape(const ModelSpec& m, const Layout& l)
         : T(static_cast<double>(l.micro_batch) * static_cast<double>(m.seq_len) / l.cp),
@@ -99,6 +103,7 @@ struct ActivationShape {
           G(saved_gemm_input_bytes(l)),
           rep(l.sequence_parallel ? t : 1.0),
           drop(m.dropout ? 1.0 : 0.0),
+          A(l.fp8_attention && l.fused_attention() ? 1.0 : E),
           flash(l.fused_attention()),
           swiglu(m.mlp == MlpKind::swiglu) {}
     /// The widest linear weight per GPU (fc1, or QKV), elements.
@@ -187,18 +192,18 @@ std::vector<double> unrecomputed_tensors(const ActivationShape& x, const Layout&
         // rotary key, gathered.
         rep_t((x.E + x.G) * static_cast<double>(m.q_lora_rank + m.kv_lora_rank));
         all.push_back(x.T * x.E * static_cast<double>(m.qk_rope_head_dim));
-        tp_t(x.E * qk);  // query, key, value (the up-projections' outputs after RoPE)
-        tp_t(x.E * qk);
-        tp_t(x.E * vo);
-        tp_t(x.E * vo);  // O (or the projection input unfused)
+        tp_t(x.A * qk);  // query, key, value (the up-projections' outputs after RoPE)
+        tp_t(x.A * qk);
+        tp_t(x.A * vo);
+        tp_t(x.A * vo);  // O (or the projection input unfused)
         if (x.flash) tp_t(4 * x.a);
     } else {
         const double kv_width = x.flash ? x.g * x.d : x.a * x.d;
-        tp_t(x.E * x.a * x.d);  // Q, K, V
-        tp_t(x.E * kv_width);
-        tp_t(x.E * kv_width);
+        tp_t(x.A * x.a * x.d);  // Q, K, V
+        tp_t(x.A * kv_width);
+        tp_t(x.A * kv_width);
         if (x.flash) {
-            tp_t(x.E * x.a * x.d);  // O
+            tp_t(x.A * x.a * x.d);  // O
             tp_t(4 * x.a);          // log-sum-exp
             if (x.G < x.E) tp_t(x.G * x.a * x.d);
         } else {

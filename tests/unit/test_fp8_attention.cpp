@@ -11,6 +11,7 @@
 #include "trainsim/gpu_catalog.hpp"
 #include "trainsim/layout.hpp"
 #include "trainsim/measured_runs.hpp"
+#include "trainsim/memory.hpp"
 #include "trainsim/program.hpp"
 
 using namespace trainsim;
@@ -168,4 +169,14 @@ TEST_CASE("fp8 attention: read from the extension and from the Megatron-Bridge p
                  "src/megatron/bridge/perf_recipes/gpt_oss/gb300/gpt_oss.py@v0.6.0 "
                  "gpt_oss_120b_pretrain_64gpu_gb300_fp8mx_config()"}})
               .layout.fp8_attention);
+}
+
+TEST_CASE("fp8 attention: the attention core saves its FP8 copies of Q, K, V and O (1 byte, not 2)") {
+    const ModelSpec m = small_model();
+    Layout l = fp8_layout();
+    const double off = layer_activations(m, l).stored;
+    l.fp8_attention = true;
+    const double on = layer_activations(m, l).stored;
+    // Per layer and micro-batch: Q and O 2048 x 8 x 128, K and V 2048 x 2 x 128 each; one byte less each.
+    CHECK(off - on == doctest::Approx(2048.0 * (8 + 2 + 2 + 8) * 128));
 }
