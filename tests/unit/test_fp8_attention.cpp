@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "test_helpers.hpp"
 #include "trainsim/compute.hpp"
 #include "trainsim/gpu_catalog.hpp"
 #include "trainsim/layout.hpp"
@@ -57,42 +58,6 @@ Found kernels_named(const Program& p, const std::string& name) {
             }
     }
     return f;
-}
-
-nlohmann::json row_with(const nlohmann::json& extensions) {
-    using nlohmann::json;
-    json row = {{"id", "r"},
-                {"source", "Megatron-Bridge performance summary"},
-                {"cluster",
-                 {{"gpu", "H100-SXM5-80GB"},
-                  {"gpus", 8},
-                  {"gpus_per_node", 8},
-                  {"scale_up", {{"kind", "nvswitch"}, {"bandwidth_GBps_per_gpu", 450}}},
-                  {"scale_out", {{"kind", "infiniband"}, {"nics_per_node", 8}, {"nic_Gbps", 400}}}}},
-                {"model",
-                 {{"layers", 4},
-                  {"hidden", 1024},
-                  {"heads", 8},
-                  {"kv_heads", 8},
-                  {"ffn_hidden", 4096},
-                  {"vocab", 32000},
-                  {"seq_len", 1024},
-                  {"mlp", "swiglu"}}},
-                {"training",
-                 {{"tp", 1},
-                  {"pp", 1},
-                  {"dp", 8},
-                  {"cp", 1},
-                  {"micro_batch", 1},
-                  {"global_batch", 16},
-                  {"sequence_parallel", false},
-                  {"recompute", "none"},
-                  {"zero_stage", 0},
-                  {"distributed_optimizer", true},
-                  {"precision", "fp8"}}},
-                {"measured", {{"step_time_s", 1.0}, {"peak_memory_GiB", nullptr}}},
-                {"extensions", extensions}};
-    return json{{"format", "trainsim-measured-runs/1"}, {"runs", json::array({row})}};
 }
 
 }  // namespace
@@ -150,7 +115,9 @@ TEST_CASE("fp8 attention: needs precision fp8 and cuDNN attention") {
 
 TEST_CASE("fp8 attention: read from the extension and from the Megatron-Bridge presets that set it") {
     using nlohmann::json;
-    auto read = [](const json& ext) { return parse_measured_runs(row_with(ext), "f").runs.at(0); };
+    auto read = [](const json& ext) {
+        return parse_measured_runs(trainsim::test::one_row_runs_file(ext, "fp8", 4096), "f").runs.at(0);
+    };
     CHECK_FALSE(read(json::object()).layout.fp8_attention);
     CHECK(read({{"fp8_dot_product_attention", true}}).layout.fp8_attention);
     CHECK_FALSE(read({{"fp8_dot_product_attention", false}}).layout.fp8_attention);

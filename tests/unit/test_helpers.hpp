@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "trainsim/cluster.hpp"
 #include "trainsim/layout.hpp"
 #include "trainsim/model.hpp"
@@ -105,6 +107,45 @@ inline bool contains(const std::string& haystack, const std::string& needle) {
 
 inline double rel_diff(double a, double b) {
     return std::abs(a - b) / std::max(std::abs(a), std::abs(b));
+}
+
+/// A one-run measured-runs document (format trainsim-measured-runs/1): 8 H100 of a DGX node, a 4-layer
+/// SwiGLU model of hidden 1024 and `ffn_hidden`, TP 1 x DP 8, `precision`, with `extensions`.
+inline nlohmann::json one_row_runs_file(const nlohmann::json& extensions,
+                                        const std::string& precision = "bf16", int ffn_hidden = 1024) {
+    using nlohmann::json;
+    json row = {{"id", "r"},
+                {"source", "Megatron-Bridge performance summary"},
+                {"cluster",
+                 {{"gpu", "H100-SXM5-80GB"},
+                  {"gpus", 8},
+                  {"gpus_per_node", 8},
+                  {"scale_up", {{"kind", "nvswitch"}, {"bandwidth_GBps_per_gpu", 450}}},
+                  {"scale_out", {{"kind", "infiniband"}, {"nics_per_node", 8}, {"nic_Gbps", 400}}}}},
+                {"model",
+                 {{"layers", 4},
+                  {"hidden", 1024},
+                  {"heads", 8},
+                  {"kv_heads", 8},
+                  {"ffn_hidden", ffn_hidden},
+                  {"vocab", 32000},
+                  {"seq_len", 1024},
+                  {"mlp", "swiglu"}}},
+                {"training",
+                 {{"tp", 1},
+                  {"pp", 1},
+                  {"dp", 8},
+                  {"cp", 1},
+                  {"micro_batch", 1},
+                  {"global_batch", 16},
+                  {"sequence_parallel", false},
+                  {"recompute", "none"},
+                  {"zero_stage", 0},
+                  {"distributed_optimizer", true},
+                  {"precision", precision}}},
+                {"measured", {{"step_time_s", 1.0}, {"peak_memory_GiB", nullptr}}},
+                {"extensions", extensions}};
+    return json{{"format", "trainsim-measured-runs/1"}, {"runs", json::array({row})}};
 }
 
 }  // namespace trainsim::test

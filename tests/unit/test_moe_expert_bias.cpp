@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "test_helpers.hpp"
 #include "trainsim/layout.hpp"
 #include "trainsim/measured_runs.hpp"
 #include "trainsim/program.hpp"
@@ -55,42 +56,6 @@ double bias_kernel_bytes(const Program& p, bool backward, int* count) {
         }
     }
     return bytes;
-}
-
-nlohmann::json gpt_oss_like_row(const nlohmann::json& extensions) {
-    using nlohmann::json;
-    json row = {{"id", "r"},
-                {"source", "Megatron-Bridge performance summary"},
-                {"cluster",
-                 {{"gpu", "H100-SXM5-80GB"},
-                  {"gpus", 8},
-                  {"gpus_per_node", 8},
-                  {"scale_up", {{"kind", "nvswitch"}, {"bandwidth_GBps_per_gpu", 450}}},
-                  {"scale_out", {{"kind", "infiniband"}, {"nics_per_node", 8}, {"nic_Gbps", 400}}}}},
-                {"model",
-                 {{"layers", 4},
-                  {"hidden", 1024},
-                  {"heads", 8},
-                  {"kv_heads", 8},
-                  {"ffn_hidden", 1024},
-                  {"vocab", 32000},
-                  {"seq_len", 1024},
-                  {"mlp", "swiglu"}}},
-                {"training",
-                 {{"tp", 1},
-                  {"pp", 1},
-                  {"dp", 8},
-                  {"cp", 1},
-                  {"micro_batch", 1},
-                  {"global_batch", 16},
-                  {"sequence_parallel", false},
-                  {"recompute", "none"},
-                  {"zero_stage", 0},
-                  {"distributed_optimizer", true},
-                  {"precision", "bf16"}}},
-                {"measured", {{"step_time_s", 1.0}, {"peak_memory_GiB", nullptr}}},
-                {"extensions", extensions}};
-    return json{{"format", "trainsim-measured-runs/1"}, {"runs", json::array({row})}};
 }
 
 }  // namespace
@@ -153,23 +118,27 @@ TEST_CASE("moe expert bias: gpt-oss's activation and full-iteration graphs are r
     const json moe = {{"num_experts", 16}, {"top_k", 2}, {"moe_ffn_hidden", 512}, {"ep", 8}, {"etp", 1}};
     const std::string act = "clamped SwiGLU variant (quick_gelu gate, clamp 7.0), gated -> 3 matrices";
     MeasuredRun r =
-        parse_measured_runs(gpt_oss_like_row({{"moe", moe}, {"activation", act}}), "f").runs.at(0);
+        parse_measured_runs(trainsim::test::one_row_runs_file({{"moe", moe}, {"activation", act}}), "f")
+            .runs.at(0);
     REQUIRE_FALSE(r.error);
     CHECK(r.model.moe_expert_bias);
     CHECK_FALSE(r.layout.moe_fused_grouped_mlp);
     for (const std::string& i : r.ignored)
         CHECK(i.find("activation") == std::string::npos);
-    r = parse_measured_runs(
-            gpt_oss_like_row({{"moe", moe}, {"activation", act}, {"cuda_graphs", "full_iteration"}}), "f")
+    r = parse_measured_runs(trainsim::test::one_row_runs_file(
+                                {{"moe", moe}, {"activation", act}, {"cuda_graphs", "full_iteration"}}),
+                            "f")
             .runs.at(0);
     CHECK(r.layout.moe_fused_grouped_mlp);
-    r = parse_measured_runs(gpt_oss_like_row({{"moe", moe}, {"cuda_graphs", "transformer_engine"}}), "f")
+    r = parse_measured_runs(
+            trainsim::test::one_row_runs_file({{"moe", moe}, {"cuda_graphs", "transformer_engine"}}), "f")
             .runs.at(0);
     CHECK_FALSE(r.layout.moe_fused_grouped_mlp);
     CHECK_FALSE(r.model.moe_expert_bias);
     // Another activation stays ignored; a dense row never gets expert biases.
-    r = parse_measured_runs(gpt_oss_like_row({{"moe", moe}, {"activation", "relu^2"}}), "f").runs.at(0);
+    r = parse_measured_runs(trainsim::test::one_row_runs_file({{"moe", moe}, {"activation", "relu^2"}}), "f")
+            .runs.at(0);
     CHECK_FALSE(r.model.moe_expert_bias);
-    r = parse_measured_runs(gpt_oss_like_row({{"activation", act}}), "f").runs.at(0);
+    r = parse_measured_runs(trainsim::test::one_row_runs_file({{"activation", act}}), "f").runs.at(0);
     CHECK_FALSE(r.model.moe_expert_bias);
 }
