@@ -28,7 +28,6 @@
 #include <cstdint>
 #include <map>
 #include <tuple>
-#include <unordered_map>
 #include <vector>
 
 namespace trainsim {
@@ -72,7 +71,8 @@ class CachingAllocator {
         std::int64_t segment = 0;
         double offset = 0, size = 0;
         bool free = true;
-        int pool = 0;  ///< stream * 2 + (small ? 1 : 0)
+        bool live = false;  ///< the id names a block (ids of merged or released blocks are reused)
+        int pool = 0;       ///< stream * 2 + (small ? 1 : 0)
     };
     struct Segment {
         double size = 0;
@@ -85,9 +85,17 @@ class CachingAllocator {
     double limit_;
     bool freed_since_release_ = false;  ///< a block was freed since the last release of free segments
     double allocated_ = 0, reserved_ = 0, peak_allocated_ = 0, peak_reserved_ = 0;
-    std::int64_t next_block_ = 0, next_segment_ = 0;
-    std::unordered_map<std::int64_t, Block> blocks_;
-    std::map<std::int64_t, Segment> segments_;
+    /// Blocks by id. An id whose block was merged or released goes to free_ids_ and is handed out again: ids
+    /// are never ordered or compared, so reuse changes nothing but the table's size (the largest number of
+    /// blocks alive at once). A hash map here took a quarter of a small-cluster sweep's checks.
+    std::vector<Block> blocks_;
+    std::vector<std::int64_t> free_ids_;
+    Block& block(std::int64_t id);  ///< a live block; InternalError otherwise
+    void retire(std::int64_t id);
+    /// Segments by id (ids ascend with creation and are never reused: best fit breaks ties by segment id);
+    /// live_segments_ lists the ids of the reserved ones, ascending.
+    std::vector<Segment> segments_;
+    std::vector<std::int64_t> live_segments_;
     /// Free blocks by pool, ordered by (size, segment, offset) as the allocator's BlockComparator.
     std::vector<std::map<std::tuple<double, std::int64_t, double>, std::int64_t>> free_;
 };

@@ -112,6 +112,18 @@ std::string canonical_string(const Layout& l);
 /// component is under 5% of the step. The fabric is the one the group's traffic crosses on `topology`.
 std::string explain_limit(const Report& r, const TopologySpec& topology);
 
+/// A lower bound on the step time of `layout` on `cluster` (s), what the sweep prunes by
+/// (SweepOptions::prune_beyond_top): the executor's timeline (include/trainsim/executor.hpp) with every
+/// duration at its least and every wait that is not a dependency dropped. Each pipeline stage's ops run in
+/// order: its compute kernels back to back, timed as simulate() times them; its TP-stream collectives one at
+/// a time, an EP all-to-all lasting its time alone on the fabric (isolated_collective_seconds over the EP
+/// group of the stage's first rank), every other collective nothing; a tp_wait until the TP stream is idle;
+/// a receive until the peer stage has sent (the transfer free). So the bound holds the pipeline's fill and
+/// drain and the blocking all-to-alls, and a perturbation-free simulate() of the layout is never shorter.
+/// Throws InputError for a layout build_program refuses; InternalError if the stages' sends and receives do
+/// not match (a program bug).
+double step_time_lower_bound_s(const Cluster& cluster, const ModelSpec& model, const Layout& layout);
+
 /// pruned: valid and within memory, but not simulated: its lower bound (SweepOptions::prune_beyond_top)
 /// exceeds the step time of the N-th best layout of its cluster size, so it cannot be among the top N.
 enum class SweepStatus { simulated, out_of_memory, rejected, pruned };

@@ -21,29 +21,50 @@ double CachingAllocator::segment_size(double rounded) {
     return std::ceil(rounded / kAllocatorLargeRoundBytes) * kAllocatorLargeRoundBytes;
 }
 
+CachingAllocator::Block& CachingAllocator::block(std::int64_t id) {
+    if (id < 0 || static_cast<std::size_t>(id) >= blocks_.size() ||
+        !blocks_[static_cast<std::size_t>(id)].live)
+        throw InternalError(fmt::format("caching allocator: unknown block {}", id));
+    return blocks_[static_cast<std::size_t>(id)];
+}
+
+void CachingAllocator::retire(std::int64_t id) {
+    block(id).live = false;
+    free_ids_.push_back(id);
+}
+
 std::int64_t CachingAllocator::new_block(std::int64_t segment, double offset, double size, bool is_free,
                                          int pool) {
-    const std::int64_t id = next_block_++;
-    blocks_[id] = Block{segment, offset, size, is_free, pool};
-    segments_.at(segment).blocks[offset] = id;
+    std::int64_t id;
+    if (!free_ids_.empty()) {
+        id = free_ids_.back();
+        free_ids_.pop_back();
+    } else {
+        id = static_cast<std::int64_t>(blocks_.size());
+        blocks_.emplace_back();
+    }
+    blocks_[static_cast<std::size_t>(id)] = Block{segment, offset, size, is_free, true, pool};
+    segments_[static_cast<std::size_t>(segment)].blocks[offset] = id;
     if (is_free) free_[static_cast<std::size_t>(pool)][{size, segment, offset}] = id;
     return id;
 }
 
 void CachingAllocator::release_free_segments() {
-    for (auto it = segments_.begin(); it != segments_.end();) {
-        const Segment& s = it->second;
-        const bool all_free = s.blocks.size() == 1 && blocks_.at(s.blocks.begin()->second).free;
+    std::size_t kept = 0;
+    for (const std::int64_t id : live_segments_) {
+        Segment& s = segments_[static_cast<std::size_t>(id)];
+        const bool all_free = s.blocks.size() == 1 && block(s.blocks.begin()->second).free;
         if (!all_free) {
-            ++it;
+            live_segments_[kept++] = id;
             continue;
         }
         const std::int64_t b = s.blocks.begin()->second;
-        free_[static_cast<std::size_t>(s.pool)].erase({s.size, it->first, 0.0});
-        blocks_.erase(b);
+        free_[static_cast<std::size_t>(s.pool)].erase({s.size, id, 0.0});
+        retire(b);
         reserved_ -= s.size;
-        it = segments_.erase(it);
+        s.blocks.clear();
     }
+    live_segments_.resize(kept);
 }
 
 std::int64_t CachingAllocator::allocate(double bytes, AllocStream stream) {
@@ -64,62 +85,66 @@ std::int64_t CachingAllocator::allocate(double bytes, AllocStream stream) {
             release_free_segments();
             freed_since_release_ = false;  // nothing new to release until a block is freed
         }
-        const std::int64_t seg = next_segment_++;
-        segments_[seg] = Segment{seg_bytes, pool, {}};
+        const auto seg = static_cast<std::int64_t>(segments_.size());
+        segments_.push_back(Segment{seg_bytes, pool, {}});
+        live_segments_.push_back(seg);
         reserved_ += seg_bytes;
         peak_reserved_ = std::max(peak_reserved_, reserved_);
         id = new_block(seg, 0.0, seg_bytes, false, pool);
         fl.erase({seg_bytes, seg, 0.0});
     }
-    Block& b = blocks_.at(id);
+    Block& b = block(id);
     b.free = false;
     const double remaining = b.size - size;
     const bool split = small ? remaining >= kAllocatorRoundBytes : remaining > kAllocatorSmallRequestBytes;
     if (split) {
         b.size = size;
-        new_block(b.segment, b.offset + size, remaining, true, pool);
+        const std::int64_t segment = b.segment;
+        const double offset = b.offset + size;
+        new_block(segment, offset, remaining, true, pool);  // may grow blocks_: `b` is not used after
     }
-    allocated_ += blocks_.at(id).size;
+    allocated_ += block(id).size;
     peak_allocated_ = std::max(peak_allocated_, allocated_);
     return id;
 }
 
 void CachingAllocator::free(std::int64_t handle) {
     if (handle < 0) return;
-    auto found = blocks_.find(handle);
-    if (found == blocks_.end() || found->second.free)
+    if (static_cast<std::size_t>(handle) >= blocks_.size() ||
+        !blocks_[static_cast<std::size_t>(handle)].live || blocks_[static_cast<std::size_t>(handle)].free)
         throw InternalError(fmt::format("caching allocator: free of unknown block {}", handle));
-    Block b = found->second;
+    Block b = block(handle);
+    const double own_offset = b.offset;
     allocated_ -= b.size;
     freed_since_release_ = true;
-    Segment& seg = segments_.at(b.segment);
+    Segment& seg = segments_[static_cast<std::size_t>(b.segment)];
     auto& fl = free_[static_cast<std::size_t>(b.pool)];
     // Merge with the free neighbours of the same segment.
     auto pos = seg.blocks.find(b.offset);
     if (pos != seg.blocks.begin()) {
         auto prev = std::prev(pos);
-        const Block& p = blocks_.at(prev->second);
+        const Block& p = block(prev->second);
         if (p.free) {
             fl.erase({p.size, p.segment, p.offset});
             b.offset = p.offset;
             b.size += p.size;
-            blocks_.erase(prev->second);
+            retire(prev->second);
             seg.blocks.erase(prev);
         }
     }
-    pos = seg.blocks.find(found->second.offset);
+    pos = seg.blocks.find(own_offset);
     auto next = std::next(pos);
     if (next != seg.blocks.end()) {
-        const Block& n = blocks_.at(next->second);
+        const Block& n = block(next->second);
         if (n.free) {
             fl.erase({n.size, n.segment, n.offset});
             b.size += n.size;
-            blocks_.erase(next->second);
+            retire(next->second);
             seg.blocks.erase(next);
         }
     }
     seg.blocks.erase(pos);
-    blocks_.erase(handle);
+    retire(handle);
     new_block(b.segment, b.offset, b.size, true, b.pool);
 }
 

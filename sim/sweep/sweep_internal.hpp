@@ -37,7 +37,7 @@ struct PointCheck {
     int peak_stage = 0;
     double cost = 0;                 ///< estimated simulation cost (main-stream ops over all TP groups)
     std::uint64_t program_hash = 0;  ///< hash of the program's signature (passed points)
-    /// Passed points: the busiest stage's compute time (s), a lower bound on the step time
+    /// Passed points: a lower bound on the step time (s; step_time_lower_bound_s)
     /// (SweepOptions::prune_beyond_top).
     double lower_bound_s = 0;
 };
@@ -53,8 +53,9 @@ struct PointRun {
 /// Checks `l` on `cluster`: rejected (reason, detail), out of memory (its peak over (1 - min_headroom) x
 /// HBM), or to be simulated.
 PointCheck check_point(const Layout& l, const Cluster& cluster, const ModelSpec& model, double min_headroom);
-/// The compute time of the layout's busiest stage (s), a lower bound on its step time (PointCheck).
-double busiest_stage_compute_s(Program program, const ModelSpec& model, const Layout& l,
+/// A lower bound on the layout's step time (s): its busiest stage's compute and blocking EP all-to-alls
+/// (PointCheck; sweep_run.cpp).
+double step_time_lower_bound_s(Program program, const ModelSpec& model, const Layout& l,
                                const Cluster& cluster);
 
 /// Simulates a point that passed check_point (the program is built again rather than kept: a program of a

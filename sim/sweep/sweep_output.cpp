@@ -58,9 +58,9 @@ std::string text_title(const SweepResult& r) {
     if (r.pruned > 0) {
         o.pop_back();
         o += fmt::format(
-            "pruned: {} more not simulated: the compute time of their busiest GPU alone exceeds the step "
-            "time of the {} layout of their size, so none of them is in the top {} (--exhaustive "
-            "simulates them)\n\n",
+            "pruned: {} more not simulated: a lower bound on their step time (the busiest GPU's compute, the "
+            "pipeline's fill and drain, the blocking EP all-to-alls) exceeds the step time of the {} layout "
+            "of their size, so none of them is in the top {} (--exhaustive simulates them)\n\n",
             r.pruned, ordinal_best(r.pruned_beyond_top), r.pruned_beyond_top);
     }
     if (!r.perturbations.empty()) {

@@ -2,19 +2,24 @@
 // memory), the survivors simulated, costliest first, once per distinct program, then ranked. Both phases
 // spread over threads, and over processes with SweepOptions::processes (process_group.hpp).
 #include <algorithm>
+#include <bit>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <tuple>
 
 #include <fmt/format.h>
 
 #include "sweep_internal.hpp"
+#include "trainsim/collectives.hpp"
 #include "trainsim/compute.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/fingerprint.hpp"
 #include "trainsim/memory.hpp"
+#include "trainsim/parallel_groups.hpp"
 #include "trainsim/process_group.hpp"
 #include "trainsim/program.hpp"
 #include "trainsim/simulate.hpp"
@@ -66,35 +71,129 @@ std::string program_signature(const Program& p) {
     return sig;
 }
 
-/// FNV-1a 64 of the signature's bytes (fingerprint.hpp's fnv1a64), computed without building it (a program of
-/// a large MoE layout is tens of MB): equal programs hash equal; equal hashes are confirmed by comparing
-/// signatures.
+/// A 64-bit hash of the signature's fields, computed without building it (a program of a large MoE layout is
+/// tens of MB): FNV-1a's step over each field as one 64-bit word (its bytes zero-extended), then a rotation
+/// so that a field's high bits reach the low bits of later steps. A word per step instead of a byte: the
+/// checks of a small-cluster sweep spent a sixth of their time here. Equal programs hash equal; equal hashes
+/// are confirmed by comparing signatures (plan_simulations).
 std::uint64_t program_hash(const Program& p) {
     std::uint64_t h = kFnv1a64Offset;
-    program_fields(p, [&h](const auto& v) { h = fnv1a64(&v, sizeof v, h); });
+    program_fields(p, [&h](const auto& v) {
+        static_assert(sizeof v <= sizeof(std::uint64_t), "a program field wider than a word");
+        std::uint64_t w = 0;
+        std::memcpy(&w, &v, sizeof v);
+        h = std::rotl((h ^ w) * kFnv1a64Prime, 29);
+    });
     return h;
 }
 
-/// The compute time of the busiest stage (s): the kernels of its compute ops, timed as simulate() times them
-/// (the program's activation copies sized, assign_durations with the run's ComputeModel), run one after
-/// another on one stream. No run of the layout is shorter (SweepOptions::prune_beyond_top); the bound is
-/// lowered by a part in 10^9 so that the executor's picosecond rounding cannot put it above the step time.
-double busiest_stage_compute_s(Program program, const ModelSpec& model, const Layout& l,
+namespace {
+
+/// The walk of one pipeline stage's ops (step_time_lower_bound_s): the next op, when the main stream and the
+/// TP stream are free (s from the step's start), the stage's first rank's EP group and its all-to-alls' times
+/// alone on the fabric, by bytes.
+struct StageWalk {
+    std::size_t pc = 0;
+    double main_s = 0, tp_stream_s = 0;
+    std::vector<int> ep_ranks;
+    std::map<double, double> all_to_all_s;
+};
+
+/// A P2P message's key as the executor's: (receiving stage, direction, virtual stage, micro-batch).
+using MessageKey = std::tuple<int, int, int, int>;
+
+MessageKey message_key(int stage, const Op& op) {
+    return {stage, op.direction, op.virtual_stage, op.micro_batch};
+}
+
+/// The least time a collective the stage launches on its TP stream can take: an EP all-to-all's time alone
+/// on the fabric, anything else nothing.
+double least_tp_stream_s(StageWalk& w, const Op& op, const Cluster& cluster) {
+    if (op.group != CommGroup::ep || op.collective != CollectiveKind::all_to_all || w.ep_ranks.size() < 2)
+        return 0;
+    auto [it, added] = w.all_to_all_s.try_emplace(op.bytes, 0.0);
+    if (added)
+        it->second = isolated_collective_seconds(cluster, CollectiveKind::all_to_all, w.ep_ranks, op.bytes);
+    return it->second;
+}
+
+/// Advances stage `s`'s walk until its ops end or a receive whose message is not sent yet; true if it moved.
+bool advance(std::size_t s, StageWalk& w, const Program& program, int pp, const Cluster& cluster,
+             std::map<MessageKey, double>& sent_s) {
+    const auto& ops = program.stages[s].ops;
+    const std::size_t from = w.pc;
+    for (; w.pc < ops.size(); ++w.pc) {
+        const Op& op = ops[w.pc];
+        if (op.kind == OpKind::compute) {
+            w.main_s += program.segments[static_cast<std::size_t>(op.segment)].seconds;
+        } else if (op.kind == OpKind::tp_launch) {
+            w.tp_stream_s = std::max(w.tp_stream_s, w.main_s) + least_tp_stream_s(w, op, cluster);
+        } else if (op.kind == OpKind::tp_wait) {
+            w.main_s = std::max(w.main_s, w.tp_stream_s);
+        } else if (op.kind == OpKind::send) {
+            const int to = (static_cast<int>(s) + op.direction + pp) % pp;
+            sent_s[message_key(to, op)] = w.main_s;
+        } else if (op.kind == OpKind::recv) {
+            const auto it = sent_s.find(message_key(static_cast<int>(s), op));
+            if (it == sent_s.end()) break;
+            w.main_s = std::max(w.main_s, it->second);
+            sent_s.erase(it);
+        }
+    }
+    return w.pc != from;
+}
+
+}  // namespace
+
+/// A lower bound on the step time (s): the executor's timeline (include/trainsim/executor.hpp) with every
+/// duration at its least and every wait that is not a dependency dropped. Per pipeline stage its ops run in
+/// order on two streams: compute ops back to back on the main stream, timed as simulate() times them (the
+/// program's activation copies sized, assign_durations with the run's ComputeModel); a tp_launch queues its
+/// collective on the TP stream, which runs one at a time; a tp_wait holds the main stream until the TP
+/// stream is idle; a receive holds it until the peer stage has sent the message (the transfer taking no
+/// time). An EP all-to-all lasts its time alone on the fabric (isolated_collective_seconds over the EP group
+/// of the stage's first rank: other flows only lower the coupled flow's max-min share); every other
+/// collective and DP wait takes nothing. Every duration of the executor is at least as long and every start
+/// at least as late, so no run of the layout is shorter (SweepOptions::prune_beyond_top): the bound holds
+/// the pipeline's fill and drain as well as the blocking all-to-alls. It is lowered by a part in 10^9 so that
+/// the executor's picosecond rounding cannot put it above the step time.
+double step_time_lower_bound_s(Program program, const ModelSpec& model, const Layout& l,
                                const Cluster& cluster) {
     const ComputeModel compute(cluster.gpu(), l.precision, host_links(cluster.spec(), cluster.gpu()),
                                cluster.spec().profile, l.fp8_recipe);
     set_activation_copy_bytes(program, model, l);
     assign_durations(program, compute);
+    const ParallelGroups groups(l);
+    const std::size_t stages = program.stages.size();
+    std::vector<StageWalk> walks(stages);
+    for (std::size_t s = 0; s < stages; ++s) {
+        GridCoord first;
+        first[Dim::pp] = static_cast<int>(s);
+        const int rank = groups.dense().rank_of(first);
+        walks[s].ep_ranks = groups.ranks(GroupKind::ep, groups.index(GroupKind::ep, rank));
+    }
+    std::map<MessageKey, double> sent_s;
+    for (bool moved = true; moved;) {
+        moved = false;
+        for (std::size_t s = 0; s < stages; ++s)
+            moved = advance(s, walks[s], program, static_cast<int>(stages), cluster, sent_s) || moved;
+    }
     double busiest = 0;
-    for (const auto& st : program.stages) {
-        double s = 0;
-        for (const auto& op : st.ops)
-            if (op.kind == OpKind::compute)
-                s += program.segments[static_cast<std::size_t>(op.segment)].seconds;
-        busiest = std::max(busiest, s);
+    for (std::size_t s = 0; s < stages; ++s) {
+        if (walks[s].pc != program.stages[s].ops.size())
+            throw InternalError(fmt::format("sweep bound: stage {} waits for a message no stage sends", s));
+        busiest = std::max(busiest, walks[s].main_s);
     }
     return busiest * (1 - 1e-9);
 }
+
+}  // namespace sweep_detail
+
+double step_time_lower_bound_s(const Cluster& cluster, const ModelSpec& model, const Layout& layout) {
+    return sweep_detail::step_time_lower_bound_s(build_program(model, layout), model, layout, cluster);
+}
+
+namespace sweep_detail {
 
 PointCheck check_point(const Layout& l, const Cluster& cluster, const ModelSpec& model, double min_headroom) {
     PointCheck c;
@@ -116,7 +215,7 @@ PointCheck check_point(const Layout& l, const Cluster& cluster, const ModelSpec&
         c.program_hash = program_hash(program);
         for (const auto& st : program.stages)
             c.cost += static_cast<double>(st.ops.size()) * l.dp;
-        c.lower_bound_s = busiest_stage_compute_s(std::move(program), model, l, cluster);
+        c.lower_bound_s = step_time_lower_bound_s(std::move(program), model, l, cluster);
         c.status = SweepStatus::simulated;
     } catch (const InputError& err) {
         c.status = SweepStatus::rejected;
