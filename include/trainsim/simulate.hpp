@@ -50,6 +50,16 @@ struct SimulationResult {
 /// its GPUs), for offloaded optimizer work.
 HostLinks host_links(const TopologySpec& t, const GpuSpec& gpu);
 
+/// The compute model of a run of `layout` on a GPU `gpu` of `topology`, as simulate() builds it: the layout's
+/// precision and FP8 recipe, the topology's host links (host_links) and kernel profile. Throws as
+/// ComputeModel's constructor (a profile of another GPU, a recipe the GPU lacks).
+ComputeModel run_compute_model(const TopologySpec& topology, const GpuSpec& gpu, const Layout& layout);
+
+/// Times `program` as simulate() does: its activation copies sized (set_activation_copy_bytes in
+/// include/trainsim/memory.hpp), then every segment's duration from `compute` (assign_durations).
+void time_program(Program& program, const ComputeModel& compute, const ModelSpec& model,
+                  const Layout& layout);
+
 /// Per kernel kind, how many kernels of one iteration of one GPU per stage take their cost from the compute
 /// model's profile, and how many from the analytic model.
 std::vector<ProfileUse> profile_use(const Program& program, const ComputeModel& compute);

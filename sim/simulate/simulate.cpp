@@ -75,13 +75,22 @@ ExecutionScenario execution_scenario(const Cluster& cluster, const Program& prog
     return sc;
 }
 
+ComputeModel run_compute_model(const TopologySpec& topology, const GpuSpec& gpu, const Layout& layout) {
+    return ComputeModel(gpu, layout.precision, host_links(topology, gpu), topology.profile,
+                        layout.fp8_recipe);
+}
+
+void time_program(Program& program, const ComputeModel& compute, const ModelSpec& model,
+                  const Layout& layout) {
+    set_activation_copy_bytes(program, model, layout);
+    assign_durations(program, compute);
+}
+
 SimulationResult simulate(const Cluster& cluster, const ModelSpec& model, const Layout& layout,
                           Program program, const std::string& workload_name,
                           const SimulationOptions& options) {
-    const ComputeModel compute(cluster.gpu(), layout.precision, host_links(cluster.spec(), cluster.gpu()),
-                               cluster.spec().profile, layout.fp8_recipe);
-    set_activation_copy_bytes(program, model, layout);
-    assign_durations(program, compute);
+    const ComputeModel compute = run_compute_model(cluster.spec(), cluster.gpu(), layout);
+    time_program(program, compute, model, layout);
     // The memory walk's timing subscribes to the executor beside the caller's observers.
     ComputeEndTimes memory_times(layout);
     std::vector<ExecutorObserver*> observers = options.observers;

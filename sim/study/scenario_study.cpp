@@ -191,10 +191,8 @@ ScenarioStudy study_scenario(const TopologySpec& topology, const ModelSpec& mode
     // The seeds after the first need only the executor's step time and waiting caused: the program is timed
     // and the scenario built once for them, and no report is made (the first seed's full result is).
     Program timed = program;
-    const ComputeModel compute(cluster.gpu(), layout.precision, host_links(cluster.spec(), cluster.gpu()),
-                               cluster.spec().profile, layout.fp8_recipe);
-    set_activation_copy_bytes(timed, model, layout);
-    assign_durations(timed, compute);
+    const ComputeModel compute = run_compute_model(cluster.spec(), cluster.gpu(), layout);
+    time_program(timed, compute, model, layout);
     SimulationOptions seed_opts = options;
     seed_opts.attribute = true;
     const ExecutionScenario proto = execution_scenario(cluster, timed, compute, seed_opts);

@@ -159,10 +159,7 @@ bool advance(std::size_t s, StageWalk& w, const Program& program, int pp, const 
 /// the executor's picosecond rounding cannot put it above the step time.
 double step_time_lower_bound_s(Program program, const ModelSpec& model, const Layout& l,
                                const Cluster& cluster) {
-    const ComputeModel compute(cluster.gpu(), l.precision, host_links(cluster.spec(), cluster.gpu()),
-                               cluster.spec().profile, l.fp8_recipe);
-    set_activation_copy_bytes(program, model, l);
-    assign_durations(program, compute);
+    time_program(program, run_compute_model(cluster.spec(), cluster.gpu(), l), model, l);
     const ParallelGroups groups(l);
     const std::size_t stages = program.stages.size();
     std::vector<StageWalk> walks(stages);

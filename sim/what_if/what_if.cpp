@@ -22,10 +22,7 @@ namespace {
 MemoryReport walked_memory(const TopologySpec& topology, const GpuSpec& gpu, const ModelSpec& model,
                            const Layout& layout) {
     Program program = build_program(model, layout);
-    const ComputeModel compute(gpu, layout.precision, host_links(topology, gpu), topology.profile,
-                               layout.fp8_recipe);
-    set_activation_copy_bytes(program, model, layout);
-    assign_durations(program, compute);
+    time_program(program, run_compute_model(topology, gpu, layout), model, layout);
     return simulate_memory(model, layout, program, gpu);
 }
 

@@ -31,9 +31,7 @@ SweepGrid pruning_grid() {
 double compute_of_busiest_stage(const TopologySpec& topo, const ModelSpec& m, const Layout& l) {
     const Cluster cluster(topo);
     Program p = build_program(m, l);
-    set_activation_copy_bytes(p, m, l);
-    assign_durations(p, ComputeModel(cluster.gpu(), l.precision, host_links(topo, cluster.gpu()),
-                                     topo.profile, l.fp8_recipe));
+    time_program(p, run_compute_model(topo, cluster.gpu(), l), m, l);
     double busiest = 0;
     for (const auto& st : p.stages) {
         double s = 0;
