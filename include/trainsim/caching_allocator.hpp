@@ -77,7 +77,10 @@ class CachingAllocator {
     struct Segment {
         double size = 0;
         int pool = 0;
-        std::map<double, std::int64_t> blocks;  ///< offset -> block id
+        /// (offset, block id) by offset: a sorted vector, as a segment holds few blocks (a large request's
+        /// segment one to three; a 2 MiB small-request segment at most 4,096).
+        std::vector<std::pair<double, std::int64_t>> blocks;
+        std::vector<std::pair<double, std::int64_t>>::iterator at(double offset);  ///< first at or after
     };
     std::int64_t new_block(std::int64_t segment, double offset, double size, bool is_free, int pool);
     void release_free_segments();

@@ -2,6 +2,7 @@
 // and coalescing as PyTorch's CUDACachingAllocator does them.
 #include "trainsim/caching_allocator.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -19,6 +20,11 @@ double CachingAllocator::segment_size(double rounded) {
     if (rounded <= kAllocatorSmallRequestBytes) return kAllocatorSmallSegmentBytes;
     if (rounded < kAllocatorMediumLimitBytes) return kAllocatorMediumSegmentBytes;
     return std::ceil(rounded / kAllocatorLargeRoundBytes) * kAllocatorLargeRoundBytes;
+}
+
+std::vector<std::pair<double, std::int64_t>>::iterator CachingAllocator::Segment::at(double offset) {
+    return std::lower_bound(blocks.begin(), blocks.end(), offset,
+                            [](const std::pair<double, std::int64_t>& b, double o) { return b.first < o; });
 }
 
 CachingAllocator::Block& CachingAllocator::block(std::int64_t id) {
@@ -44,7 +50,12 @@ std::int64_t CachingAllocator::new_block(std::int64_t segment, double offset, do
         blocks_.emplace_back();
     }
     blocks_[static_cast<std::size_t>(id)] = Block{segment, offset, size, is_free, true, pool};
-    segments_[static_cast<std::size_t>(segment)].blocks[offset] = id;
+    Segment& seg = segments_[static_cast<std::size_t>(segment)];
+    const auto pos = seg.at(offset);
+    if (pos != seg.blocks.end() && pos->first == offset)
+        pos->second = id;
+    else
+        seg.blocks.insert(pos, {offset, id});
     if (is_free) free_[static_cast<std::size_t>(pool)][{size, segment, offset}] = id;
     return id;
 }
@@ -53,12 +64,12 @@ void CachingAllocator::release_free_segments() {
     std::size_t kept = 0;
     for (const std::int64_t id : live_segments_) {
         Segment& s = segments_[static_cast<std::size_t>(id)];
-        const bool all_free = s.blocks.size() == 1 && block(s.blocks.begin()->second).free;
+        const bool all_free = s.blocks.size() == 1 && block(s.blocks.front().second).free;
         if (!all_free) {
             live_segments_[kept++] = id;
             continue;
         }
-        const std::int64_t b = s.blocks.begin()->second;
+        const std::int64_t b = s.blocks.front().second;
         free_[static_cast<std::size_t>(s.pool)].erase({s.size, id, 0.0});
         retire(b);
         reserved_ -= s.size;
@@ -120,7 +131,7 @@ void CachingAllocator::free(std::int64_t handle) {
     Segment& seg = segments_[static_cast<std::size_t>(b.segment)];
     auto& fl = free_[static_cast<std::size_t>(b.pool)];
     // Merge with the free neighbours of the same segment.
-    auto pos = seg.blocks.find(b.offset);
+    auto pos = seg.at(b.offset);
     if (pos != seg.blocks.begin()) {
         auto prev = std::prev(pos);
         const Block& p = block(prev->second);
@@ -132,7 +143,7 @@ void CachingAllocator::free(std::int64_t handle) {
             seg.blocks.erase(prev);
         }
     }
-    pos = seg.blocks.find(own_offset);
+    pos = seg.at(own_offset);
     auto next = std::next(pos);
     if (next != seg.blocks.end()) {
         const Block& n = block(next->second);
