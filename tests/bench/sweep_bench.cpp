@@ -3,6 +3,11 @@
 //                                   nodes; TP 8 x PP 16 x DP 128): target <= 1 s and <= 1 GiB RSS on one core
 //   BM_SweepLlama70B_1024           the full default sweep of Llama 3 70B on 1,024 H100 on 2 threads:
 //                                   target <= 60 s
+//   BM_SweepPruned/W/N               the text sweep's default (`trainsim sweep`: the top 10 per size, the
+//   rest
+//                                   pruned by step_time_lower_bound_s) of Qwen3-30B-A3B on 1,024 H100 and of
+//                                   Llama 3 8B on 128, 2 threads: targets <= 30 s and <= 60 s (the first is
+//                                   the all-to-all bound's case, the second the checks of deep programs)
 // Both are registered with one iteration: each takes seconds to minutes today. Run them alone with
 //   trainsim_bench --benchmark_filter='Llama'
 // (engine_bench.cpp holds BENCHMARK_MAIN).
@@ -65,5 +70,31 @@ void BM_SweepLlama70B_1024(benchmark::State& state) {
         benchmark::Counter(static_cast<double>(simulated), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_SweepLlama70B_1024)->Arg(2)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+
+void sweep_pruned(benchmark::State& state, const std::string& workload, int nodes) {
+    const Preset p = load(workload, nodes);
+    trainsim::SweepOptions options;
+    options.jobs = 2;
+    options.prune_beyond_top = 10;
+    std::size_t simulated = 0, pruned = 0;
+    for (auto _ : state) {
+        const auto res = trainsim::run_sweep(p.topology, p.workload.model, p.workload.layout,
+                                             trainsim::SweepGrid{}, p.workload.name, options);
+        simulated += res.simulated;
+        pruned += res.pruned;
+    }
+    state.counters["simulated"] = static_cast<double>(simulated);
+    state.counters["pruned"] = static_cast<double>(pruned);
+}
+BENCHMARK_CAPTURE(sweep_pruned, qwen3_30b_a3b_1024, std::string("qwen3-30b-a3b.json"), 128)
+    ->Name("BM_SweepPruned/qwen3-30b-a3b/1024")
+    ->Iterations(1)
+    ->Unit(benchmark::kSecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(sweep_pruned, llama3_8b_128, std::string("llama3-8b.json"), 16)
+    ->Name("BM_SweepPruned/llama3-8b/128")
+    ->Iterations(1)
+    ->Unit(benchmark::kSecond)
+    ->UseRealTime();
 
 }  // namespace
