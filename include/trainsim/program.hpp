@@ -145,6 +145,10 @@ struct ScheduleItem {
     bool forward = true;
     int chunk = 0;  ///< model chunk (virtual stage index on this rank), 0 .. vpp-1
     int micro_batch = 0;
+    /// A forward of the steady 1F1B phase: the backward after it is its 1F1B partner, which Megatron-Core's
+    /// combined schedule (Layout::moe_a2a_overlap) runs merged with it. Warm-up forwards are not, even when
+    /// a cool-down backward follows the last of them (one micro-batch per pipeline, or all passes warm-up).
+    bool steady = false;
 };
 
 /// The order of forward and backward passes on pipeline rank `rank` of `pp`, for `m` micro-batches and `vpp`

@@ -37,7 +37,7 @@ std::vector<ScheduleItem> pipeline_schedule(Schedule schedule, int pp, int rank,
         for (; f < warmup; ++f)
             items.push_back({true, 0, f});
         while (f < m) {
-            items.push_back({true, 0, f++});
+            items.push_back({true, 0, f++, true});
             items.push_back({false, 0, b++});
         }
         while (b < m)
@@ -60,6 +60,7 @@ std::vector<ScheduleItem> pipeline_schedule(Schedule schedule, int pp, int rank,
         fwd(k);
     for (int i = 0; i < total - warmup; ++i) {
         fwd(warmup + i);
+        items.back().steady = true;
         bwd(i);
     }
     for (int k = total - warmup; k < total; ++k)

@@ -386,7 +386,7 @@ StageProgram StageBuilder::build() {
         deepspeed_stage3(items);
     } else {
         for (std::size_t i = 0; i < items.size(); ++i) {
-            if (combine && items[i].forward && i + 1 < items.size() && !items[i + 1].forward) {
+            if (combine && items[i].steady && i + 1 < items.size() && !items[i + 1].forward) {
                 combined_pass(items[i], items[i + 1]);
                 ++i;
             } else if (items[i].forward) {
