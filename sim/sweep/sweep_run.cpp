@@ -89,12 +89,18 @@ std::uint64_t program_hash(const Program& p) {
 
 namespace {
 
+constexpr double kPicosecondS = 1e-12;  ///< the executor's time unit (include/trainsim/units.hpp Time)
+
 /// The walk of one pipeline stage's ops (step_time_lower_bound_s): the next op, when the main stream and the
 /// TP stream are free (s from the step's start), the stage's first rank's EP group and its all-to-alls' times
 /// alone on the fabric, by bytes.
 struct StageWalk {
     std::size_t pc = 0;
     double main_s = 0, tp_stream_s = 0;
+    /// What the executor's picosecond times can take off the walk's: half a picosecond per duration it
+    /// rounds to the nearest (Time::seconds), counted here as one per compute op and two per collective
+    /// (summed over the stages: the critical path may cross them).
+    double rounding_s = 0;
     std::vector<int> ep_ranks;
     std::map<double, double> all_to_all_s;
 };
@@ -126,8 +132,10 @@ bool advance(std::size_t s, StageWalk& w, const Program& program, int pp, const 
         const Op& op = ops[w.pc];
         if (op.kind == OpKind::compute) {
             w.main_s += program.segments[static_cast<std::size_t>(op.segment)].seconds;
+            w.rounding_s += kPicosecondS;
         } else if (op.kind == OpKind::tp_launch) {
             w.tp_stream_s = std::max(w.tp_stream_s, w.main_s) + least_tp_stream_s(w, op, cluster);
+            w.rounding_s += 2 * kPicosecondS;
         } else if (op.kind == OpKind::tp_wait) {
             w.main_s = std::max(w.main_s, w.tp_stream_s);
         } else if (op.kind == OpKind::send) {
@@ -155,8 +163,9 @@ bool advance(std::size_t s, StageWalk& w, const Program& program, int pp, const 
 /// of the stage's first rank: other flows only lower the coupled flow's max-min share); every other
 /// collective and DP wait takes nothing. Every duration of the executor is at least as long and every start
 /// at least as late, so no run of the layout is shorter (SweepOptions::prune_beyond_top): the bound holds
-/// the pipeline's fill and drain as well as the blocking all-to-alls. It is lowered by a part in 10^9 so that
-/// the executor's picosecond rounding cannot put it above the step time.
+/// the pipeline's fill and drain as well as the blocking all-to-alls. It is lowered by a picosecond per
+/// duration the executor rounds (StageWalk::rounding_s) and then by a part in 10^9, so that the executor's
+/// picosecond times cannot put it above the step time.
 double step_time_lower_bound_s(Program program, const ModelSpec& model, const Layout& l,
                                const Cluster& cluster) {
     time_program(program, run_compute_model(cluster.spec(), cluster.gpu(), l), model, l);
@@ -175,13 +184,14 @@ double step_time_lower_bound_s(Program program, const ModelSpec& model, const La
         for (std::size_t s = 0; s < stages; ++s)
             moved = advance(s, walks[s], program, static_cast<int>(stages), cluster, sent_s) || moved;
     }
-    double busiest = 0;
+    double busiest = 0, rounding = 0;  // a path may cross stages: every stage's rounding counts
     for (std::size_t s = 0; s < stages; ++s) {
         if (walks[s].pc != program.stages[s].ops.size())
             throw InternalError(fmt::format("sweep bound: stage {} waits for a message no stage sends", s));
         busiest = std::max(busiest, walks[s].main_s);
+        rounding += walks[s].rounding_s;
     }
-    return busiest * (1 - 1e-9);
+    return std::max(0.0, (busiest - rounding) * (1 - 1e-9));
 }
 
 }  // namespace sweep_detail
