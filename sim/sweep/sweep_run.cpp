@@ -351,6 +351,24 @@ void plan_serially(const std::vector<SweepEntry>& entries, const std::vector<Poi
     }
 }
 
+/// For each group (its representative first): whether every point's program equals the representative's,
+/// the groups compared in parallel (threads and processes).
+std::vector<bool> confirm_groups(const std::vector<std::vector<std::size_t>>& groups,
+                                 const std::vector<SweepEntry>& entries, const ModelSpec& model,
+                                 const SweepOptions& options) {
+    return spread_map(
+        groups.size(), options.jobs, options.processes,
+        [&](std::size_t k) {
+            const auto& pts = groups[k];
+            const std::string sig = program_signature(build_program(model, entries[pts[0]].layout));
+            for (std::size_t m = 1; m < pts.size(); ++m)
+                if (program_signature(build_program(model, entries[pts[m]].layout)) != sig) return false;
+            return true;
+        },
+        [](bool ok) { return std::string(ok ? "1" : "0"); },
+        [](const std::string& bytes, std::size_t) { return bytes == "1"; });
+}
+
 /// The points to simulate, costliest first, and for each other passed point the one it copies (n: none).
 /// Points whose programs are identical on the same rank grid (e.g. selective recomputation with flash
 /// attention, which recomputes nothing, beside no recomputation; the distributed optimizer at DP = 1) are
@@ -358,11 +376,15 @@ void plan_serially(const std::vector<SweepEntry>& entries, const std::vector<Poi
 /// the first point of its execution key (the rank grid and a hash of the program); every candidate is
 /// confirmed by comparing the two programs in full, the keys' groups in parallel (threads and processes).
 /// Should a confirmation fail (a hash collision), plan_serially decides, as it would have alone: with every
-/// candidate confirmed, both give the same copies.
+/// candidate confirmed, both give the same copies. `defer`: the candidates are taken as copies unconfirmed;
+/// the caller confirms those it used (copies_hold) and plans again without deferring if one fails (a
+/// pruned sweep simulates a few dozen of thousands of points: confirming every group, two program builds
+/// each, took half of a small-cluster sweep).
 void plan_simulations(const std::vector<SweepEntry>& entries, const std::vector<PointCheck>& checks,
-                      const ModelSpec& model, const SweepOptions& options, std::vector<std::size_t>& todo,
-                      std::vector<std::size_t>& copy_of) {
+                      const ModelSpec& model, const SweepOptions& options, bool defer,
+                      std::vector<std::size_t>& todo, std::vector<std::size_t>& copy_of) {
     const std::size_t n = entries.size();
+    todo.clear();
     copy_of.assign(n, n);
     std::vector<std::string> keys(n);
     std::map<std::string, std::size_t> group_of;   // execution key -> group
@@ -379,21 +401,11 @@ void plan_simulations(const std::vector<SweepEntry>& entries, const std::vector<
         if (added) groups.emplace_back();
         groups[it->second].push_back(i);
     }
-    std::vector<std::size_t> with_copies;
-    for (std::size_t g = 0; g < groups.size(); ++g)
-        if (groups[g].size() > 1) with_copies.push_back(g);
-    // Each group: "1" when every point's program equals the representative's, else "0".
-    const std::vector<bool> confirmed = spread_map(
-        with_copies.size(), options.jobs, options.processes,
-        [&](std::size_t k) {
-            const auto& pts = groups[with_copies[k]];
-            const std::string sig = program_signature(build_program(model, entries[pts[0]].layout));
-            for (std::size_t m = 1; m < pts.size(); ++m)
-                if (program_signature(build_program(model, entries[pts[m]].layout)) != sig) return false;
-            return true;
-        },
-        [](bool ok) { return std::string(ok ? "1" : "0"); },
-        [](const std::string& bytes, std::size_t) { return bytes == "1"; });
+    std::vector<std::vector<std::size_t>> with_copies;
+    if (!defer)
+        for (const auto& g : groups)
+            if (g.size() > 1) with_copies.push_back(g);
+    const std::vector<bool> confirmed = confirm_groups(with_copies, entries, model, options);
     if (std::all_of(confirmed.begin(), confirmed.end(), [](bool ok) { return ok; })) {
         for (const auto& pts : groups)
             for (std::size_t m = 1; m < pts.size(); ++m)
@@ -406,6 +418,36 @@ void plan_simulations(const std::vector<SweepEntry>& entries, const std::vector<
             if (checks[i].status == SweepStatus::simulated && copy_of[i] == n) todo.push_back(i);
     std::stable_sort(todo.begin(), todo.end(),
                      [&](std::size_t a, std::size_t b) { return checks[a].cost > checks[b].cost; });
+}
+
+/// After a sweep planned with deferred confirmation: true when every copy of a simulated representative
+/// has its representative's program (signatures compared, the groups in parallel) and every copy of a
+/// pruned one its representative's bound (a copy's bound is its own reason to be pruned; equal programs on
+/// one rank grid have equal bounds).
+bool copies_hold(const std::vector<SweepEntry>& entries, const std::vector<PointCheck>& checks,
+                 const std::vector<std::size_t>& todo, const std::vector<std::size_t>& copy_of,
+                 const std::vector<bool>& pruned, const ModelSpec& model, const SweepOptions& options) {
+    const std::size_t n = entries.size();
+    std::vector<bool> ran(n, false);
+    for (std::size_t k = 0; k < todo.size(); ++k)
+        ran[todo[k]] = !pruned[k];
+    std::map<std::size_t, std::vector<std::size_t>> members;  // simulated representative -> its group
+    for (std::size_t i = 0; i < n; ++i) {
+        if (checks[i].status != SweepStatus::simulated || copy_of[i] == n) continue;
+        const std::size_t rep = copy_of[i];
+        if (!ran[rep]) {
+            if (checks[i].lower_bound_s != checks[rep].lower_bound_s) return false;
+            continue;
+        }
+        auto& g = members[rep];
+        if (g.empty()) g.push_back(rep);
+        g.push_back(i);
+    }
+    std::vector<std::vector<std::size_t>> groups;
+    for (auto& [rep, g] : members)
+        groups.push_back(std::move(g));
+    const std::vector<bool> confirmed = confirm_groups(groups, entries, model, options);
+    return std::all_of(confirmed.begin(), confirmed.end(), [](bool ok) { return ok; });
 }
 
 /// Phase 2's simulations of `todo` (runs[k] is todo[k]'s; the results stay at their place, so the outcome
@@ -483,14 +525,18 @@ std::vector<PointRun> run_simulations(const Points& pts, const std::vector<Point
 /// own layout and, in one process, their own memory (phase 1 walked it; spread over processes, the reports
 /// carry no memory: rank_points gives the best its own). Rethrows the error of the first point in
 /// enumeration order.
-void simulate_points(Points& pts, const std::vector<PointCheck>& checks, const std::vector<std::size_t>& todo,
-                     const std::vector<std::size_t>& copy_of, const ModelSpec& model,
+void simulate_points(Points& pts, const std::vector<PointCheck>& checks, std::vector<std::size_t>& todo,
+                     std::vector<std::size_t>& copy_of, bool deferred, const ModelSpec& model,
                      const std::string& workload_name, const SweepOptions& options,
                      const std::function<void()>& simulated) {
     const std::size_t n = pts.entries.size();
     std::vector<bool> pruned;
     std::vector<PointRun> runs =
         run_simulations(pts, checks, todo, copy_of, model, workload_name, options, simulated, pruned);
+    if (deferred && !copies_hold(pts.entries, checks, todo, copy_of, pruned, model, options)) {
+        plan_simulations(pts.entries, checks, model, options, false, todo, copy_of);
+        runs = run_simulations(pts, checks, todo, copy_of, model, workload_name, options, simulated, pruned);
+    }
     const bool one_process = !options.processes || options.processes->size() <= 1;
     std::vector<const PointRun*> run_of(n, nullptr);  // null: pruned
     for (std::size_t k = 0; k < todo.size(); ++k)
@@ -626,14 +672,16 @@ SweepResult run_sweep(const TopologySpec& topology, const ModelSpec& model, cons
     const std::vector<PointCheck> checks =
         check_points(pts, model, options, [&] { step(&SweepProgress::checked); });
     std::vector<std::size_t> todo, copy_of;
-    plan_simulations(pts.entries, checks, model, options, todo, copy_of);
+    // Pruning simulates few points: their copies are confirmed after (copies_hold), not every group's now.
+    const bool defer = options.deduplicate && options.perturbations.empty() && options.prune_beyond_top > 0;
+    plan_simulations(pts.entries, checks, model, options, defer, todo, copy_of);
     if (report) {
         const std::lock_guard<std::mutex> lock(progress_mutex);
         progress.to_simulate = todo.size();
         progress.checks_done = true;
         options.progress(progress);
     }
-    simulate_points(pts, checks, todo, copy_of, model, workload_name, options,
+    simulate_points(pts, checks, todo, copy_of, defer, model, workload_name, options,
                     [&] { step(&SweepProgress::simulated); });
     SweepResult res = result_header(topology, pts, base, workload_name, options);
     res.pruned_beyond_top = options.perturbations.empty() ? options.prune_beyond_top : 0;
