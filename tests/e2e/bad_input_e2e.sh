@@ -249,6 +249,7 @@ bad "unknown option" 2 "run: unrecognised option '--bogus'" -- run --bogus
 bad "unexpected argument" 2 "run: unexpected argument \"extra\"" -- run extra
 bad "--trace-ranks unknown" 2 "--trace-ranks = \"some\"" -- run "${SMALL[@]}" --trace-ranks some
 bad "sweep --gpus 0" 2 "sweep: --gpus = 0 must be positive" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 0
+bad "sweep --top 0 (text only)" 2 "sweep: --top = 0 lists no layout" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --top 0
 bad "sweep --gpus 10^7" 2 "above the limit of 131072" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 10000000
 bad "sweep --gpus not a number" 2 "sweep: --gpus = \"many\" is not a number of GPUs" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus many
 bad "sweep --gpus list with a bad size" 2 "sweep: --gpus = \"16,x\" is not a number of GPUs" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16,x

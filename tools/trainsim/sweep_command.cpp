@@ -109,7 +109,8 @@ void add_sweep_options(po::options_description& desc, SweepArgs& a) {
         "time and tokens per step (no failures: `trainsim goodput` adds them)")(
         "gpu-hour-price", po::value(&a.gpu_hour_price),
         "with --tokens: US dollars per GPU-hour; adds the cost to train")(
-        "top", po::value(&a.top_k), "layouts listed, best first (default 10)")(
+        "top", po::value(&a.top_k),
+        "layouts listed, best first (default 10; 0 only with --csv, --html or --json)")(
         "exhaustive",
         "simulate every layout that fits; without it (and without --csv, --html and --json, which list "
         "every layout) a layout is not simulated when a lower bound on its step time (the busiest GPU's "
@@ -296,6 +297,9 @@ int sweep_command(const std::vector<std::string>& args) {
         throw InputError(fmt::format("sweep: --global-batch = {} must be positive", a.global_batch));
     if (vm.count("jobs") && a.jobs <= 0)
         throw InputError(fmt::format("sweep: --jobs = {} must be positive", a.jobs));
+    // --top 0 lists no layout; the text alone would then simulate every layout for nothing (no pruning).
+    if (a.top_k == 0 && a.csv_file.empty() && a.html_file.empty() && !vm.count("json"))
+        throw InputError("sweep: --top = 0 lists no layout: give --top N >= 1, or --csv, --html or --json");
     SweepGrid grid;
     for (const auto& f : a.fixes)
         restrict_sweep_grid(grid, f, "--fix");
