@@ -89,7 +89,7 @@ std::uint64_t program_hash(const Program& p) {
 
 namespace {
 
-constexpr double kPicosecondS = 1e-12;  ///< the executor's time unit (include/trainsim/units.hpp Time)
+constexpr double kPicosecondS = Time::ps(1).to_seconds();  ///< the executor's time unit (units.hpp Time)
 
 /// The walk of one pipeline stage's ops (step_time_lower_bound_s): the next op, when the main stream and the
 /// TP stream are free (s from the step's start), the stage's first rank's EP group and its all-to-alls' times
