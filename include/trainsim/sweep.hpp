@@ -124,8 +124,9 @@ std::string explain_limit(const Report& r, const TopologySpec& topology);
 /// not match (a program bug).
 double step_time_lower_bound_s(const Cluster& cluster, const ModelSpec& model, const Layout& layout);
 
-/// pruned: valid and within memory, but not simulated: its lower bound (SweepOptions::prune_beyond_top)
-/// exceeds the step time of the N-th best layout of its cluster size, so it cannot be among the top N.
+/// pruned: valid, but neither simulated nor walked for memory: its lower bound
+/// (SweepOptions::prune_beyond_top) exceeds the step time of the N-th best layout of its cluster size, so it
+/// cannot be among the top N whether it fits in memory or not.
 enum class SweepStatus { simulated, out_of_memory, rejected, pruned };
 
 struct SweepEntry {
@@ -135,7 +136,7 @@ struct SweepEntry {
     SweepStatus status = SweepStatus::rejected;
     std::string reason;  ///< category (rejected, out_of_memory); empty when simulated
     std::string detail;  ///< the full InputError message (rejected by check_layout or build_program)
-    double peak_memory_bytes = 0;  ///< busiest stage, per GPU (simulated, out_of_memory)
+    double peak_memory_bytes = 0;  ///< busiest stage, per GPU (simulated, out_of_memory; 0 when pruned)
     int peak_stage = 0;
     /// Simulated only. Spread over several processes, only the best entry's report has its memory (the
     /// others' report.memory is empty; peak_memory_bytes and peak_stage hold every point's peak).
@@ -167,14 +168,15 @@ struct SweepResult {
     int seeds = 1;
 };
 
-/// Where a sweep stands: every point is checked first (layout checks, memory), then the points that pass are
-/// simulated.
+/// Where a sweep stands: every point is checked first (layout checks, program, step-time bound), then the
+/// points that pass are walked for memory and those that fit simulated (with pruning, round by round).
 struct SweepProgress {
     std::size_t layouts = 0;      ///< grid points
     std::size_t checked = 0;      ///< points checked so far
     bool checks_done = false;     ///< every point checked; to_simulate is known
-    std::size_t to_simulate = 0;  ///< distinct simulations among the points that passed the checks (points
-                                  ///< with identical programs on the same rank grid share one; set with
+    std::size_t to_simulate = 0;  ///< at most this many simulations: the groups of points that passed the
+                                  ///< checks (points with identical programs on the same rank grid share
+                                  ///< one; a group pruned or out of memory is not simulated; set with
                                   ///< checks_done)
     std::size_t simulated = 0;    ///< of which simulated so far
 };
@@ -212,14 +214,15 @@ struct SweepOptions {
     /// perturbations too: a run is a function of the program, the rank grid and (seed, GPU, kernel index),
     /// all equal for the copies. A test checks on == off.
     bool deduplicate = true;
-    /// N > 0 (and no perturbations): simulate only what can reach the top N of each cluster size. Every
-    /// passed point has a lower bound on its step time, the compute time of its busiest GPU (the sum of the
-    /// kernel durations of the stage's compute ops, which run one after another on the compute stream;
-    /// communication, bubbles and waits only add to it). The points are simulated in rounds of
-    /// kPruneRoundSize, by bound ascending (then enumeration order); after each round, a point whose bound
-    /// exceeds the N-th best step time simulated so far on its cluster size is pruned (SweepStatus::pruned),
-    /// with its copies. The top N of each size are those of the exhaustive sweep, and the rounds do not
-    /// depend on threads or processes, so the output does not either. 0: every point simulated.
+    /// N > 0 (and no perturbations): walk and simulate only what can reach the top N of each cluster size.
+    /// Every passed point has a lower bound on its step time (step_time_lower_bound_s). The groups of points
+    /// with identical programs are taken in rounds of kPruneRoundSize, by bound ascending (then enumeration
+    /// order): each round walks its points' memory and simulates the first point of each group that fits.
+    /// After each round, a group whose bound exceeds the N-th best step time simulated so far on its cluster
+    /// size is pruned (SweepStatus::pruned): neither walked nor simulated, so the out-of-memory count holds
+    /// only the walked points. The top N of each size are those of the exhaustive sweep, and the rounds do
+    /// not depend on threads or processes, so the output does not either. 0: every point walked, and
+    /// simulated if it fits.
     std::size_t prune_beyond_top = 0;
     /// Called after each point is checked, once when every point is checked (checks_done), and after each
     /// point is simulated; from the worker threads, one call at a time. May be empty.

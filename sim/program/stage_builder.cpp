@@ -28,10 +28,11 @@ bool shares_embedding(const ModelSpec& m) {
 }
 
 void append(std::vector<Op>& ops, const OpTemplate& t, Phase phase, int mb) {
-    for (Op op : t) {
-        op.phase = phase;
-        op.micro_batch = mb;
-        ops.push_back(op);
+    const std::size_t from = ops.size();
+    ops.insert(ops.end(), t.begin(), t.end());
+    for (auto it = ops.begin() + static_cast<std::ptrdiff_t>(from); it != ops.end(); ++it) {
+        it->phase = phase;
+        it->micro_batch = mb;
     }
 }
 
@@ -382,6 +383,7 @@ StageProgram StageBuilder::build() {
         }
     const bool combine = combines_passes();
     const auto items = pipeline_schedule(layout_.schedule, shape_.pp, r_, shape_.m, shape_.vpp, combine);
+    reserve_ops(items.size());
     if (ds3_) {
         deepspeed_stage3(items);
     } else {
@@ -398,6 +400,21 @@ StageProgram StageBuilder::build() {
     }
     finish_step();
     return std::move(sp_);
+}
+
+void StageBuilder::reserve_ops(std::size_t items) {
+    // An estimate of the ops to come, so that the list is not copied as it grows (a small-cluster sweep
+    // builds thousands of programs of millions of ops): each pass's layers at the larger of the forward
+    // and the recompute-and-backward templates, plus a few ops per layer for gathers, waits and messages.
+    std::size_t per_layer = 0;
+    for (const auto* t : {&tpl_.layer_fwd, &tpl_.moe_fwd, &tpl_.mtp_fwd})
+        per_layer = std::max(per_layer, t->size());
+    per_layer = std::max(per_layer, tpl_.layer_rec.size() + tpl_.layer_bwd.size());
+    per_layer = std::max(per_layer, tpl_.moe_rec.size() + tpl_.moe_bwd.size());
+    const int layers = *std::max_element(layers_of_chunk_.begin(), layers_of_chunk_.end());
+    const std::size_t ends =
+        tpl_.emb_fwd.size() + tpl_.emb_bwd.size() + tpl_.head_fwd.size() + tpl_.head_bwd.size();
+    sp_.ops.reserve(sp_.ops.size() + items * (static_cast<std::size_t>(layers) * (per_layer + 4) + ends + 8));
 }
 
 void StageBuilder::forward_pass(const ScheduleItem& item) {

@@ -91,6 +91,8 @@ class StageBuilder {
   private:
     // Parameter groups and buckets per chunk (backward order); the stage's totals.
     void plan_groups();
+    /// Reserves the op list for `items` schedule items (an estimate; the list still grows if it passes it).
+    void reserve_ops(std::size_t items);
     // Op emitters.
     void mark(MemoryEvent e, double elements = 0);
     /// A layer's memory mark; `moe`: the layer is an MoE layer (MemoryMark::dense_layer otherwise).

@@ -29,17 +29,22 @@ std::string numbers_to_n(const std::string& msg);
 /// reject_reason, also giving check_layout's message (the first violation's) in `detail` when not null.
 std::string classify(const ModelSpec& m, const Layout& l, int gpus, std::string* detail);
 
-/// Phase 1 of a grid point: the layout checks and the memory walk.
+/// Phase 1 of a grid point: the layout checks, the program's hash and cost, and the step-time bound; and
+/// (check_memory, in phase 2) its memory walk.
 struct PointCheck {
-    SweepStatus status = SweepStatus::rejected;  ///< simulated: passed, to be simulated
+    SweepStatus status = SweepStatus::rejected;  ///< simulated: passed (phase 1: to be walked; then to be
+                                                 ///< simulated), out_of_memory, rejected
     std::string reason, detail;                  ///< as SweepEntry
-    double peak_memory_bytes = 0;
+    double peak_memory_bytes = 0;                ///< check_memory only
     int peak_stage = 0;
     double cost = 0;                 ///< estimated simulation cost (main-stream ops over all TP groups)
     std::uint64_t program_hash = 0;  ///< hash of the program's signature (passed points)
     /// Passed points: a lower bound on the step time (s; step_time_lower_bound_s)
     /// (SweepOptions::prune_beyond_top).
     double lower_bound_s = 0;
+    /// The InputError the bound threw (lower_bound_s then 0): the point is rejected with it if it fits in
+    /// memory, as when the memory walk came first.
+    std::string bound_error;
 };
 
 /// Phase 2: one simulated iteration (the median seed's with perturbations).
@@ -50,9 +55,12 @@ struct PointRun {
     std::exception_ptr error;  ///< any other exception, rethrown for the first point in enumeration order
 };
 
-/// Checks `l` on `cluster`: rejected (reason, detail), out of memory (its peak over (1 - min_headroom) x
-/// HBM), or to be simulated.
-PointCheck check_point(const Layout& l, const Cluster& cluster, const ModelSpec& model, double min_headroom);
+/// Phase 1 of `l` on `cluster`: rejected (reason, detail) or passed, with its program's hash, cost and bound.
+PointCheck check_point(const Layout& l, const Cluster& cluster, const ModelSpec& model);
+/// The memory walk of a passed point (`passed`, its phase 1): out of memory (its peak over (1 - min_headroom)
+/// x HBM), rejected (an InputError of the walk, or the bound's), or passed, with its peak either way.
+PointCheck check_memory(const Layout& l, const Cluster& cluster, const ModelSpec& model, double min_headroom,
+                        const PointCheck& passed);
 /// A lower bound on the layout's step time (s): its busiest stage's compute and blocking EP all-to-alls
 /// (PointCheck; sweep_run.cpp).
 double step_time_lower_bound_s(Program program, const ModelSpec& model, const Layout& l,

@@ -71,20 +71,62 @@ std::string program_signature(const Program& p) {
     return sig;
 }
 
-/// A 64-bit hash of the signature's fields, computed without building it (a program of a large MoE layout is
-/// tens of MB): FNV-1a's step over each field as one 64-bit word (its bytes zero-extended), then a rotation
-/// so that a field's high bits reach the low bits of later steps. A word per step instead of a byte: the
-/// checks of a small-cluster sweep spent a sixth of their time here. Equal programs hash equal; equal hashes
-/// are confirmed by comparing signatures (plan_simulations).
-std::uint64_t program_hash(const Program& p) {
+namespace {
+
+/// One FNV-1a step over a 64-bit word, then a rotation so that a word's high bits reach the low bits of
+/// later steps.
+struct HashLane {
     std::uint64_t h = kFnv1a64Offset;
-    program_fields(p, [&h](const auto& v) {
-        static_assert(sizeof v <= sizeof(std::uint64_t), "a program field wider than a word");
-        std::uint64_t w = 0;
-        std::memcpy(&w, &v, sizeof v);
-        h = std::rotl((h ^ w) * kFnv1a64Prime, 29);
-    });
-    return h;
+    void step(std::uint64_t w) { h = std::rotl((h ^ w) * kFnv1a64Prime, 29); }
+};
+
+template <class T>
+std::uint64_t word(const T& v) {
+    static_assert(sizeof v <= sizeof(std::uint64_t), "a program field wider than a word");
+    std::uint64_t w = 0;
+    std::memcpy(&w, &v, sizeof v);
+    return w;
+}
+
+/// Two fields of at most 32 bits in one word.
+template <class A, class B>
+std::uint64_t pair_word(const A& a, const B& b) {
+    static_assert(sizeof a <= 4 && sizeof b <= 4, "a program field wider than half a word");
+    return word(a) | word(b) << 32;
+}
+
+}  // namespace
+
+/// A 64-bit hash of the signature's fields, computed without building it (a program of a large MoE layout is
+/// tens of MB). The kernels go field by field through one lane (HashLane); each op's ten fields are packed
+/// into four words, two through each of two lanes, which the processor runs side by side. The checks of a
+/// small-cluster sweep spent a third of their time here with one step per field. Equal programs hash equal;
+/// equal hashes are confirmed by comparing signatures (plan_simulations).
+std::uint64_t program_hash(const Program& p) {
+    HashLane a, b;
+    for (const auto& seg : p.segments) {
+        a.step(word(seg.kernels.size()));
+        for (const auto& k : seg.kernels)
+            for (std::uint64_t w :
+                 {word(k.kind), word(k.flops), word(k.bytes), word(k.m), word(k.n), word(k.k), word(k.batch)})
+                a.step(w);
+    }
+    for (const auto& st : p.stages) {
+        a.step(word(st.ops.size()));
+        a.step(word(st.hardware_flops));
+        for (const auto& op : st.ops) {
+            const std::uint64_t tags = word(static_cast<std::uint8_t>(op.kind)) |
+                                       word(static_cast<std::uint8_t>(op.phase)) << 8 |
+                                       word(static_cast<std::uint8_t>(op.collective)) << 16 |
+                                       word(static_cast<std::uint8_t>(op.group)) << 24;
+            a.step(tags | word(op.direction) << 32);
+            a.step(pair_word(op.segment, op.virtual_stage));
+            b.step(pair_word(op.micro_batch, op.dp_target));
+            b.step(word(op.bytes));
+        }
+    }
+    a.step(b.h);
+    return a.h;
 }
 
 namespace {
@@ -202,13 +244,34 @@ double step_time_lower_bound_s(const Cluster& cluster, const ModelSpec& model, c
 
 namespace sweep_detail {
 
-PointCheck check_point(const Layout& l, const Cluster& cluster, const ModelSpec& model, double min_headroom) {
+PointCheck check_point(const Layout& l, const Cluster& cluster, const ModelSpec& model) {
     PointCheck c;
     c.reason = classify(model, l, cluster.gpus(), &c.detail);
     if (!c.reason.empty()) return c;
     try {
         Program program = build_program(model, l);
-        const MemoryReport memory = simulate_memory(model, l, program, cluster.gpu());
+        c.program_hash = program_hash(program);
+        for (const auto& st : program.stages)
+            c.cost += static_cast<double>(st.ops.size()) * l.dp;
+        c.status = SweepStatus::simulated;
+        try {
+            c.lower_bound_s = step_time_lower_bound_s(std::move(program), model, l, cluster);
+        } catch (const InputError& err) {
+            c.bound_error = err.what();
+        }
+    } catch (const InputError& err) {
+        c.status = SweepStatus::rejected;
+        c.detail = err.what();
+        c.reason = numbers_to_n(err.what());
+    }
+    return c;
+}
+
+PointCheck check_memory(const Layout& l, const Cluster& cluster, const ModelSpec& model, double min_headroom,
+                        const PointCheck& passed) {
+    PointCheck c = passed;
+    try {
+        const MemoryReport memory = simulate_memory(model, l, build_program(model, l), cluster.gpu());
         c.peak_memory_bytes = memory.peak().peak_bytes;
         c.peak_stage = memory.peak_stage;
         if (!memory.fits() || c.peak_memory_bytes > (1.0 - min_headroom) * cluster.gpu().hbm_bytes) {
@@ -219,11 +282,7 @@ PointCheck check_point(const Layout& l, const Cluster& cluster, const ModelSpec&
                            : fmt::format("out of memory: {} largest", to_string(memory.blamed_pile()));
             return c;
         }
-        c.program_hash = program_hash(program);
-        for (const auto& st : program.stages)
-            c.cost += static_cast<double>(st.ops.size()) * l.dp;
-        c.lower_bound_s = step_time_lower_bound_s(std::move(program), model, l, cluster);
-        c.status = SweepStatus::simulated;
+        if (!passed.bound_error.empty()) throw InputError(passed.bound_error);
     } catch (const InputError& err) {
         c.status = SweepStatus::rejected;
         c.detail = err.what();
@@ -322,8 +381,7 @@ std::vector<PointCheck> check_points(const Points& pts, const ModelSpec& model, 
     return spread_map(
         pts.entries.size(), options.jobs, options.processes,
         [&](std::size_t i) {
-            PointCheck c = check_point(pts.entries[i].layout, *pts.clusters[pts.cluster_of[i]], model,
-                                       options.min_headroom);
+            PointCheck c = check_point(pts.entries[i].layout, *pts.clusters[pts.cluster_of[i]], model);
             checked();
             return c;
         },
@@ -420,77 +478,128 @@ void plan_simulations(const std::vector<SweepEntry>& entries, const std::vector<
                      [&](std::size_t a, std::size_t b) { return checks[a].cost > checks[b].cost; });
 }
 
-/// After a sweep planned with deferred confirmation: true when every copy of a simulated representative
-/// has its representative's program (signatures compared, the groups in parallel) and every copy of a
-/// pruned one its representative's bound (a copy's bound is its own reason to be pruned; equal programs on
-/// one rank grid have equal bounds).
+/// Phase 2's outcome: each passed point's memory walk (when it was not pruned before it) and the
+/// simulations, each at the point that ran it; copies point to it.
+struct Phase2 {
+    std::vector<PointCheck> memory;                 ///< [point] check_memory (walked points)
+    std::vector<bool> walked;                       ///< [point]
+    std::vector<std::size_t> runner;                ///< [point] the point whose simulation it takes (n: none)
+    std::map<std::size_t, PointRun> runs;           ///< by runner
+    std::vector<bool> pruned;                       ///< [todo position] the group was pruned
+    std::vector<std::vector<std::size_t>> members;  ///< [todo position] its group, enumeration order
+};
+
+/// After a sweep planned with deferred confirmation: true when every copy that took a simulation has its
+/// runner's program (signatures compared, the groups in parallel) and every member of a pruned group its
+/// representative's bound (a copy's bound is its own reason to be pruned; equal programs on one rank grid
+/// have equal bounds).
 bool copies_hold(const std::vector<SweepEntry>& entries, const std::vector<PointCheck>& checks,
-                 const std::vector<std::size_t>& todo, const std::vector<std::size_t>& copy_of,
-                 const std::vector<bool>& pruned, const ModelSpec& model, const SweepOptions& options) {
+                 const std::vector<std::size_t>& todo, const Phase2& p2, const ModelSpec& model,
+                 const SweepOptions& options) {
     const std::size_t n = entries.size();
-    std::vector<bool> ran(n, false);
-    for (std::size_t k = 0; k < todo.size(); ++k)
-        ran[todo[k]] = !pruned[k];
-    std::map<std::size_t, std::vector<std::size_t>> members;  // simulated representative -> its group
-    for (std::size_t i = 0; i < n; ++i) {
-        if (checks[i].status != SweepStatus::simulated || copy_of[i] == n) continue;
-        const std::size_t rep = copy_of[i];
-        if (!ran[rep]) {
-            if (checks[i].lower_bound_s != checks[rep].lower_bound_s) return false;
+    std::vector<std::vector<std::size_t>> groups;
+    for (std::size_t k = 0; k < todo.size(); ++k) {
+        const auto& g = p2.members[k];
+        if (p2.pruned[k]) {
+            for (std::size_t i : g)
+                if (checks[i].lower_bound_s != checks[todo[k]].lower_bound_s) return false;
             continue;
         }
-        auto& g = members[rep];
-        if (g.empty()) g.push_back(rep);
-        g.push_back(i);
+        std::vector<std::size_t> sharing;  // the runner first
+        for (std::size_t i : g)
+            if (p2.runner[i] != n) sharing.push_back(i);
+        if (sharing.size() > 1) groups.push_back(std::move(sharing));
     }
-    std::vector<std::vector<std::size_t>> groups;
-    for (auto& [rep, g] : members)
-        groups.push_back(std::move(g));
     const std::vector<bool> confirmed = confirm_groups(groups, entries, model, options);
     return std::all_of(confirmed.begin(), confirmed.end(), [](bool ok) { return ok; });
 }
 
-/// Phase 2's simulations of `todo` (runs[k] is todo[k]'s; the results stay at their place, so the outcome
-/// does not depend on the order or the number of threads or processes). With SweepOptions::prune_beyond_top
-/// (and no perturbations), rounds of kPruneRoundSize points by lower bound ascending, each skipping the
-/// points whose bound exceeds the N-th best step time so far on their cluster size (pruned[k]; copies of a
-/// representative count as many times as there are of them).
-std::vector<PointRun> run_simulations(const Points& pts, const std::vector<PointCheck>& checks,
-                                      const std::vector<std::size_t>& todo,
-                                      const std::vector<std::size_t>& copy_of, const ModelSpec& model,
-                                      const std::string& workload_name, const SweepOptions& options,
-                                      const std::function<void()>& simulated, std::vector<bool>& pruned) {
-    auto run_batch = [&](const std::vector<std::size_t>& ks) {  // positions in todo
-        return spread_map(
-            ks.size(), options.jobs, options.processes,
-            [&](std::size_t j) {
-                const std::size_t i = todo[ks[j]];
-                PointRun run = simulate_point(pts.entries[i].layout, *pts.clusters[pts.cluster_of[i]], model,
-                                              workload_name, options);
-                simulated();
-                return run;
-            },
-            encode_run,
-            [&](const std::string& bytes, std::size_t j) {
-                return decode_run(bytes, model, pts.entries[todo[ks[j]]].layout);
-            });
-    };
-    std::vector<PointRun> runs(todo.size());
-    pruned.assign(todo.size(), false);
+/// One round of phase 2 over the groups at `ks` (positions in todo): every member's memory walk, then the
+/// simulation of each group's first member that fits, which the group's other fitting members take. Returns
+/// the fitting members per group.
+std::vector<std::size_t> run_round(Phase2& p2, const std::vector<std::size_t>& ks, const Points& pts,
+                                   const std::vector<PointCheck>& checks, const ModelSpec& model,
+                                   const std::string& workload_name, const SweepOptions& options,
+                                   const std::function<void()>& simulated) {
+    std::vector<std::size_t> walk;
+    for (std::size_t k : ks)
+        walk.insert(walk.end(), p2.members[k].begin(), p2.members[k].end());
+    std::vector<PointCheck> walked = spread_map(
+        walk.size(), options.jobs, options.processes,
+        [&](std::size_t j) {
+            const std::size_t i = walk[j];
+            return check_memory(pts.entries[i].layout, *pts.clusters[pts.cluster_of[i]], model,
+                                options.min_headroom, checks[i]);
+        },
+        encode_check, [](const std::string& bytes, std::size_t) { return decode_check(bytes); });
+    for (std::size_t j = 0; j < walk.size(); ++j) {
+        p2.memory[walk[j]] = std::move(walked[j]);
+        p2.walked[walk[j]] = true;
+    }
+    std::vector<std::size_t> runners, fitting(ks.size(), 0);
+    for (std::size_t q = 0; q < ks.size(); ++q)
+        for (std::size_t i : p2.members[ks[q]]) {
+            if (p2.memory[i].status != SweepStatus::simulated) continue;
+            if (fitting[q]++ == 0) runners.push_back(i);
+            p2.runner[i] = runners.back();
+        }
+    std::vector<PointRun> done = spread_map(
+        runners.size(), options.jobs, options.processes,
+        [&](std::size_t j) {
+            const std::size_t i = runners[j];
+            PointRun run = simulate_point(pts.entries[i].layout, *pts.clusters[pts.cluster_of[i]], model,
+                                          workload_name, options);
+            simulated();
+            return run;
+        },
+        encode_run,
+        [&](const std::string& bytes, std::size_t j) {
+            return decode_run(bytes, model, pts.entries[runners[j]].layout);
+        });
+    for (std::size_t j = 0; j < runners.size(); ++j)
+        p2.runs.emplace(runners[j], std::move(done[j]));
+    return fitting;
+}
+
+/// Phase 2's state before its rounds: nothing walked or run; each group's members in enumeration order.
+Phase2 start_phase2(std::size_t n, const std::vector<PointCheck>& checks,
+                    const std::vector<std::size_t>& todo, const std::vector<std::size_t>& copy_of) {
+    Phase2 p2;
+    p2.memory.resize(n);
+    p2.walked.assign(n, false);
+    p2.runner.assign(n, n);
+    p2.pruned.assign(todo.size(), false);
+    p2.members.resize(todo.size());
+    std::vector<std::size_t> position(n, todo.size());
+    for (std::size_t k = 0; k < todo.size(); ++k)
+        position[todo[k]] = k;
+    for (std::size_t i = 0; i < n; ++i)
+        if (checks[i].status == SweepStatus::simulated)
+            p2.members[position[copy_of[i] != n ? copy_of[i] : i]].push_back(i);
+    return p2;
+}
+
+/// Phase 2 over the groups of `todo` (each representative with its copies, copy_of). A round takes groups:
+/// it walks the memory of every member (check_memory), then simulates the first member that fits, which
+/// the other fitting members copy. The results stay at their place, so the outcome does not depend on the
+/// order or the number of threads or processes. Without pruning, one round holds every group. With
+/// SweepOptions::prune_beyond_top (and no perturbations), rounds of kPruneRoundSize groups by lower bound
+/// ascending, each skipping the groups whose bound exceeds the N-th best step time so far on their cluster
+/// size (pruned: neither walked nor simulated; every member that fits counts toward the N).
+Phase2 run_phase2(const Points& pts, const std::vector<PointCheck>& checks,
+                  const std::vector<std::size_t>& todo, const std::vector<std::size_t>& copy_of,
+                  const ModelSpec& model, const std::string& workload_name, const SweepOptions& options,
+                  const std::function<void()>& simulated) {
+    const std::size_t n = pts.entries.size();
+    Phase2 p2 = start_phase2(n, checks, todo, copy_of);
     std::vector<std::size_t> order(todo.size());
     for (std::size_t k = 0; k < todo.size(); ++k)
         order[k] = k;
     const std::size_t top = options.perturbations.empty() ? options.prune_beyond_top : 0;
     if (top == 0) {
-        std::vector<PointRun> all = run_batch(order);
-        for (std::size_t k = 0; k < todo.size(); ++k)
-            runs[k] = std::move(all[k]);
-        return runs;
+        run_round(p2, order, pts, checks, model, workload_name, options, simulated);
+        return p2;
     }
-    const std::size_t n = pts.entries.size();
-    std::vector<std::size_t> weight(n, 0);  // [representative] points that take its result
-    for (std::size_t i = 0; i < n; ++i)
-        if (checks[i].status == SweepStatus::simulated) ++weight[copy_of[i] != n ? copy_of[i] : i];
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
         return checks[todo[a]].lower_bound_s < checks[todo[b]].lower_bound_s;
     });
@@ -504,68 +613,65 @@ std::vector<PointRun> run_simulations(const Points& pts, const std::vector<Point
         for (; pos < order.size() && batch.size() < kPruneRoundSize; ++pos) {
             const std::size_t i = todo[order[pos]];
             if (checks[i].lower_bound_s > threshold(pts.cluster_of[i]))
-                pruned[order[pos]] = true;
+                p2.pruned[order[pos]] = true;
             else
                 batch.push_back(order[pos]);
         }
-        std::vector<PointRun> done = run_batch(batch);
-        for (std::size_t j = 0; j < batch.size(); ++j) {
-            PointRun& run = runs[batch[j]] = std::move(done[j]);
+        const std::vector<std::size_t> fitting =
+            run_round(p2, batch, pts, checks, model, workload_name, options, simulated);
+        for (std::size_t q = 0; q < batch.size(); ++q) {
+            if (fitting[q] == 0) continue;
+            std::size_t runner = n;  // the group's first fitting member
+            for (std::size_t m : p2.members[batch[q]])
+                if (runner == n) runner = p2.runner[m];
+            const PointRun& run = p2.runs.at(runner);
             if (run.error || run.status != SweepStatus::simulated) continue;
-            const std::size_t i = todo[batch[j]];
-            auto& v = best[pts.cluster_of[i]];
-            v.insert(std::upper_bound(v.begin(), v.end(), run.report.step_time_s), weight[i],
+            auto& v = best[pts.cluster_of[runner]];
+            v.insert(std::upper_bound(v.begin(), v.end(), run.report.step_time_s), fitting[q],
                      run.report.step_time_s);
         }
     }
-    return runs;
+    return p2;
 }
 
-/// Phase 2 over `todo` (run_simulations); then the copies take their representative's results with their
-/// own layout and, in one process, their own memory (phase 1 walked it; spread over processes, the reports
-/// carry no memory: rank_points gives the best its own). Rethrows the error of the first point in
+/// Phase 2 (run_phase2); then each point's entry: pruned, its memory walk's verdict, or its runner's
+/// results, a copy with its own layout and, in one process, its own memory (spread over processes, the
+/// reports carry no memory: rank_points gives the best its own). Rethrows the error of the first point in
 /// enumeration order.
 void simulate_points(Points& pts, const std::vector<PointCheck>& checks, std::vector<std::size_t>& todo,
                      std::vector<std::size_t>& copy_of, bool deferred, const ModelSpec& model,
                      const std::string& workload_name, const SweepOptions& options,
                      const std::function<void()>& simulated) {
     const std::size_t n = pts.entries.size();
-    std::vector<bool> pruned;
-    std::vector<PointRun> runs =
-        run_simulations(pts, checks, todo, copy_of, model, workload_name, options, simulated, pruned);
-    if (deferred && !copies_hold(pts.entries, checks, todo, copy_of, pruned, model, options)) {
+    Phase2 p2 = run_phase2(pts, checks, todo, copy_of, model, workload_name, options, simulated);
+    if (deferred && !copies_hold(pts.entries, checks, todo, p2, model, options)) {
         plan_simulations(pts.entries, checks, model, options, false, todo, copy_of);
-        runs = run_simulations(pts, checks, todo, copy_of, model, workload_name, options, simulated, pruned);
+        p2 = run_phase2(pts, checks, todo, copy_of, model, workload_name, options, simulated);
     }
     const bool one_process = !options.processes || options.processes->size() <= 1;
-    std::vector<const PointRun*> run_of(n, nullptr);  // null: pruned
-    for (std::size_t k = 0; k < todo.size(); ++k)
-        if (!pruned[k]) run_of[todo[k]] = &runs[k];
     for (std::size_t i = 0; i < n; ++i) {
         SweepEntry& e = pts.entries[i];
-        const PointCheck& c = checks[i];
+        const PointCheck& c = p2.walked[i] ? p2.memory[i] : checks[i];
         e.status = c.status;
         e.reason = c.reason;
         e.detail = c.detail;
         e.peak_memory_bytes = c.peak_memory_bytes;
         e.peak_stage = c.peak_stage;
         if (c.status != SweepStatus::simulated) continue;
-        const bool copy = copy_of[i] != n;
-        const PointRun* run_ptr = run_of[copy ? copy_of[i] : i];
-        if (!run_ptr) {
+        if (!p2.walked[i]) {
             e.status = SweepStatus::pruned;
             e.reason = fmt::format("lower bound {:.6g} s above the {}th best step time", c.lower_bound_s,
                                    options.prune_beyond_top);
             continue;
         }
-        const PointRun& run = *run_ptr;
+        const PointRun& run = p2.runs.at(p2.runner[i]);
         if (run.error) std::rethrow_exception(run.error);  // the first in enumeration order
         e.status = run.status;
         e.reason = run.reason;
         e.detail = run.detail;
         e.limit = run.limit;
         e.report = run.report;
-        if (!copy) continue;
+        if (p2.runner[i] == i) continue;
         e.report.layout = e.layout;  // its own layout, and its own memory
         if (one_process)
             e.report.memory = simulate_memory(model, e.layout, build_program(model, e.layout),

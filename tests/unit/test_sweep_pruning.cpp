@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -139,6 +140,16 @@ TEST_CASE("sweep pruning: the top N of each size are the exhaustive sweep's, for
     base.global_batch = 32;
     SweepOptions all;
     all.gpus = {8, 16};
+    {
+        // A headroom that the median layout just fits, so that half of them count as out of memory.
+        const SweepResult free = run_sweep(topo, m, base, pruning_grid(), "tiny", all);
+        std::vector<double> peaks;
+        for (const SweepEntry& e : free.entries)
+            if (e.status == SweepStatus::simulated) peaks.push_back(e.peak_memory_bytes);
+        REQUIRE(peaks.size() > 4);
+        std::sort(peaks.begin(), peaks.end());
+        all.min_headroom = 1 - peaks[peaks.size() / 2] / free.hbm_bytes;
+    }
     SweepOptions pruned_one = all, pruned_two = all;
     pruned_one.prune_beyond_top = pruned_two.prune_beyond_top = 3;
     pruned_two.jobs = 2;
@@ -146,17 +157,32 @@ TEST_CASE("sweep pruning: the top N of each size are the exhaustive sweep's, for
     const SweepResult b = run_sweep(topo, m, base, pruning_grid(), "tiny", pruned_one);
     const SweepResult c = run_sweep(topo, m, base, pruning_grid(), "tiny", pruned_two);
     CHECK(b.pruned > 0);
-    CHECK(b.simulated + b.pruned == a.simulated);
-    CHECK(b.out_of_memory == a.out_of_memory);
+    // A pruned layout is neither simulated nor walked for memory: it may be one the exhaustive sweep found
+    // out of memory. Every layout the pruned sweep walked has the exhaustive sweep's verdict.
+    CHECK(b.simulated + b.pruned + b.out_of_memory == a.simulated + a.out_of_memory);
+    CHECK(b.out_of_memory <= a.out_of_memory);
+    CHECK(b.out_of_memory < a.out_of_memory);  // pruning skipped some walks of layouts that do not fit
     CHECK(b.rejected == a.rejected);
+    std::map<std::size_t, const SweepEntry*> exhaustive;  // by enumeration index
+    for (const SweepEntry& e : a.entries)
+        exhaustive[e.index] = &e;
+    for (const SweepEntry& e : b.entries) {
+        const SweepEntry& x = *exhaustive.at(e.index);
+        if (e.status == SweepStatus::pruned) {
+            CHECK(x.status != SweepStatus::rejected);
+        } else {
+            CHECK(x.status == e.status);
+            CHECK(x.peak_memory_bytes == e.peak_memory_bytes);
+        }
+    }
     CHECK(b.entries.size() == a.entries.size());
     CHECK(top_of_each_size(b, 3) == top_of_each_size(a, 3));
     CHECK(format_sweep_text(b, 3) == format_sweep_text(c, 3));
     CHECK(sweep_csv(b) == sweep_csv(c));
-    // Pruned layouts are listed after the simulated ones with their status and memory.
+    // Pruned layouts are listed after the simulated ones with their status, and no memory.
     for (std::size_t i = b.simulated; i < b.simulated + b.pruned; ++i) {
         CHECK(b.entries[i].status == SweepStatus::pruned);
-        CHECK(b.entries[i].peak_memory_bytes > 0);
+        CHECK(b.entries[i].peak_memory_bytes == 0);
     }
     CHECK(format_sweep_text(b, 3).find("pruned: ") != std::string::npos);
     CHECK(format_sweep_text(a, 3).find("pruned: ") == std::string::npos);

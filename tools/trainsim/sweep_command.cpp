@@ -63,14 +63,24 @@ class Progress {
             std::fprintf(stderr, "\rsweep: %zu layouts checked; simulated %zu/%zu, %.2f/s, ETA %s   ",
                          p.layouts, p.simulated, p.to_simulate, rate, eta.c_str());
         }
+        open_ = !last;
         if (last) std::fprintf(stderr, "\n");
         std::fflush(stderr);
+    }
+    /// Ends the line when the sweep ended before its last simulation was announced (pruned groups and
+    /// groups out of memory are never simulated).
+    void finish() {
+        if (!open_) return;
+        std::fprintf(stderr, "\n");
+        std::fflush(stderr);
+        open_ = false;
     }
 
   private:
     std::chrono::steady_clock::time_point last_{};
     std::chrono::steady_clock::time_point sim_start_ = std::chrono::steady_clock::now();
     bool sim_started_ = false;
+    bool open_ = false;  ///< a line was printed and not ended
 };
 
 /// The options of `trainsim sweep` as given.
@@ -310,6 +320,7 @@ int sweep_command(const std::vector<std::string>& args) {
     Progress progress;
     if (isatty(STDERR_FILENO) && !options.processes) options.progress = std::ref(progress);
     const SweepResult res = run_sweep(topo, work.model, work.layout, grid, work.name, options);
+    progress.finish();
     return report_sweep(res, a, vm.count("json") > 0);
 }
 
