@@ -115,11 +115,14 @@ std::string explain_limit(const Report& r, const TopologySpec& topology);
 /// A lower bound on the step time of `layout` on `cluster` (s), what the sweep prunes by
 /// (SweepOptions::prune_beyond_top): the executor's timeline (include/trainsim/executor.hpp) with every
 /// duration at its least and every wait that is not a dependency dropped. Each pipeline stage's ops run in
-/// order: its compute kernels back to back, timed as simulate() times them; its TP-stream collectives one at
-/// a time, an EP all-to-all lasting its time alone on the fabric (isolated_collective_seconds over the EP
-/// group of the stage's first rank), every other collective nothing; a tp_wait until the TP stream is idle;
-/// a receive until the peer stage has sent (the transfer free). So the bound holds the pipeline's fill and
-/// drain and the blocking all-to-alls, and a perturbation-free simulate() of the layout is never shorter.
+/// order on three streams: its compute kernels back to back, timed as simulate() times them; its TP-stream
+/// collectives (TP, CP, EP, expert TP, embedding) one at a time and its DP-stream collectives (DP x CP,
+/// expert DP) one at a time, each lasting its time alone on the fabric (isolated_collective_seconds over the
+/// group of the stage's first rank: the executor runs the same collective algorithms, and other flows only
+/// lower a flow's max-min share); a tp_wait until the TP stream is idle, a dp_wait until the DP stream has
+/// done the collectives it waits for; a receive until the peer stage has sent (the transfer free). So the
+/// bound holds the pipeline's fill and drain and the exposed part of every collective as if it ran alone,
+/// and a perturbation-free simulate() of the layout is never shorter.
 /// Throws InputError for a layout build_program refuses; InternalError if the stages' sends and receives do
 /// not match (a program bug).
 double step_time_lower_bound_s(const Cluster& cluster, const ModelSpec& model, const Layout& layout);
@@ -215,7 +218,8 @@ struct SweepOptions {
     /// all equal for the copies. A test checks on == off.
     bool deduplicate = true;
     /// N > 0 (and no perturbations): walk and simulate only what can reach the top N of each cluster size.
-    /// Every passed point has a lower bound on its step time (step_time_lower_bound_s). The groups of points
+    /// Every passed point has a lower bound on its step time (step_time_lower_bound_s: compute, pipeline and
+    /// every collective alone on the fabric). The groups of points
     /// with identical programs are taken in rounds of kPruneRoundSize, by bound ascending (then enumeration
     /// order): each round walks its points' memory and simulates the first point of each group that fits.
     /// After each round, a group whose bound exceeds the N-th best step time simulated so far on its cluster

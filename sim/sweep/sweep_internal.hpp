@@ -5,7 +5,11 @@
 
 #include <cstdint>
 #include <exception>
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "trainsim/cluster.hpp"
 #include "trainsim/layout.hpp"
@@ -55,16 +59,28 @@ struct PointRun {
     std::exception_ptr error;  ///< any other exception, rethrown for the first point in enumeration order
 };
 
+/// The times of collectives alone on a cluster (isolated_collective_seconds), kept for every point of a
+/// sweep: the bounds of thousands of layouts ask for the same few groups and sizes. Thread-safe.
+class AloneCollectiveTimes {
+  public:
+    double seconds(const Cluster& cluster, CollectiveKind kind, const std::vector<int>& ranks, double bytes);
+
+  private:
+    std::mutex mutex_;
+    std::map<std::tuple<const Cluster*, int, std::vector<int>, double>, double> seconds_;
+};
+
 /// Phase 1 of `l` on `cluster`: rejected (reason, detail) or passed, with its program's hash, cost and bound.
-PointCheck check_point(const Layout& l, const Cluster& cluster, const ModelSpec& model);
+PointCheck check_point(const Layout& l, const Cluster& cluster, const ModelSpec& model,
+                       AloneCollectiveTimes& alone);
 /// The memory walk of a passed point (`passed`, its phase 1): out of memory (its peak over (1 - min_headroom)
 /// x HBM), rejected (an InputError of the walk, or the bound's), or passed, with its peak either way.
 PointCheck check_memory(const Layout& l, const Cluster& cluster, const ModelSpec& model, double min_headroom,
                         const PointCheck& passed);
-/// A lower bound on the layout's step time (s): its busiest stage's compute and blocking EP all-to-alls
+/// A lower bound on the layout's step time (s): its busiest stage's compute, pipeline and collectives alone
 /// (PointCheck; sweep_run.cpp).
 double step_time_lower_bound_s(Program program, const ModelSpec& model, const Layout& l,
-                               const Cluster& cluster);
+                               const Cluster& cluster, AloneCollectiveTimes& alone);
 
 /// Simulates a point that passed check_point (the program is built again rather than kept: a program of a
 /// large layout holds millions of ops). Never throws: an InputError rejects the point, anything else is kept

@@ -60,7 +60,8 @@ std::string text_title(const SweepResult& r) {
         o += fmt::format(
             "pruned: {} more neither simulated nor checked against memory: a lower bound on their step time "
             "(the busiest GPU's compute, the "
-            "pipeline's fill and drain, the blocking EP all-to-alls) exceeds the step time of the {} layout "
+            "pipeline's fill and drain, every collective as if alone on the fabric) exceeds the step time of "
+            "the {} layout "
             "of their size, so none of them is in the top {} (--exhaustive simulates them)\n\n",
             r.pruned, ordinal_best(r.pruned_beyond_top), r.pruned_beyond_top);
     }

@@ -2,6 +2,7 @@
 // memory), the survivors simulated, costliest first, once per distinct program, then ranked. Both phases
 // spread over threads, and over processes with SweepOptions::processes (process_group.hpp).
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstring>
 #include <functional>
@@ -133,18 +134,20 @@ namespace {
 
 constexpr double kPicosecondS = Time::ps(1).to_seconds();  ///< the executor's time unit (units.hpp Time)
 
-/// The walk of one pipeline stage's ops (step_time_lower_bound_s): the next op, when the main stream and the
-/// TP stream are free (s from the step's start), the stage's first rank's EP group and its all-to-alls' times
-/// alone on the fabric, by bytes.
+/// The walk of one pipeline stage's ops (step_time_lower_bound_s): the next op, when the main stream, the TP
+/// stream and the DP stream are free (s from the step's start), when each DP-stream collective ends, the
+/// stage's first rank's groups and the collectives' times alone on the fabric.
 struct StageWalk {
     std::size_t pc = 0;
-    double main_s = 0, tp_stream_s = 0;
+    double main_s = 0, tp_stream_s = 0, dp_stream_s = 0;
+    std::vector<double> dp_done_s;  ///< [k] the end of the stage's k-th DP-stream collective
     /// What the executor's picosecond times can take off the walk's: half a picosecond per duration it
     /// rounds to the nearest (Time::seconds), counted here as one per compute op and two per collective
     /// (summed over the stages: the critical path may cross them).
     double rounding_s = 0;
-    std::vector<int> ep_ranks;
-    std::map<double, double> all_to_all_s;
+    std::array<std::vector<int>, kGroupKindCount> ranks;     ///< [GroupKind] the stage's first rank's group
+    AloneCollectiveTimes* alone = nullptr;                   ///< the sweep's times of collectives alone
+    std::map<std::tuple<int, int, double>, double> alone_s;  ///< of them, by (group kind, collective, bytes)
 };
 
 /// A P2P message's key as the executor's: (receiving stage, direction, virtual stage, micro-batch).
@@ -154,14 +157,33 @@ MessageKey message_key(int stage, const Op& op) {
     return {stage, op.direction, op.virtual_stage, op.micro_batch};
 }
 
-/// The least time a collective the stage launches on its TP stream can take: an EP all-to-all's time alone
-/// on the fabric, anything else nothing.
-double least_tp_stream_s(StageWalk& w, const Op& op, const Cluster& cluster) {
-    if (op.group != CommGroup::ep || op.collective != CollectiveKind::all_to_all || w.ep_ranks.size() < 2)
-        return 0;
-    auto [it, added] = w.all_to_all_s.try_emplace(op.bytes, 0.0);
-    if (added)
-        it->second = isolated_collective_seconds(cluster, CollectiveKind::all_to_all, w.ep_ranks, op.bytes);
+/// The group kind the executor runs a collective of `op` over (executor.cpp arrive_tp, arrive_dp).
+GroupKind group_kind(const Op& op) {
+    if (op.kind == OpKind::dp_launch) return op.group == CommGroup::edp ? GroupKind::edp : GroupKind::dp_cp;
+    switch (op.group) {
+        case CommGroup::cp:
+            return GroupKind::cp;
+        case CommGroup::embedding:
+            return GroupKind::embedding;
+        case CommGroup::ep:
+            return GroupKind::ep;
+        case CommGroup::etp:
+            return GroupKind::etp;
+        default:
+            return GroupKind::tp;
+    }
+}
+
+/// The least time a collective the stage launches can take: its time alone on the fabric over the stage's
+/// first rank's group (isolated_collective_seconds, the executor's collective algorithms on an idle
+/// cluster: other flows only lower a flow's max-min share), nothing over a group of one.
+double least_collective_s(StageWalk& w, const Op& op, const Cluster& cluster) {
+    const GroupKind kind = group_kind(op);
+    const auto& ranks = w.ranks[static_cast<std::size_t>(kind)];
+    if (ranks.size() < 2 || !(op.bytes > 0)) return 0;
+    auto [it, added] =
+        w.alone_s.try_emplace({static_cast<int>(kind), static_cast<int>(op.collective), op.bytes}, 0.0);
+    if (added) it->second = w.alone->seconds(cluster, op.collective, ranks, op.bytes);
     return it->second;
 }
 
@@ -176,10 +198,19 @@ bool advance(std::size_t s, StageWalk& w, const Program& program, int pp, const 
             w.main_s += program.segments[static_cast<std::size_t>(op.segment)].seconds;
             w.rounding_s += kPicosecondS;
         } else if (op.kind == OpKind::tp_launch) {
-            w.tp_stream_s = std::max(w.tp_stream_s, w.main_s) + least_tp_stream_s(w, op, cluster);
+            w.tp_stream_s = std::max(w.tp_stream_s, w.main_s) + least_collective_s(w, op, cluster);
             w.rounding_s += 2 * kPicosecondS;
         } else if (op.kind == OpKind::tp_wait) {
             w.main_s = std::max(w.main_s, w.tp_stream_s);
+        } else if (op.kind == OpKind::dp_launch) {
+            w.dp_stream_s = std::max(w.dp_stream_s, w.main_s) + least_collective_s(w, op, cluster);
+            w.dp_done_s.push_back(w.dp_stream_s);
+            w.rounding_s += 2 * kPicosecondS;
+        } else if (op.kind == OpKind::dp_wait) {
+            if (op.dp_target > 0 && !w.dp_done_s.empty())
+                w.main_s = std::max(
+                    w.main_s,
+                    w.dp_done_s[std::min(static_cast<std::size_t>(op.dp_target), w.dp_done_s.size()) - 1]);
         } else if (op.kind == OpKind::send) {
             const int to = (static_cast<int>(s) + op.direction + pp) % pp;
             sent_s[message_key(to, op)] = w.main_s;
@@ -197,19 +228,20 @@ bool advance(std::size_t s, StageWalk& w, const Program& program, int pp, const 
 
 /// A lower bound on the step time (s): the executor's timeline (include/trainsim/executor.hpp) with every
 /// duration at its least and every wait that is not a dependency dropped. Per pipeline stage its ops run in
-/// order on two streams: compute ops back to back on the main stream, timed as simulate() times them (the
+/// order on three streams: compute ops back to back on the main stream, timed as simulate() times them (the
 /// program's activation copies sized, assign_durations with the run's ComputeModel); a tp_launch queues its
-/// collective on the TP stream, which runs one at a time; a tp_wait holds the main stream until the TP
-/// stream is idle; a receive holds it until the peer stage has sent the message (the transfer taking no
-/// time). An EP all-to-all lasts its time alone on the fabric (isolated_collective_seconds over the EP group
-/// of the stage's first rank: other flows only lower the coupled flow's max-min share); every other
-/// collective and DP wait takes nothing. Every duration of the executor is at least as long and every start
-/// at least as late, so no run of the layout is shorter (SweepOptions::prune_beyond_top): the bound holds
-/// the pipeline's fill and drain as well as the blocking all-to-alls. It is lowered by a picosecond per
-/// duration the executor rounds (StageWalk::rounding_s) and then by a part in 10^9, so that the executor's
-/// picosecond times cannot put it above the step time.
+/// collective on the TP stream and a dp_launch on the DP stream, each of which runs one at a time; a tp_wait
+/// holds the main stream until the TP stream is idle, a dp_wait until the DP stream has ended the
+/// collectives it waits for; a receive holds it until the peer stage has sent the message (the transfer
+/// taking no time). A collective lasts its time alone on the fabric (isolated_collective_seconds over the
+/// group of the stage's first rank, kept in `alone` across the sweep's points: the executor runs the same
+/// algorithms, and other flows only lower a flow's max-min share). Every duration of the executor is at
+/// least as long and every start at least as late, so no run of the layout is shorter
+/// (SweepOptions::prune_beyond_top). It is lowered by a picosecond per duration the executor rounds
+/// (StageWalk::rounding_s) and then by a part in 10^9, so that the executor's picosecond times cannot put it
+/// above the step time.
 double step_time_lower_bound_s(Program program, const ModelSpec& model, const Layout& l,
-                               const Cluster& cluster) {
+                               const Cluster& cluster, AloneCollectiveTimes& alone) {
     time_program(program, run_compute_model(cluster.spec(), cluster.gpu(), l), model, l);
     const ParallelGroups groups(l);
     const std::size_t stages = program.stages.size();
@@ -218,7 +250,11 @@ double step_time_lower_bound_s(Program program, const ModelSpec& model, const La
         GridCoord first;
         first[Dim::pp] = static_cast<int>(s);
         const int rank = groups.dense().rank_of(first);
-        walks[s].ep_ranks = groups.ranks(GroupKind::ep, groups.index(GroupKind::ep, rank));
+        walks[s].alone = &alone;
+        for (int k = 0; k < kGroupKindCount; ++k) {
+            const auto kind = static_cast<GroupKind>(k);
+            walks[s].ranks[static_cast<std::size_t>(k)] = groups.ranks(kind, groups.index(kind, rank));
+        }
     }
     std::map<MessageKey, double> sent_s;
     for (bool moved = true; moved;) {
@@ -239,12 +275,28 @@ double step_time_lower_bound_s(Program program, const ModelSpec& model, const La
 }  // namespace sweep_detail
 
 double step_time_lower_bound_s(const Cluster& cluster, const ModelSpec& model, const Layout& layout) {
-    return sweep_detail::step_time_lower_bound_s(build_program(model, layout), model, layout, cluster);
+    sweep_detail::AloneCollectiveTimes alone;
+    return sweep_detail::step_time_lower_bound_s(build_program(model, layout), model, layout, cluster, alone);
 }
 
 namespace sweep_detail {
 
-PointCheck check_point(const Layout& l, const Cluster& cluster, const ModelSpec& model) {
+double AloneCollectiveTimes::seconds(const Cluster& cluster, CollectiveKind kind,
+                                     const std::vector<int>& ranks, double bytes) {
+    auto key = std::make_tuple(&cluster, static_cast<int>(kind), ranks, bytes);
+    {
+        const std::lock_guard<std::mutex> lock(mutex_);
+        const auto it = seconds_.find(key);
+        if (it != seconds_.end()) return it->second;
+    }
+    const double s = isolated_collective_seconds(cluster, kind, ranks, bytes);  // outside the lock
+    const std::lock_guard<std::mutex> lock(mutex_);
+    seconds_.emplace(std::move(key), s);
+    return s;
+}
+
+PointCheck check_point(const Layout& l, const Cluster& cluster, const ModelSpec& model,
+                       AloneCollectiveTimes& alone) {
     PointCheck c;
     c.reason = classify(model, l, cluster.gpus(), &c.detail);
     if (!c.reason.empty()) return c;
@@ -255,7 +307,7 @@ PointCheck check_point(const Layout& l, const Cluster& cluster, const ModelSpec&
             c.cost += static_cast<double>(st.ops.size()) * l.dp;
         c.status = SweepStatus::simulated;
         try {
-            c.lower_bound_s = step_time_lower_bound_s(std::move(program), model, l, cluster);
+            c.lower_bound_s = step_time_lower_bound_s(std::move(program), model, l, cluster, alone);
         } catch (const InputError& err) {
             c.bound_error = err.what();
         }
@@ -378,10 +430,11 @@ Points enumerate_points(const TopologySpec& topology, const ModelSpec& model, co
 /// Phase 1 over every point; the checks' results, in index order.
 std::vector<PointCheck> check_points(const Points& pts, const ModelSpec& model, const SweepOptions& options,
                                      const std::function<void()>& checked) {
+    AloneCollectiveTimes alone;  // shared by the points' bounds
     return spread_map(
         pts.entries.size(), options.jobs, options.processes,
         [&](std::size_t i) {
-            PointCheck c = check_point(pts.entries[i].layout, *pts.clusters[pts.cluster_of[i]], model);
+            PointCheck c = check_point(pts.entries[i].layout, *pts.clusters[pts.cluster_of[i]], model, alone);
             checked();
             return c;
         },

@@ -1,7 +1,7 @@
 // The sweep's pruning (SweepOptions::prune_beyond_top): the bound it prunes by (step_time_lower_bound_s)
-// holds the busiest stage's compute, the pipeline's fill and drain and the blocking EP all-to-alls, and never
-// exceeds a simulated step time; a pruned sweep ranks the same top N, per cluster size, as the exhaustive
-// one, whatever the threads.
+// holds the busiest stage's compute, the pipeline's fill and drain and every collective alone on the fabric,
+// and never exceeds a simulated step time; a pruned sweep ranks the same top N, per cluster size, as the
+// exhaustive one, whatever the threads.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -186,4 +186,51 @@ TEST_CASE("sweep pruning: the top N of each size are the exhaustive sweep's, for
     }
     CHECK(format_sweep_text(b, 3).find("pruned: ") != std::string::npos);
     CHECK(format_sweep_text(a, 3).find("pruned: ") == std::string::npos);
+}
+
+TEST_CASE(
+    "sweep pruning: the bound stays below the simulated step with TP, CP, DP and EP collectives timed") {
+    // The bound times every collective of a stage's first rank alone on the fabric: TP and CP collectives
+    // (with and without TE's overlap), DP buckets overlapped or not, ZeRO-3/FSDP gathers (Megatron and
+    // DeepSpeed), the EP all-to-alls. Each variant's whole sweep, unpruned.
+    const TopologySpec topo = trainsim::test::small_topology(2);  // 16 GPUs on 2 nodes
+    struct Variant {
+        const char* name;
+        ModelSpec model;
+        Layout base;
+        std::vector<const char*> vary;
+    };
+    std::vector<Variant> variants;
+    const ModelSpec dense = trainsim::test::small_gpt(4, 256, 16, 128, 1024);
+    Layout overlap;
+    overlap.global_batch = 32;
+    overlap.overlap_grad_reduce = overlap.overlap_param_gather = overlap.tp_comm_overlap = true;
+    variants.push_back(
+        {"TP, CP, DP overlapped", dense, overlap, {"micro_batch=1,2", "cp=1,2", "recompute=none"}});
+    Layout plain;
+    plain.global_batch = 32;
+    variants.push_back({"TP, CP, DP exposed", dense, plain, {"micro_batch=1,2", "cp=1,2", "recompute=none"}});
+    for (Framework f : {Framework::megatron, Framework::deepspeed}) {
+        Layout z3 = plain;
+        z3.zero_stage = 3;
+        z3.framework = f;
+        variants.push_back({"ZeRO-3", dense, z3, {"micro_batch=1,2", "pp=1", "recompute=none"}});
+    }
+    Layout moe = plain;
+    moe.global_batch = 16;
+    variants.push_back({"EP", small_moe(), moe, {"micro_batch=1", "recompute=none", "vpp=1"}});
+    for (const Variant& v : variants) {
+        CAPTURE(v.name);
+        SweepGrid g;
+        for (const char* r : v.vary)
+            restrict_sweep_grid(g, r, "--vary");
+        const SweepResult r = run_sweep(topo, v.model, v.base, g, "bound", SweepOptions{});
+        REQUIRE(r.simulated > 3);
+        for (std::size_t i = 0; i < r.simulated; ++i) {
+            const auto& e = r.entries[i];
+            CAPTURE(canonical_string(e.layout));
+            CHECK(step_time_lower_bound_s(Cluster(topo), v.model, e.layout) <=
+                  e.report.step_time_s * (1 + 1e-9));
+        }
+    }
 }

@@ -122,11 +122,12 @@ void add_sweep_options(po::options_description& desc, SweepArgs& a) {
         "top", po::value(&a.top_k),
         "layouts listed, best first (default 10; 0 only with --csv, --html or --json)")(
         "exhaustive",
-        "simulate every layout that fits; without it (and without --csv, --html and --json, which list "
-        "every layout) a layout is not simulated when a lower bound on its step time (the busiest GPU's "
-        "compute, the pipeline's fill and drain, the blocking EP all-to-alls) exceeds the step time of the "
-        "--top-th best of its size: it cannot be in the top, which stays exact")(
-        "csv", po::value(&a.csv_file), "write every evaluated layout to FILE as CSV (one row each)")(
+        "check and simulate every layout; without it (and without --csv, --html and --json, which list "
+        "every layout) a layout is neither simulated nor checked against memory when a lower bound on its "
+        "step time (the busiest GPU's compute, the pipeline's fill and drain, every collective as if alone "
+        "on the fabric) exceeds the step time of the --top-th best of its size: it cannot be in the top, "
+        "which stays exact")("csv", po::value(&a.csv_file),
+                             "write every evaluated layout to FILE as CSV (one row each)")(
         "html", po::value(&a.html_file),
         "write a self-contained HTML page to FILE: step time against peak memory of every simulated layout "
         "with the Pareto front, the best layout's headline figures, step breakdown and memory (inline SVG)")(
