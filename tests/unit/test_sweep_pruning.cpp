@@ -191,8 +191,9 @@ TEST_CASE("sweep pruning: the top N of each size are the exhaustive sweep's, for
 TEST_CASE(
     "sweep pruning: the bound stays below the simulated step with TP, CP, DP and EP collectives timed") {
     // The bound times every collective of a stage's first rank alone on the fabric: TP and CP collectives
-    // (with and without TE's overlap), DP buckets overlapped or not, ZeRO-3/FSDP gathers (Megatron and
-    // DeepSpeed), the EP all-to-alls. Each variant's whole sweep, unpruned.
+    // (with and without TE's overlap), DP buckets overlapped or not, ZeRO-3/FSDP gathers (Megatron,
+    // DeepSpeed, torchtitan's FSDP2, Composer's FSDP), the EP all-to-alls. Each variant's whole sweep,
+    // unpruned.
     const TopologySpec topo = trainsim::test::small_topology(2);  // 16 GPUs on 2 nodes
     struct Variant {
         const char* name;
@@ -210,7 +211,8 @@ TEST_CASE(
     Layout plain;
     plain.global_batch = 32;
     variants.push_back({"TP, CP, DP exposed", dense, plain, {"micro_batch=1,2", "cp=1,2", "recompute=none"}});
-    for (Framework f : {Framework::megatron, Framework::deepspeed}) {
+    for (Framework f :
+         {Framework::megatron, Framework::deepspeed, Framework::torchtitan, Framework::composer}) {
         Layout z3 = plain;
         z3.zero_stage = 3;
         z3.framework = f;
