@@ -192,6 +192,13 @@ class ComputeEndTimes : public ExecutorObserver {
     std::vector<std::vector<double>> end_s_;
 };
 
+/// The piles every GPU of pipeline stage `stage` holds for the whole iteration (parameters, gradients,
+/// optimizer state, held buffers, cuBLAS's workspace; activations 0), bytes per GPU: what simulate_memory
+/// allocates before the stage's first mark, so a floor under every sample of the stage's walk. They depend on
+/// the stage's parameters, not on the number of micro-batches: a program of the layout with fewer
+/// micro-batches gives the same.
+PileBytes held_piles(const ModelSpec& m, const Layout& l, const Program& p, int stage, const GpuSpec& gpu);
+
 /// Walks every stage's memory marks in the executed order. `compute_end_s` (optional, from
 /// ComputeEndTimes::seconds) puts simulated times on the samples; `keep_timeline` keeps every sample. Throws
 /// InternalError if activations do not return to zero after the last backward (a builder bug).

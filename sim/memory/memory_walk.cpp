@@ -55,6 +55,10 @@ double total_bytes(const PileBytes& p) {
     return s;
 }
 
+PileBytes held_piles(const ModelSpec& m, const Layout& l, const Program& p, int stage, const GpuSpec& gpu) {
+    return memory_walk::static_piles(m, l, p.stages.at(static_cast<std::size_t>(stage)), stage, gpu).piles;
+}
+
 MemoryReport simulate_memory(const ModelSpec& m, const Layout& l, const Program& p, const GpuSpec& gpu,
                              const std::vector<std::vector<double>>* compute_end_s, bool keep_timeline) {
     MemoryReport rep;

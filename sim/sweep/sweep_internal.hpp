@@ -71,8 +71,10 @@ class AloneCollectiveTimes {
 };
 
 /// Phase 1 of `l` on `cluster`: rejected (reason, detail) or passed, with its program's hash, cost and bound.
+/// `held_floor` (pruning): out of memory already when its parameters, gradients and optimizer state alone
+/// pass the HBM on some stage (sweep_run.cpp held_piles_overflow).
 PointCheck check_point(const Layout& l, const Cluster& cluster, const ModelSpec& model,
-                       AloneCollectiveTimes& alone);
+                       AloneCollectiveTimes& alone, bool held_floor);
 /// The memory walk of a passed point (`passed`, its phase 1): out of memory (its peak over (1 - min_headroom)
 /// x HBM), rejected (an InputError of the walk, or the bound's), or passed, with its peak either way.
 PointCheck check_memory(const Layout& l, const Cluster& cluster, const ModelSpec& model, double min_headroom,

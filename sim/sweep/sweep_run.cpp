@@ -295,11 +295,54 @@ double AloneCollectiveTimes::seconds(const Cluster& cluster, CollectiveKind kind
     return s;
 }
 
+namespace {
+
+/// With pruning, a point whose parameters, gradients and optimizer state alone pass the HBM on some stage is
+/// out of memory without its program or its walk: those piles are held all along, so every walk's peak is
+/// above them (held_piles). They come from a program of the layout with one micro-batch per pipeline stage
+/// (the piles do not depend on the count), cheap where the layout's own runs to millions of ops. The reason
+/// is the walk's for held piles over the HBM: the largest of the three, at the stage that holds the most;
+/// the peak is that stage's held piles (a floor). False, and `c` unchanged, when no stage passes or the
+/// short program is refused (the full checks then decide).
+bool held_piles_overflow(const Layout& l, const Cluster& cluster, const ModelSpec& model, PointCheck& c) {
+    Layout shallow = l;
+    shallow.global_batch = static_cast<std::int64_t>(l.micro_batch) * l.dp * l.pp;
+    PileBytes worst{};
+    double worst_held = 0;
+    int worst_stage = 0;
+    try {
+        const Program p = build_program(model, shallow);
+        for (int s = 0; s < l.pp; ++s) {
+            const PileBytes piles = held_piles(model, l, p, s, cluster.gpu());
+            const double held = piles[0] + piles[1] + piles[2];
+            if (held > worst_held) {
+                worst = piles;
+                worst_held = held;
+                worst_stage = s;
+            }
+        }
+    } catch (const InputError&) {
+        return false;
+    }
+    if (!(worst_held > cluster.gpu().hbm_bytes)) return false;
+    Pile blame = Pile::parameters;
+    for (Pile q : {Pile::gradients, Pile::optimizer})
+        if (worst[static_cast<std::size_t>(q)] > worst[static_cast<std::size_t>(blame)]) blame = q;
+    c.status = SweepStatus::out_of_memory;
+    c.reason = fmt::format("out of memory: {} largest", to_string(blame));
+    c.peak_memory_bytes = total_bytes(worst);
+    c.peak_stage = worst_stage;
+    return true;
+}
+
+}  // namespace
+
 PointCheck check_point(const Layout& l, const Cluster& cluster, const ModelSpec& model,
-                       AloneCollectiveTimes& alone) {
+                       AloneCollectiveTimes& alone, bool held_floor) {
     PointCheck c;
     c.reason = classify(model, l, cluster.gpus(), &c.detail);
     if (!c.reason.empty()) return c;
+    if (held_floor && held_piles_overflow(l, cluster, model, c)) return c;
     try {
         Program program = build_program(model, l);
         c.program_hash = program_hash(program);
@@ -431,10 +474,12 @@ Points enumerate_points(const TopologySpec& topology, const ModelSpec& model, co
 std::vector<PointCheck> check_points(const Points& pts, const ModelSpec& model, const SweepOptions& options,
                                      const std::function<void()>& checked) {
     AloneCollectiveTimes alone;  // shared by the points' bounds
+    const bool held_floor = options.perturbations.empty() && options.prune_beyond_top > 0;
     return spread_map(
         pts.entries.size(), options.jobs, options.processes,
         [&](std::size_t i) {
-            PointCheck c = check_point(pts.entries[i].layout, *pts.clusters[pts.cluster_of[i]], model, alone);
+            PointCheck c = check_point(pts.entries[i].layout, *pts.clusters[pts.cluster_of[i]], model, alone,
+                                       held_floor);
             checked();
             return c;
         },

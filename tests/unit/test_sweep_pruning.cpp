@@ -236,3 +236,39 @@ TEST_CASE(
         }
     }
 }
+
+TEST_CASE("sweep pruning: layouts whose held piles pass the HBM are out of memory without their walk") {
+    // ~20 B parameters on 16 GPUs: parameters and gradients alone pass 80 GB on one GPU unless TP x PP
+    // spreads them. With pruning those layouts are out of memory from the held piles of a one-micro-batch
+    // program; the exhaustive sweep walks them. Same verdicts and reasons; the floor is under the walk's
+    // peak.
+    const TopologySpec topo = trainsim::test::small_topology(2);
+    const ModelSpec m = trainsim::test::small_gpt(96, 4096, 32, 256, 32000);
+    Layout base;
+    base.global_batch = 16;
+    SweepGrid g;
+    for (const char* r : {"micro_batch=1", "recompute=full", "vpp=1", "sequence_parallel=true"})
+        restrict_sweep_grid(g, r, "--vary");
+    SweepOptions all, pruned = all;
+    pruned.prune_beyond_top = 2;
+    const SweepResult a = run_sweep(topo, m, base, g, "big", all);
+    const SweepResult b = run_sweep(topo, m, base, g, "big", pruned);
+    REQUIRE(a.out_of_memory > 0);
+    REQUIRE(a.simulated > 0);
+    CHECK(top_of_each_size(b, 2) == top_of_each_size(a, 2));
+    std::map<std::size_t, const SweepEntry*> exhaustive;
+    for (const SweepEntry& e : a.entries)
+        exhaustive[e.index] = &e;
+    std::size_t floored = 0;
+    for (const SweepEntry& e : b.entries) {
+        if (e.status != SweepStatus::out_of_memory) continue;
+        const SweepEntry& x = *exhaustive.at(e.index);
+        CAPTURE(canonical_string(e.layout));
+        CHECK(x.status == SweepStatus::out_of_memory);
+        CHECK(x.reason == e.reason);
+        CHECK(e.peak_memory_bytes > a.hbm_bytes);
+        CHECK(e.peak_memory_bytes <= x.peak_memory_bytes);
+        if (e.peak_memory_bytes < x.peak_memory_bytes) ++floored;
+    }
+    CHECK(floored > 0);
+}
