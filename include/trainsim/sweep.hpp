@@ -224,7 +224,9 @@ struct SweepOptions {
     /// order): each round walks its points' memory and simulates the first point of each group that fits.
     /// After each round, a group whose bound exceeds the N-th best step time simulated so far on its cluster
     /// size is pruned (SweepStatus::pruned): neither walked nor simulated, so the out-of-memory count holds
-    /// only the walked points. The top N of each size are those of the exhaustive sweep, and the rounds do
+    /// only the walked points and those whose parameters, gradients and optimizer state alone pass the HBM
+    /// on some stage (held_piles, include/trainsim/memory.hpp: out of memory before their program is built,
+    /// their peak that floor). The top N of each size are those of the exhaustive sweep, and the rounds do
     /// not depend on threads or processes, so the output does not either. 0: every point walked, and
     /// simulated if it fits.
     std::size_t prune_beyond_top = 0;
