@@ -141,8 +141,11 @@ TEST_CASE("sweep pruning: the top N of each size are the exhaustive sweep's, for
     SweepOptions all;
     all.gpus = {8, 16};
     {
-        // A headroom that the median layout just fits, so that half of them count as out of memory.
-        const SweepResult free = run_sweep(topo, m, base, pruning_grid(), "tiny", all);
+        // A headroom that the median layout just fits, so that half of them count as out of memory (the peaks
+        // of the 16-GPU layouts: the sanitizer build runs this test slowly).
+        SweepOptions one_size = all;
+        one_size.gpus = {16};
+        const SweepResult free = run_sweep(topo, m, base, pruning_grid(), "tiny", one_size);
         std::vector<double> peaks;
         for (const SweepEntry& e : free.entries)
             if (e.status == SweepStatus::simulated) peaks.push_back(e.peak_memory_bytes);
@@ -207,16 +210,17 @@ TEST_CASE(
     overlap.global_batch = 32;
     overlap.overlap_grad_reduce = overlap.overlap_param_gather = overlap.tp_comm_overlap = true;
     variants.push_back(
-        {"TP, CP, DP overlapped", dense, overlap, {"micro_batch=1,2", "cp=1,2", "recompute=none"}});
+        {"TP, CP, DP overlapped", dense, overlap, {"micro_batch=2", "cp=1,2", "recompute=none", "vpp=1,2"}});
     Layout plain;
     plain.global_batch = 32;
-    variants.push_back({"TP, CP, DP exposed", dense, plain, {"micro_batch=1,2", "cp=1,2", "recompute=none"}});
+    variants.push_back(
+        {"TP, CP, DP exposed", dense, plain, {"micro_batch=2", "cp=1,2", "recompute=none", "vpp=1"}});
     for (Framework f :
          {Framework::megatron, Framework::deepspeed, Framework::torchtitan, Framework::composer}) {
         Layout z3 = plain;
         z3.zero_stage = 3;
         z3.framework = f;
-        variants.push_back({"ZeRO-3", dense, z3, {"micro_batch=1,2", "pp=1", "recompute=none"}});
+        variants.push_back({"ZeRO-3", dense, z3, {"micro_batch=2", "pp=1", "recompute=none"}});
     }
     Layout moe = plain;
     moe.global_batch = 16;
@@ -238,12 +242,12 @@ TEST_CASE(
 }
 
 TEST_CASE("sweep pruning: layouts whose held piles pass the HBM are out of memory without their walk") {
-    // ~20 B parameters on 16 GPUs: parameters and gradients alone pass 80 GB on one GPU unless TP x PP
-    // spreads them. With pruning those layouts are out of memory from the held piles of a one-micro-batch
-    // program; the exhaustive sweep walks them. Same verdicts and reasons; the floor is under the walk's
-    // peak.
+    // ~19 B parameters (24 layers of hidden 8192) on 16 GPUs: parameters and gradients alone pass 80 GB on
+    // one GPU unless TP x PP spreads them. With pruning those layouts are out of memory from the held piles
+    // of a one-micro-batch program; the exhaustive sweep walks them. Same verdicts and reasons; the floor is
+    // under the walk's peak.
     const TopologySpec topo = trainsim::test::small_topology(2);
-    const ModelSpec m = trainsim::test::small_gpt(96, 4096, 32, 256, 32000);
+    const ModelSpec m = trainsim::test::small_gpt(24, 8192, 64, 256, 32000);
     Layout base;
     base.global_batch = 16;
     SweepGrid g;
