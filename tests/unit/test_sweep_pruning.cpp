@@ -66,6 +66,14 @@ Layout moe_layout(int pp, int dp, int ep, int vpp, bool overlap) {
     return l;
 }
 
+/// A sweep's entries by enumeration index.
+std::map<std::size_t, const SweepEntry*> entries_by_index(const SweepResult& r) {
+    std::map<std::size_t, const SweepEntry*> out;
+    for (const SweepEntry& e : r.entries)
+        out[e.index] = &e;
+    return out;
+}
+
 /// The simulated entries of each size: (gpus, canonical layout, step time), best first.
 std::vector<std::string> top_of_each_size(const SweepResult& r, std::size_t n) {
     std::vector<std::string> out;
@@ -166,9 +174,7 @@ TEST_CASE("sweep pruning: the top N of each size are the exhaustive sweep's, for
     CHECK(b.out_of_memory <= a.out_of_memory);
     CHECK(b.out_of_memory < a.out_of_memory);  // pruning skipped some walks of layouts that do not fit
     CHECK(b.rejected == a.rejected);
-    std::map<std::size_t, const SweepEntry*> exhaustive;  // by enumeration index
-    for (const SweepEntry& e : a.entries)
-        exhaustive[e.index] = &e;
+    const auto exhaustive = entries_by_index(a);
     for (const SweepEntry& e : b.entries) {
         const SweepEntry& x = *exhaustive.at(e.index);
         if (e.status == SweepStatus::pruned) {
@@ -260,9 +266,7 @@ TEST_CASE("sweep pruning: layouts whose held piles pass the HBM are out of memor
     REQUIRE(a.out_of_memory > 0);
     REQUIRE(a.simulated > 0);
     CHECK(top_of_each_size(b, 2) == top_of_each_size(a, 2));
-    std::map<std::size_t, const SweepEntry*> exhaustive;
-    for (const SweepEntry& e : a.entries)
-        exhaustive[e.index] = &e;
+    const auto exhaustive = entries_by_index(a);
     std::size_t floored = 0;
     for (const SweepEntry& e : b.entries) {
         if (e.status != SweepStatus::out_of_memory) continue;
