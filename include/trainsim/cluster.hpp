@@ -176,11 +176,25 @@ struct Link {
     Time latency;
 };
 
+/// A route's distinct links in order of first use, and how many times the route lists each (uses[i] for
+/// links[i]).
+struct LinkUses {
+    std::vector<int> links;
+    std::vector<int> uses;
+};
+
 struct Route {
     std::vector<int>
         links;     ///< link ids in order (without links that can never bind, see the header comment)
     Time latency;  ///< sum of the latencies of every link traversed
+    /// `links` counted by link (count_link_uses), or null. A flow network counts them per flow when null; a
+    /// long coupled route built once and used by many flows (an all-to-all's: every pair's links, tens of
+    /// thousands of entries over a few hundred links) carries them.
+    std::shared_ptr<const LinkUses> link_uses;
 };
+
+/// Sets route.link_uses from route.links (link ids >= 0).
+void count_link_uses(Route& route);
 
 /// A scale-out efficiency: fraction of the NIC line rate that NCCL's transport reaches over InfiniBand/RoCE
 /// (nccl-tests multi-node all_reduce on DGX A100 with 8x HDR: ~185 GB/s busbw per node of 200 GB/s = 0.92).

@@ -58,7 +58,6 @@ class FlowNetwork {
 
   private:
     struct Flow {
-        std::vector<int> links;
         double remaining = 0;  ///< bytes
         double rate = 0;       ///< bytes/s
         Time last_update;
@@ -70,9 +69,10 @@ class FlowNetwork {
         bool listed = false;     ///< entered in flows_on_link_ (else alone on its links: their owner)
         double solo_share = 0;   ///< scratch: smallest share among the links it has to itself
         int solo_position = -1;  ///< scratch: position of that link in the component (-1: none)
-        // Set when the flow enters the per-link lists (prepare_lists). Its route's distinct links in order of
-        // first use (distinct_links), how many times the route uses each (distinct_uses), and capacity / uses
-        // (distinct_solo_share: the link's share while it carries this flow alone). distinct_is_shared[j]:
+        // Set with the flow (set_distinct_links): its route's distinct links in order of first use
+        // (distinct_links), how many times the route uses each (distinct_uses), and capacity / uses
+        // (distinct_solo_share: the link's share while it carries this flow alone). Set when the flow enters
+        // the per-link lists (prepare_lists): distinct_is_shared[j]:
         // another flow also uses link j, kept up to date as flows join and leave; shared_distinct: those
         // indices, ascending, rebuilt from the flags when read after a change (shared_stale; shared_links()).
         std::vector<int> distinct_links, distinct_uses, shared_distinct;
@@ -109,6 +109,8 @@ class FlowNetwork {
     };
 
     int new_flow(const Route& route, double bytes, Simulator::Callback on_done);
+    /// The flow's distinct links, their uses and solo shares: from the route's link_uses, else counted.
+    void set_distinct_links(Flow& f, const Route& route);
     void activate(int flow_id);
     void enter_in_lists(int flow_id);
     void prepare_lists(Flow& f);

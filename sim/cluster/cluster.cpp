@@ -475,6 +475,24 @@ VertexKind Cluster::vertex_kind(int v) const {
     return impl_->graph[static_cast<VertexId>(v)].kind;
 }
 
+void count_link_uses(Route& route) {
+    auto uses = std::make_shared<LinkUses>();
+    int most = -1;
+    for (int l : route.links)
+        most = std::max(most, l);
+    std::vector<int> index(static_cast<std::size_t>(most + 1), -1);  // link -> position in uses->links
+    for (int l : route.links) {
+        int& j = index[static_cast<std::size_t>(l)];
+        if (j < 0) {
+            j = static_cast<int>(uses->links.size());
+            uses->links.push_back(l);
+            uses->uses.push_back(0);
+        }
+        ++uses->uses[static_cast<std::size_t>(j)];
+    }
+    route.link_uses = std::move(uses);
+}
+
 Route Cluster::route(int src, int dst) const {
     if (src == dst || src < 0 || dst < 0 || src >= gpus() || dst >= gpus())
         throw InternalError(fmt::format("route({}, {}) requested on a cluster of {} GPUs", src, dst, gpus()));

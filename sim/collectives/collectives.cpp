@@ -176,6 +176,7 @@ const Route& Collectives::all_to_all_route(const Communicator& comm) {
     Route coupled;
     for (const auto& f : all_to_all_flows(comm.ranks, 1.0))
         detail::append_edge(coupled, cluster_.route(f.src, f.dst));
+    count_link_uses(coupled);  // every flow of this group's all-to-all is on it
     return all_to_all_routes_.emplace(&comm, std::move(coupled)).first->second;
 }
 

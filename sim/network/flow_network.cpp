@@ -103,12 +103,39 @@ int FlowNetwork::new_flow(const Route& route, double bytes, Simulator::Callback 
         flows_.emplace_back();
     }
     Flow& f = flows_[static_cast<std::size_t>(id)];
-    f.links = route.links;
+    set_distinct_links(f, route);
     f.remaining = bytes;
     f.rate = 0;
     f.latency = route.latency;
     f.on_done = std::move(on_done);
     return id;
+}
+
+void FlowNetwork::set_distinct_links(Flow& f, const Route& route) {
+    // Everything after works on the distinct links (a coupled all-to-all's route lists every pair's links:
+    // tens of thousands of entries over a few hundred links).
+    if (route.link_uses) {
+        f.distinct_links.assign(route.link_uses->links.begin(), route.link_uses->links.end());
+        f.distinct_uses.assign(route.link_uses->uses.begin(), route.link_uses->uses.end());
+    } else {
+        f.distinct_links.clear();
+        f.distinct_uses.clear();
+        for (int l : route.links) {
+            int& j = distinct_index_[static_cast<std::size_t>(l)];
+            if (j < 0) {
+                j = static_cast<int>(f.distinct_links.size());
+                f.distinct_links.push_back(l);
+                f.distinct_uses.push_back(0);
+            }
+            ++f.distinct_uses[static_cast<std::size_t>(j)];
+        }
+        for (int l : f.distinct_links)
+            distinct_index_[static_cast<std::size_t>(l)] = -1;
+    }
+    f.distinct_solo_share.clear();
+    for (std::size_t j = 0; j < f.distinct_links.size(); ++j)  // as bound_shares computes a solo link's share
+        f.distinct_solo_share.push_back(capacity_[static_cast<std::size_t>(f.distinct_links[j])] /
+                                        f.distinct_uses[j]);
 }
 
 void FlowNetwork::activate(int id) {
@@ -119,9 +146,9 @@ void FlowNetwork::activate(int id) {
     f.active = true;
     ++active_count_;
     bool alone = true;
-    for (int l : f.links) {
-        const auto lu = static_cast<std::size_t>(l);
-        link_bytes_[lu] += bytes;
+    for (std::size_t j = 0; j < f.distinct_links.size(); ++j) {
+        const auto lu = static_cast<std::size_t>(f.distinct_links[j]);
+        link_bytes_[lu] += bytes * f.distinct_uses[j];  // the flow's bytes once per use
         if (!flows_on_link_[lu].empty() || link_owner_[lu] >= 0) alone = false;
     }
     if (alone) {
@@ -131,22 +158,17 @@ void FlowNetwork::activate(int id) {
         // links' owner; a flow that joins one of its links later enters it in the lists first (as if it had
         // been entered now: it was the first on each of its links), then marks the links dirty, and the
         // batched update recomputes both.
-        for (int l : f.links)
-            ++use_count_[static_cast<std::size_t>(l)];
         double rate = std::numeric_limits<double>::infinity();
-        for (int l : f.links)
-            rate = std::min(rate,
-                            capacity_[static_cast<std::size_t>(l)] / use_count_[static_cast<std::size_t>(l)]);
-        for (int l : f.links) {
-            use_count_[static_cast<std::size_t>(l)] = 0;
+        for (double share : f.distinct_solo_share)
+            rate = std::min(rate, share);
+        for (int l : f.distinct_links)
             link_owner_[static_cast<std::size_t>(l)] = id;
-        }
         f.listed = false;
         f.rate = rate;
         schedule_completion(id);
         return;
     }
-    for (int l : f.links) {
+    for (int l : f.distinct_links) {
         const int owner = link_owner_[static_cast<std::size_t>(l)];
         if (owner >= 0) enter_in_lists(owner);
     }
@@ -170,26 +192,9 @@ void FlowNetwork::enter_in_lists(int fid) {
 }
 
 void FlowNetwork::prepare_lists(Flow& f) {
-    f.distinct_links.clear();
-    f.distinct_uses.clear();
-    f.distinct_solo_share.clear();
+    // The distinct links, their uses and solo shares were set with the flow (set_distinct_links).
     f.shared_distinct.clear();
     f.shared_stale = false;
-    for (int l : f.links) {
-        int& j = distinct_index_[static_cast<std::size_t>(l)];
-        if (j < 0) {
-            j = static_cast<int>(f.distinct_links.size());
-            f.distinct_links.push_back(l);
-            f.distinct_uses.push_back(0);
-        }
-        ++f.distinct_uses[static_cast<std::size_t>(j)];
-    }
-    for (std::size_t j = 0; j < f.distinct_links.size(); ++j) {
-        const auto lu = static_cast<std::size_t>(f.distinct_links[j]);
-        distinct_index_[lu] = -1;
-        // As bound_shares computes the share of a link that carries this flow alone: capacity / uses.
-        f.distinct_solo_share.push_back(capacity_[lu] / f.distinct_uses[j]);
-    }
     f.distinct_is_shared.assign(f.distinct_links.size(), 0);
     f.distinct_slot.assign(f.distinct_links.size(), -1);
 }
@@ -499,7 +504,7 @@ void FlowNetwork::finish(int fid, std::uint64_t version) {
     bool changed = false;
     if (!f.listed) {
         // Alone on its links until the end: no list to leave, nothing to recompute.
-        for (int l : f.links)
+        for (int l : f.distinct_links)
             link_owner_[static_cast<std::size_t>(l)] = -1;
     } else {
         for (std::size_t j = 0; j < f.distinct_links.size(); ++j) {
@@ -523,7 +528,7 @@ void FlowNetwork::finish(int fid, std::uint64_t version) {
         }
     }
     if (changed) request_update();
-    (f.links.capacity() >= kLongRouteLinks ? free_long_ids_ : free_ids_).push_back(fid);
+    (f.distinct_links.capacity() >= kLongRouteLinks ? free_long_ids_ : free_ids_).push_back(fid);
     sim_.schedule_in(f.latency, Priority::kFlowCompletion, std::move(f.on_done));
 }
 
