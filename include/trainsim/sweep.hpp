@@ -93,8 +93,17 @@ inline constexpr int kSweepMaxDefaultTp = 8;
 /// point is then rejected). The default tp is every power of 2 up to min(gpus_per_node, kSweepMaxDefaultTp):
 /// `gpus_per_node` is the NVLink domain (72 on GB200 NVL72), where TP 16-64 would be valid but is used by no
 /// published recipe and costs the most to simulate; `--vary tp=16,32` still reaches them.
+/// A point whose recompute granularity differs from the base's drops the base's settings of the other
+/// granularities (drop_other_granularity), as Megatron ignores them there.
 std::vector<Layout> enumerate_layouts(const ModelSpec& model, const Layout& base, const SweepGrid& grid,
                                       int gpus, int gpus_per_node);
+
+/// Resets the settings that belong to a recompute granularity other than l.recompute: the selective
+/// modules (recompute_modules, recompute_mla_up_proj: Megatron's --recompute-modules apply only with
+/// --recompute-granularity selective) and the full-recompute block count (recompute_num_layers: only with
+/// full). So a sweep of a preset with selective MLA up-projection recompute (workloads/deepseek-v3.json)
+/// also ranks its none and full layouts instead of rejecting them.
+void drop_other_granularity(Layout& l);
 
 /// The short category of the layout's failed checks (layout_violations): the first rank-grid check it fails
 /// in LayoutCheck's order, as to_string(LayoutCheck) writes it ("tp does not divide heads", "global_batch not

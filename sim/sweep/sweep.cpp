@@ -275,6 +275,7 @@ std::vector<Layout> enumerate_layouts(const ModelSpec& model, const Layout& base
                                         l.sequence_parallel = sp;
                                         l.distributed_optimizer = dist;
                                         l.zero_stage = 0;
+                                        drop_other_granularity(l);
                                         if (pp != base.pp) l.layers_per_stage.clear();
                                         if (pp != base.pp || vpp != base.vpp) l.pipeline_layout.clear();
                                         out.push_back(std::move(l));
@@ -283,6 +284,14 @@ std::vector<Layout> enumerate_layouts(const ModelSpec& model, const Layout& base
                     }
             }
     return out;
+}
+
+void drop_other_granularity(Layout& l) {
+    if (l.recompute != Recompute::selective) {
+        l.recompute_modules = RecomputeModules{};
+        l.recompute_mla_up_proj = false;
+    }
+    if (l.recompute != Recompute::full) l.recompute_num_layers = 0;
 }
 
 std::string reject_reason(const ModelSpec& model, const Layout& layout, int gpus) {

@@ -58,6 +58,42 @@ TEST_CASE(
     CHECK(layouts.back().tp == 8);
 }
 
+TEST_CASE(
+    "sweep: a point of another recompute granularity drops the base's selective modules or full block "
+    "count") {
+    // The base recomputes MLA's up-projections (selective, as workloads/deepseek-v3.json): its none and full
+    // points are valid layouts without them, its selective points keep them.
+    ModelSpec m = trainsim::test::llama_style(2, 256, 8, 8, 512, 1000, 256);
+    m.attention_type = AttentionType::mla;
+    m.head_dim_override = 32;
+    m.q_lora_rank = 96;
+    m.kv_lora_rank = 64;
+    m.qk_rope_head_dim = 16;
+    m.v_head_dim = 24;
+    Layout base = base_layout(8);
+    base.recompute = Recompute::selective;
+    base.recompute_mla_up_proj = true;
+    base.recompute_modules.layernorm = true;
+    const auto layouts = enumerate_layouts(m, base, grid_of({"tp=1", "pp=1", "micro_batch=1"}), 8, 8);
+    REQUIRE(layouts.size() == 3u * 2u);  // recompute x distributed_optimizer
+    for (const auto& l : layouts) {
+        CAPTURE(canonical_string(l));
+        const bool selective = l.recompute == Recompute::selective;
+        CHECK(l.recompute_mla_up_proj == selective);
+        CHECK(l.recompute_modules.layernorm == selective);
+        CHECK(reject_reason(m, l, 8).empty());
+    }
+    // A base of full recompute of the first N layers: the block count stays only on its full points.
+    Layout full = base_layout(8);
+    full.recompute = Recompute::full;
+    full.recompute_num_layers = 1;
+    for (const auto& l : enumerate_layouts(m, full, grid_of({"tp=1", "pp=1", "micro_batch=1"}), 8, 8)) {
+        CAPTURE(canonical_string(l));
+        CHECK(l.recompute_num_layers == (l.recompute == Recompute::full ? 1 : 0));
+        CHECK(reject_reason(m, l, 8).empty());
+    }
+}
+
 TEST_CASE("sweep: the default tp stops at 8 in an NVLink domain of 72 (GB200 NVL72); --vary reaches beyond") {
     const ModelSpec m = trainsim::test::small_gpt(8);
     auto tps = [&](const SweepGrid& grid, int gpus, int gpus_per_node) {

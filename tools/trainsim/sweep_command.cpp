@@ -293,8 +293,9 @@ int sweep_command(const std::vector<std::string>& args) {
         "Default grid: tp powers of 2 up to gpus_per_node (the NVLink domain), at most 8 (--vary tp=16 for\n"
         "more); pp divisors of model.layers (and the workload's pp when it gives layers_per_stage); cp 1\n"
         "(--vary cp=1,2,4 for long sequences); ep (MoE models) divisors of the experts; micro_batch\n"
-        "1,2,4,8; vpp 1,2,4 (pp > 1); recompute none,selective,full; sequence_parallel false,true (tp > 1);\n"
-        "distributed_optimizer false,true.\n"
+        "1,2,4,8; vpp 1,2,4 (pp > 1); recompute none,selective,full (the workload's recompute_modules and\n"
+        "recompute_mla_up_proj kept on selective points only, its recompute_num_layers on full ones);\n"
+        "sequence_parallel false,true (tp > 1); distributed_optimizer false,true.\n"
         "Under mpirun (-np N) the layouts are spread over the processes; the output is the same.\n\noptions");
     SweepArgs a;
     add_sweep_options(desc, a);
