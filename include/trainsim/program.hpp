@@ -23,6 +23,7 @@
 #include "trainsim/compute.hpp"
 #include "trainsim/layout.hpp"
 #include "trainsim/model.hpp"
+#include "trainsim/parallel_groups.hpp"
 
 namespace trainsim {
 
@@ -82,6 +83,11 @@ struct Op {
     int dp_target = 0;                ///< dp_wait
     CommGroup group = CommGroup::tp;  ///< tp_launch: tp, cp, embedding, ep, etp; dp_launch: edp, else DP x CP
 };
+
+/// The communicator a collective op runs over, as the executor's TP and DP streams pick it (arrive_tp,
+/// arrive_dp) and the sweep's lower bound times it: a dp_launch over the expert-DP group (CommGroup::edp) or
+/// else DP x CP; a tp_launch (any other op) over its group's kind (cp, embedding, ep, etp; tp otherwise).
+GroupKind group_kind_of(const Op& op);
 
 /// What a point of a stage's op list does to memory. The builder marks the points; the memory model
 /// (include/trainsim/memory.hpp) turns them into bytes by pile and walks them in the executed order.

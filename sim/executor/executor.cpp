@@ -906,11 +906,18 @@ class Executor {
     void arrive_tp(Unit& s) {
         s.tp_arrived = sim_.now();
         const Op& op = s.program->ops[s.tp_queue.front()];
-        if (op.group == CommGroup::cp) return arrive_members(s, op, GroupKind::cp, StreamWait::cp, "cp");
-        if (op.group == CommGroup::embedding)
-            return arrive_members(s, op, GroupKind::embedding, StreamWait::pipeline, "embedding");
-        if (op.group == CommGroup::ep) return arrive_members(s, op, GroupKind::ep, StreamWait::ep, "ep");
-        if (op.group == CommGroup::etp) return arrive_members(s, op, GroupKind::etp, StreamWait::tp, "tp");
+        switch (group_kind_of(op)) {
+            case GroupKind::cp:
+                return arrive_members(s, op, GroupKind::cp, StreamWait::cp, "cp");
+            case GroupKind::embedding:
+                return arrive_members(s, op, GroupKind::embedding, StreamWait::pipeline, "embedding");
+            case GroupKind::ep:
+                return arrive_members(s, op, GroupKind::ep, StreamWait::ep, "ep");
+            case GroupKind::etp:
+                return arrive_members(s, op, GroupKind::etp, StreamWait::tp, "tp");
+            default:
+                break;
+        }
         GroupCache& g = tp_cache(s);
         if (!arrive(s, g, GroupKind::tp)) return;
         // Counted one by one from now on (the collective's flow adds its bytes to the group's links).
@@ -1016,7 +1023,7 @@ class Executor {
     void arrive_dp(Unit& s) {
         s.dp_arrived = sim_.now();
         const Op& op = s.program->ops[s.dp_queue.front()];
-        const GroupKind kind = op.group == CommGroup::edp ? GroupKind::edp : GroupKind::dp_cp;
+        const GroupKind kind = group_kind_of(op);  // a dp_launch: edp or dp_cp
         GroupCache& g = group(kind, s.members.front());
         if (!arrive(s, g, kind)) return;
         const std::vector<Unit*>* units = &g.units;

@@ -9,6 +9,22 @@
 
 namespace trainsim {
 
+GroupKind group_kind_of(const Op& op) {
+    if (op.kind == OpKind::dp_launch) return op.group == CommGroup::edp ? GroupKind::edp : GroupKind::dp_cp;
+    switch (op.group) {
+        case CommGroup::cp:
+            return GroupKind::cp;
+        case CommGroup::embedding:
+            return GroupKind::embedding;
+        case CommGroup::ep:
+            return GroupKind::ep;
+        case CommGroup::etp:
+            return GroupKind::etp;
+        default:
+            return GroupKind::tp;
+    }
+}
+
 Program build_program(const ModelSpec& model, const Layout& layout) {
     Program prog;
     detail::BlockBuilder blocks(model, layout, prog.segments);

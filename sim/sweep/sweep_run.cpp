@@ -157,28 +157,11 @@ MessageKey message_key(int stage, const Op& op) {
     return {stage, op.direction, op.virtual_stage, op.micro_batch};
 }
 
-/// The group kind the executor runs a collective of `op` over (executor.cpp arrive_tp, arrive_dp).
-GroupKind group_kind(const Op& op) {
-    if (op.kind == OpKind::dp_launch) return op.group == CommGroup::edp ? GroupKind::edp : GroupKind::dp_cp;
-    switch (op.group) {
-        case CommGroup::cp:
-            return GroupKind::cp;
-        case CommGroup::embedding:
-            return GroupKind::embedding;
-        case CommGroup::ep:
-            return GroupKind::ep;
-        case CommGroup::etp:
-            return GroupKind::etp;
-        default:
-            return GroupKind::tp;
-    }
-}
-
 /// The least time a collective the stage launches can take: its time alone on the fabric over the stage's
 /// first rank's group (isolated_collective_seconds, the executor's collective algorithms on an idle
 /// cluster: other flows only lower a flow's max-min share), nothing over a group of one.
 double least_collective_s(StageWalk& w, const Op& op, const Cluster& cluster) {
-    const GroupKind kind = group_kind(op);
+    const GroupKind kind = group_kind_of(op);  // the executor's group for it (program.hpp)
     const auto& ranks = w.ranks[static_cast<std::size_t>(kind)];
     if (ranks.size() < 2 || !(op.bytes > 0)) return 0;
     auto [it, added] =
