@@ -173,6 +173,10 @@ std::vector<ScheduleItem> pipeline_schedule(Schedule schedule, int pp, int rank,
 /// in flight, release by reuse distance, and 16-bit bucketed gradient all-reduces (docs/compute-model.md,
 /// "DeepSpeed ZeRO-3 as its 2021 releases ran it").
 Program build_program(const ModelSpec& model, const Layout& layout);
+/// The same program, its stages' op lists built in the memory of `recycled`'s (any earlier program, whose
+/// contents are discarded): a sweep builds thousands of programs of millions of ops, and fresh lists of that
+/// size cost as much in page faults as the building.
+Program build_program(const ModelSpec& model, const Layout& layout, Program recycled);
 
 /// MoE: copies of each token the EP dispatch all-to-all moves per rank (the combine moves as many back), by
 /// Layout::moe_dispatcher: the alltoall dispatcher sends moe_top_k copies (one per chosen expert); the flex

@@ -26,12 +26,20 @@ GroupKind group_kind_of(const Op& op) {
 }
 
 Program build_program(const ModelSpec& model, const Layout& layout) {
+    return build_program(model, layout, Program{});
+}
+
+Program build_program(const ModelSpec& model, const Layout& layout, Program recycled) {
     Program prog;
     detail::BlockBuilder blocks(model, layout, prog.segments);
     detail::ProgramTemplates templates(blocks, model, layout);
     const detail::ProgramShape shape(model, layout);
-    for (int r = 0; r < layout.pp; ++r)
-        prog.stages.push_back(detail::StageBuilder(model, layout, blocks, templates, shape, r).build());
+    for (int r = 0; r < layout.pp; ++r) {
+        detail::StageBuilder builder(model, layout, blocks, templates, shape, r);
+        if (static_cast<std::size_t>(r) < recycled.stages.size())
+            builder.reuse_ops(std::move(recycled.stages[static_cast<std::size_t>(r)].ops));
+        prog.stages.push_back(builder.build());
+    }
     for (auto& st : prog.stages)
         for (const auto& op : st.ops)
             if (op.kind == OpKind::compute)

@@ -402,6 +402,12 @@ StageProgram StageBuilder::build() {
     return std::move(sp_);
 }
 
+void StageBuilder::reuse_ops(std::vector<Op>&& storage) {
+    storage.clear();
+    storage.insert(storage.end(), sp_.ops.begin(), sp_.ops.end());
+    sp_.ops.swap(storage);
+}
+
 void StageBuilder::reserve_ops(std::size_t items) {
     // An estimate of the ops to come, so that the list is not copied as it grows (a small-cluster sweep
     // builds thousands of programs of millions of ops): each pass's layers at the larger of the forward

@@ -86,6 +86,9 @@ class StageBuilder {
   public:
     StageBuilder(const ModelSpec& model, const Layout& layout, BlockBuilder& blocks,
                  ProgramTemplates& templates, const ProgramShape& shape, int stage);
+    /// Takes `storage` as the op list (cleared; the ops already emitted kept in front), so that its memory
+    /// is reused: call before build().
+    void reuse_ops(std::vector<Op>&& storage);
     StageProgram build();
 
   private:

@@ -81,7 +81,7 @@ PointCheck check_memory(const Layout& l, const Cluster& cluster, const ModelSpec
                         const PointCheck& passed);
 /// A lower bound on the layout's step time (s): its busiest stage's compute, pipeline and collectives alone
 /// (PointCheck; sweep_run.cpp).
-double step_time_lower_bound_s(Program program, const ModelSpec& model, const Layout& l,
+double step_time_lower_bound_s(Program& program, const ModelSpec& model, const Layout& l,
                                const Cluster& cluster, AloneCollectiveTimes& alone);
 
 /// Simulates a point that passed check_point (the program is built again rather than kept: a program of a

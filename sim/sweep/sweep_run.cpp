@@ -223,7 +223,7 @@ bool advance(std::size_t s, StageWalk& w, const Program& program, int pp, const 
 /// (SweepOptions::prune_beyond_top). It is lowered by a picosecond per duration the executor rounds
 /// (StageWalk::rounding_s) and then by a part in 10^9, so that the executor's picosecond times cannot put it
 /// above the step time.
-double step_time_lower_bound_s(Program program, const ModelSpec& model, const Layout& l,
+double step_time_lower_bound_s(Program& program, const ModelSpec& model, const Layout& l,
                                const Cluster& cluster, AloneCollectiveTimes& alone) {
     time_program(program, run_compute_model(cluster.spec(), cluster.gpu(), l), model, l);
     const ParallelGroups groups(l);
@@ -259,7 +259,8 @@ double step_time_lower_bound_s(Program program, const ModelSpec& model, const La
 
 double step_time_lower_bound_s(const Cluster& cluster, const ModelSpec& model, const Layout& layout) {
     sweep_detail::AloneCollectiveTimes alone;
-    return sweep_detail::step_time_lower_bound_s(build_program(model, layout), model, layout, cluster, alone);
+    Program program = build_program(model, layout);
+    return sweep_detail::step_time_lower_bound_s(program, model, layout, cluster, alone);
 }
 
 namespace sweep_detail {
@@ -320,23 +321,37 @@ bool held_piles_overflow(const Layout& l, const Cluster& cluster, const ModelSpe
 
 }  // namespace
 
+namespace {
+
+/// The last program this thread built in check_point or check_memory: its op lists are reused for the next
+/// (build_program's `recycled`; fresh lists of millions of ops cost a small cluster's sweep as much in page
+/// faults as the building).
+Program& program_scratch() {
+    thread_local Program scratch;
+    return scratch;
+}
+
+}  // namespace
+
 PointCheck check_point(const Layout& l, const Cluster& cluster, const ModelSpec& model,
                        AloneCollectiveTimes& alone, bool held_floor) {
     PointCheck c;
     c.reason = classify(model, l, cluster.gpus(), &c.detail);
     if (!c.reason.empty()) return c;
     if (held_floor && held_piles_overflow(l, cluster, model, c)) return c;
+    Program& scratch = program_scratch();
     try {
-        Program program = build_program(model, l);
+        Program program = build_program(model, l, std::move(scratch));
         c.program_hash = program_hash(program);
         for (const auto& st : program.stages)
             c.cost += static_cast<double>(st.ops.size()) * l.dp;
         c.status = SweepStatus::simulated;
         try {
-            c.lower_bound_s = step_time_lower_bound_s(std::move(program), model, l, cluster, alone);
+            c.lower_bound_s = step_time_lower_bound_s(program, model, l, cluster, alone);
         } catch (const InputError& err) {
             c.bound_error = err.what();
         }
+        scratch = std::move(program);
     } catch (const InputError& err) {
         c.status = SweepStatus::rejected;
         c.detail = err.what();
@@ -348,8 +363,10 @@ PointCheck check_point(const Layout& l, const Cluster& cluster, const ModelSpec&
 PointCheck check_memory(const Layout& l, const Cluster& cluster, const ModelSpec& model, double min_headroom,
                         const PointCheck& passed) {
     PointCheck c = passed;
+    Program& scratch = program_scratch();
     try {
-        const MemoryReport memory = simulate_memory(model, l, build_program(model, l), cluster.gpu());
+        scratch = build_program(model, l, std::move(scratch));
+        const MemoryReport memory = simulate_memory(model, l, scratch, cluster.gpu());
         c.peak_memory_bytes = memory.peak().peak_bytes;
         c.peak_stage = memory.peak_stage;
         if (!memory.fits() || c.peak_memory_bytes > (1.0 - min_headroom) * cluster.gpu().hbm_bytes) {

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "test_helpers.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/program.hpp"
 
@@ -136,4 +137,42 @@ TEST_CASE("schedule: bad arguments are internal errors") {
     CHECK_THROWS_AS(pipeline_schedule(Schedule::one_f_one_b, 4, 4, 8, 1), InternalError);
     CHECK_THROWS_AS(pipeline_schedule(Schedule::one_f_one_b, 4, 0, 0, 1), InternalError);
     CHECK_THROWS_AS(pipeline_schedule(Schedule::gpipe, 0, 0, 8, 1), InternalError);
+}
+
+TEST_CASE("program: a program built in a recycled one's op lists is the program built fresh") {
+    // The sweep builds each point's program in the memory of the previous one's (build_program's
+    // `recycled`): a longer, a shorter and a deeper pipeline in turn must each give the fresh program's ops.
+    const ModelSpec m = trainsim::test::small_gpt(8);
+    auto layout = [](int pp, std::int64_t global_batch) {
+        Layout l;
+        l.pp = pp;
+        l.global_batch = global_batch;
+        return l;
+    };
+    auto same_ops = [](const Program& a, const Program& b) {
+        REQUIRE(a.stages.size() == b.stages.size());
+        for (std::size_t s = 0; s < a.stages.size(); ++s) {
+            const auto& x = a.stages[s].ops;
+            const auto& y = b.stages[s].ops;
+            REQUIRE(x.size() == y.size());
+            for (std::size_t i = 0; i < x.size(); ++i) {
+                CHECK(x[i].kind == y[i].kind);
+                CHECK(x[i].segment == y[i].segment);
+                CHECK(x[i].bytes == y[i].bytes);
+                CHECK(x[i].micro_batch == y[i].micro_batch);
+                CHECK(x[i].virtual_stage == y[i].virtual_stage);
+                CHECK(x[i].group == y[i].group);
+            }
+            CHECK(a.stages[s].memory_marks.size() == b.stages[s].memory_marks.size());
+            CHECK(a.stages[s].hardware_flops == b.stages[s].hardware_flops);
+        }
+    };
+    Program scratch;
+    for (const Layout& l : {layout(2, 32), layout(2, 4), layout(4, 16), layout(1, 8)}) {
+        CAPTURE(l.pp);
+        CAPTURE(l.global_batch);
+        const Program fresh = build_program(m, l);
+        scratch = build_program(m, l, std::move(scratch));
+        same_ops(fresh, scratch);
+    }
 }
