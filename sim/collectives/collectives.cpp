@@ -77,6 +77,7 @@ const Collectives::Communicator& Collectives::communicator(const std::vector<int
         comm.wire = std::max(comm.wire, combined.latency);
         const double bw = detail::coupled_rate(combined, links);
         comm.ring_bandwidth = c == 0 ? bw : std::min(comm.ring_bandwidth, bw);
+        count_link_uses(combined);  // every flow of this channel is on it
         comm.channel_routes.push_back(std::move(combined));
     }
     const bool one_node = n > 2 && std::all_of(ranks.begin(), ranks.end(), [&](int r) {
