@@ -268,8 +268,8 @@ TEST_CASE("sweep: the ranking and the CSV do not depend on the number of threads
         }
         last_done = done;
     };
-    const auto a = run_sweep(topo, m, base_layout(32), g, "tiny", one);
-    const auto b = run_sweep(topo, m, base_layout(32), g, "tiny", two);
+    const auto a = run_sweep(topo, m, base_layout(16), g, "tiny", one);
+    const auto b = run_sweep(topo, m, base_layout(16), g, "tiny", two);
     // Points with identical programs are simulated once (to_simulate counts the distinct ones).
     CHECK(calls == b.entries.size() + 1 + to_simulate);
     CHECK(to_simulate <= b.simulated);

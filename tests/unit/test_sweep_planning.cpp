@@ -177,12 +177,12 @@ TEST_CASE("sweep over processes: every output byte for byte the single process's
     one.gpus = {8, 16};
     one.train_tokens = 1e9;
     one.gpu_hour_price_usd = 2.0;
-    const auto single = run_sweep(topo, m, base_layout(32), small_grid(), "tiny", one);
+    const auto single = run_sweep(topo, m, base_layout(16), small_grid(), "tiny", one);
     REQUIRE(single.simulated > 10);
     const auto outputs = on_ranks(3, [&](ProcessGroup* g) {
         SweepOptions o = one;
         o.processes = g;
-        return all_outputs(run_sweep(topo, m, base_layout(32), small_grid(), "tiny", o));
+        return all_outputs(run_sweep(topo, m, base_layout(16), small_grid(), "tiny", o));
     });
     for (const auto& out : outputs)
         CHECK(out == all_outputs(single));
@@ -193,16 +193,16 @@ TEST_CASE("sweep --gpus with several sizes: one ranking, a gpus column; one size
     const ModelSpec m = trainsim::test::small_gpt(4, 256, 16, 128, 1024);
     SweepOptions opt;
     opt.jobs = 2;
-    const auto plain = run_sweep(topo, m, base_layout(32), small_grid(), "tiny", opt);
+    const auto plain = run_sweep(topo, m, base_layout(16), small_grid(), "tiny", opt);
     opt.gpus = {16};
-    const auto same = run_sweep(topo, m, base_layout(32), small_grid(), "tiny", opt);
+    const auto same = run_sweep(topo, m, base_layout(16), small_grid(), "tiny", opt);
     CHECK(all_outputs(plain) == all_outputs(same));
     CHECK_FALSE(contains(sweep_csv(plain), ",gpus,"));
     opt.gpus = {16, 8, 16};  // sorted, repeats dropped
-    const auto both = run_sweep(topo, m, base_layout(32), small_grid(), "tiny", opt);
+    const auto both = run_sweep(topo, m, base_layout(16), small_grid(), "tiny", opt);
     CHECK(both.sizes == std::vector<int>{8, 16});
     CHECK(both.entries.size() ==
-          plain.entries.size() + enumerate_layouts(m, base_layout(32), small_grid(), 8, 8).size());
+          plain.entries.size() + enumerate_layouts(m, base_layout(16), small_grid(), 8, 8).size());
     for (std::size_t i = 1; i < both.simulated; ++i)
         CHECK(both.entries[i - 1].report.step_time_s <= both.entries[i].report.step_time_s);
     for (const auto& e : both.entries) {
@@ -215,7 +215,7 @@ TEST_CASE("sweep --gpus with several sizes: one ranking, a gpus column; one size
     CHECK(sweep_json(both)["gpus"] == nlohmann::json({8, 16}));
     opt.gpus = {12};
     CHECK(
-        contains(message_of<InputError>([&] { run_sweep(topo, m, base_layout(32), small_grid(), "t", opt); }),
+        contains(message_of<InputError>([&] { run_sweep(topo, m, base_layout(16), small_grid(), "t", opt); }),
                  "12 GPUs is not a positive multiple of"));
 }
 

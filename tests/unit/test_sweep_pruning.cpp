@@ -145,7 +145,7 @@ TEST_CASE("sweep pruning: the top N of each size are the exhaustive sweep's, for
     const TopologySpec topo = trainsim::test::small_topology(2);
     const ModelSpec m = trainsim::test::small_gpt(4, 256, 16, 128, 1024);
     Layout base;
-    base.global_batch = 32;
+    base.global_batch = 16;
     SweepOptions all;
     all.gpus = {8, 16};
     {
