@@ -83,6 +83,19 @@ inline ModelSpec llama_style(std::int64_t layers = 80, std::int64_t hidden = 819
     return m;
 }
 
+/// A dense MLA model: 2 layers, h 256, 8 heads, qk head 32 (nope) + 16 (rope), v head 24, q_lora 96, kv_lora
+/// 64, SwiGLU 512, vocab 1000, s 256.
+inline ModelSpec dense_mla() {
+    ModelSpec m = llama_style(2, 256, 8, 8, 512, 1000, 256);
+    m.attention_type = AttentionType::mla;
+    m.head_dim_override = 32;
+    m.q_lora_rank = 96;
+    m.kv_lora_rank = 64;
+    m.qk_rope_head_dim = 16;
+    m.v_head_dim = 24;
+    return m;
+}
+
 /// GPT-3 175B (Brown et al. 2020, Table 2.1).
 inline ModelSpec gpt3_175b() {
     ModelSpec m = small_gpt(96, 12288, 96, 2048, 51200);

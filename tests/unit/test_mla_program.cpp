@@ -13,22 +13,10 @@
 #include "trainsim/program.hpp"
 
 using namespace trainsim;
+using trainsim::test::dense_mla;
 using trainsim::test::rel_diff;
 
 namespace {
-
-/// A dense MLA model: 2 layers, h 256, 8 heads, qk head 32 (nope) + 16 (rope), v head 24, q_lora 96, kv_lora
-/// 64, SwiGLU 512, vocab 1000, s 256.
-ModelSpec dense_mla() {
-    ModelSpec m = trainsim::test::llama_style(2, 256, 8, 8, 512, 1000, 256);
-    m.attention_type = AttentionType::mla;
-    m.head_dim_override = 32;
-    m.q_lora_rank = 96;
-    m.kv_lora_rank = 64;
-    m.qk_rope_head_dim = 16;
-    m.v_head_dim = 24;
-    return m;
-}
 
 Layout plain_layout(int tp, bool sp) {
     Layout l;

@@ -63,13 +63,7 @@ TEST_CASE(
     "count") {
     // The base recomputes MLA's up-projections (selective, as workloads/deepseek-v3.json): its none and full
     // points are valid layouts without them, its selective points keep them.
-    ModelSpec m = trainsim::test::llama_style(2, 256, 8, 8, 512, 1000, 256);
-    m.attention_type = AttentionType::mla;
-    m.head_dim_override = 32;
-    m.q_lora_rank = 96;
-    m.kv_lora_rank = 64;
-    m.qk_rope_head_dim = 16;
-    m.v_head_dim = 24;
+    const ModelSpec m = trainsim::test::dense_mla();
     Layout base = base_layout(8);
     base.recompute = Recompute::selective;
     base.recompute_mla_up_proj = true;
