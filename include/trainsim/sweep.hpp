@@ -195,8 +195,8 @@ struct SweepProgress {
 
 class ProcessGroup;
 
-/// Points simulated per round when pruning (SweepOptions::prune_beyond_top): fixed, so that which points
-/// are simulated does not depend on the number of threads or processes.
+/// Groups of points per round when pruning over processes (SweepOptions::prune_beyond_top): fixed. What a
+/// pruned sweep keeps does not depend on it, nor on the threads or processes (sweep_phase2.cpp).
 inline constexpr std::size_t kPruneRoundSize = 8;
 
 struct SweepOptions {
@@ -228,16 +228,18 @@ struct SweepOptions {
     bool deduplicate = true;
     /// N > 0 (and no perturbations): walk and simulate only what can reach the top N of each cluster size.
     /// Every passed point has a lower bound on its step time (step_time_lower_bound_s: compute, pipeline and
-    /// every collective alone on the fabric). The groups of points
-    /// with identical programs are taken in rounds of kPruneRoundSize, by bound ascending (then enumeration
-    /// order): each round walks its points' memory and simulates the first point of each group that fits.
-    /// After each round, a group whose bound exceeds the N-th best step time simulated so far on its cluster
-    /// size is pruned (SweepStatus::pruned): neither walked nor simulated, so the out-of-memory count holds
-    /// only the walked points and those whose parameters, gradients and optimizer state alone pass the HBM
-    /// on some stage (held_piles, include/trainsim/memory.hpp: out of memory before their program is built,
-    /// their peak that floor). The top N of each size are those of the exhaustive sweep, and the rounds do
-    /// not depend on threads or processes, so the output does not either. 0: every point walked, and
-    /// simulated if it fits.
+    /// every collective alone on the fabric). The groups of points with identical programs are taken by
+    /// bound ascending (then enumeration order): the threads of one process each take the next group when
+    /// they are free, processes take rounds of kPruneRoundSize; each group's points are walked against
+    /// memory and its first point that fits is simulated, unless its bound already exceeds the N-th best
+    /// step time simulated so far on its size. Once every group is decided, each group whose bound exceeds
+    /// its size's final N-th best step time is pruned (SweepStatus::pruned: reported as neither walked nor
+    /// simulated, whatever the schedule did of it), so what is kept is exactly the groups whose bound is at
+    /// most that time: the same for any threads, processes or timing (the argument: sweep_phase2.cpp). The
+    /// out-of-memory count holds only the kept walked points and those whose parameters, gradients and
+    /// optimizer state alone pass the HBM on some stage (held_piles, include/trainsim/memory.hpp: out of
+    /// memory before their program is built, their peak that floor). The top N of each size are those of
+    /// the exhaustive sweep. 0: every point walked, and simulated if it fits.
     std::size_t prune_beyond_top = 0;
     /// Called after each point is checked, once when every point is checked (checks_done), and after each
     /// point is simulated; from the worker threads, one call at a time. May be empty.

@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <tuple>
@@ -93,6 +95,36 @@ PointRun simulate_point(const Layout& l, const Cluster& cluster, const ModelSpec
 /// Everything of a program that the simulation reads, as bytes: two layouts with the same signature and the
 /// same rank grid simulate identically.
 std::string program_signature(const Program& p);
+
+/// The grid points of every cluster size, size by size, each in enumeration order.
+struct Points {
+    std::vector<int> sizes;                          ///< GPUs of each cluster, ascending
+    std::vector<std::unique_ptr<Cluster>> clusters;  ///< [size]
+    std::vector<SweepEntry> entries;                 ///< index, layout and gpus set
+    std::vector<std::size_t> cluster_of;             ///< [point] its size
+};
+
+/// Phase 2's outcome: each passed point's memory walk (when it was not pruned before it) and the
+/// simulations, each at the point that ran it; copies point to it.
+struct Phase2 {
+    std::vector<PointCheck> memory;                 ///< [point] check_memory (walked points)
+    std::vector<bool> walked;                       ///< [point]
+    std::vector<std::size_t> runner;                ///< [point] the point whose simulation it takes (n: none)
+    std::map<std::size_t, PointRun> runs;           ///< by runner
+    std::vector<bool> pruned;                       ///< [todo position] the group was pruned
+    std::vector<std::vector<std::size_t>> members;  ///< [todo position] its group, enumeration order
+};
+
+/// Phase 2 over the groups of `todo` (each representative with its copies, copy_of; sweep_phase2.cpp): each
+/// group's members walked against memory (check_memory) and its first member that fits simulated, which the
+/// group's other fitting members take. With SweepOptions::prune_beyond_top (and no perturbations) the groups
+/// are taken by lower bound ascending and only those that can reach the top N are kept: see there. The
+/// outcome does not depend on the order of the work or the number of threads or processes. Throws what a
+/// memory walk threw other than InputError (the first group in enumeration order).
+Phase2 run_phase2(const Points& pts, const std::vector<PointCheck>& checks,
+                  const std::vector<std::size_t>& todo, const std::vector<std::size_t>& copy_of,
+                  const ModelSpec& model, const std::string& workload_name, const SweepOptions& options,
+                  const std::function<void()>& simulated);
 
 /// The byte encodings that carry a phase's result between processes (CBOR; doubles exact). A PointRun's
 /// report travels without its model, layout and memory: decode_run takes the model and layout (which every

@@ -430,14 +430,6 @@ std::string execution_key(const Layout& l, std::uint64_t program_hash) {
                        l.micro_batch, l.global_batch, static_cast<int>(l.precision), program_hash);
 }
 
-/// The grid points of every cluster size, size by size, each in enumeration order.
-struct Points {
-    std::vector<int> sizes;                          ///< GPUs of each cluster, ascending
-    std::vector<std::unique_ptr<Cluster>> clusters;  ///< [size]
-    std::vector<SweepEntry> entries;                 ///< index, layout and gpus set
-    std::vector<std::size_t> cluster_of;             ///< [point] its size
-};
-
 /// The cluster sizes of a sweep: the options' (sorted, repeats dropped) or the topology's own.
 std::vector<int> sweep_sizes(const TopologySpec& topology, const SweepOptions& options) {
     std::vector<int> sizes = options.gpus.empty() ? std::vector<int>{topology.gpus()} : options.gpus;
@@ -576,17 +568,6 @@ void plan_simulations(const std::vector<SweepEntry>& entries, const std::vector<
                      [&](std::size_t a, std::size_t b) { return checks[a].cost > checks[b].cost; });
 }
 
-/// Phase 2's outcome: each passed point's memory walk (when it was not pruned before it) and the
-/// simulations, each at the point that ran it; copies point to it.
-struct Phase2 {
-    std::vector<PointCheck> memory;                 ///< [point] check_memory (walked points)
-    std::vector<bool> walked;                       ///< [point]
-    std::vector<std::size_t> runner;                ///< [point] the point whose simulation it takes (n: none)
-    std::map<std::size_t, PointRun> runs;           ///< by runner
-    std::vector<bool> pruned;                       ///< [todo position] the group was pruned
-    std::vector<std::vector<std::size_t>> members;  ///< [todo position] its group, enumeration order
-};
-
 /// After a sweep planned with deferred confirmation: true when every copy that took a simulation has its
 /// runner's program (signatures compared, the groups in parallel) and every member of a pruned group its
 /// representative's bound (a copy's bound is its own reason to be pruned; equal programs on one rank grid
@@ -610,126 +591,6 @@ bool copies_hold(const std::vector<SweepEntry>& entries, const std::vector<Point
     }
     const std::vector<bool> confirmed = confirm_groups(groups, entries, model, options);
     return std::all_of(confirmed.begin(), confirmed.end(), [](bool ok) { return ok; });
-}
-
-/// One round of phase 2 over the groups at `ks` (positions in todo): every member's memory walk, then the
-/// simulation of each group's first member that fits, which the group's other fitting members take. Returns
-/// the fitting members per group.
-std::vector<std::size_t> run_round(Phase2& p2, const std::vector<std::size_t>& ks, const Points& pts,
-                                   const std::vector<PointCheck>& checks, const ModelSpec& model,
-                                   const std::string& workload_name, const SweepOptions& options,
-                                   const std::function<void()>& simulated) {
-    std::vector<std::size_t> walk;
-    for (std::size_t k : ks)
-        walk.insert(walk.end(), p2.members[k].begin(), p2.members[k].end());
-    std::vector<PointCheck> walked = spread_map(
-        walk.size(), options.jobs, options.processes,
-        [&](std::size_t j) {
-            const std::size_t i = walk[j];
-            return check_memory(pts.entries[i].layout, *pts.clusters[pts.cluster_of[i]], model,
-                                options.min_headroom, checks[i]);
-        },
-        encode_check, [](const std::string& bytes, std::size_t) { return decode_check(bytes); });
-    for (std::size_t j = 0; j < walk.size(); ++j) {
-        p2.memory[walk[j]] = std::move(walked[j]);
-        p2.walked[walk[j]] = true;
-    }
-    std::vector<std::size_t> runners, fitting(ks.size(), 0);
-    for (std::size_t q = 0; q < ks.size(); ++q)
-        for (std::size_t i : p2.members[ks[q]]) {
-            if (p2.memory[i].status != SweepStatus::simulated) continue;
-            if (fitting[q]++ == 0) runners.push_back(i);
-            p2.runner[i] = runners.back();
-        }
-    std::vector<PointRun> done = spread_map(
-        runners.size(), options.jobs, options.processes,
-        [&](std::size_t j) {
-            const std::size_t i = runners[j];
-            PointRun run = simulate_point(pts.entries[i].layout, *pts.clusters[pts.cluster_of[i]], model,
-                                          workload_name, options);
-            simulated();
-            return run;
-        },
-        encode_run,
-        [&](const std::string& bytes, std::size_t j) {
-            return decode_run(bytes, model, pts.entries[runners[j]].layout);
-        });
-    for (std::size_t j = 0; j < runners.size(); ++j)
-        p2.runs.emplace(runners[j], std::move(done[j]));
-    return fitting;
-}
-
-/// Phase 2's state before its rounds: nothing walked or run; each group's members in enumeration order.
-Phase2 start_phase2(std::size_t n, const std::vector<PointCheck>& checks,
-                    const std::vector<std::size_t>& todo, const std::vector<std::size_t>& copy_of) {
-    Phase2 p2;
-    p2.memory.resize(n);
-    p2.walked.assign(n, false);
-    p2.runner.assign(n, n);
-    p2.pruned.assign(todo.size(), false);
-    p2.members.resize(todo.size());
-    std::vector<std::size_t> position(n, todo.size());
-    for (std::size_t k = 0; k < todo.size(); ++k)
-        position[todo[k]] = k;
-    for (std::size_t i = 0; i < n; ++i)
-        if (checks[i].status == SweepStatus::simulated)
-            p2.members[position[copy_of[i] != n ? copy_of[i] : i]].push_back(i);
-    return p2;
-}
-
-/// Phase 2 over the groups of `todo` (each representative with its copies, copy_of). A round takes groups:
-/// it walks the memory of every member (check_memory), then simulates the first member that fits, which
-/// the other fitting members copy. The results stay at their place, so the outcome does not depend on the
-/// order or the number of threads or processes. Without pruning, one round holds every group. With
-/// SweepOptions::prune_beyond_top (and no perturbations), rounds of kPruneRoundSize groups by lower bound
-/// ascending, each skipping the groups whose bound exceeds the N-th best step time so far on their cluster
-/// size (pruned: neither walked nor simulated; every member that fits counts toward the N).
-Phase2 run_phase2(const Points& pts, const std::vector<PointCheck>& checks,
-                  const std::vector<std::size_t>& todo, const std::vector<std::size_t>& copy_of,
-                  const ModelSpec& model, const std::string& workload_name, const SweepOptions& options,
-                  const std::function<void()>& simulated) {
-    const std::size_t n = pts.entries.size();
-    Phase2 p2 = start_phase2(n, checks, todo, copy_of);
-    std::vector<std::size_t> order(todo.size());
-    for (std::size_t k = 0; k < todo.size(); ++k)
-        order[k] = k;
-    const std::size_t top = options.perturbations.empty() ? options.prune_beyond_top : 0;
-    if (top == 0) {
-        run_round(p2, order, pts, checks, model, workload_name, options, simulated);
-        return p2;
-    }
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-        return checks[todo[a]].lower_bound_s < checks[todo[b]].lower_bound_s;
-    });
-    std::vector<std::vector<double>> best(pts.sizes.size());  // [size] step times so far, ascending
-    auto threshold = [&](std::size_t size) {
-        const auto& v = best[size];
-        return v.size() < top ? std::numeric_limits<double>::infinity() : v[top - 1];
-    };
-    for (std::size_t pos = 0; pos < order.size();) {
-        std::vector<std::size_t> batch;
-        for (; pos < order.size() && batch.size() < kPruneRoundSize; ++pos) {
-            const std::size_t i = todo[order[pos]];
-            if (checks[i].lower_bound_s > threshold(pts.cluster_of[i]))
-                p2.pruned[order[pos]] = true;
-            else
-                batch.push_back(order[pos]);
-        }
-        const std::vector<std::size_t> fitting =
-            run_round(p2, batch, pts, checks, model, workload_name, options, simulated);
-        for (std::size_t q = 0; q < batch.size(); ++q) {
-            if (fitting[q] == 0) continue;
-            std::size_t runner = n;  // the group's first fitting member
-            for (std::size_t m : p2.members[batch[q]])
-                if (runner == n) runner = p2.runner[m];
-            const PointRun& run = p2.runs.at(runner);
-            if (run.error || run.status != SweepStatus::simulated) continue;
-            auto& v = best[pts.cluster_of[runner]];
-            v.insert(std::upper_bound(v.begin(), v.end(), run.report.step_time_s), fitting[q],
-                     run.report.step_time_s);
-        }
-    }
-    return p2;
 }
 
 /// Phase 2 (run_phase2); then each point's entry: pruned, its memory walk's verdict, or its runner's

@@ -197,6 +197,36 @@ TEST_CASE("sweep pruning: the top N of each size are the exhaustive sweep's, for
     CHECK(format_sweep_text(a, 3).find("pruned: ") == std::string::npos);
 }
 
+TEST_CASE("sweep pruning: a layout is kept iff its bound is at most the final N-th best of its size") {
+    // What a pruned sweep keeps does not depend on how far its threads ran beyond the bar: every layout
+    // simulated has its bound at most the N-th best step time of its size, every
+    // pruned one above it (sweep_phase2.cpp).
+    const TopologySpec topo = trainsim::test::small_topology(2);
+    const ModelSpec m = trainsim::test::small_gpt(4, 256, 16, 128, 1024);
+    Layout base;
+    base.global_batch = 16;
+    SweepOptions o;
+    o.prune_beyond_top = 3;
+    for (int jobs : {1, 3}) {
+        CAPTURE(jobs);
+        o.jobs = jobs;
+        const SweepResult r = run_sweep(topo, m, base, pruning_grid(), "tiny", o);
+        REQUIRE(r.simulated >= 3);
+        REQUIRE(r.pruned > 0);
+        const double bar = r.entries[2].report.step_time_s;  // one size: the third best
+        const Cluster cluster(topo);
+        for (const SweepEntry& e : r.entries) {
+            if (e.status == SweepStatus::rejected) continue;
+            CAPTURE(canonical_string(e.layout));
+            const double bound = step_time_lower_bound_s(cluster, m, e.layout);
+            if (e.status == SweepStatus::pruned)
+                CHECK(bound > bar);
+            else if (e.status == SweepStatus::simulated)
+                CHECK(bound <= bar);
+        }
+    }
+}
+
 TEST_CASE(
     "sweep pruning: the bound stays below the simulated step with TP, CP, DP and EP collectives timed") {
     // The bound times every collective of a stage's first rank alone on the fabric: TP and CP collectives
