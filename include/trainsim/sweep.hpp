@@ -118,7 +118,9 @@ std::string canonical_string(const Layout& l);
 /// One line on what limits a simulated layout, from its time breakdown: the largest non-compute component
 /// ("bubble 18%: 12 micro-batches on 16 stages", "exposed DP 1.9 s (23%) over InfiniBand", "exposed TP 0.8 s
 /// (9%) over NVLink", "idle 0.3 s (4%): stages unevenly loaded"), or "compute-bound (91%)" when that
-/// component is under 5% of the step. The fabric is the one the group's traffic crosses on `topology`.
+/// component is under 5% of the step. The fabric is the one the group's traffic crosses on `topology`. When
+/// the EP all-to-alls are most of the exposed TP time, they are named with their own fabric ("exposed TP
+/// 7.5 s (63%) over NVLink, of which EP all-to-all 7.3 s over InfiniBand").
 std::string explain_limit(const Report& r, const TopologySpec& topology);
 
 /// A lower bound on the step time of `layout` on `cluster` (s), what the sweep prunes by

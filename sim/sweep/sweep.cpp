@@ -309,8 +309,10 @@ std::string explain_limit(const Report& r, const TopologySpec& topology) {
     const double step = r.step_time_s;
     if (!(step > 0)) return "no time measured";
     const int gpn = topology.gpus_per_node;
+    // Groups of `span` consecutive GPUs start at multiples of span: on scale-up domains of gpn GPUs one of
+    // them crosses a domain boundary unless span divides gpn (EP 64 on NVL72 domains of 72: ranks 64-127).
     auto fabric = [&](std::int64_t span) {
-        return span > gpn ? scale_out_name(topology) : std::string("NVLink");
+        return span > gpn || gpn % span != 0 ? scale_out_name(topology) : std::string("NVLink");
     };
     const std::pair<const char*, double> parts[] = {{"bubble", r.bubble_s},
                                                     {"TP", r.tp_exposed_s},
@@ -331,6 +333,14 @@ std::string explain_limit(const Report& r, const TopologySpec& topology) {
     // Ranks are tp fastest, then cp, dp, pp: a group of stride s and n members spans s·n consecutive GPUs.
     // Context-parallel collectives run on the TP stream, so they count as exposed TP.
     const std::int64_t tp = l.tp, cp = l.cp, dp = l.dp, pp = l.pp;
+    if (what == "TP" && r.ep_exposed_s > 0.5 * r.tp_exposed_s) {
+        // Mostly the EP all-to-alls (on the TP stream): Megatron-Core's expert groups are expert-TP fastest,
+        // then EP, over the ranks of one stage, so an EP group spans expert_tp · ep consecutive GPUs.
+        const std::int64_t ep_span = static_cast<std::int64_t>(l.expert_tp()) * l.ep;
+        return fmt::format("exposed TP {} ({}) over {}, of which EP all-to-all {} over {}",
+                           seconds(top->second), pct, fabric(tp * cp), seconds(r.ep_exposed_s),
+                           fabric(ep_span));
+    }
     const std::int64_t span = what == "TP" ? tp * cp : what == "DP" ? tp * cp * dp : tp * cp * dp * pp;
     const std::string name = what == "TP" && cp > 1 ? "TP+CP" : what;
     return fmt::format("exposed {} {} ({}) over {}", name, seconds(top->second), pct, fabric(span));

@@ -299,6 +299,23 @@ TEST_CASE("sweep: what limits a layout, from its breakdown") {
     r.layout.cp = 2;  // TP 8 x CP 2 spans 16 GPUs: two nodes
     CHECK(explain_limit(r, topo) == "exposed TP+CP 0.8 s (8%) over InfiniBand");
     r.layout.cp = 1;
+    r.layout.tp = 2;
+    r.layout.ep = 32;  // mostly EP all-to-alls: their group of 32 spans four nodes, TP's two GPUs one
+    r.ep_exposed_s = 0.7;
+    CHECK(explain_limit(r, topo) ==
+          "exposed TP 0.8 s (8%) over NVLink, of which EP all-to-all 0.7 s over InfiniBand");
+    r.layout.ep = 4;
+    CHECK(explain_limit(r, topo) ==
+          "exposed TP 0.8 s (8%) over NVLink, of which EP all-to-all 0.7 s over NVLink");
+    TopologySpec nvl = topo;  // domains of 72: the EP group of ranks 64-95 crosses one
+    nvl.gpus_per_node = 72;
+    r.layout.ep = 32;
+    CHECK(explain_limit(r, nvl) ==
+          "exposed TP 0.8 s (8%) over NVLink, of which EP all-to-all 0.7 s over InfiniBand");
+    r.layout.ep = 4;
+    CHECK(explain_limit(r, nvl) ==
+          "exposed TP 0.8 s (8%) over NVLink, of which EP all-to-all 0.7 s over NVLink");
+    r.layout.cp = 1;
     r.tp_exposed_s = 0.3;
     r.compute_s = 9.1;
     CHECK(explain_limit(r, topo) == "compute-bound (91%)");
