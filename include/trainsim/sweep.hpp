@@ -249,8 +249,10 @@ struct SweepOptions {
 };
 
 /// Enumerates, evaluates and ranks the grid on `topology` (whose GPU count is the cluster size unless
-/// options.gpus gives sizes). Throws InputError for a bad topology or size; a layout's InputError only
-/// rejects that layout; an InternalError of any layout propagates (the first in enumeration order).
+/// options.gpus gives sizes). Throws InputError for a bad topology or size, or a precision or FP8 recipe of
+/// `base` that the GPU lacks (the grid does not vary them: "layout.fp8_recipe = "mxfp8" needs block-scaled
+/// tensor cores ..."); a layout's InputError only rejects that layout; an InternalError of any layout
+/// propagates (the first in enumeration order).
 SweepResult run_sweep(const TopologySpec& topology, const ModelSpec& model, const Layout& base,
                       const SweepGrid& grid, const std::string& workload_name, const SweepOptions& options);
 

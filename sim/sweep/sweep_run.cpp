@@ -722,6 +722,9 @@ void rank_points(std::vector<SweepEntry>& entries, const ModelSpec& model, const
 SweepResult run_sweep(const TopologySpec& topology, const ModelSpec& model, const Layout& base,
                       const SweepGrid& grid, const std::string& workload_name, const SweepOptions& options) {
     Points pts = enumerate_points(topology, model, base, grid, options);
+    // The grid does not vary the precision or the FP8 recipe: one the GPU lacks would reject every layout
+    // (or, pruning, count them out of memory first), so it is the input's error, as for `run`.
+    (void)run_compute_model(topology, pts.clusters.front()->gpu(), base);
     const std::size_t n = pts.entries.size();
     // Progress in one process only: spread over processes, each sees its own share.
     const bool report = options.progress && (!options.processes || options.processes->size() <= 1);

@@ -276,6 +276,25 @@ TEST_CASE("sweep: the ranking and the CSV do not depend on the number of threads
     CHECK(static_cast<std::size_t>(std::count(csv.begin(), csv.end(), '\n')) == a.entries.size() + 1);
 }
 
+TEST_CASE("sweep: a precision or FP8 recipe the GPU lacks is the input's error, not every layout's") {
+    // The grid varies neither: before, each layout was rejected or, pruning, counted out of memory before
+    // its program was built, and the sweep ended "no layout fits" (exit 3).
+    TopologySpec topo = trainsim::test::small_topology(2);
+    const ModelSpec m = trainsim::test::small_gpt(4, 256, 16, 128, 1024);
+    Layout base;
+    base.global_batch = 16;
+    base.precision = Precision::fp8;
+    SweepOptions o;
+    o.prune_beyond_top = 3;
+    CHECK_THROWS_WITH_AS(run_sweep(topo, m, base, SweepGrid{}, "tiny", o),
+                         "precision fp8 is not supported by GPU A100-SXM4-80GB", InputError);
+    topo.gpu = "H100-SXM5-80GB";
+    base.fp8_recipe = Fp8Recipe::mxfp8;
+    CHECK_THROWS_AS(run_sweep(topo, m, base, SweepGrid{}, "tiny", o), InputError);
+    base.fp8_recipe = Fp8Recipe::tensorwise;
+    CHECK(run_sweep(topo, m, base, SweepGrid{}, "tiny", o).simulated > 0);
+}
+
 TEST_CASE("sweep: what limits a layout, from its breakdown") {
     const TopologySpec topo = trainsim::test::small_topology(128);
     Report r;

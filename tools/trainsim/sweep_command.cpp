@@ -22,8 +22,10 @@
 #include "trainsim/calibration.hpp"
 #include "trainsim/config.hpp"
 #include "trainsim/errors.hpp"
+#include "trainsim/gpu_catalog.hpp"
 #include "trainsim/html_report.hpp"
 #include "trainsim/limits.hpp"
+#include "trainsim/simulate.hpp"
 #include "trainsim/sweep.hpp"
 #include "trainsim/units.hpp"
 
@@ -220,6 +222,14 @@ std::pair<TopologySpec, Workload> sweep_inputs(const SweepArgs& a, int gpus, con
     if (!a.profile_file.empty()) topo.profile = load_profile(a.profile_file, topo.gpu, topo_name);
     Workload work = parse_workload(work_json, work_name);
     if (vm.count("global-batch")) work.layout.global_batch = a.global_batch;
+    // The grid varies neither the precision nor the FP8 recipe: one the GPU lacks is the workload's error
+    // (run_sweep refuses it too, without the file's name).
+    try {
+        const GpuSpec& gpu = topo.gpu_calibrated ? *topo.gpu_calibrated : find_gpu(topo.gpu, "topology.gpu");
+        (void)run_compute_model(topo, gpu, work.layout);
+    } catch (const InputError& e) {
+        throw InputError(fmt::format("{}: {}", work_name, e.what()));
+    }
     return {std::move(topo), std::move(work)};
 }
 
