@@ -50,5 +50,10 @@ inline constexpr std::int64_t kMaxLayerPassesPerStep = std::int64_t{1} << 21;
 /// 8B: 6.5 s); GPT-3 175B at TP 32 with 1,200 micro-batches (2^26) took 174 s before this limit. Published
 /// runs reach 3.1 M (Llama 3.1 405B on 1,024 H100, TP 8 x CP 2).
 inline constexpr std::int64_t kMaxGpuLayerPassesPerStep = std::int64_t{1} << 23;
+/// Grid points of one sweep, over all its cluster sizes (`sweep --gpus N,N,...`, `--vary`): a sweep keeps
+/// every point's layout and entry, about 5.5 KB each. Measured (Release, 2026-11-28): Qwen3-30B-A3B on 12
+/// B200 sizes, 8 to 16,384 GPUs, is 388,416 points, 2.1 GB RSS and 68 s on 2 cores; the default grid of the
+/// widest shipped preset is 37,632 points per size.
+inline constexpr std::int64_t kMaxSweepPoints = 500000;
 
 }  // namespace trainsim::limits

@@ -19,6 +19,7 @@
 #include "trainsim/compute.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/fingerprint.hpp"
+#include "trainsim/limits.hpp"
 #include "trainsim/memory.hpp"
 #include "trainsim/parallel_groups.hpp"
 #include "trainsim/process_group.hpp"
@@ -451,7 +452,15 @@ Points enumerate_points(const TopologySpec& topology, const ModelSpec& model, co
         TopologySpec t = topology;
         t.nodes = pts.sizes[s] / topology.gpus_per_node;
         pts.clusters.push_back(std::make_unique<Cluster>(t, options.perturbations.links));
-        for (Layout& l : enumerate_layouts(model, base, grid, t.gpus(), t.gpus_per_node)) {
+        std::vector<Layout> layouts = enumerate_layouts(model, base, grid, t.gpus(), t.gpus_per_node);
+        if (static_cast<std::int64_t>(pts.entries.size() + layouts.size()) > limits::kMaxSweepPoints)
+            throw InputError(
+                fmt::format("sweep: the grid holds at least {} layouts over its first {} cluster size(s) "
+                            "(--gpus {} adds {}): "
+                            "above the limit of {}; sweep fewer sizes, or narrow the grid with --fix",
+                            pts.entries.size() + layouts.size(), s + 1, pts.sizes[s], layouts.size(),
+                            limits::kMaxSweepPoints));
+        for (Layout& l : layouts) {
             SweepEntry& e = pts.entries.emplace_back();
             e.index = pts.entries.size() - 1;
             e.layout = std::move(l);

@@ -257,6 +257,7 @@ bad "sweep --gpus list with a size off whole nodes" 2 "sweep: 20 GPUs is not a p
 bad "sweep --min-headroom 100%" 2 "sweep: --min-headroom = \"100%\" is not a percentage of HBM in [0, 100)" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --min-headroom 100%
 bad "sweep of an FP8 workload on A100 (precision is not a grid axis)" 2 "small.json|precision fp8 is not supported by GPU A100-SXM4-80GB" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --set layout.precision=fp8
 bad "sweep of an MXFP8 workload on H100" 2 "small.json|layout.fp8_recipe = \"mxfp8\" needs block-scaled tensor cores" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --set topology.gpu=H100-SXM5-80GB --set layout.precision=fp8 --set layout.fp8_recipe=mxfp8
+bad "sweep of 1,000 cluster sizes (grid points above the limit)" 2 "sweep: the grid holds at least|above the limit of 500000" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus "$(seq -s, 8 8 8000)"
 bad "sweep --tokens with a bad suffix" 2 "sweep: --tokens = \"15X\" is not a positive count" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --tokens 15X
 bad "sweep --gpu-hour-price without --tokens" 2 "sweep: --gpu-hour-price needs --tokens" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --gpu-hour-price 2
 bad "run --tokens 0" 2 "run: --tokens = \"0\" is not a positive count" -- run "${SMALL[@]}" --tokens 0
