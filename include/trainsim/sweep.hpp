@@ -94,7 +94,8 @@ inline constexpr int kSweepMaxDefaultTp = 8;
 /// `gpus_per_node` is the NVLink domain (72 on GB200 NVL72), where TP 16-64 would be valid but is used by no
 /// published recipe and costs the most to simulate; `--vary tp=16,32` still reaches them.
 /// A point whose recompute granularity differs from the base's drops the base's settings of the other
-/// granularities (drop_other_granularity), as Megatron ignores them there.
+/// granularities (drop_other_granularity), as Megatron ignores them there. Throws InputError when the grid
+/// holds more than limits::kMaxSweepPoints points (include/trainsim/limits.hpp), before making them.
 std::vector<Layout> enumerate_layouts(const ModelSpec& model, const Layout& base, const SweepGrid& grid,
                                       int gpus, int gpus_per_node);
 

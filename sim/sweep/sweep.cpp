@@ -12,6 +12,7 @@
 
 #include "sweep_internal.hpp"
 #include "trainsim/errors.hpp"
+#include "trainsim/limits.hpp"
 #include "trainsim/units.hpp"
 
 namespace trainsim {
@@ -278,6 +279,12 @@ std::vector<Layout> enumerate_layouts(const ModelSpec& model, const Layout& base
                                         drop_other_granularity(l);
                                         if (pp != base.pp) l.layers_per_stage.clear();
                                         if (pp != base.pp || vpp != base.vpp) l.pipeline_layout.clear();
+                                        if (static_cast<std::int64_t>(out.size()) == limits::kMaxSweepPoints)
+                                            throw InputError(fmt::format(
+                                                "sweep: the grid holds more than {} layouts on {} GPUs: "
+                                                "above "
+                                                "the limit; narrow it with --fix or shorter --vary lists",
+                                                limits::kMaxSweepPoints, gpus));
                                         out.push_back(std::move(l));
                                     }
                                 }

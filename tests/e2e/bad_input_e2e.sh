@@ -258,6 +258,7 @@ bad "sweep --min-headroom 100%" 2 "sweep: --min-headroom = \"100%\" is not a per
 bad "sweep of an FP8 workload on A100 (precision is not a grid axis)" 2 "small.json|precision fp8 is not supported by GPU A100-SXM4-80GB" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --set layout.precision=fp8
 bad "sweep of an MXFP8 workload on H100" 2 "small.json|layout.fp8_recipe = \"mxfp8\" needs block-scaled tensor cores" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --set topology.gpu=H100-SXM5-80GB --set layout.precision=fp8 --set layout.fp8_recipe=mxfp8
 bad "sweep of 1,000 cluster sizes (grid points above the limit)" 2 "sweep: the grid holds at least|above the limit of 500000" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus "$(seq -s, 8 8 8000)"
+bad "sweep --vary with 3,000 micro-batch sizes (one size above the grid limit)" 2 "sweep: the grid holds more than 500000 layouts on 16 GPUs" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --vary "micro_batch=$(seq -s, 1 3000)" --vary cp=1,2,4,8,16
 bad "sweep --tokens with a bad suffix" 2 "sweep: --tokens = \"15X\" is not a positive count" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --tokens 15X
 bad "sweep --gpu-hour-price without --tokens" 2 "sweep: --gpu-hour-price needs --tokens" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --gpu-hour-price 2
 bad "run --tokens 0" 2 "run: --tokens = \"0\" is not a positive count" -- run "${SMALL[@]}" --tokens 0
