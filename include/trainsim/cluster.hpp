@@ -143,6 +143,10 @@ struct TopologySpec {
     int host_gpus() const { return gpus_per_host > 0 ? gpus_per_host : gpus_per_node; }
 };
 
+/// The GPU of `spec`: its calibrated entry (gpu_calibrated), else the catalog's entry for `spec.gpu`. Throws
+/// InputError naming topology.gpu when the name is not in the catalog (find_gpu).
+const GpuSpec& topology_gpu(const TopologySpec& spec);
+
 /// Joins hosts into the scale-up domain they share: `spec` describes hosts (nodes of gpus_per_node GPUs,
 /// nics_per_node NICs, host and storage bandwidth per host, nodes_per_leaf hosts per leaf group) whose
 /// NVLink domain spans `domain_gpus` GPUs (GB200 NVL72: hosts of 4 GPUs, domains of 72). Afterwards a node

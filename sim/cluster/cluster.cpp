@@ -142,6 +142,10 @@ void check_topology(const TopologySpec& spec) {
             spec.oversubscription, limits::kMaxOversubscription));
 }
 
+const GpuSpec& topology_gpu(const TopologySpec& spec) {
+    return spec.gpu_calibrated ? *spec.gpu_calibrated : find_gpu(spec.gpu, "topology.gpu");
+}
+
 Cluster::Cluster(const TopologySpec& spec) : Cluster(spec, {}) {}
 
 namespace {
@@ -457,7 +461,7 @@ class Cluster::Builder {
 
 Cluster::Cluster(const TopologySpec& spec, const std::vector<LinkPerturbation>& perturbations,
                  const ClusterOptions& options)
-    : spec_(spec), gpu_(spec.gpu_calibrated ? *spec.gpu_calibrated : find_gpu(spec.gpu, "topology.gpu")) {
+    : spec_(spec), gpu_(topology_gpu(spec)) {
     check_topology(spec);
     impl_ = std::make_unique<Impl>();
     Builder(spec_, gpu_, *impl_, links_, perturbed_).build(perturbations, options);

@@ -2,6 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "trainsim/frontend.hpp"
+#include "trainsim/cluster.hpp"
 #include "trainsim/gpu_catalog.hpp"
 #include "trainsim/program.hpp"
 
@@ -18,8 +19,7 @@ MemoryStudy study_memory(const Inputs& in, std::uint64_t max_events, bool what_i
             s.result = simulate(in.topology, in.model, in.layout, in.name, so);
         } catch (const EventLimitExceeded&) {
             s.simulated = false;
-            const GpuSpec gpu = in.topology.gpu_calibrated ? *in.topology.gpu_calibrated
-                                                           : find_gpu(in.topology.gpu, "topology.gpu");
+            const GpuSpec& gpu = topology_gpu(in.topology);
             s.walked = simulate_memory(in.model, in.layout, build_program(in.model, in.layout), gpu);
         }
         if (what_if) {

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "strict_json.hpp"
+#include "trainsim/cluster.hpp"
 
 namespace trainsim {
 
@@ -111,8 +112,7 @@ GpuSpec apply_calibration(const Calibration& c, const GpuSpec& gpu) {
 
 void apply_calibration(const Calibration& c, TopologySpec& topology) {
     if (!c.gpus.count(topology.gpu)) return;
-    const GpuSpec& base =
-        topology.gpu_calibrated ? *topology.gpu_calibrated : find_gpu(topology.gpu, "topology.gpu");
+    const GpuSpec& base = topology_gpu(topology);
     topology.gpu_calibrated = apply_calibration(c, base);
 }
 

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "remedies.hpp"
+#include "trainsim/cluster.hpp"
 #include "trainsim/compute.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/memory.hpp"
@@ -107,8 +108,7 @@ WhatIf memory_what_if(const TopologySpec& topology, const ModelSpec& model, cons
     WhatIf w;
     w.max_events = options.max_events;
     check_layout(model, layout, topology.gpus());
-    const GpuSpec gpu =
-        topology.gpu_calibrated ? *topology.gpu_calibrated : find_gpu(topology.gpu, "topology.gpu");
+    const GpuSpec gpu = topology_gpu(topology);
     set_baseline(w, topology, gpu, model, layout, name, options);
     for (const auto& c : what_if::standard_remedies(model, layout))
         w.remedies.push_back(evaluate_remedy(c, w, topology, gpu, model, layout, name, options));

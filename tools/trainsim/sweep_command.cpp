@@ -20,9 +20,9 @@
 #include "processes.hpp"
 #include "scenario_options.hpp"
 #include "trainsim/calibration.hpp"
+#include "trainsim/cluster.hpp"
 #include "trainsim/config.hpp"
 #include "trainsim/errors.hpp"
-#include "trainsim/gpu_catalog.hpp"
 #include "trainsim/html_report.hpp"
 #include "trainsim/limits.hpp"
 #include "trainsim/simulate.hpp"
@@ -225,8 +225,7 @@ std::pair<TopologySpec, Workload> sweep_inputs(const SweepArgs& a, int gpus, con
     // The grid varies neither the precision nor the FP8 recipe: one the GPU lacks is the workload's error
     // (run_sweep refuses it too, without the file's name).
     try {
-        const GpuSpec& gpu = topo.gpu_calibrated ? *topo.gpu_calibrated : find_gpu(topo.gpu, "topology.gpu");
-        (void)run_compute_model(topo, gpu, work.layout);
+        (void)run_compute_model(topo, topology_gpu(topo), work.layout);
     } catch (const InputError& e) {
         throw InputError(fmt::format("{}: {}", work_name, e.what()));
     }
