@@ -55,12 +55,15 @@ ComputeModel::ComputeModel(const GpuSpec& gpu, Precision precision, HostLinks ho
                            std::shared_ptr<const Profile> profile, Fp8Recipe recipe)
     : gpu_(gpu),
       peak_(gpu.peak_flops(precision == Precision::fp16 ? Precision::fp16 : Precision::bf16)),
-      peak_fp8_(precision == Precision::fp8 ? gpu.peak_flops(Precision::fp8) : gpu.peak_fp8_flops),
+      peak_fp8_(gpu.peak_fp8_flops),
       peak_fp4_(gpu.peak_fp4_flops),
       recipe_(recipe),
       host_(host),
       profile_(std::move(profile)),
       fp16_(precision == Precision::fp16) {
+    if (precision == Precision::fp8 && !(peak_fp8_ > 0))
+        throw InputError(fmt::format(
+            "layout.precision = \"fp8\" is not supported by GPU {}: it has no FP8 tensor cores", gpu.name));
     if (precision == Precision::fp8 && block_scaled(recipe) && !gpu.block_scaled_mma)
         throw InputError(
             fmt::format("layout.fp8_recipe = \"{}\" needs block-scaled tensor cores (Blackwell, "

@@ -286,8 +286,10 @@ TEST_CASE("sweep: a precision or FP8 recipe the GPU lacks is the input's error, 
     base.precision = Precision::fp8;
     SweepOptions o;
     o.prune_beyond_top = 3;
-    CHECK_THROWS_WITH_AS(run_sweep(topo, m, base, SweepGrid{}, "tiny", o),
-                         "precision fp8 is not supported by GPU A100-SXM4-80GB", InputError);
+    CHECK_THROWS_WITH_AS(
+        run_sweep(topo, m, base, SweepGrid{}, "tiny", o),
+        "layout.precision = \"fp8\" is not supported by GPU A100-SXM4-80GB: it has no FP8 tensor cores",
+        InputError);
     topo.gpu = "H100-SXM5-80GB";
     base.fp8_recipe = Fp8Recipe::mxfp8;
     CHECK_THROWS_AS(run_sweep(topo, m, base, SweepGrid{}, "tiny", o), InputError);
