@@ -36,7 +36,8 @@ class FlowNetwork {
     /// A flow on links that no other flow uses while it runs (the caller guarantees it, e.g. the NVLink links
     /// of a TP group that fills its node): the completion times of start_flow_after for a flow alone on its
     /// links (rate = the smallest capacity / uses of a link on the route; done after the drain, rounded up to
-    /// the picosecond, plus the route latency), computed at once and scheduled as one event instead of three.
+    /// the picosecond, plus the route latency), computed at once and scheduled as one event instead of two
+    /// (its start, then its end: finish_alone).
     void start_private_flow_after(Time delay, const Route& route, double bytes, Simulator::Callback on_done);
     /// The parts of start_private_flow_after, for a caller that times private flows itself (the executor
     /// runs a GPU's compute and private TP collectives ahead without events): private_flow_time is the time
@@ -62,6 +63,9 @@ class FlowNetwork {
         double rate = 0;       ///< bytes/s
         Time last_update;
         Time latency;
+        /// While alone on its links (not listed): when its last byte leaves, the drain's end. Its links are
+        /// its own until then (owner_live); one event at drain_end + latency ends it (finish_alone).
+        Time drain_end;
         std::uint64_t version = 0;  ///< bumps when the completion event is rescheduled
         Simulator::Callback on_done;
         bool active = false;
@@ -136,6 +140,14 @@ class FlowNetwork {
     static bool later_candidate(const Bottleneck& a, const Bottleneck& b);
     void freeze(int flow_id, double rate, std::size_t& unfrozen);
     void finish(int flow_id, std::uint64_t version);
+    /// The end of a flow that stayed alone on its links: at drain_end + latency it gives up the links it
+    /// still owns and runs on_done, one event where a listed flow takes two (the drain's end, then the
+    /// completion after the latency). Nothing if the flow has entered the lists since (version).
+    void finish_alone(int flow_id, std::uint64_t version);
+    /// Whether link `link`'s owner (a flow alone on it) still holds it: a flow whose drain has ended by now
+    /// has left it (its bytes are gone; only the latency is left), as if its end had been an event then,
+    /// and the link's owner is cleared.
+    bool owner_live(int link);
     void schedule_completion(int flow_id);
 
     Simulator& sim_;

@@ -149,7 +149,7 @@ void FlowNetwork::activate(int id) {
     for (std::size_t j = 0; j < f.distinct_links.size(); ++j) {
         const auto lu = static_cast<std::size_t>(f.distinct_links[j]);
         link_bytes_[lu] += bytes * f.distinct_uses[j];  // the flow's bytes once per use
-        if (!flows_on_link_[lu].empty() || link_owner_[lu] >= 0) alone = false;
+        if (!flows_on_link_[lu].empty() || owner_live(f.distinct_links[j])) alone = false;
     }
     if (alone) {
         // No other flow on its links: its component is itself, and progressive filling gives it the smallest
@@ -165,12 +165,15 @@ void FlowNetwork::activate(int id) {
             link_owner_[static_cast<std::size_t>(l)] = id;
         f.listed = false;
         f.rate = rate;
-        schedule_completion(id);
+        f.drain_end = sim_.now() + Time::seconds_up(bytes / rate);  // as schedule_completion computes it
+        const std::uint64_t v = f.version;
+        sim_.schedule(f.drain_end + f.latency, Priority::kFlowCompletion,
+                      [this, id, v] { finish_alone(id, v); });
         return;
     }
     for (int l : f.distinct_links) {
         const int owner = link_owner_[static_cast<std::size_t>(l)];
-        if (owner >= 0) enter_in_lists(owner);
+        if (owner >= 0 && owner_live(l)) enter_in_lists(owner);
     }
     prepare_lists(f);
     for (std::size_t j = 0; j < f.distinct_links.size(); ++j)
@@ -179,6 +182,14 @@ void FlowNetwork::activate(int id) {
     for (int l : f.distinct_links)
         mark_dirty(l);
     request_update();
+}
+
+bool FlowNetwork::owner_live(int link) {
+    int& owner = link_owner_[static_cast<std::size_t>(link)];
+    if (owner < 0) return false;
+    if (flows_[static_cast<std::size_t>(owner)].drain_end > sim_.now()) return true;
+    owner = -1;
+    return false;
 }
 
 void FlowNetwork::enter_in_lists(int fid) {
@@ -496,17 +507,25 @@ void FlowNetwork::fill_progressively() {
     }
 }
 
+void FlowNetwork::finish_alone(int fid, std::uint64_t version) {
+    Flow& f = flows_[static_cast<std::size_t>(fid)];
+    if (!f.active || f.version != version) return;  // it entered the lists: finish() ends it
+    f.active = false;
+    --active_count_;
+    for (int l : f.distinct_links)
+        if (link_owner_[static_cast<std::size_t>(l)] == fid) link_owner_[static_cast<std::size_t>(l)] = -1;
+    (f.distinct_links.capacity() >= kLongRouteLinks ? free_long_ids_ : free_ids_).push_back(fid);
+    Simulator::Callback done = std::move(f.on_done);  // on_done may start flows that take this id
+    done();
+}
+
 void FlowNetwork::finish(int fid, std::uint64_t version) {
     Flow& f = flows_[static_cast<std::size_t>(fid)];
     if (!f.active || f.version != version) return;  // superseded by a rate change
     f.active = false;
     --active_count_;
     bool changed = false;
-    if (!f.listed) {
-        // Alone on its links until the end: no list to leave, nothing to recompute.
-        for (int l : f.distinct_links)
-            link_owner_[static_cast<std::size_t>(l)] = -1;
-    } else {
+    {  // a listed flow (one alone on its links until the end: finish_alone)
         for (std::size_t j = 0; j < f.distinct_links.size(); ++j) {
             const int l = f.distinct_links[j];
             auto& v = flows_on_link_[static_cast<std::size_t>(l)];

@@ -139,6 +139,32 @@ TEST_CASE("network: a flow that starts later takes its share, and the survivor s
     CHECK(ps_diff(t1, Time::seconds(2.5 * S / B)) <= 2);
 }
 
+TEST_CASE("network: a flow alone on its link leaves it when drained, not when its latency has passed") {
+    // f1: S bytes on a link of B with latency L (its bytes are gone at S/B, it completes at S/B + L); f2: S
+    // bytes from t = S/B + L/2, within f1's latency: the link is free, so f2 ends at S/B + L/2 + S/B + L.
+    // f3 starts at 0 on the same link as f4 (S bytes each, at t = 0 and t = S/(2B)): f4 joins while f3
+    // drains, so both share: f3 has S/2 left at S/(2B), both at B/2 until f3 ends at 1.5 S/B, f4 at 2 S/B.
+    Simulator sim;
+    const double B = 1e9;
+    const double S = 1e8;
+    const Time L = Time::seconds(1e-3);
+    FlowNetwork net(sim, {B, B});
+    Time t1{}, t2{}, t3{}, t4{};
+    net.start_flow(make_route({0}, L), S, [&] { t1 = sim.now(); });
+    sim.schedule(Time::seconds(S / B) + Time::seconds(0.5e-3), Priority::kDefault,
+                 [&] { net.start_flow(make_route({0}, L), S, [&] { t2 = sim.now(); }); });
+    net.start_flow(make_route({1}), S, [&] { t3 = sim.now(); });
+    sim.schedule(Time::seconds(S / (2 * B)), Priority::kDefault,
+                 [&] { net.start_flow(make_route({1}), S, [&] { t4 = sim.now(); }); });
+    CHECK(net.active_flows() == 2);
+    sim.run();
+    CHECK(ps_diff(t1, Time::seconds(S / B) + L) <= 2);
+    CHECK(ps_diff(t2, Time::seconds(2 * S / B + 0.5e-3) + L) <= 4);
+    CHECK(ps_diff(t3, Time::seconds(1.5 * S / B)) <= 2);
+    CHECK(ps_diff(t4, Time::seconds(2 * S / B)) <= 2);
+    CHECK(net.active_flows() == 0);
+}
+
 TEST_CASE("network: non-positive link capacity is an internal error") {
     Simulator sim;
     CHECK_THROWS_AS(FlowNetwork(sim, {1e9, 0.0}), InternalError);
