@@ -218,13 +218,14 @@ std::string sweep_csv(const SweepResult& r) {
     for (std::size_t i = 0; i < r.entries.size(); ++i) {
         const auto& e = r.entries[i];
         const auto& l = e.layout;
-        const bool has_memory = e.status != SweepStatus::rejected;
+        const bool passed = e.status != SweepStatus::rejected;
+        const bool has_memory = passed && e.status != SweepStatus::pruned;  // a pruned layout is not walked
         o += e.status == SweepStatus::simulated ? fmt::format("{},", i + 1) : std::string(",");
         if (several_sizes(r)) o += fmt::format("{},", e.gpus);
         for (const auto& key : sweep_keys())
             o += csv_field(schema::text(axis_field(key).get(l))) + ",";
         if (with_ep) o += fmt::format("{},", l.ep);
-        o += fmt::format("{},{},{},", has_memory ? fmt::format("{}", l.micro_batches()) : "",
+        o += fmt::format("{},{},{},", passed ? fmt::format("{}", l.micro_batches()) : "",
                          status_name(e.status), csv_field(e.reason));
         o += csv_figures(r, e);
         if (has_memory)
@@ -265,7 +266,7 @@ nlohmann::json json_row(const SweepResult& r, std::size_t i) {
         row["reason"] = e.reason;
         if (!e.detail.empty()) row["detail"] = e.detail;
     }
-    if (e.status != SweepStatus::rejected) {
+    if (e.status != SweepStatus::rejected && e.status != SweepStatus::pruned) {  // a pruned one is not walked
         row["peak_memory_bytes"] = e.peak_memory_bytes;
         row["peak_memory_stage"] = e.peak_stage;
         row["headroom_bytes"] = r.hbm_bytes - e.peak_memory_bytes;

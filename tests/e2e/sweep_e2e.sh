@@ -28,6 +28,15 @@ check "CSV header" grep -q '^rank,tp,pp,dp,cp,micro_batch,vpp,recompute,' "$tmp/
 check "output names the reject reasons" grep -q '^ *[0-9]*  tp does not divide heads$' "$tmp/j1.txt"
 check "output names the reject reasons (2)" grep -q '^ *[0-9]*  tp\*pp\*cp does not divide the GPUs$' "$tmp/j1.txt"
 check "output counts the rejected layouts" grep -q '^rejected layouts by reason' "$tmp/j1.txt"
+# --csv prunes as the text does: the pruned layouts are rows of their own, with their bound and no memory.
+pruned=$(sed -n 's/^pruned: \([0-9]*\) more.*/\1/p' "$tmp/j1.txt")
+check "the text counts pruned layouts" test "${pruned:-0}" -gt 0
+check "CSV lists each pruned layout, with its bound and no peak memory" python3 -c '
+import csv, sys
+rows = [r for r in csv.DictReader(open(sys.argv[1])) if r["status"] == "pruned"]
+assert len(rows) == int(sys.argv[2]), len(rows)
+assert all(r["reason"].startswith("lower bound ") and r["peak_memory_gib"] == "" and r["step_time_s"] == "" for r in rows)
+' "$tmp/j1.csv" "${pruned:-0}"
 check "output lists the top layouts" grep -q '^top 5 of' "$tmp/j1.txt"
 check "output explains what limits the best layout" \
     grep -Eq '^ +1 .*(compute-bound|bubble|exposed (TP|PP|DP)|idle)' "$tmp/j1.txt"

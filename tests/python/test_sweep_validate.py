@@ -25,7 +25,7 @@ class SweepTest(unittest.TestCase):
         cls.cli_text, cls.cli_doc = cli_json(
             "sweep", "--topology", TOPOLOGY, "--workload", WORKLOAD, "--gpus", "24", "--global-batch", "48",
             "--vary", "tp=1,2", "--vary", "pp=1,2", "--fix", "micro_batch=1", "--fix", "recompute=none",
-            "--jobs", "1")
+            "--jobs", "1", "--exhaustive")  # trainsim.sweep simulates every layout
         cls.kwargs = dict(gpus=24, global_batch=48, vary={"tp": [1, 2], "pp": [1, 2]},
                           fix={"micro_batch": 1, "recompute": "none"}, jobs=1)
 

@@ -122,14 +122,17 @@ void add_sweep_options(po::options_description& desc, SweepArgs& a) {
         "gpu-hour-price", po::value(&a.gpu_hour_price),
         "with --tokens: US dollars per GPU-hour; adds the cost to train")(
         "top", po::value(&a.top_k),
-        "layouts listed, best first (default 10; 0 only with --csv, --html or --json)")(
+        "layouts listed, best first (default 10; 0 only with --csv, --html or --json: every layout "
+        "simulated, as --exhaustive)")(
         "exhaustive",
-        "check and simulate every layout; without it (and without --csv, --html and --json, which list "
-        "every layout) a layout is neither simulated nor checked against memory when a lower bound on its "
-        "step time (the busiest GPU's compute, the pipeline's fill and drain, every collective as if alone "
-        "on the fabric) exceeds the step time of the --top-th best of its size: it cannot be in the top, "
-        "which stays exact")("csv", po::value(&a.csv_file),
-                             "write every evaluated layout to FILE as CSV (one row each)")(
+        "check and simulate every layout; without it (and without --html, whose Pareto front needs every "
+        "layout, and --top 0) a layout is neither simulated nor checked against memory when a lower bound "
+        "on its step time (the busiest GPU's compute, the pipeline's fill and drain, every collective as if "
+        "alone on the fabric) exceeds the step time of the --top-th best of its size: it cannot be in the "
+        "top, which stays exact; --csv and --json list it as pruned, with its bound")(
+        "csv", po::value(&a.csv_file),
+        "write every layout of the grid to FILE as CSV (one row each: simulated, pruned, out of memory or "
+        "rejected, with the reason)")(
         "html", po::value(&a.html_file),
         "write a self-contained HTML page to FILE: step time against peak memory of every simulated layout "
         "with the Pareto front, the best layout's headline figures, step breakdown and memory (inline SVG)")(
@@ -252,8 +255,9 @@ SweepOptions sweep_options(const SweepArgs& a, const std::vector<int>& sizes, co
     if (options.perturbations.empty() && (vm.count("seeds") || vm.count("seed")))
         throw InputError("sweep: --seed and --seeds need a perturbation (--straggler, --jitter or --link)");
     options.processes = processes();
-    if (!vm.count("exhaustive") && a.csv_file.empty() && a.html_file.empty() && !vm.count("json"))
-        options.prune_beyond_top = a.top_k;
+    // The CSV and JSON list every layout with its verdict, the pruned ones as `pruned` with their bound;
+    // the HTML page draws the Pareto front of every layout, which a pruned one may be on: it prunes nothing.
+    if (!vm.count("exhaustive") && a.html_file.empty() && a.top_k > 0) options.prune_beyond_top = a.top_k;
     return options;
 }
 
