@@ -158,6 +158,11 @@ struct GoodputConfig {
 /// expected run time for a target: MTBFs far too small for the recovery time).
 void check_goodput_config(const GoodputConfig& c);
 
+/// The events one run is expected to take (its work): the expected failures (the failure rate times the
+/// horizon, or times Daly's expected run time for a target: expected_run_time_s) plus the checkpoints over
+/// that span (span / (interval_steps * step_s)). For a config that passed check_goodput_config.
+double expected_run_events(const GoodputConfig& c);
+
 /// One simulated run.
 struct RunOutcome {
     double wall_s = 0;    ///< when the run stopped (target reached, or the horizon)
@@ -192,7 +197,8 @@ struct GoodputSummary {
 };
 
 /// Runs seeds first_seed .. first_seed + seeds - 1 on `jobs` threads; the result does not depend on `jobs`.
-/// Throws InputError on a bad config or seeds < 1 or jobs < 1.
+/// Throws InputError on a bad config, seeds < 1, jobs < 1, or seeds * expected_run_events above
+/// limits::kMaxGoodputStudyEvents (naming --seeds and how many seeds the config allows).
 GoodputSummary simulate_goodput(const GoodputConfig& c, std::uint64_t first_seed, int seeds, int jobs);
 
 /// Checkpoint intervals from the formulas, in seconds of work, for save (blocking) time delta_s, system MTBF

@@ -50,6 +50,20 @@ inline constexpr std::int64_t kMaxLayerPassesPerStep = std::int64_t{1} << 21;
 /// 8B: 6.5 s); GPT-3 175B at TP 32 with 1,200 micro-batches (2^26) took 174 s before this limit. Published
 /// runs reach 3.1 M (Llama 3.1 405B on 1,024 H100, TP 8 x CP 2).
 inline constexpr std::int64_t kMaxGpuLayerPassesPerStep = std::int64_t{1} << 23;
+/// GPU layer passes of a what-if study over all its seeds (`run --seeds K`: K perturbed simulations, each of
+/// gpu_layer_passes_per_step, besides the unperturbed one). 2^26 admits the documented jitter study, Llama 3
+/// 70B on 1,024 H100 over 100 seeds (655,360 passes per step, 6.6e7 in all: 22 s of CPU, 11 s on 2 cores,
+/// docs/performance.md), and refuses what ran for hours: 100,000 seeds of the default GPT-3 175B run
+/// (1,179,648 passes per step, 0.3 s per seed; at most 56 seeds now).
+inline constexpr std::int64_t kMaxGpuLayerPassesPerStudy = std::int64_t{1} << 26;
+/// Expected failures and checkpoints of a goodput study over all its seeds (`goodput --seeds K`: K runs of
+/// goodput.hpp expected_run_events each). Measured (Release, 2 threads, 2026-11-25) on Llama 3 405B over 54
+/// days on 16,384 H100: 1,700 seeds at a 26-step interval (19,300 events per run, mostly checkpoints) take
+/// 1.2 s of CPU, 50,000 seeds at a 2,000-step interval (664 per run, 419 of them failures) 2.1 s: 35-45 ns
+/// per event, so 2^29 is about 20-25 s of CPU, 10-12 s on 2 cores. It admits the documented 1,000 seeds at
+/// the 26-step interval (docs/performance.md) and refuses what ran for about 10 minutes (1,000,000 seeds at
+/// the --seeds range's top, 19,300 events each).
+inline constexpr std::int64_t kMaxGoodputStudyEvents = std::int64_t{1} << 29;
 /// Grid points of one sweep, over all its cluster sizes (`sweep --gpus N,N,...`, `--vary`): a sweep keeps
 /// every point's layout and entry, about 5.5 KB each. Measured (Release, 2026-11-28): Qwen3-30B-A3B on 12
 /// B200 sizes, 8 to 16,384 GPUs, is 388,416 points, 2.1 GB RSS and 68 s on 2 cores; the default grid of the

@@ -6,6 +6,7 @@
 
 #include "trainsim/errors.hpp"
 #include "trainsim/goodput.hpp"
+#include "trainsim/limits.hpp"
 #include "trainsim/parallel_map.hpp"
 
 namespace trainsim {
@@ -43,6 +44,13 @@ GoodputSummary simulate_goodput(const GoodputConfig& c, std::uint64_t first_seed
     check_goodput_config(c);
     if (seeds < 1) throw InputError(fmt::format("seeds = {} must be >= 1", seeds));
     if (jobs < 1) throw InputError(fmt::format("jobs = {} must be >= 1", jobs));
+    const double events = std::max(expected_run_events(c), 1.0);
+    if (static_cast<double>(seeds) * events > static_cast<double>(limits::kMaxGoodputStudyEvents))
+        throw InputError(fmt::format(
+            "--seeds = {}: {} runs of about {:.3g} failures and checkpoints each pass the limit of {} for a "
+            "goodput study (limits.hpp); at most {:.0f} seeds here",
+            seeds, seeds, events, limits::kMaxGoodputStudyEvents,
+            std::floor(static_cast<double>(limits::kMaxGoodputStudyEvents) / events)));
     const std::vector<RunOutcome> runs = parallel_map(
         static_cast<std::size_t>(seeds), jobs,
         [&](std::size_t i) { return simulate_run(c, first_seed + static_cast<std::uint64_t>(i)); });

@@ -104,7 +104,24 @@ bool node_local(int cls) {
     return c == FailureComponent::gpu || c == FailureComponent::node || c == FailureComponent::nic;
 }
 
+/// The wall time a run is expected to last: the horizon, or (target only) Daly's expected run time, which
+/// grows as e^(R/M) when a recovery R rarely completes within the MTBF M (`rate` > 0: failures per second).
+double expected_span_s(const GoodputConfig& c, double rate) {
+    if (c.horizon_s > 0) return c.horizon_s;
+    const double block = c.mode == CheckpointMode::sync ? c.save_s : c.copy_s;
+    const double recovery = c.detection_s + c.restart_s + c.load_s;
+    return expected_run_time_s(c.target_work_s, static_cast<double>(c.interval_steps) * c.step_s, block,
+                               1.0 / rate, recovery);
+}
+
 }  // namespace
+
+double expected_run_events(const GoodputConfig& c) {
+    const double rate = c.failures.rate_per_s();
+    const double span =
+        rate > 0 ? expected_span_s(c, rate) : (c.horizon_s > 0 ? c.horizon_s : c.target_work_s);
+    return rate * span + span / (static_cast<double>(c.interval_steps) * c.step_s);
+}
 
 void check_goodput_config(const GoodputConfig& c) {
     auto finite_nonneg = [](double v, const char* name) {
@@ -133,14 +150,8 @@ void check_goodput_config(const GoodputConfig& c) {
     // grows as e^(R/M) when a recovery R rarely completes within the MTBF M.
     const double rate = c.failures.rate_per_s();
     if (rate > 0) {
-        const double block = c.mode == CheckpointMode::sync ? c.save_s : c.copy_s;
         const double recovery = c.detection_s + c.restart_s + c.load_s;
-        const double span =
-            c.horizon_s > 0
-                ? c.horizon_s
-                : expected_run_time_s(c.target_work_s, static_cast<double>(c.interval_steps) * c.step_s,
-                                      block, 1.0 / rate, recovery);
-        const double expected = rate * span;
+        const double expected = rate * expected_span_s(c, rate);
         if (!(expected <= kMaxExpectedFailures))
             throw InputError(fmt::format(
                 "the MTBFs give {:.3g} expected failures per run (system MTBF {:.3g} s against a recovery of "

@@ -128,6 +128,14 @@ void size_violations(const ModelSpec& m, const Layout& l, Violations& out) {
 }
 }  // namespace
 
+std::int64_t gpu_layer_passes_per_step(const ModelSpec& m, const Layout& l) {
+    const std::int64_t micro_batches = l.global_batch / std::max<std::int64_t>(l.micro_batch * l.dp, 1);
+    std::int64_t passes = std::max<std::int64_t>(m.layers, 0) * micro_batches;
+    for (const std::int64_t f : {std::int64_t{l.dp}, std::int64_t{l.cp}, std::int64_t{l.tp}})
+        passes *= std::max<std::int64_t>(f, 1);
+    return passes;
+}
+
 void check_sizes(const ModelSpec& m, const Layout& l) {
     Violations v;
     size_violations(m, l, v);

@@ -13,6 +13,8 @@
 #include "trainsim/collectives.hpp"
 #include "trainsim/compute.hpp"
 #include "trainsim/errors.hpp"
+#include "trainsim/layout.hpp"
+#include "trainsim/limits.hpp"
 #include "trainsim/memory.hpp"
 #include "trainsim/parallel_map.hpp"
 #include "trainsim/program.hpp"
@@ -169,6 +171,17 @@ ScenarioStudy study_scenario(const TopologySpec& topology, const ModelSpec& mode
                              int jobs, SimulationResult& first) {
     if (seeds < 1) throw InputError(fmt::format("--seeds = {} must be at least 1", seeds));
     check_layout(model, layout, topology.gpus());
+    // The study's work: seeds perturbed simulations of this size (seeds <= 100,000 and the passes <= 2^23,
+    // so the product fits in 64 bits).
+    const std::int64_t passes = gpu_layer_passes_per_step(model, layout);
+    if (static_cast<std::int64_t>(seeds) * passes > limits::kMaxGpuLayerPassesPerStudy)
+        throw InputError(fmt::format(
+            "--seeds = {}: {} seeds of {} GPU layer passes per step (model.layers * micro-batches per step * "
+            "layout.dp * layout.cp * layout.tp) pass the limit of {} for a what-if study (limits.hpp); at "
+            "most "
+            "{} seeds for this run",
+            seeds, seeds, passes, limits::kMaxGpuLayerPassesPerStudy,
+            limits::kMaxGpuLayerPassesPerStudy / std::max<std::int64_t>(passes, 1)));
     const Cluster base_cluster(topology);
     const Cluster cluster(topology, options.perturbations.links, options.cluster);
     const Program program = build_program(model, layout);

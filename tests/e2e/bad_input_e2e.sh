@@ -264,6 +264,10 @@ bad "sweep --gpu-hour-price without --tokens" 2 "sweep: --gpu-hour-price needs -
 bad "run --tokens 0" 2 "run: --tokens = \"0\" is not a positive count" -- run "${SMALL[@]}" --tokens 0
 bad "run --gpu-hour-price negative" 2 "run: --gpu-hour-price = -1 must be a price >= 0" -- run "${SMALL[@]}" --tokens 1T --gpu-hour-price=-1
 bad "fit without --gpu" 2 "fit: --gpu is required" -- fit "$RUNS"
+# Work bounds of the seeded studies (limits.hpp): 100,000 seeds of the default run took about 8 hours, 1,000,000
+# goodput seeds of the small run minutes; both are refused before any simulation.
+bad "run --seeds past the study's work limit" 2 "--seeds = 100000: 100000 seeds of 1179648 GPU layer passes per step|limit of 67108864 for a what-if study|at most 56 seeds" -- run --jitter lognormal,sigma=0.05 --seeds 100000
+bad "goodput --seeds past the study's work limit" 2 "--seeds = 1000000: 1000000 runs of about|limit of 536870912 for a goodput study|at most 39963 seeds" -- goodput "${SMALL[@]}" --seeds 1000000
 
 ## Failed writes to stdout: exit 2, one line on stderr.
 new_case

@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <string>
 
@@ -9,6 +11,7 @@
 #include "trainsim/config.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/goodput.hpp"
+#include "trainsim/limits.hpp"
 
 using namespace trainsim;
 using trainsim::test::contains;
@@ -263,6 +266,23 @@ TEST_CASE("goodput: bad configurations are refused naming the value") {
     c.horizon_s = 0;  // a target whose recovery (180 s) never completes within the 10 ms MTBF
     c.target_work_s = 1000;
     CHECK(contains(message_of<InputError>([&] { check_goodput_config(c); }), "expected failures per run"));
+}
+
+TEST_CASE("goodput: a study's expected events are bounded over its seeds") {
+    // Horizon 10^6 s, M = 1000 s: 1000 expected failures; interval 30 steps of 10 s: 3333.3 checkpoints.
+    GoodputConfig c = base_config();
+    c.horizon_s = 1e6;
+    CHECK(expected_run_events(c) == doctest::Approx(1000.0 + 1e6 / 300.0));
+    // Without failures only the checkpoints count.
+    GoodputConfig quiet = c;
+    quiet.failures = FailureModel{};
+    CHECK(expected_run_events(quiet) == doctest::Approx(1e6 / 300.0));
+    const double per_run = 1000.0 + 1e6 / 300.0;
+    const auto most =
+        static_cast<int>(std::floor(static_cast<double>(limits::kMaxGoodputStudyEvents) / per_run));
+    const std::string msg = message_of<InputError>([&] { simulate_goodput(c, 1, most + 1, 1); });
+    CHECK(contains(msg, fmt::format("--seeds = {}", most + 1)));
+    CHECK(contains(msg, fmt::format("at most {} seeds", most)));
 }
 
 TEST_CASE("config: the topology's optional storage bandwidths are read and range-checked") {

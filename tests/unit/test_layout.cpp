@@ -38,6 +38,20 @@ TEST_CASE("layout: a valid layout passes") {
     CHECK(layers_on_stage(m, l, 0) == 6);
 }
 
+TEST_CASE("layout: GPU layer passes per step are layers x micro-batches x dp x cp x tp") {
+    ModelSpec m = trainsim::test::gpt3_175b();
+    m.layers = 4;
+    Layout l;
+    l.global_batch = 16;
+    l.micro_batch = 1;
+    l.dp = 2;
+    l.cp = 2;
+    l.tp = 2;
+    CHECK(gpu_layer_passes_per_step(m, l) == 4 * 8 * 2 * 2 * 2);  // 16 / (1 x 2) = 8 micro-batches
+    l.micro_batch = 2;
+    CHECK(gpu_layer_passes_per_step(m, l) == 4 * 4 * 2 * 2 * 2);
+}
+
 TEST_CASE("layout: tp must divide the heads") {
     const ModelSpec m = trainsim::test::gpt3_175b();
     Layout l = gpt3_layout();
