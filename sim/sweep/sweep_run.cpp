@@ -647,6 +647,33 @@ void simulate_points(Points& pts, const std::vector<PointCheck>& checks, std::ve
     }
 }
 
+/// A sweep under perturbations runs every layout that passes the grid checks (no pruning) over its seeds:
+/// refused at once, naming --seeds, when seeds x their GPU layer passes per step pass
+/// limits::kMaxGpuLayerPassesPerStudy, the bound of `run --seeds` (scenario_study.cpp). A passed layout's
+/// passes are at most 2^23 (check_sizes) and the grid at most limits::kMaxSweepPoints: the sum fits in 64
+/// bits.
+void check_study_work(const Points& pts, const ModelSpec& model, const SweepOptions& options) {
+    if (options.perturbations.empty()) return;
+    std::int64_t passes = 0;
+    std::size_t layouts = 0;
+    for (std::size_t i = 0; i < pts.entries.size(); ++i) {
+        const Layout& l = pts.entries[i].layout;
+        if (!classify(model, l, pts.clusters[pts.cluster_of[i]]->gpus(), nullptr).empty()) continue;
+        passes += gpu_layer_passes_per_step(model, l);
+        ++layouts;
+    }
+    if (layouts == 0) return;
+    if (static_cast<double>(options.seeds) * static_cast<double>(passes) <=
+        static_cast<double>(limits::kMaxGpuLayerPassesPerStudy))
+        return;
+    throw InputError(fmt::format(
+        "sweep: --seeds = {}: {} seeds of the {} layouts that pass the grid checks ({} GPU layer "
+        "passes per step in all) pass the limit of {} for a what-if study (limits.hpp); at most {} "
+        "seeds here (--fix and --vary narrow the grid)",
+        options.seeds, options.seeds, layouts, passes, limits::kMaxGpuLayerPassesPerStudy,
+        limits::kMaxGpuLayerPassesPerStudy / passes));
+}
+
 /// The result's header fields: names, sizes, HBM, batch, what-if perturbations, time-to-train options.
 SweepResult result_header(const TopologySpec& topology, const Points& pts, const Layout& base,
                           const std::string& workload_name, const SweepOptions& options) {
@@ -746,6 +773,7 @@ SweepResult run_sweep(const TopologySpec& topology, const ModelSpec& model, cons
         ++(progress.*counter);
         options.progress(progress);
     };
+    check_study_work(pts, model, options);
     const std::vector<PointCheck> checks =
         check_points(pts, model, options, [&] { step(&SweepProgress::checked); });
     std::vector<std::size_t> todo, copy_of;

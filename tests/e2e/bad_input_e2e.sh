@@ -268,6 +268,7 @@ bad "fit without --gpu" 2 "fit: --gpu is required" -- fit "$RUNS"
 # goodput seeds of the small run minutes; both are refused before any simulation.
 bad "run --seeds past the study's work limit" 2 "--seeds = 100000: 100000 seeds of 1179648 GPU layer passes per step|limit of 67108864 for a what-if study|at most 56 seeds" -- run --jitter lognormal,sigma=0.05 --seeds 100000
 bad "goodput --seeds past the study's work limit" 2 "--seeds = 1000000: 1000000 runs of about|limit of 536870912 for a goodput study|at most 39963 seeds" -- goodput "${SMALL[@]}" --seeds 1000000
+bad "sweep --seeds past the study's work limit" 2 "sweep: --seeds = 100000: 100000 seeds of the|GPU layer passes per step in all|at most" -- sweep "${SMALL[@]}" --gpus 16 --jitter lognormal,sigma=0.05 --seeds 100000
 
 ## Failed writes to stdout: exit 2, one line on stderr.
 new_case
