@@ -95,6 +95,8 @@ PointRun simulate_point(const Layout& l, const Cluster& cluster, const ModelSpec
 /// Everything of a program that the simulation reads, as bytes: two layouts with the same signature and the
 /// same rank grid simulate identically.
 std::string program_signature(const Program& p);
+/// Whether program_signature(p) == sig, without building it (no allocation: a sweep confirms many copies).
+bool has_signature(const Program& p, const std::string& sig);
 
 /// The grid points of every cluster size, size by size, each in enumeration order.
 struct Points {

@@ -7,8 +7,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "../../sim/sweep/sweep_internal.hpp"  // has_signature: internal to the sweep
 #include "test_helpers.hpp"
 #include "trainsim/errors.hpp"
+#include "trainsim/program.hpp"
 #include "trainsim/simulate.hpp"
 #include "trainsim/sweep.hpp"
 
@@ -367,4 +369,22 @@ TEST_CASE(
     CHECK(sel->report.step_time_s == direct.report.step_time_s);
     CHECK(none->report.step_time_s == direct.report.step_time_s);
     CHECK(sel->report.memory.peak().peak_bytes == direct.report.memory.peak().peak_bytes);
+}
+
+TEST_CASE("sweep: has_signature(p, sig) is program_signature(p) == sig, without building it") {
+    const ModelSpec m = test::small_gpt();
+    const Layout a = test::tp2_pp2_dp4(1, 16);
+    const Layout b = test::tp2_pp2_dp4(2, 16);  // other micro-batches: another program
+    const Program pa = build_program(m, a);
+    const Program pb = build_program(m, b);
+    const std::string sig = sweep_detail::program_signature(pa);
+    CHECK(sweep_detail::has_signature(pa, sig));
+    CHECK(sweep_detail::has_signature(build_program(m, a), sig));  // built again: equal
+    CHECK_FALSE(sweep_detail::has_signature(pb, sig));
+    CHECK(sweep_detail::has_signature(pb, sweep_detail::program_signature(pb)));
+    std::string flipped = sig;  // one byte changed, one missing, one extra
+    flipped[sig.size() / 2] = static_cast<char>(flipped[sig.size() / 2] ^ 1);
+    CHECK_FALSE(sweep_detail::has_signature(pa, flipped));
+    CHECK_FALSE(sweep_detail::has_signature(pa, sig.substr(0, sig.size() - 1)));
+    CHECK_FALSE(sweep_detail::has_signature(pa, sig + '\0'));
 }
