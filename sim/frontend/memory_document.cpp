@@ -1,8 +1,8 @@
 // `memory`: the study of one layout's memory and its JSON document (include/trainsim/frontend.hpp).
 #include <nlohmann/json.hpp>
 
-#include "trainsim/frontend.hpp"
 #include "trainsim/cluster.hpp"
+#include "trainsim/frontend.hpp"
 #include "trainsim/gpu_catalog.hpp"
 #include "trainsim/program.hpp"
 
