@@ -140,6 +140,9 @@ class FlowNetwork {
     static bool later_candidate(const Bottleneck& a, const Bottleneck& b);
     void freeze(int flow_id, double rate, std::size_t& unfrozen);
     void finish(int flow_id, std::uint64_t version);
+    /// Returns a finished flow's id for reuse: to free_long_ids_ if its lists hold room for kLongRouteLinks
+    /// links or more, else to free_ids_.
+    void release_id(int flow_id);
     /// The end of a flow that stayed alone on its links: at drain_end + latency it gives up the links it
     /// still owns and runs on_done, one event where a listed flow takes two (the drain's end, then the
     /// completion after the latency). Nothing if the flow has entered the lists since (version).

@@ -507,6 +507,11 @@ void FlowNetwork::fill_progressively() {
     }
 }
 
+void FlowNetwork::release_id(int fid) {
+    const Flow& f = flows_[static_cast<std::size_t>(fid)];
+    (f.distinct_links.capacity() >= kLongRouteLinks ? free_long_ids_ : free_ids_).push_back(fid);
+}
+
 void FlowNetwork::finish_alone(int fid, std::uint64_t version) {
     Flow& f = flows_[static_cast<std::size_t>(fid)];
     if (!f.active || f.version != version) return;  // it entered the lists: finish() ends it
@@ -514,7 +519,7 @@ void FlowNetwork::finish_alone(int fid, std::uint64_t version) {
     --active_count_;
     for (int l : f.distinct_links)
         if (link_owner_[static_cast<std::size_t>(l)] == fid) link_owner_[static_cast<std::size_t>(l)] = -1;
-    (f.distinct_links.capacity() >= kLongRouteLinks ? free_long_ids_ : free_ids_).push_back(fid);
+    release_id(fid);
     Simulator::Callback done = std::move(f.on_done);  // on_done may start flows that take this id
     done();
 }
@@ -524,30 +529,29 @@ void FlowNetwork::finish(int fid, std::uint64_t version) {
     if (!f.active || f.version != version) return;  // superseded by a rate change
     f.active = false;
     --active_count_;
+    // A listed flow (one alone on its links until the end is ended by finish_alone): it leaves its lists.
     bool changed = false;
-    {  // a listed flow (one alone on its links until the end: finish_alone)
-        for (std::size_t j = 0; j < f.distinct_links.size(); ++j) {
-            const int l = f.distinct_links[j];
-            auto& v = flows_on_link_[static_cast<std::size_t>(l)];
-            const auto slot = static_cast<std::size_t>(f.distinct_slot[j]);
-            if (slot >= v.size() || v[slot].flow != fid) throw InternalError("flow missing from its link");
-            // The last entry takes the flow's place (the order a search and swap would leave).
-            const LinkEntry last = v.back();
-            v[slot] = last;
-            flows_[static_cast<std::size_t>(last.flow)].distinct_slot[static_cast<std::size_t>(last.index)] =
-                static_cast<int>(slot);
-            v.pop_back();
-            // A link left without flows changes no rate: only links still carrying flows need a
-            // recomputation.
-            if (!v.empty()) {
-                mark_dirty(l);
-                changed = true;
-                if (v.size() == 1) set_shared(v.front().flow, v.front().index, false);  // it has it to itself
-            }
+    for (std::size_t j = 0; j < f.distinct_links.size(); ++j) {
+        const int l = f.distinct_links[j];
+        auto& v = flows_on_link_[static_cast<std::size_t>(l)];
+        const auto slot = static_cast<std::size_t>(f.distinct_slot[j]);
+        if (slot >= v.size() || v[slot].flow != fid) throw InternalError("flow missing from its link");
+        // The last entry takes the flow's place (the order a search and swap would leave).
+        const LinkEntry last = v.back();
+        v[slot] = last;
+        flows_[static_cast<std::size_t>(last.flow)].distinct_slot[static_cast<std::size_t>(last.index)] =
+            static_cast<int>(slot);
+        v.pop_back();
+        // A link left without flows changes no rate: only links still carrying flows need a
+        // recomputation.
+        if (!v.empty()) {
+            mark_dirty(l);
+            changed = true;
+            if (v.size() == 1) set_shared(v.front().flow, v.front().index, false);  // it has it to itself
         }
     }
     if (changed) request_update();
-    (f.distinct_links.capacity() >= kLongRouteLinks ? free_long_ids_ : free_ids_).push_back(fid);
+    release_id(fid);
     sim_.schedule_in(f.latency, Priority::kFlowCompletion, std::move(f.on_done));
 }
 
