@@ -69,5 +69,9 @@ inline constexpr std::int64_t kMaxGoodputStudyEvents = std::int64_t{1} << 29;
 /// B200 sizes, 8 to 16,384 GPUs, is 388,416 points, 2.1 GB RSS and 68 s on 2 cores; the default grid of the
 /// widest shipped preset is 37,632 points per size.
 inline constexpr std::int64_t kMaxSweepPoints = 500000;
+/// Worker threads of one command (`--jobs` of run, sweep, validate, fit, goodput): each thread holds its own
+/// simulation state; `sweep -j 100000` failed to create its threads (exit 1) and `-j 2147483647` passed 15 GB
+/// before this limit.
+inline constexpr std::int64_t kMaxJobs = 1024;
 
 }  // namespace trainsim::limits

@@ -405,6 +405,12 @@ class Cluster::Builder {
             for (int l : out.links) {
                 Link& link = links_[static_cast<std::size_t>(l)];
                 link.bandwidth.bytes_per_s *= p.bandwidth_factor;
+                // Several --link degradations of one link multiply: their product can underflow to 0 B/s
+                // (1e-200 twice), which no single factor in (0, 1] can.
+                if (!(link.bandwidth.bytes_per_s > 0))
+                    throw InputError(fmt::format("--link {}: the bandwidth factors given for this link multiply to 0 "
+                                                 "(use down for a link that is out)",
+                                                 clip_for_message(out.text)));
                 link.latency += p.extra_latency;
             }
             perturbed_.push_back(std::move(out));

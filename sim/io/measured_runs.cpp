@@ -883,7 +883,7 @@ void apply_nemo_launcher_defaults(MeasuredRun& run, const json& notes, json& tra
         c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     const bool gpt_or_llama =
         model.find("gpt3") != std::string::npos || model.find("llama") != std::string::npos;
-    if (!training.contains("grad_reduce_in_bf16") && training.value("precision", "") == "fp8" &&
+    if (!training.contains("grad_reduce_in_bf16") && string_or_empty(training, "precision") == "fp8" &&
         gpt_or_llama) {
         training["grad_reduce_in_bf16"] = true;
         run.notes.push_back(
@@ -964,7 +964,7 @@ void parse_run(const json& row, const std::string& file, MeasuredRun& run) {
     // FP8_PARAMS=True, e.g. training_results_v4.1 NVIDIA/benchmarks/gpt3/implementations/*/config_common.sh;
     // absent from v3.1's conf/custom.yaml), unless the row states fp8_param_gather.
     if (training.is_object() && !training.contains("fp8_param_gather") &&
-        training.value("precision", "") == "fp8" && mlperf_nemo_fp8_params(ext)) {
+        string_or_empty(training, "precision") == "fp8" && mlperf_nemo_fp8_params(ext)) {
         training["fp8_param_gather"] = true;
         run.notes.push_back(
             "training.fp8_param_gather = true: NVIDIA's MLPerf NeMo submissions from v4.0 set "
@@ -1039,8 +1039,20 @@ void parse_collective(const json& row, const std::string& file, CollectiveRow& o
     StrictObject r(row, file, fmt::format("collective \"{}\"", out.id));
     r.string("id");
     out.op = parse_op(r);
-    out.gpus = static_cast<int>(r.positive("gpus"));
-    out.nodes = static_cast<int>(r.positive("nodes"));
+    const std::int64_t gpus = r.positive("gpus");
+    const std::int64_t nodes = r.positive("nodes");
+    // The size limits of a topology (include/trainsim/limits.hpp), checked before the preset cluster is built
+    // (2^31 - 1 GPUs on one node took 22 s and 8 GB before the topology check refused it).
+    if (gpus > limits::kMaxGpus)
+        r.fail(r.field("gpus"), fmt::format("= {} is above the limit of {} (trainsim/limits.hpp)", gpus,
+                                            limits::kMaxGpus));
+    if (nodes > gpus) r.fail(r.field("nodes"), fmt::format("= {} is more than gpus = {}", nodes, gpus));
+    if (gpus / nodes > limits::kMaxGpusPerNode)
+        r.fail(r.field("gpus"), fmt::format("= {} on {} nodes is above the limit of {} GPUs per node "
+                                            "(trainsim/limits.hpp)",
+                                            gpus, nodes, limits::kMaxGpusPerNode));
+    out.gpus = static_cast<int>(gpus);
+    out.nodes = static_cast<int>(nodes);
     out.bytes = r.number_in("bytes", 0, 1e15, "B");
     if (!(out.bytes > 0)) r.fail(r.field("bytes"), fmt::format("= {} must be positive", out.bytes));
     out.algbw_GBps = reported(r, "algbw_GBps");

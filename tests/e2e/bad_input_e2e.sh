@@ -240,6 +240,8 @@ runs_with r.json 's/"global_batch": 8/"global_batch": 1000000000/'
 bad "runs: global batch 10^9" 2 "r.json|layout.global_batch = 1000000000 is above the limit" -- run --from-runs r.json --id small_with_memory
 runs_with r.json 's/"gpus": 8,/"gpus": 1073741824,/'
 bad "runs: a billion GPUs" 2 "r.json|cluster.gpus = 1073741824 is above the limit of 131072" -- run --from-runs r.json --id small_with_memory
+runs_with r.json 's/"precision": "bf16"/"precision": 0/'
+bad "runs: precision a number" 2 "r.json|training.precision = 0 must be a string" -- run --from-runs r.json --id small_with_memory
 bad "validate: missing file" 2 "nope.json: cannot open the file" -- validate nope.json
 
 ## The command line.
@@ -248,6 +250,9 @@ bad "help of an unknown command" 2 "unknown command \"frobnicate\"" -- help frob
 bad "unknown option" 2 "run: unrecognised option '--bogus'" -- run --bogus
 bad "unexpected argument" 2 "run: unexpected argument \"extra\"" -- run extra
 bad "--trace-ranks unknown" 2 "--trace-ranks = \"some\"" -- run "${SMALL[@]}" --trace-ranks some
+bad "sweep --jobs 100000" 2 "sweep: --jobs = 100000 must be 1 .. 1024" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 -j 100000
+bad "run --jobs 2000" 2 "run: --jobs = 2000 must be 1 .. 1024" -- run "${SMALL[@]}" --jobs 2000
+bad "--link factors multiplying to 0" 2 "--link node0.nic0,bandwidth=1e-200: the bandwidth factors given for this link multiply to 0" -- run "${SMALL[@]}" --link node0.nic0,bandwidth=1e-200 --link node0.nic0,bandwidth=1e-200
 bad "sweep --gpus 0" 2 "sweep: --gpus = 0 must be positive" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 0
 bad "sweep --top 0 (text only)" 2 "sweep: --top = 0 lists no layout" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --top 0
 bad "sweep --gpus 10^7" 2 "above the limit of 131072" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 10000000

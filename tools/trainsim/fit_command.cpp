@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "trainsim/limits.hpp"
 #include "trainsim/calibration.hpp"
 #include "trainsim/config.hpp"
 #include "trainsim/errors.hpp"
@@ -226,7 +227,8 @@ int fit_command(const std::vector<std::string>& args) {
     }
     if (files.empty()) throw InputError("fit: no measured-run file given");
     if (gpu_name.empty()) throw InputError("fit: --gpu is required");
-    if (jobs < 1) throw InputError(fmt::format("--jobs = {} must be at least 1", jobs));
+    if (jobs < 1 || jobs > limits::kMaxJobs)
+        throw InputError(fmt::format("--jobs = {} must be 1 .. {}", jobs, limits::kMaxJobs));
     StepTimeFitOptions options;
     options.constants = comma_separated(constants, true);
     options.max_iterations = max_iterations;

@@ -15,6 +15,7 @@
 
 #include "commands.hpp"
 #include "inputs.hpp"
+#include "trainsim/limits.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/goodput.hpp"
 #include "trainsim/simulate.hpp"
@@ -170,8 +171,8 @@ long long to_long_long(const std::string& s, std::size_t* used) {
 void check_options(const po::variables_map& vm, Options& o) {
     if (vm.count("seeds") && (o.seeds < 1 || o.seeds > 1'000'000))
         bad("seeds", std::to_string(o.seeds), "must be 1 .. 1000000");
-    if (vm.count("jobs") && (o.jobs < 1 || o.jobs > 1024))
-        bad("jobs", std::to_string(o.jobs), "must be 1 .. 1024");
+    if (vm.count("jobs") && (o.jobs < 1 || o.jobs > limits::kMaxJobs))
+        bad("jobs", std::to_string(o.jobs), fmt::format("must be 1 .. {}", limits::kMaxJobs));
     o.jobs = std::max(o.jobs, 1);
     check_range(vm, "days", o.days, 0, 36500, true);
     if (vm.count("tokens")) {

@@ -13,6 +13,7 @@
 #include "commands.hpp"
 #include "inputs.hpp"
 #include "scenario_options.hpp"
+#include "trainsim/limits.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/fingerprint.hpp"
 #include "trainsim/html_report.hpp"
@@ -186,6 +187,9 @@ SimulationResult simulate_run(const Inputs& in, const RunArgs& a, const po::vari
         throw InputError(
             fmt::format("{}: {} (run --max-events {}; 0: no bound)", in.label, e.what(), e.events));
     } catch (const InputError& e) {
+        // An error that names a command-line option (a --link or --straggler found bad once the cluster is
+        // built) blames the option, not the workload file.
+        if (std::string_view(e.what()).rfind("--", 0) == 0) throw;
         throw InputError(fmt::format("{}: {}", in.label, e.what()));
     }
     res.report.topology_name = in.topology.name;
@@ -234,8 +238,8 @@ int run_command(const std::vector<std::string>& args) {
     add_run_options(desc, a);
     po::variables_map vm;
     if (!parse_input_command(args, desc, vm, "run")) return kExitOk;
-    if (vm.count("jobs") && a.jobs <= 0)
-        throw InputError(fmt::format("run: --jobs = {} must be positive", a.jobs));
+    if (vm.count("jobs") && (a.jobs <= 0 || a.jobs > limits::kMaxJobs))
+        throw InputError(fmt::format("run: --jobs = {} must be 1 .. {}", a.jobs, limits::kMaxJobs));
     if (a.max_events < 0)
         throw InputError(fmt::format("run: --max-events {} must be 0 (no bound) or more", a.max_events));
     SimulationOptions options;

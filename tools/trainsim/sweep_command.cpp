@@ -320,8 +320,8 @@ int sweep_command(const std::vector<std::string>& args) {
     const std::vector<int> sizes = parse_gpus(a.gpus_text);
     if (vm.count("global-batch") && a.global_batch <= 0)
         throw InputError(fmt::format("sweep: --global-batch = {} must be positive", a.global_batch));
-    if (vm.count("jobs") && a.jobs <= 0)
-        throw InputError(fmt::format("sweep: --jobs = {} must be positive", a.jobs));
+    if (vm.count("jobs") && (a.jobs <= 0 || a.jobs > limits::kMaxJobs))
+        throw InputError(fmt::format("sweep: --jobs = {} must be 1 .. {}", a.jobs, limits::kMaxJobs));
     // --top 0 lists no layout; the text alone would then simulate every layout for nothing (no pruning).
     if (a.top_k == 0 && a.csv_file.empty() && a.html_file.empty() && !vm.count("json"))
         throw InputError("sweep: --top = 0 lists no layout: give --top N >= 1, or --csv, --html or --json");

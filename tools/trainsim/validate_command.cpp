@@ -16,6 +16,7 @@
 
 #include "commands.hpp"
 #include "processes.hpp"
+#include "trainsim/limits.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/frontend.hpp"
 #include "trainsim/validation.hpp"
@@ -191,7 +192,8 @@ int validate_command(const std::vector<std::string>& args) {
     if (files.empty()) throw InputError("validate: no measured-run file given");
     if (!(options.tolerance_pct >= 0))
         throw InputError(fmt::format("--tolerance = {} must be >= 0", options.tolerance_pct));
-    if (options.jobs < 1) throw InputError(fmt::format("--jobs = {} must be at least 1", options.jobs));
+    if (options.jobs < 1 || options.jobs > limits::kMaxJobs)
+        throw InputError(fmt::format("--jobs = {} must be 1 .. {}", options.jobs, limits::kMaxJobs));
     options.only = comma_separated(only);
     std::vector<RunsSource> sources;
     for (const auto& file : files)
