@@ -65,9 +65,9 @@ inline constexpr std::int64_t kMaxGpuLayerPassesPerStudy = std::int64_t{1} << 26
 /// the --seeds range's top, 19,300 events each).
 inline constexpr std::int64_t kMaxGoodputStudyEvents = std::int64_t{1} << 29;
 /// Grid points of one sweep, over all its cluster sizes (`sweep --gpus N,N,...`, `--vary`): a sweep keeps
-/// every point's layout and entry, about 5.5 KB each. Measured (Release, 2026-11-25 (06:00 UTC)): Qwen3-30B-A3B on 12
-/// B200 sizes, 8 to 16,384 GPUs, is 388,416 points, 2.1 GB RSS and 68 s on 2 cores; the default grid of the
-/// widest shipped preset is 37,632 points per size.
+/// every point's layout and entry, about 5.5 KB each. Measured (Release, 2026-11-25 (06:00 UTC)):
+/// Qwen3-30B-A3B on 12 B200 sizes, 8 to 16,384 GPUs, is 388,416 points, 2.1 GB RSS and 68 s on 2 cores; the
+/// default grid of the widest shipped preset is 37,632 points per size.
 inline constexpr std::int64_t kMaxSweepPoints = 500000;
 /// Worker threads of one command (`--jobs` of run, sweep, validate, fit, goodput): each thread holds its own
 /// simulation state; `sweep -j 100000` failed to create its threads (exit 1) and `-j 2147483647` passed 15 GB

@@ -408,9 +408,10 @@ class Cluster::Builder {
                 // Several --link degradations of one link multiply: their product can underflow to 0 B/s
                 // (1e-200 twice), which no single factor in (0, 1] can.
                 if (!(link.bandwidth.bytes_per_s > 0))
-                    throw InputError(fmt::format("--link {}: the bandwidth factors given for this link multiply to 0 "
-                                                 "(use down for a link that is out)",
-                                                 clip_for_message(out.text)));
+                    throw InputError(
+                        fmt::format("--link {}: the bandwidth factors given for this link multiply to 0 "
+                                    "(use down for a link that is out)",
+                                    clip_for_message(out.text)));
                 link.latency += p.extra_latency;
             }
             perturbed_.push_back(std::move(out));

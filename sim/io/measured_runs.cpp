@@ -1044,8 +1044,8 @@ void parse_collective(const json& row, const std::string& file, CollectiveRow& o
     // The size limits of a topology (include/trainsim/limits.hpp), checked before the preset cluster is built
     // (2^31 - 1 GPUs on one node took 22 s and 8 GB before the topology check refused it).
     if (gpus > limits::kMaxGpus)
-        r.fail(r.field("gpus"), fmt::format("= {} is above the limit of {} (trainsim/limits.hpp)", gpus,
-                                            limits::kMaxGpus));
+        r.fail(r.field("gpus"),
+               fmt::format("= {} is above the limit of {} (trainsim/limits.hpp)", gpus, limits::kMaxGpus));
     if (nodes > gpus) r.fail(r.field("nodes"), fmt::format("= {} is more than gpus = {}", nodes, gpus));
     if (gpus / nodes > limits::kMaxGpusPerNode)
         r.fail(r.field("gpus"), fmt::format("= {} on {} nodes is above the limit of {} GPUs per node "

@@ -15,11 +15,11 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "trainsim/limits.hpp"
 #include "trainsim/calibration.hpp"
 #include "trainsim/config.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/kernel_fit.hpp"
+#include "trainsim/limits.hpp"
 #include "trainsim/measured_runs.hpp"
 #include "trainsim/profile.hpp"
 #include "trainsim/step_time_fit.hpp"

@@ -15,9 +15,9 @@
 
 #include "commands.hpp"
 #include "inputs.hpp"
-#include "trainsim/limits.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/goodput.hpp"
+#include "trainsim/limits.hpp"
 #include "trainsim/simulate.hpp"
 
 namespace po = boost::program_options;

@@ -16,9 +16,9 @@
 
 #include "commands.hpp"
 #include "processes.hpp"
-#include "trainsim/limits.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/frontend.hpp"
+#include "trainsim/limits.hpp"
 #include "trainsim/validation.hpp"
 
 namespace po = boost::program_options;
