@@ -457,9 +457,9 @@ std::int64_t pipeline_split_layers(const ModelSpec& m, const Layout& l);
 /// InputError. check_layout calls it.
 void check_sizes(const ModelSpec& m, const Layout& l);
 
-/// The simulation's work per step (limits.hpp): model.layers * micro-batches per step * layout.dp *
-/// layout.cp * layout.tp, GPU layer passes. At most limits::kMaxGpuLayerPassesPerStep for a layout that
-/// passed check_sizes (the caller's precondition: the product is not checked for overflow here).
+/// The simulation's work per step (limits.hpp): (model.layers + model.mtp_layers) * micro-batches per step *
+/// layout.dp * layout.cp * layout.tp, GPU layer passes. At most limits::kMaxGpuLayerPassesPerStep for a
+/// layout that passed check_sizes (the caller's precondition: the product is not checked for overflow here).
 std::int64_t gpu_layer_passes_per_step(const ModelSpec& m, const Layout& l);
 
 /// The category of a failed layout check. The first fifteen are the rank-grid checks a layout sweep fails

@@ -38,10 +38,10 @@ inline constexpr std::int64_t kMaxGlobalBatch = std::int64_t{1} << 24;
 /// Micro-batches one pipeline runs per step (global_batch / (micro_batch * dp)): the schedule holds an
 /// operation per micro-batch, layer and stage.
 inline constexpr std::int64_t kMaxMicroBatchesPerStep = 16384;
-/// Layer passes of the whole cluster per step (model.layers * micro-batches per step * layout.dp *
-/// layout.cp), the simulation's work: measured on one core (Release), 2^21 passes take about 9 s and 350 MB
-/// both on 1,024 GPUs (DP 8, 2,730 micro-batches) and on 131,072 GPUs (DP 1,024, 16 micro-batches); Llama 3
-/// 405B's published run on 16,384 GPUs needs 2^18.
+/// Layer passes of the whole cluster per step ((model.layers + model.mtp_layers) * micro-batches per step *
+/// layout.dp * layout.cp), the simulation's work: measured on one core (Release), 2^21 passes take about 9 s
+/// and 350 MB both on 1,024 GPUs (DP 8, 2,730 micro-batches) and on 131,072 GPUs (DP 1,024, 16
+/// micro-batches); Llama 3 405B's published run on 16,384 GPUs needs 2^18.
 inline constexpr std::int64_t kMaxLayerPassesPerStep = std::int64_t{1} << 21;
 /// GPU layer passes per step (layer passes * layout.tp): every GPU of a layer's TP group runs the layer's
 /// kernels and takes part in its TP collectives, whose flows cross more links as the group spans more of a

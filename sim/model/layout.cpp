@@ -90,6 +90,11 @@ void recompute_module_violations(const ModelSpec& m, const Layout& l, Violations
               "layout.recompute_modules \"shared_experts\" needs model.moe_shared_expert_ffn_hidden > 0");
 }
 
+/// The model's transformer layers with its MTP layers (both bounded by limits::kMaxLayers: the sum fits).
+std::int64_t layers_with_mtp(const ModelSpec& m) {
+    return std::max<std::int64_t>(m.layers, 0) + std::max<std::int64_t>(m.mtp_layers, 0);
+}
+
 /// The size checks of check_sizes, into `out`.
 void size_violations(const ModelSpec& m, const Layout& l, Violations& out) {
     // The model's and the layout's fields with a limit of trainsim/limits.hpp, as their schemas state it.
@@ -109,20 +114,23 @@ void size_violations(const ModelSpec& m, const Layout& l, Violations& out) {
         out.at_most("layout.global_batch / (layout.micro_batch * layout.dp) (micro-batches per step)",
                     micro_batches, limits::kMaxMicroBatchesPerStep);
         // One factor at a time, so the product cannot overflow (each is bounded above).
-        std::int64_t passes = std::max<std::int64_t>(m.layers, 0) * micro_batches;
+        // The MTP layers (model.mtp_layers, each a transformer layer on the last stage) count as layers.
+        std::int64_t passes = layers_with_mtp(m) * micro_batches;
         for (const std::int64_t f : {std::int64_t{1}, std::int64_t{l.dp}, std::int64_t{l.cp}}) {
             passes *= std::max<std::int64_t>(f, 1);
             if (passes > limits::kMaxLayerPassesPerStep) {
                 out.at_most(
-                    "model.layers * micro-batches per step * layout.dp * layout.cp (layer passes per step)",
+                    "(model.layers + model.mtp_layers) * micro-batches per step * layout.dp * layout.cp "
+                    "(layer "
+                    "passes per step)",
                     passes, limits::kMaxLayerPassesPerStep);
                 return;
             }
         }
         // passes <= 2^21 here and layout.tp is bounded by its range: the product stays far inside 64 bits.
         out.at_most(
-            "model.layers * micro-batches per step * layout.dp * layout.cp * layout.tp (GPU layer "
-            "passes per step)",
+            "(model.layers + model.mtp_layers) * micro-batches per step * layout.dp * layout.cp * layout.tp "
+            "(GPU layer passes per step)",
             passes * std::max<std::int64_t>(l.tp, 1), limits::kMaxGpuLayerPassesPerStep);
     }
 }
@@ -130,7 +138,7 @@ void size_violations(const ModelSpec& m, const Layout& l, Violations& out) {
 
 std::int64_t gpu_layer_passes_per_step(const ModelSpec& m, const Layout& l) {
     const std::int64_t micro_batches = l.global_batch / std::max<std::int64_t>(l.micro_batch * l.dp, 1);
-    std::int64_t passes = std::max<std::int64_t>(m.layers, 0) * micro_batches;
+    std::int64_t passes = layers_with_mtp(m) * micro_batches;
     for (const std::int64_t f : {std::int64_t{l.dp}, std::int64_t{l.cp}, std::int64_t{l.tp}})
         passes *= std::max<std::int64_t>(f, 1);
     return passes;

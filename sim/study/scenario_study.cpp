@@ -176,7 +176,8 @@ ScenarioStudy study_scenario(const TopologySpec& topology, const ModelSpec& mode
     const std::int64_t passes = gpu_layer_passes_per_step(model, layout);
     if (static_cast<std::int64_t>(seeds) * passes > limits::kMaxGpuLayerPassesPerStudy)
         throw InputError(fmt::format(
-            "--seeds = {}: {} seeds of {} GPU layer passes per step (model.layers * micro-batches per step * "
+            "--seeds = {}: {} seeds of {} GPU layer passes per step ((model.layers + model.mtp_layers) * "
+            "micro-batches per step * "
             "layout.dp * layout.cp * layout.tp) pass the limit of {} for a what-if study (limits.hpp); at "
             "most "
             "{} seeds for this run",

@@ -174,6 +174,7 @@ bad "model.mlp unknown" 2 "small.json|model.mlp = \"relu\"" -- run "${SMALL[@]}"
 bad "layout.global_batch = 10^9" 2 "small.json|layout.global_batch = 1000000000 is above the limit of 16777216" -- run "${SMALL[@]}" --set layout.global_batch=1000000000
 bad "micro-batches per step above the limit" 2 "small.json|micro-batches per step) = 32768 is above the limit of 16384" -- run "${SMALL[@]}" --set layout.global_batch=131072
 bad "layer passes per step above the limit" 2 "small.json|layer passes per step" -- run "${SMALL[@]}" --set model.layers=4096 --set layout.global_batch=65536
+bad "MTP layers count in the layer passes" 2 "small.json|(model.layers + model.mtp_layers) * micro-batches per step * layout.dp * layout.cp (layer passes per step) = 4194304 is above the limit of 2097152" -- run "${SMALL[@]}" --set model.layers=1024 --set model.mtp_layers=1024 --set layout.global_batch=8192
 bad "GPU layer passes per step above the limit" 2 "small.json|(GPU layer passes per step) = 16777216 is above the limit of 8388608" -- run "${SMALL[@]}" --set layout.tp=8 --set layout.pp=1 --set layout.dp=2 --set model.layers=64 --set layout.global_batch=32768
 bad "tokens per micro-batch above the limit" 2 "small.json|tokens per micro-batch" -- run "${SMALL[@]}" --set model.seq_len=16777216 --set layout.micro_batch=8 --set layout.global_batch=32
 bad "layout.micro_batch = 0" 2 "small.json|layout.micro_batch = 0 must be positive" -- run "${SMALL[@]}" --set layout.micro_batch=0
@@ -245,6 +246,9 @@ bad "runs: precision a number" 2 "r.json|training.precision = 0 must be a string
 bad "validate: missing file" 2 "nope.json: cannot open the file" -- validate nope.json
 
 ## The command line.
+bad "no command" 2 "no command given" --
+bad "import without a kind" 2 "import: no kind given" -- import
+bad "sweep where every layout is rejected (no CSV written)" 2 "sweep: every layout is rejected" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --fix tp=3 --csv x.csv
 bad "unknown command" 2 "unknown command \"frobnicate\"" -- frobnicate
 bad "help of an unknown command" 2 "unknown command \"frobnicate\"" -- help frobnicate
 bad "unknown option" 2 "run: unrecognised option '--bogus'" -- run --bogus

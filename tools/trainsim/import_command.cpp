@@ -137,9 +137,12 @@ int import_workload_command(const std::vector<std::string>& all) {
     ImportOptions o;
     po::options_description desc(kImportUsage);
     add_options(desc, o);
-    if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    if (args.empty())
+        throw InputError(
+            "import: no kind given (megatron, hf, torchtitan); `trainsim import --help` lists the options");
+    if (args[0] == "--help" || args[0] == "-h") {
         std::cout << desc << "\n";
-        return args.empty() ? kExitBadInput : kExitOk;
+        return kExitOk;
     }
     const std::string kind = args[0];
     if (kind != "megatron" && kind != "hf" && kind != "torchtitan")

@@ -71,9 +71,11 @@ int finish_stdout(int code) {
 }
 
 int run_main(std::vector<std::string> args) {
-    if (args.empty() || args[0] == "--help" || args[0] == "-h" || (args[0] == "help" && args.size() == 1)) {
+    // No command is bad input: one line on stderr, nothing on stdout (docs/reliability.md).
+    if (args.empty()) throw trainsim::InputError("no command given; `trainsim --help` lists the commands");
+    if (args[0] == "--help" || args[0] == "-h" || (args[0] == "help" && args.size() == 1)) {
         std::cout << kUsage;
-        return args.empty() ? trainsim::kExitBadInput : trainsim::kExitOk;
+        return trainsim::kExitOk;
     }
     if (args[0] == "--version" || args[0] == "version") {
         std::cout << "trainsim " << TRAINSIM_VERSION << "\n";

@@ -78,12 +78,14 @@ int import_command(const std::vector<std::string>& args) {
 }  // namespace
 
 int profile_command(const std::vector<std::string>& args) {
-    if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    if (args.empty())
+        throw InputError("profile: no subcommand given (import); `trainsim profile --help` says more");
+    if (args[0] == "--help" || args[0] == "-h") {
         std::cout
             << "trainsim profile import FILE [--gpu NAME] [--out FILE]\n"
                "  converts kernel measurements (trainsim-kernel-measurements/1) into a hardware profile\n"
                "  (trainsim-profile/1); trainsim profile import --help lists the options\n";
-        return args.empty() ? kExitBadInput : kExitOk;
+        return kExitOk;
     }
     if (args[0] == "import") return import_command({args.begin() + 1, args.end()});
     throw InputError(fmt::format("profile: unknown subcommand \"{}\" (known: import)", args[0]));

@@ -261,9 +261,15 @@ SweepOptions sweep_options(const SweepArgs& a, const std::vector<int>& sizes, co
     return options;
 }
 
-/// Writes the CSV (rank 0) and prints the result; the exit code (3: nothing fits). Throws InputError when
-/// every layout is rejected.
+/// Writes the CSV (rank 0) and prints the result; the exit code (3: nothing fits). Throws InputError, before
+/// printing or writing anything, when every layout is rejected or the grid is empty.
 int report_sweep(const SweepResult& res, const SweepArgs& a, bool json) {
+    // Bad input (exit 2): nothing on stdout and no file written.
+    if (res.simulated == 0 && res.out_of_memory == 0)
+        throw InputError(res.entries.empty()
+                             ? std::string("sweep: the grid is empty (check --fix and --vary)")
+                             : fmt::format("sweep: every layout is rejected; most often: {}",
+                                           res.reject_counts.front().first));
     // The CSV first: if it cannot be written, the sweep fails (exit 2) with nothing on stdout.
     if (!a.csv_file.empty() && output_process()) write_file_atomically(a.csv_file, sweep_csv(res));
     if (!a.html_file.empty() && output_process())
@@ -274,17 +280,11 @@ int report_sweep(const SweepResult& res, const SweepArgs& a, bool json) {
         std::cout << sweep_json(res).dump(2) << "\n";
     else
         std::cout << format_sweep_text(res, a.top_k);
-    if (res.simulated == 0) {
-        if (res.out_of_memory > 0) {
-            std::cerr << fmt::format(
-                "trainsim: sweep: no layout fits in {:.1f} GiB of HBM{}\n", res.hbm_bytes / kGiB,
-                res.min_headroom > 0 ? fmt::format(" with {:g}% headroom", 100.0 * res.min_headroom) : "");
-            return kExitOutOfMemory;
-        }
-        throw InputError(res.entries.empty()
-                             ? std::string("sweep: the grid is empty (check --fix and --vary)")
-                             : fmt::format("sweep: every layout is rejected; most often: {}",
-                                           res.reject_counts.front().first));
+    if (res.simulated == 0) {  // every layout that passed the checks is out of memory
+        std::cerr << fmt::format(
+            "trainsim: sweep: no layout fits in {:.1f} GiB of HBM{}\n", res.hbm_bytes / kGiB,
+            res.min_headroom > 0 ? fmt::format(" with {:g}% headroom", 100.0 * res.min_headroom) : "");
+        return kExitOutOfMemory;
     }
     return kExitOk;
 }
