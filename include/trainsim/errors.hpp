@@ -3,6 +3,7 @@
 // exits.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <stdexcept>
 #include <string>
@@ -54,10 +55,21 @@ inline std::string clip_for_message(std::string_view value, std::size_t max_char
     return out;
 }
 
-/// A whole error message made printable on one line: control characters escaped, at most 600 characters (the
-/// values inside are cut at 80 where they are echoed; this bounds what is left, e.g. a long file name).
+/// A whole error message made printable on one line: control characters escaped, any run of more than 100
+/// characters without a space (a value echoed whole by a message that did not cut it: a long option value,
+/// file name or key) cut at 80 with its length told, and at most 600 characters in all.
 inline std::string one_line(std::string_view message) {
-    return clip_for_message(message, 600);
+    std::string cut;
+    std::size_t start = 0;
+    while (start <= message.size()) {
+        const std::size_t space = std::min(message.find(' ', start), message.size());
+        const std::string_view word = message.substr(start, space - start);
+        cut += word.size() > 100 ? clip_for_message(word) : std::string(word);
+        if (space == message.size()) break;
+        cut += ' ';
+        start = space + 1;
+    }
+    return clip_for_message(cut, 600);
 }
 
 /// Exit codes of the `trainsim` CLI.

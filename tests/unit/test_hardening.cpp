@@ -117,6 +117,21 @@ TEST_CASE("clip_for_message: values cut at 80 characters, NUL and newlines escap
     CHECK(one_line("line one\nline two") == "line one\\nline two");
 }
 
+TEST_CASE("one_line: a value a message echoed whole is cut at 80 characters, the words around it kept") {
+    const std::string value(3000, 'n');
+    const std::string m = one_line("--link " + value + ": unknown link name \"" + value + "\" (expected nodeN)");
+    CHECK(m.size() < 300);
+    CHECK(contains(m, "--link " + std::string(80, 'n') + "...(3001 characters) unknown link name"));
+    CHECK(contains(m, "(expected nodeN)"));
+    // Words of up to 100 characters (a file path) are left whole; the whole message stays within 600.
+    const std::string path = "/data/" + std::string(84, 'p');
+    CHECK(one_line(path + ": cannot open the file") == path + ": cannot open the file");
+    CHECK(one_line(std::string(5000, 'a') + " b").size() < 120);
+    std::string many;
+    for (int i = 0; i < 200; ++i) many += "word ";
+    CHECK(one_line(many).size() <= 600 + 30);
+}
+
 TEST_CASE("parse_json_text: 100,000-deep nesting refused at load, with a short message") {
     const std::string deep = std::string(100000, '[') + std::string(100000, ']');
     const std::string m = message_of<InputError>([&] { parse_json_text(deep, "deep.json"); });
