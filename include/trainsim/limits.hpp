@@ -73,5 +73,11 @@ inline constexpr std::int64_t kMaxSweepPoints = 500000;
 /// simulation state; `sweep -j 100000` failed to create its threads (exit 1) and `-j 2147483647` passed 15 GB
 /// before this limit.
 inline constexpr std::int64_t kMaxJobs = 1024;
+/// Tokens to train (`--tokens` of run, sweep and goodput): 1e18 is ~60,000 times Llama 3's 15.6T; above it
+/// the time and cost to train were printed as `inf`.
+inline constexpr double kMaxTrainTokens = 1e18;
+/// US dollars per GPU-hour (`--gpu-hour-price`): a thousand times any 2026 cloud list price; with 1e308 the
+/// cost printed as `$inf`.
+inline constexpr double kMaxGpuHourPriceUsd = 1e6;
 
 }  // namespace trainsim::limits

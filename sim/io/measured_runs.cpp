@@ -977,6 +977,10 @@ void parse_run(const json& row, const std::string& file, MeasuredRun& run) {
     auto m = rr.object("measured");
     if (!m.raw("step_time_s").is_null()) {
         run.step_time_s = m.number_in("step_time_s", 0, 1e6, "s");
+        // 1 us and up: a smaller step (a denormal such as 1e-320) made the error +inf% and the MAPE inf%.
+        if (*run.step_time_s > 0 && *run.step_time_s < 1e-6)
+            m.fail(m.field("step_time_s"),
+                   fmt::format("= {:g} is below 1e-06 s, shorter than any training step", *run.step_time_s));
         if (!(*run.step_time_s > 0))
             m.fail(m.field("step_time_s"),
                    fmt::format("= {} must be positive (null: not reported)", *run.step_time_s));

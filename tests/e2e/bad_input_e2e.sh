@@ -233,6 +233,10 @@ bad "--id names no run" 2 "runs-with-memory.json: --id \"nope\" names no run" --
 bad "--from-runs with --topology" 2 "cannot be combined" -- run --from-runs "$RUNS" --id small_with_memory --topology "$TOPO"
 runs_with r.json 's/"step_time_s": 0.01/"step_time_s": 1e300/'
 bad "runs: step time 1e300" 2 "r.json|measured.step_time_s = 1e+300 is outside the supported range" -- run --from-runs r.json --id small_with_memory
+runs_with r.json 's/"step_time_s": 0.01/"step_time_s": 1e-320/'
+bad "runs: denormal step time" 2 "r.json|measured.step_time_s = 9.99989e-321 is below 1e-06 s" -- run --from-runs r.json --id small_with_memory
+bad "run --tokens 1e30" 2 "run: --tokens = 1e30 is above the limit of 1e+18" -- run "${SMALL[@]}" --tokens 1e30
+bad "run --gpu-hour-price 1e308" 2 "run: --gpu-hour-price = 1e+308 must be a price in [0, 1e+06] US dollars" -- run "${SMALL[@]}" --tokens 1T --gpu-hour-price 1e308
 runs_with r.json 's/"nic_Gbps": 200/"nic_Gbps": 1e-300/'
 bad "runs: tiny NIC rate" 2 "r.json|nic_Gbps = 1e-300 is outside the supported range" -- run --from-runs r.json --id small_with_memory
 runs_with r.json 's/"bandwidth_GBps_per_gpu": 300/"bandwidth_GBps_per_gpu": -1/'
@@ -272,7 +276,7 @@ bad "sweep --vary with 3,000 micro-batch sizes (one size above the grid limit)" 
 bad "sweep --tokens with a bad suffix" 2 "sweep: --tokens = \"15X\" is not a positive count" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --tokens 15X
 bad "sweep --gpu-hour-price without --tokens" 2 "sweep: --gpu-hour-price needs --tokens" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --gpu-hour-price 2
 bad "run --tokens 0" 2 "run: --tokens = \"0\" is not a positive count" -- run "${SMALL[@]}" --tokens 0
-bad "run --gpu-hour-price negative" 2 "run: --gpu-hour-price = -1 must be a price >= 0" -- run "${SMALL[@]}" --tokens 1T --gpu-hour-price=-1
+bad "run --gpu-hour-price negative" 2 "run: --gpu-hour-price = -1 must be a price in [0, 1e+06] US dollars" -- run "${SMALL[@]}" --tokens 1T --gpu-hour-price=-1
 bad "fit without --gpu" 2 "fit: --gpu is required" -- fit "$RUNS"
 # Work bounds of the seeded studies (limits.hpp): 100,000 seeds of the default run took about 8 hours, 1,000,000
 # goodput seeds of the small run minutes; both are refused before any simulation.

@@ -177,7 +177,7 @@ void check_options(const po::variables_map& vm, Options& o) {
     check_range(vm, "days", o.days, 0, 36500, true);
     if (vm.count("tokens")) {
         o.tokens = parse_whole<double>(o.tokens_text, to_double);
-        if (!o.tokens || !std::isfinite(*o.tokens) || !(*o.tokens > 0) || *o.tokens > 1e18)
+        if (!o.tokens || !std::isfinite(*o.tokens) || !(*o.tokens > 0) || *o.tokens > limits::kMaxTrainTokens)
             bad("tokens", o.tokens_text, "must be a number of tokens > 0 and <= 1e18");
     }
     if (o.interval != "auto") {

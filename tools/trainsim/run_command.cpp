@@ -147,11 +147,15 @@ std::optional<std::pair<double, std::optional<double>>> training_args(const RunA
         throw InputError("run: --gpu-hour-price needs --tokens");
     if (!vm.count("tokens")) return std::nullopt;
     const double tokens = parse_count(a.tokens_text, "run: --tokens");
+    if (tokens > limits::kMaxTrainTokens)
+        throw InputError(fmt::format("run: --tokens = {} is above the limit of {:g} (trainsim/limits.hpp)",
+                                     clip_for_message(a.tokens_text), limits::kMaxTrainTokens));
     std::optional<double> price;
     if (vm.count("gpu-hour-price")) {
-        if (!(a.gpu_hour_price >= 0) || !std::isfinite(a.gpu_hour_price))
+        if (!(a.gpu_hour_price >= 0) || !(a.gpu_hour_price <= limits::kMaxGpuHourPriceUsd))
             throw InputError(
-                fmt::format("run: --gpu-hour-price = {} must be a price >= 0", a.gpu_hour_price));
+                fmt::format("run: --gpu-hour-price = {:g} must be a price in [0, {:g}] US dollars",
+                            a.gpu_hour_price, limits::kMaxGpuHourPriceUsd));
         price = a.gpu_hour_price;
     }
     return std::make_pair(tokens, price);

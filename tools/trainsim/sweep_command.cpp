@@ -241,12 +241,19 @@ SweepOptions sweep_options(const SweepArgs& a, const std::vector<int>& sizes, co
     options.jobs = std::max(a.jobs, 1);
     if (sizes.size() > 1) options.gpus = sizes;
     if (vm.count("min-headroom")) options.min_headroom = parse_headroom(a.min_headroom_text);
-    if (vm.count("tokens")) options.train_tokens = parse_count(a.tokens_text, "sweep: --tokens");
+    if (vm.count("tokens")) {
+        options.train_tokens = parse_count(a.tokens_text, "sweep: --tokens");
+        if (*options.train_tokens > limits::kMaxTrainTokens)
+            throw InputError(
+                fmt::format("sweep: --tokens = {} is above the limit of {:g} (trainsim/limits.hpp)",
+                            clip_for_message(a.tokens_text), limits::kMaxTrainTokens));
+    }
     if (vm.count("gpu-hour-price")) {
         if (!options.train_tokens) throw InputError("sweep: --gpu-hour-price needs --tokens");
-        if (!(a.gpu_hour_price >= 0) || !std::isfinite(a.gpu_hour_price))
+        if (!(a.gpu_hour_price >= 0) || !(a.gpu_hour_price <= limits::kMaxGpuHourPriceUsd))
             throw InputError(
-                fmt::format("sweep: --gpu-hour-price = {} must be a price >= 0", a.gpu_hour_price));
+                fmt::format("sweep: --gpu-hour-price = {:g} must be a price in [0, {:g}] US dollars",
+                            a.gpu_hour_price, limits::kMaxGpuHourPriceUsd));
         options.gpu_hour_price_usd = a.gpu_hour_price;
     }
     options.perturbations = scenario_perturbations(a.scenario);
