@@ -120,7 +120,26 @@ double expected_run_events(const GoodputConfig& c) {
     const double rate = c.failures.rate_per_s();
     const double span =
         rate > 0 ? expected_span_s(c, rate) : (c.horizon_s > 0 ? c.horizon_s : c.target_work_s);
-    return rate * span + span / (static_cast<double>(c.interval_steps) * c.step_s);
+    double failures = rate * span;
+    const double k = c.failures.weibull_shape;
+    if (k < 1.0 && k > 0) {
+        // Weibull units with k < 1 (infant mortality) are replaced by new ones, which again fail early: per
+        // unit, about 1/p - 1 fresh units fail within the span (a geometric count; p = exp(-(span /
+        // scale)^k), scale = MTBF / Gamma(1 + 1/k)), at most the renewal function's asymptote span / MTBF +
+        // (CV^2 - 1) / 2 (Cox, Renewal Theory, 1962, Sec. 4.2). Both are far above span / MTBF for small k.
+        const double g1 = std::tgamma(1.0 + 1.0 / k);
+        const double cv2 = std::tgamma(1.0 + 2.0 / k) / (g1 * g1) - 1.0;
+        double weibull = 0;
+        for (const auto& cls : c.failures.components) {
+            if (!(cls.mtbf_h > 0) || !(cls.count > 0)) continue;
+            const double mean_s = cls.mtbf_h * 3600.0;
+            const double p = std::exp(-std::pow(span * g1 / mean_s, k));
+            const double asymptote = span / mean_s + (cv2 - 1.0) / 2.0;
+            weibull += cls.count * (p > 0 ? std::min(1.0 / p - 1.0, asymptote) : asymptote);
+        }
+        failures = std::max(failures, weibull);
+    }
+    return failures + span / (static_cast<double>(c.interval_steps) * c.step_s);
 }
 
 void check_goodput_config(const GoodputConfig& c) {

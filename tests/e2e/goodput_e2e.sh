@@ -71,6 +71,7 @@ bad --checkpoint-interval often
 bad --checkpoint-mode lazy
 bad --distribution gamma
 bad --weibull-shape -1 --distribution weibull
+bad --weibull-shape 0.1 --distribution weibull
 bad --tokens 12abc
 bad --mtbf-gpu-h -5
 bad --days 0
