@@ -940,6 +940,26 @@ bool bridge_deepseek_v3(const MeasuredRun& run, const json& ext) {
     return key.find("deepseekv3") != std::string::npos;
 }
 
+/// The run's `measured` block: step time and peak memory (null: not reported).
+void parse_measured(StrictObject& m, MeasuredRun& run) {
+    if (!m.raw("step_time_s").is_null()) {
+        run.step_time_s = m.number_in("step_time_s", 0, 1e6, "s");
+        // 1 us and up: a smaller step (a denormal such as 1e-320) made the error +inf% and the MAPE inf%.
+        if (*run.step_time_s > 0 && *run.step_time_s < 1e-6)
+            m.fail(m.field("step_time_s"),
+                   fmt::format("= {:g} is below 1e-06 s, shorter than any training step", *run.step_time_s));
+        if (!(*run.step_time_s > 0))
+            m.fail(m.field("step_time_s"),
+                   fmt::format("= {} must be positive (null: not reported)", *run.step_time_s));
+    }
+    if (m.has("peak_memory_GiB") && !m.raw("peak_memory_GiB").is_null()) {
+        run.peak_memory_gib = m.number_in("peak_memory_GiB", 0, 1e6, "GiB");
+        if (!(*run.peak_memory_gib > 0))
+            m.fail(m.field("peak_memory_GiB"),
+                   fmt::format("= {} must be positive (null: not reported)", *run.peak_memory_gib));
+    }
+}
+
 /// Parses one run row into `run` (whose id is set). Throws InputError naming the file, the run and the field.
 void parse_run(const json& row, const std::string& file, MeasuredRun& run) {
     const std::string where = fmt::format("run \"{}\"", run.id);
@@ -975,22 +995,7 @@ void parse_run(const json& row, const std::string& file, MeasuredRun& run) {
     run.layout = parse_training(StrictObject(training, file, rr.field("training")), run.model,
                                 run.topology.gpu, run.source, run.unsupported);
     auto m = rr.object("measured");
-    if (!m.raw("step_time_s").is_null()) {
-        run.step_time_s = m.number_in("step_time_s", 0, 1e6, "s");
-        // 1 us and up: a smaller step (a denormal such as 1e-320) made the error +inf% and the MAPE inf%.
-        if (*run.step_time_s > 0 && *run.step_time_s < 1e-6)
-            m.fail(m.field("step_time_s"),
-                   fmt::format("= {:g} is below 1e-06 s, shorter than any training step", *run.step_time_s));
-        if (!(*run.step_time_s > 0))
-            m.fail(m.field("step_time_s"),
-                   fmt::format("= {} must be positive (null: not reported)", *run.step_time_s));
-    }
-    if (m.has("peak_memory_GiB") && !m.raw("peak_memory_GiB").is_null()) {
-        run.peak_memory_gib = m.number_in("peak_memory_GiB", 0, 1e6, "GiB");
-        if (!(*run.peak_memory_gib > 0))
-            m.fail(m.field("peak_memory_GiB"),
-                   fmt::format("= {} must be positive (null: not reported)", *run.peak_memory_gib));
-    }
+    parse_measured(m, run);
     m.finish();
     for (const char* k : {"reported", "derivation", "confidence", "assumed", "notes"})
         rr.has(k);
