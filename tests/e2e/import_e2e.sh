@@ -91,6 +91,10 @@ bad "unknown kind" 'import: unknown kind "deepspeed" \(known: megatron, hf, torc
 bad "missing hf file" "$tmp/missing.json" hf "$tmp/missing.json"
 printf '{"model_type": "llama", "num_hidden_layers": "32"}' >"$tmp/bad_hf.json"
 bad "hf: a string for an integer" 'bad_hf.json: num_hidden_layers = "32" is not an integer$' hf "$tmp/bad_hf.json"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["num_key_value_heads"] = 7; json.dump(d, open(sys.argv[2], "w"))' \
+    "$data/llama3_8b_config.json" "$tmp/kv7_hf.json"
+bad "hf: kv heads that do not divide the heads blame the file" 'kv7_hf.json: model.kv_heads = 7 does not divide model.heads = 32$' \
+    hf "$tmp/kv7_hf.json" --gpus 8
 printf '[parallelism]\ndata_parallel_replicate_degree = 2\ndata_parallel_shard_degree = 4\n' >"$tmp/hsdp.toml"
 bad "torchtitan: HSDP" 'hsdp.toml: data_parallel_replicate_degree = 2 with data_parallel_shard_degree = 4 is HSDP' \
     torchtitan "$tmp/hsdp.toml" --gpus 8

@@ -165,8 +165,21 @@ int import_workload_command(const std::vector<std::string>& all) {
     target.gpus = o.gpus;
     if (o.seq > 0) target.seq_len = o.seq;
     target.name = o.name;
-    Imported imp = run_importer(kind, o, words, target);
-    finish_import(imp, o.sets, topo);
+    // The source the model came from, named by errors found in what it says (a head count that does not
+    // divide, a size over the limits), which the readers below raise without it.
+    const std::string source = kind != "megatron" && o.files.size() == 1 ? o.files.front()
+                               : !o.args_file.empty()                    ? o.args_file
+                                                                         : kind;  // megatron: its label
+    Imported imp;
+    try {
+        imp = run_importer(kind, o, words, target);
+        finish_import(imp, o.sets, topo);
+    } catch (const InputError& e) {
+        const std::string_view what = e.what();
+        if (what.rfind(source, 0) == 0 || what.rfind("import ", 0) == 0 || what.rfind("--", 0) == 0) throw;
+        const std::string_view rest = what.rfind("hf-import: ", 0) == 0 ? what.substr(11) : what;
+        throw InputError(fmt::format("{}: {}", source, rest));
+    }
     const std::string text = workload_text(imp.workload);
     const std::string topo_text = o.topology_out.empty() ? "" : topology_for(topo, imp.gpus, o);
     report(imp, topo, o);
