@@ -13,6 +13,13 @@ namespace trainsim::limits {
 inline constexpr std::int64_t kMaxGpus = 131072;
 /// GPUs in one scale-up domain (topology.gpus_per_node): NVL72 racks have 72, announced NVL576 576.
 inline constexpr std::int64_t kMaxGpusPerNode = 1024;
+/// GPUs times GPUs per node (topology.nodes * gpus_per_node^2): the data-parallel rings' work grows with
+/// both (Release, one core, 2026-11-25, a 16-wide model at DP = GPUs: 32,768 GPUs at 8 per node 0.8 s, 128
+/// per node 4.1 s, 512 per node 13.7 s and 1.8 GB, 1,024 per node 26 s and 3.5 GB; 131,072 GPUs at 128 per
+/// node 20.3 s and 2.4 GB, at 512 past 30 s and 6 GB). 2^23 admits 131,072 GPUs at 64 per node, 8,192 at
+/// 1,024; NVL72 racks described as trays of 4 with scale_up.domain_gpus = 72 (topologies/gb200-nvl72.json)
+/// count 4 per node.
+inline constexpr std::int64_t kMaxGpusTimesGpusPerNode = std::int64_t{1} << 23;
 /// Nodes under one leaf switch (topology.scale_out.nodes_per_leaf): leaf switches have at most a few hundred
 /// ports; the spine layer grows with it.
 inline constexpr std::int64_t kMaxNodesPerLeaf = 4096;

@@ -132,6 +132,11 @@ void check_topology(const TopologySpec& spec) {
             fmt::format("topology.nodes * topology.gpus_per_node = {} * {} = {} GPUs is above the "
                         "limit of {} (trainsim/limits.hpp)",
                         spec.nodes, spec.gpus_per_node, gpus, limits::kMaxGpus));
+    if (gpus * spec.gpus_per_node > limits::kMaxGpusTimesGpusPerNode)
+        throw InputError(fmt::format(
+            "topology.nodes * topology.gpus_per_node = {} GPUs at {} per node: GPUs x "
+            "GPUs per node = {} is above the limit of {} (trainsim/limits.hpp)",
+            gpus, spec.gpus_per_node, gpus * spec.gpus_per_node, limits::kMaxGpusTimesGpusPerNode));
     if (spec.nodes_per_leaf > limits::kMaxNodesPerLeaf)
         throw InputError(fmt::format(
             "topology.scale_out.nodes_per_leaf = {} is above the limit of {} (trainsim/limits.hpp)",
