@@ -260,6 +260,9 @@ bad "unexpected argument" 2 "run: unexpected argument \"extra\"" -- run extra
 bad "--trace-ranks unknown" 2 "--trace-ranks = \"some\"" -- run "${SMALL[@]}" --trace-ranks some
 bad "a 3,000-character --link value cut at 80" 2 "--link nnnnnnnnnn|...(3001 characters) unknown link name" -- run "${SMALL[@]}" --link "$(printf 'n%.0s' $(seq 3000))"
 bad "131,072 GPUs at 512 per node (GPUs x GPUs per node)" 2 "topo-small.json|GPUs x GPUs per node = 67108864 is above the limit of 8388608" -- run --topology "$DATA/topo-small.json" --workload "$SMALL_W" --set topology.nodes=256 --set topology.gpus_per_node=512 --set layout.dp=131072
+bad "--seed -1 (an unsigned count)" 2 "run: --seed = -1 must not be negative" -- run "${SMALL[@]}" --jitter lognormal,sigma=0.05 --seed -1
+bad "sweep --top -1" 2 "sweep: --top = -1 must not be negative" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --top -1
+bad "validate --max-mape nan" 2 "--max-mape = nan must be a percentage >= 0" -- validate "$RUNS" --max-mape nan
 bad "sweep --jobs 100000" 2 "sweep: --jobs = 100000 must be 1 .. 1024" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 -j 100000
 bad "run --jobs 2000" 2 "run: --jobs = 2000 must be 1 .. 1024" -- run "${SMALL[@]}" --jobs 2000
 bad "--link factors multiplying to 0" 2 "--link node0.nic0,bandwidth=1e-200: the bandwidth factors given for this link multiply to 0" -- run "${SMALL[@]}" --link node0.nic0,bandwidth=1e-200 --link node0.nic0,bandwidth=1e-200

@@ -9,6 +9,18 @@
 
 namespace trainsim::cli {
 
+void refuse_negative_counts(const boost::program_options::parsed_options& parsed, const char* command) {
+    // Counts held unsigned, which Boost's conversion would wrap (--seed -1 became 2^64 - 1, --top -1 listed
+    // every layout).
+    for (const auto& o : parsed.options)
+        for (const char* name : {"seed", "top", "max-oom", "iterations"})
+            if (o.string_key == name)
+                for (const auto& v : o.value)
+                    if (!v.empty() && v.front() == '-')
+                        throw InputError(fmt::format("{}: --{} = {} must not be negative", command, name,
+                                                     clip_for_message(v)));
+}
+
 namespace {
 /// Parses `args`; `files`: positional words are the option "files", else they are refused.
 bool parse_command(const std::vector<std::string>& args,
@@ -22,12 +34,14 @@ bool parse_command(const std::vector<std::string>& args,
         parser.options(desc);
         if (files) parser.positional(pos);
         const auto parsed = parser.run();
-        for (const auto& o : parsed.options)
+        refuse_negative_counts(parsed, command);
+        for (const auto& o : parsed.options) {
             if (!files && o.position_key >= 0 && !o.original_tokens.empty())
                 throw InputError(
                     fmt::format("{}: unexpected argument \"{}\" (files are given with --topology "
                                 "FILE and --workload FILE)",
                                 command, o.original_tokens.front()));
+        }
         po::store(parsed, vm);
         po::notify(vm);
     } catch (const po::error& e) {

@@ -29,6 +29,10 @@ bool parse_file_command(const std::vector<std::string>& args,
 
 /// Parses `args` of `command` whose options are all named (a word that is not an option is refused, as boost
 /// would drop it silently); prints the help and returns false for --help. Throws InputError (one line).
+/// Refuses a negative value of the options that hold counts unsigned (seed, top, max-oom, iterations):
+/// Boost's conversion would wrap it. Throws InputError naming `command`, the option and the value.
+void refuse_negative_counts(const boost::program_options::parsed_options& parsed, const char* command);
+
 bool parse_input_command(const std::vector<std::string>& args,
                          const boost::program_options::options_description& desc,
                          boost::program_options::variables_map& vm, const char* command);

@@ -73,7 +73,8 @@ int finish_stdout(int code) {
 int run_main(std::vector<std::string> args) {
     // No command is bad input: one line on stderr, nothing on stdout (docs/reliability.md).
     if (args.empty()) throw trainsim::InputError("no command given; `trainsim --help` lists the commands");
-    if (args[0] == "--help" || args[0] == "-h" || (args[0] == "help" && args.size() == 1)) {
+    if (args[0] == "--help" || args[0] == "-h" ||
+        (args[0] == "help" && (args.size() == 1 || (args.size() == 2 && args[1] == "help")))) {
         std::cout << kUsage;
         return trainsim::kExitOk;
     }

@@ -153,6 +153,7 @@ bool parse_sweep_args(const std::vector<std::string>& args, po::options_descript
                       po::variables_map& vm) {
     try {
         const auto parsed = po::command_line_parser(args).options(desc).run();
+        refuse_negative_counts(parsed, "sweep");
         for (const auto& o : parsed.options)
             if (o.position_key >= 0 && !o.original_tokens.empty())
                 throw InputError(fmt::format("sweep: unexpected argument \"{}\"", o.original_tokens.front()));

@@ -192,6 +192,8 @@ int validate_command(const std::vector<std::string>& args) {
     if (files.empty()) throw InputError("validate: no measured-run file given");
     if (!(options.tolerance_pct >= 0))
         throw InputError(fmt::format("--tolerance = {} must be >= 0", options.tolerance_pct));
+    if (vm.count("max-mape") && !(gate.max_mape_pct >= 0 && gate.max_mape_pct <= 1e6))
+        throw InputError(fmt::format("--max-mape = {} must be a percentage >= 0", gate.max_mape_pct));
     if (options.jobs < 1 || options.jobs > limits::kMaxJobs)
         throw InputError(fmt::format("--jobs = {} must be 1 .. {}", options.jobs, limits::kMaxJobs));
     options.only = comma_separated(only);
