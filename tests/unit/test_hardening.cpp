@@ -119,7 +119,8 @@ TEST_CASE("clip_for_message: values cut at 80 characters, NUL and newlines escap
 
 TEST_CASE("one_line: a value a message echoed whole is cut at 80 characters, the words around it kept") {
     const std::string value(3000, 'n');
-    const std::string m = one_line("--link " + value + ": unknown link name \"" + value + "\" (expected nodeN)");
+    const std::string m =
+        one_line("--link " + value + ": unknown link name \"" + value + "\" (expected nodeN)");
     CHECK(m.size() < 300);
     CHECK(contains(m, "--link " + std::string(80, 'n') + "...(3001 characters) unknown link name"));
     CHECK(contains(m, "(expected nodeN)"));
@@ -128,7 +129,8 @@ TEST_CASE("one_line: a value a message echoed whole is cut at 80 characters, the
     CHECK(one_line(path + ": cannot open the file") == path + ": cannot open the file");
     CHECK(one_line(std::string(5000, 'a') + " b").size() < 120);
     std::string many;
-    for (int i = 0; i < 200; ++i) many += "word ";
+    for (int i = 0; i < 200; ++i)
+        many += "word ";
     CHECK(one_line(many).size() <= 600 + 30);
 }
 

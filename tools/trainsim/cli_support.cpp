@@ -5,9 +5,27 @@
 
 #include "commands.hpp"
 #include "trainsim/errors.hpp"
+#include "trainsim/limits.hpp"
 #include "trainsim/output_file.hpp"
 
 namespace trainsim::cli {
+
+void check_jobs(std::int64_t jobs, const std::string& prefix) {
+    if (jobs < 1 || jobs > limits::kMaxJobs)
+        throw InputError(fmt::format("{}--jobs = {} must be 1 .. {}", prefix, jobs, limits::kMaxJobs));
+}
+
+void check_tokens(double tokens, const std::string& text, const char* command) {
+    if (tokens > limits::kMaxTrainTokens)
+        throw InputError(fmt::format("{}: --tokens = {} is above the limit of {:g} (trainsim/limits.hpp)",
+                                     command, clip_for_message(text), limits::kMaxTrainTokens));
+}
+
+void check_gpu_hour_price(double price, const char* command) {
+    if (!(price >= 0) || !(price <= limits::kMaxGpuHourPriceUsd))
+        throw InputError(fmt::format("{}: --gpu-hour-price = {:g} must be a price in [0, {:g}] US dollars",
+                                     command, price, limits::kMaxGpuHourPriceUsd));
+}
 
 void refuse_negative_counts(const boost::program_options::parsed_options& parsed, const char* command) {
     // Counts held unsigned, which Boost's conversion would wrap (--seed -1 became 2^64 - 1, --top -1 listed

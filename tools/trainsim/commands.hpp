@@ -2,6 +2,7 @@
 // They return the process exit code; InputError and InternalError propagate to main().
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,13 @@ bool parse_file_command(const std::vector<std::string>& args,
 
 /// Parses `args` of `command` whose options are all named (a word that is not an option is refused, as boost
 /// would drop it silently); prints the help and returns false for --help. Throws InputError (one line).
+/// `--jobs` in 1 .. limits::kMaxJobs; else throws InputError "PREFIX--jobs = N must be 1 .. 1024".
+void check_jobs(std::int64_t jobs, const std::string& prefix);
+/// `--tokens` (parsed) at most limits::kMaxTrainTokens, `--gpu-hour-price` in [0, kMaxGpuHourPriceUsd]; else
+/// throws InputError naming `command` and the value.
+void check_tokens(double tokens, const std::string& text, const char* command);
+void check_gpu_hour_price(double price, const char* command);
+
 /// Refuses a negative value of the options that hold counts unsigned (seed, top, max-oom, iterations):
 /// Boost's conversion would wrap it. Throws InputError naming `command`, the option and the value.
 void refuse_negative_counts(const boost::program_options::parsed_options& parsed, const char* command);

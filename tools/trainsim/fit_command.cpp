@@ -19,7 +19,6 @@
 #include "trainsim/config.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/kernel_fit.hpp"
-#include "trainsim/limits.hpp"
 #include "trainsim/measured_runs.hpp"
 #include "trainsim/profile.hpp"
 #include "trainsim/step_time_fit.hpp"
@@ -227,8 +226,7 @@ int fit_command(const std::vector<std::string>& args) {
     }
     if (files.empty()) throw InputError("fit: no measured-run file given");
     if (gpu_name.empty()) throw InputError("fit: --gpu is required");
-    if (jobs < 1 || jobs > limits::kMaxJobs)
-        throw InputError(fmt::format("--jobs = {} must be 1 .. {}", jobs, limits::kMaxJobs));
+    check_jobs(jobs, "");
     StepTimeFitOptions options;
     options.constants = comma_separated(constants, true);
     options.max_iterations = max_iterations;

@@ -16,7 +16,6 @@
 #include "trainsim/errors.hpp"
 #include "trainsim/fingerprint.hpp"
 #include "trainsim/html_report.hpp"
-#include "trainsim/limits.hpp"
 #include "trainsim/output_file.hpp"
 #include "trainsim/scenario_study.hpp"
 #include "trainsim/simulate.hpp"
@@ -147,15 +146,10 @@ std::optional<std::pair<double, std::optional<double>>> training_args(const RunA
         throw InputError("run: --gpu-hour-price needs --tokens");
     if (!vm.count("tokens")) return std::nullopt;
     const double tokens = parse_count(a.tokens_text, "run: --tokens");
-    if (tokens > limits::kMaxTrainTokens)
-        throw InputError(fmt::format("run: --tokens = {} is above the limit of {:g} (trainsim/limits.hpp)",
-                                     clip_for_message(a.tokens_text), limits::kMaxTrainTokens));
+    check_tokens(tokens, a.tokens_text, "run");
     std::optional<double> price;
     if (vm.count("gpu-hour-price")) {
-        if (!(a.gpu_hour_price >= 0) || !(a.gpu_hour_price <= limits::kMaxGpuHourPriceUsd))
-            throw InputError(
-                fmt::format("run: --gpu-hour-price = {:g} must be a price in [0, {:g}] US dollars",
-                            a.gpu_hour_price, limits::kMaxGpuHourPriceUsd));
+        check_gpu_hour_price(a.gpu_hour_price, "run");
         price = a.gpu_hour_price;
     }
     return std::make_pair(tokens, price);
@@ -242,8 +236,7 @@ int run_command(const std::vector<std::string>& args) {
     add_run_options(desc, a);
     po::variables_map vm;
     if (!parse_input_command(args, desc, vm, "run")) return kExitOk;
-    if (vm.count("jobs") && (a.jobs <= 0 || a.jobs > limits::kMaxJobs))
-        throw InputError(fmt::format("run: --jobs = {} must be 1 .. {}", a.jobs, limits::kMaxJobs));
+    if (vm.count("jobs")) check_jobs(a.jobs, "run: ");
     if (a.max_events < 0)
         throw InputError(fmt::format("run: --max-events {} must be 0 (no bound) or more", a.max_events));
     SimulationOptions options;

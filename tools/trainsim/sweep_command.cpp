@@ -244,17 +244,11 @@ SweepOptions sweep_options(const SweepArgs& a, const std::vector<int>& sizes, co
     if (vm.count("min-headroom")) options.min_headroom = parse_headroom(a.min_headroom_text);
     if (vm.count("tokens")) {
         options.train_tokens = parse_count(a.tokens_text, "sweep: --tokens");
-        if (*options.train_tokens > limits::kMaxTrainTokens)
-            throw InputError(
-                fmt::format("sweep: --tokens = {} is above the limit of {:g} (trainsim/limits.hpp)",
-                            clip_for_message(a.tokens_text), limits::kMaxTrainTokens));
+        check_tokens(*options.train_tokens, a.tokens_text, "sweep");
     }
     if (vm.count("gpu-hour-price")) {
         if (!options.train_tokens) throw InputError("sweep: --gpu-hour-price needs --tokens");
-        if (!(a.gpu_hour_price >= 0) || !(a.gpu_hour_price <= limits::kMaxGpuHourPriceUsd))
-            throw InputError(
-                fmt::format("sweep: --gpu-hour-price = {:g} must be a price in [0, {:g}] US dollars",
-                            a.gpu_hour_price, limits::kMaxGpuHourPriceUsd));
+        check_gpu_hour_price(a.gpu_hour_price, "sweep");
         options.gpu_hour_price_usd = a.gpu_hour_price;
     }
     options.perturbations = scenario_perturbations(a.scenario);
@@ -328,8 +322,7 @@ int sweep_command(const std::vector<std::string>& args) {
     const std::vector<int> sizes = parse_gpus(a.gpus_text);
     if (vm.count("global-batch") && a.global_batch <= 0)
         throw InputError(fmt::format("sweep: --global-batch = {} must be positive", a.global_batch));
-    if (vm.count("jobs") && (a.jobs <= 0 || a.jobs > limits::kMaxJobs))
-        throw InputError(fmt::format("sweep: --jobs = {} must be 1 .. {}", a.jobs, limits::kMaxJobs));
+    if (vm.count("jobs")) check_jobs(a.jobs, "sweep: ");
     // --top 0 lists no layout; the text alone would then simulate every layout for nothing (no pruning).
     if (a.top_k == 0 && a.csv_file.empty() && a.html_file.empty() && !vm.count("json"))
         throw InputError("sweep: --top = 0 lists no layout: give --top N >= 1, or --csv, --html or --json");

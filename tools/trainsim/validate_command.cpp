@@ -18,7 +18,6 @@
 #include "processes.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/frontend.hpp"
-#include "trainsim/limits.hpp"
 #include "trainsim/validation.hpp"
 
 namespace po = boost::program_options;
@@ -194,8 +193,7 @@ int validate_command(const std::vector<std::string>& args) {
         throw InputError(fmt::format("--tolerance = {} must be >= 0", options.tolerance_pct));
     if (vm.count("max-mape") && !(gate.max_mape_pct >= 0 && gate.max_mape_pct <= 1e6))
         throw InputError(fmt::format("--max-mape = {} must be a percentage >= 0", gate.max_mape_pct));
-    if (options.jobs < 1 || options.jobs > limits::kMaxJobs)
-        throw InputError(fmt::format("--jobs = {} must be 1 .. {}", options.jobs, limits::kMaxJobs));
+    check_jobs(options.jobs, "");
     options.only = comma_separated(only);
     std::vector<RunsSource> sources;
     for (const auto& file : files)
