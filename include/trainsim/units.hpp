@@ -71,7 +71,8 @@ struct Bandwidth {
 enum class Dimension { time, bandwidth, bytes };
 
 /// Parses a number followed by a unit: time `ps ns us ms s`; bandwidth `Bps KBps MBps GBps TBps` (bytes/s,
-/// decimal) and `bps Kbps Mbps Gbps Tbps` (bits/s); bytes `B KB MB GB TB` (decimal) `KiB MiB GiB TiB`
+/// decimal) and `bps Kbps Mbps Gbps Tbps` (bits/s), each also written with a slash (`GB/s`, `Gb/s`; the
+/// schema's SI unit `B/s`); bytes `B KB MB GB TB` (decimal) `KiB MiB GiB TiB`
 /// (binary). Returns the value in the SI base (seconds, bytes/s, bytes). Throws InputError (with `where` as
 /// the field path) when the unit is missing or does not match `dim`, or when the number is negative, zero
 /// where `allow_zero` is false, or not finite.

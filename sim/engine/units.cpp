@@ -52,8 +52,27 @@ const std::vector<UnitScale>& units_of(Dimension dim) {
     static const std::vector<UnitScale> time = {
         {"ps", 1e-12}, {"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1.0}};
     static const std::vector<UnitScale> bandwidth = {
-        {"Bps", 1.0},     {"KBps", 1e3},     {"MBps", 1e6},     {"GBps", 1e9},     {"TBps", 1e12},
-        {"bps", 1.0 / 8}, {"Kbps", 1e3 / 8}, {"Mbps", 1e6 / 8}, {"Gbps", 1e9 / 8}, {"Tbps", 1e12 / 8}};
+        {"Bps", 1.0},
+        {"KBps", 1e3},
+        {"MBps", 1e6},
+        {"GBps", 1e9},
+        {"TBps", 1e12},
+        {"bps", 1.0 / 8},
+        {"Kbps", 1e3 / 8},
+        {"Mbps", 1e6 / 8},
+        {"Gbps", 1e9 / 8},
+        {"Tbps", 1e12 / 8},
+        // the same with a slash, as the schema and datasheets write them (`trainsim schema` prints B/s)
+        {"B/s", 1.0},
+        {"KB/s", 1e3},
+        {"MB/s", 1e6},
+        {"GB/s", 1e9},
+        {"TB/s", 1e12},
+        {"b/s", 1.0 / 8},
+        {"Kb/s", 1e3 / 8},
+        {"Mb/s", 1e6 / 8},
+        {"Gb/s", 1e9 / 8},
+        {"Tb/s", 1e12 / 8}};
     static const std::vector<UnitScale> bytes = {{"B", 1.0},
                                                  {"KB", 1e3},
                                                  {"MB", 1e6},
@@ -79,7 +98,7 @@ std::string_view dimension_name(Dimension dim) {
         case Dimension::time:
             return "a time (ps, ns, us, ms, s)";
         case Dimension::bandwidth:
-            return "a bandwidth (e.g. GBps for bytes/s, Gbps for bits/s)";
+            return "a bandwidth (e.g. GBps or GB/s for bytes/s, Gbps or Gb/s for bits/s)";
         case Dimension::bytes:
             return "a size (B, KB, MB, GB, KiB, MiB, GiB)";
     }

@@ -142,6 +142,36 @@ Workload parse_workload(const json& j, const std::string& file) {
     return w;
 }
 
+namespace {
+/// Whether `prefix` ("storage") names an optional section of the topology file (topology_fields()).
+bool is_optional_section(const std::string& prefix) {
+    for (const auto& f : topology_fields())
+        if (f.optional_section && f.name.size() > prefix.size() &&
+            f.name.compare(0, prefix.size(), prefix) == 0 && f.name[prefix.size()] == '.')
+            return true;
+    return false;
+}
+
+/// Whether `key` (after "topology." for the topology) names a field a --set may give: a field of the
+/// topology, model or layout tables, the workload's name and description, or a field of its measured block.
+bool known_override_key(bool topology_key, const std::string& key) {
+    if (topology_key) return schema::find(topology_fields(), key) != nullptr;
+    auto under = [&](const char* prefix, std::string& rest) {
+        const std::string p = prefix;
+        if (key.compare(0, p.size(), p) != 0) return false;
+        rest = key.substr(p.size());
+        return true;
+    };
+    std::string rest;
+    if (under("model.", rest)) return schema::find(model_fields(), rest) != nullptr;
+    if (under("layout.", rest)) return schema::find(layout_fields(), rest) != nullptr;
+    if (under("measured.", rest))
+        return rest == "source" || rest == "step_time_s" || rest == "tflops_per_gpu" ||
+               rest == "tflops_convention";
+    return key == "name" || key == "description";
+}
+}  // namespace
+
 void apply_override(json& topology, json& workload, const std::string& assignment) {
     const auto eq = assignment.find('=');
     const std::string shown_assignment = clip_for_message(assignment);
@@ -157,6 +187,11 @@ void apply_override(json& topology, json& workload, const std::string& assignmen
         doc = &topology;
         key = key.substr(9);
     }
+    // Refused here, naming the --set, rather than by the loader, which would blame the file.
+    if (!known_override_key(doc == &topology, key))
+        throw InputError(
+            fmt::format("--set \"{}\": \"{}{}\" is not a known field (`trainsim schema` lists them)",
+                        shown_assignment, doc == &topology ? "topology." : "", clip_for_message(key)));
     check_json_depth(value, fmt::format("--set \"{}\"", shown_assignment));
     json parsed;
     try {
@@ -182,6 +217,10 @@ void apply_override(json& topology, json& workload, const std::string& assignmen
             (*at)[part] = parsed;
             return;
         }
+        // An optional section of the topology (`host`, `storage`) that the file leaves out is created by
+        // the first --set of one of its fields; its other fields then take their defaults or are asked for.
+        if (!at->contains(part) && doc == &topology && is_optional_section(key.substr(0, dot)))
+            (*at)[part] = json::object();
         at = &(*at)[part];
         start = dot + 1;
     }

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <numbers>
+#include <set>
 #include <utility>
 
 #include <fmt/format.h>
@@ -70,9 +71,12 @@ double LognormalJitter::exact(std::uint64_t h) const {
 
 namespace {
 
-/// "a,b=c,d" -> {("a",""), ("b","c"), ("d","")}.
-std::vector<std::pair<std::string, std::string>> split_fields(const std::string& value) {
+/// "a,b=c,d" -> {("a",""), ("b","c"), ("d","")}. Throws InputError naming `option` and the key when a key
+/// is given twice ("gpu=1,slowdown=2,gpu=3": which GPU was meant is not for us to guess).
+std::vector<std::pair<std::string, std::string>> split_fields(const std::string& option,
+                                                              const std::string& value) {
     std::vector<std::pair<std::string, std::string>> out;
+    std::set<std::string> seen;
     std::size_t pos = 0;
     while (true) {
         const std::size_t comma = value.find(',', pos);
@@ -83,6 +87,9 @@ std::vector<std::pair<std::string, std::string>> split_fields(const std::string&
             out.emplace_back(field, "");
         else
             out.emplace_back(field.substr(0, eq), field.substr(eq + 1));
+        if (!seen.insert(out.back().first).second)
+            throw InputError(fmt::format("{} {}: field \"{}\" is given twice", option,
+                                         clip_for_message(value), clip_for_message(out.back().first)));
         if (comma == std::string::npos) break;
         pos = comma + 1;
     }
@@ -120,7 +127,7 @@ Straggler parse_straggler(const std::string& value) {
     Straggler s;
     s.text = value;
     bool have_gpu = false, have_fraction = false, have_slowdown = false;
-    for (const auto& [k, v] : split_fields(value)) {
+    for (const auto& [k, v] : split_fields(opt, value)) {
         if (k == "gpu") {
             const long long g = integer(opt, value, k, v);
             if (g > 1'000'000'000)
@@ -151,7 +158,7 @@ Jitter parse_jitter(const std::string& value) {
     const std::string opt = "--jitter";
     Jitter j;
     j.text = value;
-    const auto fields = split_fields(value);
+    const auto fields = split_fields(opt, value);
     if (fields.front().first != "lognormal" || !fields.front().second.empty())
         throw InputError(fmt::format("{} {}: distribution \"{}\" is not one of lognormal", opt, value,
                                      fields.front().first));
@@ -222,7 +229,7 @@ LinkPerturbation parse_link(const std::string& value) {
     const std::string opt = "--link";
     LinkPerturbation p;
     p.text = value;
-    const auto fields = split_fields(value);
+    const auto fields = split_fields(opt, value);
     p.name = fields.front().first;
     const std::string option = fmt::format("{} {}", opt, value);
     if (!fields.front().second.empty())

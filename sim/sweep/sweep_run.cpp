@@ -462,6 +462,14 @@ Points enumerate_points(const TopologySpec& topology, const ModelSpec& model, co
                         const SweepGrid& grid, const SweepOptions& options) {
     Points pts;
     pts.sizes = sweep_sizes(topology, options);
+    // A straggler named by its GPU must exist in every cluster size swept (else the smaller clusters'
+    // layouts would all be rejected one by one for it).
+    for (const Straggler& st : options.perturbations.stragglers)
+        if (st.gpu >= pts.sizes.front())
+            throw InputError(
+                fmt::format("--straggler {}: gpu = {} is not one of the {} GPUs of the smallest "
+                            "cluster swept",
+                            clip_for_message(st.text), st.gpu, pts.sizes.front()));
     for (std::size_t s = 0; s < pts.sizes.size(); ++s) {
         TopologySpec t = topology;
         t.nodes = pts.sizes[s] / topology.gpus_per_node;

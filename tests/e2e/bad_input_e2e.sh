@@ -153,7 +153,7 @@ bad "topology --set: tiny NIC rate" 2 "dgx-a100.json|nic_rate = \"1bps\" is outs
 bad "topology --set: latency of an hour" 2 "dgx-a100.json|latency = \"3600s\" is outside" -- run "${SMALL[@]}" --set topology.scale_up.latency=3600s
 bad "topology --set: unknown GPU" 2 "dgx-a100.json|topology.gpu = \"NoSuchGPU\" is not a known GPU" -- run "${SMALL[@]}" --set topology.gpu=NoSuchGPU
 bad "topology --set: unknown scale-out kind" 2 "dgx-a100.json|scale_out.kind = \"ethernet\"" -- run "${SMALL[@]}" --set topology.scale_out.kind=ethernet
-bad "topology --set: unknown key" 2 "dgx-a100.json|topology.colour is not a known field" -- run "${SMALL[@]}" --set topology.colour=1
+bad "topology --set: unknown key (the --set blamed, not the file)" 2 "--set \"topology.colour=1\": \"topology.colour\" is not a known field" -- run "${SMALL[@]}" --set topology.colour=1
 bad "topology --set: 131,072 GPUs with the wrong layout names both" 2 "layout.tp * layout.pp * layout.dp" -- run "${SMALL[@]}" --set topology.nodes=16384
 
 ## Workload fields: the workload file is named, with the field and the value.
@@ -204,10 +204,15 @@ bad "simulated time overflow is an input error" 2 "small.json|simulated" -- run 
 ## --set syntax.
 bad "--set without =" 2 "--set \"layout.tp\": expected key=value" -- run "${SMALL[@]}" --set layout.tp
 bad "--set with an empty key" 2 "--set \"=5\": expected key=value" -- run "${SMALL[@]}" --set =5
-bad "--set through a number" 2 "--set \"layout.tp.x=1\": \"layout.tp.x\" does not name a field" -- run "${SMALL[@]}" --set layout.tp.x=1
+bad "--set an unknown layout field (the --set blamed, not the file)" 2 "--set \"layout.foo=1\": \"layout.foo\" is not a known field" -- run "${SMALL[@]}" --set layout.foo=1
+bad "--straggler: a key given twice" 2 "--straggler gpu=1,slowdown=2,gpu=3: field \"gpu\" is given twice" -- run "${SMALL[@]}" --straggler gpu=1,slowdown=2,gpu=3
+bad "--jitter: a key given twice" 2 "--jitter lognormal,sigma=0.1,sigma=0.2: field \"sigma\" is given twice" -- run "${SMALL[@]}" --jitter lognormal,sigma=0.1,sigma=0.2
+bad "--link: a key given twice" 2 "--link node0.nic1,bandwidth=0.5,bandwidth=0.2: field \"bandwidth\" is given twice" -- run "${SMALL[@]}" --link node0.nic1,bandwidth=0.5,bandwidth=0.2
+bad "sweep --straggler gpu past the smallest --gpus" 2 "--straggler gpu=20,slowdown=2: gpu = 20 is not one of the 16 GPUs of the smallest cluster swept" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16,32 --straggler gpu=20,slowdown=2
+bad "--set through a number" 2 "--set \"layout.tp.x=1\": \"layout.tp.x\" is not a known field" -- run "${SMALL[@]}" --set layout.tp.x=1
 bad "--set value not UTF-8" 2 "the value is not valid UTF-8" -- run "${SMALL[@]}" --set "name=$(printf 'a\377b')"
 bad "--set value nested 100,000 deep" 2 "nested deeper than 64" -- run "${SMALL[@]}" --set "layout.tp=$(deep 100000)"
-bad "--set a 100,000-character key is cut" 2 "small.json: kkkkkkkk|...(100000 characters) is not a known field" -- run "${SMALL[@]}" --set "$(printf '%*s' 100000 '' | tr ' ' k)=1"
+bad "--set a 100,000-character key is cut" 2 "--set \"kkkkkkkk|...(100000 characters)\" is not a known field" -- run "${SMALL[@]}" --set "$(printf '%*s' 100000 '' | tr ' ' k)=1"
 
 ## Calibration files.
 prep c.json '{"format": "trainsim-calibration/1", "source": "t", "gpus": {"A100-SXM4-80GB": {"hbm_efficiency": 1e-300}}}'

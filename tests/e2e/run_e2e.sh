@@ -142,7 +142,7 @@ check_bad "5b unknown key (layout.tpp)" unknown "unknown-key.json" "layout.tpp" 
     -- run --topology "$TOPO" --workload "$DATA/unknown-key.json" --set topology.nodes=2
 check_bad "5b misspelled key (tpp instead of tp)" misspelled "misspelled-key.json" "layout.tp" \
     -- run --topology "$TOPO" --workload "$DATA/misspelled-key.json" --set topology.nodes=2
-check_bad "5b unknown key via --set" unknown_set "small.json" "layout.tpp" "not a known field" \
+check_bad "5b unknown key via --set (the --set blamed, not the file)" unknown_set "--set \"layout.tpp=2\"" "layout.tpp" "not a known field" \
     -- run "${SMALL[@]}" --set layout.tpp=2
 check_bad "5c quantity without a unit" nounit "topo-no-unit.json" "topology.scale_up.bandwidth_per_gpu" '"300"' "no unit" \
     -- run --topology "$DATA/topo-no-unit.json" --workload "$W"

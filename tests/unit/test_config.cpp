@@ -196,6 +196,18 @@ TEST_CASE("config: apply_override") {
     CHECK_THROWS_AS(apply_override(t, w, "layout.tp.x=4"), InputError);  // through a number
     CHECK_THROWS_AS(apply_override(t, w, "layout..tp=4"), InputError);   // empty component
     CHECK(contains(message_of<InputError>([&] { apply_override(t, w, "layout.tp"); }), "layout.tp"));
+
+    // an unknown field is refused by the --set, not left for the loader to blame the file
+    CHECK(contains(message_of<InputError>([&] { apply_override(t, w, "layout.colour=1"); }),
+                   "--set \"layout.colour=1\": \"layout.colour\" is not a known field"));
+    CHECK(contains(message_of<InputError>([&] { apply_override(t, w, "topology.storage.x=1"); }),
+                   "\"topology.storage.x\" is not a known field"));
+    CHECK(w["layout"].find("colour") == w["layout"].end());
+
+    // a field of an optional section the file leaves out creates the section
+    t.erase("storage");
+    apply_override(t, w, "topology.storage.write_bandwidth_per_node=2GB/s");
+    CHECK(parse_topology(t, "t.json").storage_write_bandwidth_per_node.bytes_per_s == doctest::Approx(2e9));
 }
 
 TEST_CASE("config: the embedded defaults parse and are the preset files") {

@@ -17,6 +17,11 @@ TEST_CASE("units: parse_quantity converts each dimension to its SI base") {
     CHECK(parse_quantity("160MB", Dimension::bytes, "f") == doctest::Approx(160e6).epsilon(1e-15));
     CHECK(parse_quantity("80GiB", Dimension::bytes, "f") == 80.0 * 1024 * 1024 * 1024);
     CHECK(parse_quantity("1.5e3MBps", Dimension::bandwidth, "f") == doctest::Approx(1.5e9).epsilon(1e-15));
+    // the slash forms, as `trainsim schema` prints the SI unit (B/s) and datasheets write GB/s
+    CHECK(parse_quantity("976562500B/s", Dimension::bandwidth, "f") == 976562500.0);
+    CHECK(parse_quantity("900GB/s", Dimension::bandwidth, "f") == doctest::Approx(900e9).epsilon(1e-15));
+    CHECK(parse_quantity("400Gb/s", Dimension::bandwidth, "f") == doctest::Approx(50e9).epsilon(1e-15));
+    CHECK_THROWS_AS(parse_quantity("900GB/s", Dimension::bytes, "f"), InputError);
 
     CHECK(parse_time("2us", "f") == Time::ps(2'000'000));
     CHECK(parse_time("0us", "f") == Time::ps(0));  // a zero latency is allowed

@@ -143,6 +143,13 @@ TEST_CASE("what-if: option parsers accept the documented forms and name option a
                    "unknown link name \"node3.nic\""));
     CHECK(contains(message_of<InputError>([] { parse_link("node3.nvlink,down"); }), "NICs and rails only"));
     CHECK(contains(message_of<InputError>([] { parse_link("node3.nic1,bandwidth=2"); }), "bandwidth = 2"));
+    // a key given twice is refused, whichever value would have won
+    CHECK(contains(message_of<InputError>([] { parse_straggler("gpu=1,slowdown=2,gpu=3"); }),
+                   "field \"gpu\" is given twice"));
+    CHECK(contains(message_of<InputError>([] { parse_jitter("lognormal,sigma=0.1,sigma=0.2"); }),
+                   "field \"sigma\" is given twice"));
+    CHECK(contains(message_of<InputError>([] { parse_link("rail1,latency=1us,latency=2us"); }),
+                   "field \"latency\" is given twice"));
 }
 
 TEST_CASE("what-if: a fraction of stragglers is drawn from the seed") {
