@@ -7,7 +7,10 @@
 //              fails independently; a unit's lifetime is exponential with mean MTBF, or Weibull with shape k
 //              and scale MTBF / Gamma(1 + 1/k) (so its mean stays the MTBF). A failed unit is replaced by a
 //              new one (renewal). Exponential classes are drawn as one Poisson process of rate count / MTBF
-//              (the superposition of independent exponential units); Weibull classes keep one clock per unit.
+//              (the superposition of independent exponential units); in a Weibull class the units still on
+//              their first lifetime are drawn in the order they fail (the first of m survivors at t0 fails at
+//              t with (t/L)^k = (t0/L)^k + E/m, E ~ Exp(1); Ross, Simulation, Sec. 5.3), each replacement
+//              keeps its own clock.
 //              Failures happen on the wall clock, during checkpoints and recoveries too.
 //   A failure  rolls the work back to the last durable checkpoint (the work since then is lost) and starts a
 //              recovery: detection + relaunch + checkpoint load. A failure during a recovery starts it again.
@@ -158,9 +161,10 @@ struct GoodputConfig {
 /// expected run time for a target: MTBFs far too small for the recovery time).
 void check_goodput_config(const GoodputConfig& c);
 
-/// The events one run is expected to take (its work): the expected failures (the failure rate times the
-/// horizon, or times Daly's expected run time for a target: expected_run_time_s) plus the checkpoints over
-/// that span (span / (interval_steps * step_s)). For a config that passed check_goodput_config.
+/// The work one run is expected to take, in checkpoint events: the expected failures (the failure rate
+/// times the horizon, or times Daly's expected run time for a target: expected_run_time_s; for Weibull k < 1
+/// the fresh units failing within the span) times limits::kGoodputFailureWorkEvents, plus the checkpoints
+/// over that span (span / (interval_steps * step_s)). For a config that passed check_goodput_config.
 double expected_run_events(const GoodputConfig& c);
 
 /// One simulated run.
@@ -250,7 +254,9 @@ struct CheckpointIntervalStudy {
     const GoodputSummary& chosen() const { return sweep[best]; }
 };
 /// Simulates `interval_steps` when given, else interval_sweep around Young's interval (1000 steps when there
-/// are no failures); c.interval_steps is ignored. Seeds and jobs as simulate_goodput (which throws).
+/// are no failures); c.interval_steps is ignored. Seeds and jobs as simulate_goodput (which throws); also
+/// throws InputError, before simulating, when seeds times the sum of expected_run_events over the intervals
+/// passes limits::kMaxGoodputStudyEvents (naming --seeds, the intervals and how many seeds they allow).
 CheckpointIntervalStudy study_checkpoint_intervals(const GoodputConfig& c,
                                                    std::optional<std::int64_t> interval_steps,
                                                    std::uint64_t first_seed, int seeds, int jobs);

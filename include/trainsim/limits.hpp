@@ -63,14 +63,21 @@ inline constexpr std::int64_t kMaxGpuLayerPassesPerStep = std::int64_t{1} << 23;
 /// docs/performance.md), and refuses what ran for hours: 100,000 seeds of the default GPT-3 175B run
 /// (1,179,648 passes per step, 0.3 s per seed; at most 56 seeds now).
 inline constexpr std::int64_t kMaxGpuLayerPassesPerStudy = std::int64_t{1} << 26;
-/// Expected failures and checkpoints of a goodput study over all its seeds (`goodput --seeds K`: K runs of
-/// goodput.hpp expected_run_events each). Measured (Release, 2 threads, 2026-11-25) on Llama 3 405B over 54
-/// days on 16,384 H100: 1,700 seeds at a 26-step interval (19,300 events per run, mostly checkpoints) take
-/// 1.2 s of CPU, 50,000 seeds at a 2,000-step interval (664 per run, 419 of them failures) 2.1 s: 35-45 ns
-/// per event, so 2^29 is about 20-25 s of CPU, 10-12 s on 2 cores. It admits the documented 1,000 seeds at
-/// the 26-step interval (docs/performance.md) and refuses what ran for about 10 minutes (1,000,000 seeds at
-/// the --seeds range's top, 19,300 events each).
-inline constexpr std::int64_t kMaxGoodputStudyEvents = std::int64_t{1} << 29;
+/// The work of one expected failure in a goodput run, in checkpoint events: a failure is a rollback, a
+/// recovery (restarted by failures during it) and, for a Weibull class, a replacement unit's clock. Measured
+/// (Release, 2 threads, 2026-11-25) on Llama 3 405B over 54 days on 16,384 H100, 1,000 seeds, the automatic
+/// 25-interval sweep: exponential (0.92 G checkpoints, 10.5 M failures) 15.6 s of CPU, Weibull k = 0.5 (the
+/// same checkpoints, 145 M failures) 31 s: 16 ns per checkpoint, about 110 ns per failure.
+inline constexpr double kGoodputFailureWorkEvents = 7.0;
+/// The work of a goodput study over all its seeds and, with the automatic interval sweep, all its
+/// intervals (`goodput --seeds K`: K runs of goodput.hpp expected_run_events each, per interval), in
+/// checkpoint events (a failure counts kGoodputFailureWorkEvents). At the 16 ns above, 2^30 is about 17 s of
+/// CPU, 9 s on 2 cores. It admits the 1,000-seed sweep of the exponential 405B run above (0.99 G) and the
+/// documented 1,000 seeds at the 26-step interval (docs/performance.md), and refuses the Weibull k = 0.5
+/// one (1.93 G: 62 s of wall time before the units' first lifetimes were drawn lazily, 16 s after; at most
+/// 555 seeds now) and what ran for about 10 minutes (1,000,000 seeds at the --seeds range's top, 19,300
+/// checkpoints each).
+inline constexpr std::int64_t kMaxGoodputStudyEvents = std::int64_t{1} << 30;
 /// Grid points of one sweep, over all its cluster sizes (`sweep --gpus N,N,...`, `--vary`): a sweep keeps
 /// every point's layout and entry, about 5.5 KB each. Measured (Release, 2026-11-25 (06:00 UTC)):
 /// Qwen3-30B-A3B on 12 B200 sizes, 8 to 16,384 GPUs, is 388,416 points, 2.1 GB RSS and 68 s on 2 cores; the

@@ -1,7 +1,12 @@
 // A job's goodput configuration and the study of its checkpoint intervals (include/trainsim/goodput.hpp).
+#include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
+#include "trainsim/errors.hpp"
 #include "trainsim/goodput.hpp"
+#include "trainsim/limits.hpp"
 
 namespace trainsim {
 
@@ -41,6 +46,29 @@ CheckpointIntervalStudy study_checkpoint_intervals(const GoodputConfig& c,
     } else {
         const double center = st.formulas.young_s > 0 ? st.formulas.young_s : 1000.0 * c.step_s;
         intervals = interval_sweep(center, c.step_s);
+    }
+    double work = 0;  // per seed, over the intervals
+    for (auto n : intervals) {
+        GoodputConfig ci = c;
+        ci.interval_steps = n;
+        check_goodput_config(ci);
+        work += std::max(expected_run_events(ci), 1.0);
+    }
+    if (seeds > 0 &&
+        static_cast<double>(seeds) * work > static_cast<double>(limits::kMaxGoodputStudyEvents)) {
+        const std::string runs =
+            intervals.size() == 1
+                ? fmt::format("{} runs of about {:.3g} checkpoints and failures each", seeds, work)
+                : fmt::format(
+                      "{} runs at each of the {} checkpoint intervals swept (about {:.3g} checkpoints "
+                      "and failures per seed in all)",
+                      seeds, intervals.size(), work);
+        throw InputError(fmt::format(
+            "--seeds = {}: {} pass the limit of {} for a goodput study (limits.hpp); at most {:.0f} seeds "
+            "here{}",
+            seeds, runs, limits::kMaxGoodputStudyEvents,
+            std::floor(static_cast<double>(limits::kMaxGoodputStudyEvents) / work),
+            intervals.size() == 1 ? "" : ", or fix --checkpoint-interval"));
     }
     for (auto n : intervals) {
         GoodputConfig ci = c;

@@ -290,7 +290,8 @@ bad "fit without --gpu" 2 "fit: --gpu is required" -- fit "$RUNS"
 # Work bounds of the seeded studies (limits.hpp): 100,000 seeds of the default run took about 8 hours, 1,000,000
 # goodput seeds of the small run minutes; both are refused before any simulation.
 bad "run --seeds past the study's work limit" 2 "--seeds = 100000: 100000 seeds of 1179648 GPU layer passes per step|limit of 67108864 for a what-if study|at most 56 seeds" -- run --jitter lognormal,sigma=0.05 --seeds 100000
-bad "goodput --seeds past the study's work limit" 2 "--seeds = 1000000: 1000000 runs of about|limit of 536870912 for a goodput study|at most 39963 seeds" -- goodput "${SMALL[@]}" --seeds 1000000
+bad "goodput --seeds past the study's work limit (the interval sweep counted whole)" 2 "--seeds = 1000000: 1000000 runs at each of the 25 checkpoint intervals swept|limit of 1073741824 for a goodput study|at most 12859 seeds here, or fix --checkpoint-interval" -- goodput "${SMALL[@]}" --seeds 1000000
+bad "goodput --seeds past the study's work limit at one interval" 2 "--seeds = 1000000: 1000000 runs of about 2.92e+06 checkpoints and failures each|at most 367 seeds here" -- goodput "${SMALL[@]}" --seeds 1000000 --checkpoint-interval 100
 bad "sweep --seeds past the study's work limit" 2 "sweep: --seeds = 100000: 100000 seeds of the|GPU layer passes per step in all|at most" -- sweep "${SMALL[@]}" --gpus 16 --jitter lognormal,sigma=0.05 --seeds 100000
 
 ## Failed writes to stdout: exit 2, one line on stderr.

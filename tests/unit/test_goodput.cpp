@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <optional>
+#include <random>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -169,6 +171,52 @@ TEST_CASE("goodput: Weibull lifetimes keep their mean (renewal rate = units / MT
     CHECK(s.failures[0].mean == doctest::Approx(50.0 * 10'000.0 / 100.0).epsilon(0.02));
 }
 
+TEST_CASE("goodput: Weibull k < 1, units drawn in failure order, match one renewal clock per unit") {
+    // 200 units of MTBF 100 h, shape 0.5, over 1,000 h: the mean failure count of the simulator (its first
+    // lifetimes drawn lazily as order statistics) against a direct reference, one renewal process per unit
+    // (std::mt19937_64, inverse-CDF draws). Failures happen on the wall clock whatever the job does, so the
+    // count is the renewal count. Renewal theory puts it near 200 * (10 + (CV^2 - 1) / 2) = 2,400 (CV^2 = 5).
+    GoodputConfig c = base_config();
+    c.horizon_s = 1000.0 * 3600.0;
+    c.failures = one_class(100.0 * 3600.0, 200.0);
+    c.failures.weibull_shape = 0.5;
+    const double k = 0.5, scale = 100.0 * 3600.0 / std::tgamma(1.0 + 1.0 / k);
+    std::mt19937_64 rng(12345);
+    std::uniform_real_distribution<double> u01(0.0, 1.0);
+    const int reps = 400;
+    double total = 0;
+    for (int r = 0; r < reps; ++r)
+        for (int unit = 0; unit < 200; ++unit)
+            for (double t = 0;;) {
+                t += scale * std::pow(-std::log(1.0 - u01(rng)), 1.0 / k);
+                if (t > c.horizon_s) break;
+                total += 1;
+            }
+    const double reference = total / reps;
+    CHECK(reference == doctest::Approx(2400).epsilon(0.1));
+    const GoodputSummary s = simulate_goodput(c, 1, 200, 2);
+    CHECK(s.failures[0].mean == doctest::Approx(reference).epsilon(0.03));
+}
+
+TEST_CASE("goodput: the interval sweep's work is bounded over its intervals and seeds") {
+    GoodputConfig c = base_config();
+    c.horizon_s = 1e6;
+    const auto intervals = interval_sweep(interval_formulas(c.save_s, 1000.0, 180.0).young_s, c.step_s);
+    double per_seed = 0;
+    for (auto n : intervals) {
+        GoodputConfig ci = c;
+        ci.interval_steps = n;
+        per_seed += expected_run_events(ci);
+    }
+    const auto most =
+        static_cast<int>(std::floor(static_cast<double>(limits::kMaxGoodputStudyEvents) / per_seed));
+    const std::string msg =
+        message_of<InputError>([&] { study_checkpoint_intervals(c, std::nullopt, 1, most + 1, 1); });
+    CHECK(contains(msg, fmt::format("--seeds = {}", most + 1)));
+    CHECK(contains(msg, fmt::format("{} checkpoint intervals swept", intervals.size())));
+    CHECK(contains(msg, fmt::format("at most {} seeds", most)));
+}
+
 TEST_CASE("goodput: the result does not depend on the thread count") {
     GoodputConfig c = base_config();
     c.horizon_s = 30'000;
@@ -272,12 +320,13 @@ TEST_CASE("goodput: a study's expected events are bounded over its seeds") {
     // Horizon 10^6 s, M = 1000 s: 1000 expected failures; interval 30 steps of 10 s: 3333.3 checkpoints.
     GoodputConfig c = base_config();
     c.horizon_s = 1e6;
-    CHECK(expected_run_events(c) == doctest::Approx(1000.0 + 1e6 / 300.0));
+    CHECK(expected_run_events(c) ==
+          doctest::Approx(limits::kGoodputFailureWorkEvents * 1000.0 + 1e6 / 300.0));
     // Without failures only the checkpoints count.
     GoodputConfig quiet = c;
     quiet.failures = FailureModel{};
     CHECK(expected_run_events(quiet) == doctest::Approx(1e6 / 300.0));
-    const double per_run = 1000.0 + 1e6 / 300.0;
+    const double per_run = limits::kGoodputFailureWorkEvents * 1000.0 + 1e6 / 300.0;
     const auto most =
         static_cast<int>(std::floor(static_cast<double>(limits::kMaxGoodputStudyEvents) / per_run));
     const std::string msg = message_of<InputError>([&] { simulate_goodput(c, 1, most + 1, 1); });
