@@ -93,11 +93,13 @@ struct MemoryStudy {
     const MemoryReport& memory() const { return simulated ? result.report.memory : walked; }
 };
 
-/// The default bound on the events of each simulation of `memory` (--max-events): the simulations of the
-/// presets (GPT-3 175B on 1,024 A100: 3.3 M events; Llama 3 405B on 16,384 H100: 1.6 M) run in full; a layout
-/// whose simulation is far larger (a TP group across nodes on an ECMP fabric: tens of millions of events,
-/// minutes) gets its memory at once and its step times not.
-inline constexpr std::uint64_t kDefaultMemoryMaxEvents = 5'000'000;
+/// The default bound on the events of each simulation of `memory` (--max-events; a step of the fabric's
+/// flow-rate updates counts as an event, ExecutionOptions::max_events): the simulations of the presets and
+/// their remedies (GPT-3 175B on 1,024 A100: 3.3 M events, 5-6 M with the rate-update steps of its ZeRO-2
+/// remedy; Llama 3 405B on 16,384 H100: 1.6 M) run in full; a layout whose simulation is far larger (a TP
+/// group across nodes on an ECMP fabric: tens of millions of events, minutes) gets its memory at once and
+/// its step times not. 2^23: at most about 1-3 s of CPU per simulation (0.1-0.35 us per event or step).
+inline constexpr std::uint64_t kDefaultMemoryMaxEvents = std::uint64_t{1} << 23;
 
 /// Runs the memory study of `in`. Throws InputError labelled with the inputs (with_label). `observers`
 /// (not owned) subscribe to the layout's simulation (not the remedies'); past max_events they saw part of it.

@@ -63,6 +63,18 @@ inline constexpr std::int64_t kMaxGpuLayerPassesPerStep = std::int64_t{1} << 23;
 /// docs/performance.md), and refuses what ran for hours: 100,000 seeds of the default GPT-3 175B run
 /// (1,179,648 passes per step, 0.3 s per seed; at most 56 seeds now).
 inline constexpr std::int64_t kMaxGpuLayerPassesPerStudy = std::int64_t{1} << 26;
+/// Events of a what-if study's simulations, all together (`run` with --straggler, --jitter or --link and
+/// no --max-events: the unperturbed run and the K seeds share it, each simulation stopped past 1/(K + 1) of
+/// it with exit 2; a flow-rate update step counts as an event, ExecutionOptions::max_events). The GPU layer
+/// passes above are checked before anything runs, but a perturbation can make a simulation far dearer than
+/// its passes: jitter desynchronizes the DP rings of Llama 3 8B on 1,024 H100 (TP 2, DP 512), whose flows
+/// then share the fabric in ever-changing components, 10.6 M events and about 110 M rate-update steps per
+/// seed, 42 s of CPU (the unperturbed run: 1.1 M events, 2.1 M steps, 0.3 s), and 4 seeds took 160 s
+/// (2026-11-25). At 0.25-0.35 us of CPU per event or step (the default run, the 10,752-GPU MLPerf GPT-3
+/// row: 19.5 M events and 120 M steps in 47 s), 2^26 is about 17-23 s of CPU, spread over the --jobs
+/// threads. The documented 100-seed jitter study of Llama 3 70B on 1,024 H100 (about 240,000 events and
+/// steps per seed, 660,000 allowed) is inside.
+inline constexpr std::int64_t kMaxWhatIfStudyEvents = std::int64_t{1} << 26;
 /// The work of one expected failure in a goodput run, in checkpoint events: a failure is a rollback, a
 /// recovery (restarted by failures during it) and, for a Weibull class, a replacement unit's clock. Measured
 /// (Release, 2 threads, 2026-11-25) on Llama 3 405B over 54 days on 16,384 H100, 1,000 seeds, the automatic

@@ -55,6 +55,15 @@ class FlowNetwork {
     /// Bytes that have crossed each link so far (for utilization reports).
     const std::vector<double>& link_bytes() const { return link_bytes_; }
     std::uint64_t flows_started() const { return flows_started_; }
+    /// The flows whose max-min rates were recomputed so far, summed over the rate updates (each update
+    /// recomputes one component: the flows reachable from the links that changed through shared links).
+    /// The network's share of a simulation's CPU work grows with it (progressive filling over a component
+    /// costs about its flows times its rounds); deterministic, unlike a timer.
+    std::uint64_t rate_update_flows() const { return rate_update_flows_; }
+    /// The steps of the rate updates so far: the links and runs of each component searched, the candidate
+    /// picks of progressive filling and the shared links each frozen flow updates. Deterministic; about
+    /// proportional to the CPU time the updates take.
+    std::uint64_t rate_update_work() const { return rate_update_work_; }
     std::size_t active_flows() const { return active_count_; }
 
   private:
@@ -188,6 +197,8 @@ class FlowNetwork {
         dirty_solo_links_;  ///< scratch: (flow, distinct index) of dirty solo links
     bool update_pending_ = false;
     std::uint64_t flows_started_ = 0;
+    std::uint64_t rate_update_flows_ = 0;  ///< rate_update_flows()
+    std::uint64_t rate_update_work_ = 0;   ///< rate_update_work()
     std::size_t active_count_ = 0;
 };
 

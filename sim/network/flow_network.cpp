@@ -304,6 +304,8 @@ void FlowNetwork::visit(int fid) {
 void FlowNetwork::update_rates() {
     update_pending_ = false;
     find_component();
+    rate_update_flows_ += component_flows_.size();
+    rate_update_work_ += component_items_.size();
     drain_to_now();
     bound_shares();
     fill_progressively();
@@ -441,7 +443,9 @@ void FlowNetwork::freeze(int fid, double rate, std::size_t& unfrozen) {
     f.frozen = true;
     f.rate = rate;
     --unfrozen;
-    for (int j : shared_links(f)) {
+    const std::vector<int>& shared = shared_links(f);
+    rate_update_work_ += shared.size();
+    for (int j : shared) {
         const auto l2 = static_cast<std::size_t>(f.distinct_links[static_cast<std::size_t>(j)]);
         for (int m = f.distinct_uses[static_cast<std::size_t>(j)]; m > 0; --m) {
             capacity_left_[l2] -= rate;
@@ -473,6 +477,7 @@ FlowNetwork::Bottleneck FlowNetwork::next_bottleneck() {
     // above the link's, a frozen flow) are dropped. Positions are unique, so the pick is the one a scan of
     // every candidate in visiting order makes (smallest share, first among equals).
     while (!candidates_.empty()) {
+        ++rate_update_work_;
         const Bottleneck top = candidates_.front();
         std::pop_heap(candidates_.begin(), candidates_.end(), later_candidate);
         candidates_.pop_back();

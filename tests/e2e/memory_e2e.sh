@@ -108,10 +108,10 @@ rc=$?
 check "bounded what-if: exit 0 or 3 (out of memory), never a bad-input or internal error" test $rc -eq 0 -o $rc -eq 3
 check "bounded what-if: the table, 4 stages x 5 phases" test "$(grep -cE '^ +[0-9]* +(load|forward|backward|optimizer|checkpoint) +[0-9]' "$tmp/ecmp.txt")" -eq 20
 check "bounded what-if: says the times were not simulated, naming --max-events" \
-    grep -q '^(times not simulated: the iteration passed --max-events 5000000 events' "$tmp/ecmp.txt"
+    grep -q '^(times not simulated: the iteration passed --max-events 8388608 events' "$tmp/ecmp.txt"
 check "bounded what-if: each remedy has its memory, no step time" \
     grep -Eq '^  distributed optimizer \(ZeRO-1\) +[0-9.]+ +-?[0-9.]+ +- +-  (fits|DOES NOT FIT)' "$tmp/ecmp.txt"
-check "bounded what-if: the dash explained" grep -q 'step time not simulated, its simulation passed --max-events 5000000' "$tmp/ecmp.txt"
+check "bounded what-if: the dash explained" grep -q 'step time not simulated, its simulation passed --max-events 8388608' "$tmp/ecmp.txt"
 "$bin" memory "${small[@]}" --what-if --max-events 100 --json >"$tmp/cut.json" 2>/dev/null
 check "--max-events 100 --json: exit 0" test $? -eq 0
 check "--max-events 100 --json: memory whole, step times null" \

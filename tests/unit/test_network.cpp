@@ -84,6 +84,23 @@ TEST_CASE("network: two flows sharing a link each get half of it") {
     CHECK(ps_diff(done[1], expected) <= 1);
 }
 
+TEST_CASE("network: rate updates count the flows and steps they recompute") {
+    // Two flows starting together on one link: one update recomputes both (its component: the link), one
+    // pick of progressive filling, and each frozen flow updates its one shared link: 1 + 1 + 2 steps. A
+    // flow alone on its links is timed in closed form, with no update.
+    Simulator sim;
+    FlowNetwork net(sim, {8e9, 8e9});
+    net.start_flow(make_route({1}), 1e6, [] {});
+    sim.run();
+    CHECK(net.rate_update_flows() == 0);
+    CHECK(net.rate_update_work() == 0);
+    for (int i = 0; i < 2; ++i)
+        net.start_flow(make_route({0}), 2e8, [] {});
+    sim.run();
+    CHECK(net.rate_update_flows() >= 2);
+    CHECK(net.rate_update_work() >= 4);
+}
+
 TEST_CASE("network: flows on disjoint links do not slow each other") {
     Simulator sim;
     const double B = 8e9;

@@ -16,6 +16,7 @@
 #include "trainsim/errors.hpp"
 #include "trainsim/fingerprint.hpp"
 #include "trainsim/html_report.hpp"
+#include "trainsim/limits.hpp"
 #include "trainsim/output_file.hpp"
 #include "trainsim/scenario_study.hpp"
 #include "trainsim/simulate.hpp"
@@ -113,8 +114,9 @@ void add_run_options(po::options_description& desc, RunArgs& a) {
         "with --tokens: US dollars per GPU-hour; adds the cost to train")(
         "max-events", po::value(&a.max_events),
         "stop the simulation after N events with exit 2 and one line saying so (the input is valid, larger "
-        "than asked for): a bound on the run's time, about 0.1-0.3 us of CPU per event "
-        "(docs/performance.md); 0 (default): no bound");
+        "than asked for): a bound on the run's time, about 0.1-0.3 us of CPU per event, a step of the "
+        "fabric's flow-rate updates counted as one (docs/performance.md); 0: no bound (the default, but "
+        "for a what-if study: 2^26 shared by its unperturbed run and its seeds, limits.hpp)");
     add_input_options(desc, a.inputs);
     add_scenario_options(desc, a.scenario, /*study=*/true);
     desc.add_options()("jobs,j", po::value(&a.jobs),
@@ -182,6 +184,11 @@ SimulationResult simulate_run(const Inputs& in, const RunArgs& a, const po::vari
             study = study_scenario(in.topology, in.model, in.layout, in.name, options, a.scenario.seeds,
                                    std::max(a.jobs, 1), res);
     } catch (const EventLimitExceeded& e) {
+        if (!vm.count("max-events") && !options.perturbations.empty())
+            throw InputError(fmt::format(
+                "{}: {} (a what-if study's default: {} events over its {} simulations, the unperturbed run "
+                "and {} seed(s), limits.hpp; run --max-events N bounds each simulation, 0: no bound)",
+                in.label, e.what(), limits::kMaxWhatIfStudyEvents, a.scenario.seeds + 1, a.scenario.seeds));
         throw InputError(
             fmt::format("{}: {} (run --max-events {}; 0: no bound)", in.label, e.what(), e.events));
     } catch (const InputError& e) {
@@ -242,6 +249,10 @@ int run_command(const std::vector<std::string>& args) {
     SimulationOptions options;
     options.execution.max_events = static_cast<std::uint64_t>(a.max_events);
     options.perturbations = scenario_perturbations(a.scenario);
+    // A what-if study without --max-events: its simulations share limits::kMaxWhatIfStudyEvents.
+    if (!options.perturbations.empty() && !vm.count("max-events"))
+        options.execution.max_events = static_cast<std::uint64_t>(
+            std::max<std::int64_t>(1, limits::kMaxWhatIfStudyEvents / (std::max(a.scenario.seeds, 1) + 1)));
     options.seed = a.scenario.seed;
     if (options.perturbations.empty() && (vm.count("seeds") || vm.count("seed")))
         throw InputError("run: --seed and --seeds need a perturbation (--straggler, --jitter or --link)");
