@@ -225,6 +225,11 @@ struct SweepOptions {
     /// With perturbations: each layout runs seeds seed .. seed+seeds-1 and is ranked by its median step time
     /// (nearest rank); its report is that of the median seed.
     int seeds = 1;
+    /// With perturbations: the event bound of each simulation (ExecutionOptions::max_events, a step of the
+    /// fabric's rate updates counted as an event). 0: the sweep's share of limits::kMaxWhatIfStudyEvents,
+    /// 2^26 / (the layouts that pass the grid checks x seeds). A layout whose simulation passes it is
+    /// rejected with that reason (jitter on DP 512 rings: ~120 M events and steps per simulation).
+    std::uint64_t max_events = 0;
     /// Layouts whose programs are identical on the same rank grid are simulated once. Exact with
     /// perturbations too: a run is a function of the program, the rank grid and (seed, GPU, kernel index),
     /// all equal for the copies. A test checks on == off.

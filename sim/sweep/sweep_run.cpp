@@ -411,6 +411,7 @@ PointRun simulate_point(const Layout& l, const Cluster& cluster, const ModelSpec
             // Each seed's run; the report of the median one (nearest rank, the lower seed on ties).
             SimulationOptions o;
             o.perturbations = options.perturbations;
+            o.execution.max_events = options.max_events;
             const Program program = build_program(model, l);
             std::vector<std::pair<double, Report>> runs;
             for (int k = 0; k < options.seeds; ++k) {
@@ -674,8 +675,10 @@ void simulate_points(Points& pts, const std::vector<PointCheck>& checks, std::ve
 /// limits::kMaxGpuLayerPassesPerStudy, the bound of `run --seeds` (scenario_study.cpp). A passed layout's
 /// passes are at most 2^23 (check_sizes) and the grid at most limits::kMaxSweepPoints: the sum fits in 64
 /// bits.
-void check_study_work(const Points& pts, const ModelSpec& model, const SweepOptions& options) {
-    if (options.perturbations.empty()) return;
+/// Returns the event bound of each perturbed simulation (SweepOptions::max_events, its default the share of
+/// limits::kMaxWhatIfStudyEvents); 0 without perturbations.
+std::uint64_t check_study_work(const Points& pts, const ModelSpec& model, const SweepOptions& options) {
+    if (options.perturbations.empty()) return 0;
     std::int64_t passes = 0;
     std::size_t layouts = 0;
     for (std::size_t i = 0; i < pts.entries.size(); ++i) {
@@ -684,10 +687,14 @@ void check_study_work(const Points& pts, const ModelSpec& model, const SweepOpti
         passes += gpu_layer_passes_per_step(model, l);
         ++layouts;
     }
-    if (layouts == 0) return;
+    if (layouts == 0) return options.max_events;
     if (static_cast<double>(options.seeds) * static_cast<double>(passes) <=
-        static_cast<double>(limits::kMaxGpuLayerPassesPerStudy))
-        return;
+        static_cast<double>(limits::kMaxGpuLayerPassesPerStudy)) {
+        if (options.max_events > 0) return options.max_events;
+        const double share = static_cast<double>(limits::kMaxWhatIfStudyEvents) /
+                             (static_cast<double>(layouts) * static_cast<double>(options.seeds));
+        return static_cast<std::uint64_t>(std::max(1.0, std::floor(share)));
+    }
     throw InputError(fmt::format(
         "sweep: --seeds = {}: {} seeds of the {} layouts that pass the grid checks ({} GPU layer "
         "passes per step in all) pass the limit of {} for a what-if study (limits.hpp); at most {} "
@@ -795,20 +802,22 @@ SweepResult run_sweep(const TopologySpec& topology, const ModelSpec& model, cons
         ++(progress.*counter);
         options.progress(progress);
     };
-    check_study_work(pts, model, options);
+    SweepOptions bounded = options;
+    bounded.max_events = check_study_work(pts, model, options);
+    const SweepOptions& opts = bounded;
     const std::vector<PointCheck> checks =
-        check_points(pts, model, options, [&] { step(&SweepProgress::checked); });
+        check_points(pts, model, opts, [&] { step(&SweepProgress::checked); });
     std::vector<std::size_t> todo, copy_of;
     // Pruning simulates few points: their copies are confirmed after (copies_hold), not every group's now.
-    const bool defer = options.deduplicate && options.perturbations.empty() && options.prune_beyond_top > 0;
-    plan_simulations(pts.entries, checks, model, options, defer, todo, copy_of);
+    const bool defer = opts.deduplicate && opts.perturbations.empty() && opts.prune_beyond_top > 0;
+    plan_simulations(pts.entries, checks, model, opts, defer, todo, copy_of);
     if (report) {
         const std::lock_guard<std::mutex> lock(progress_mutex);
         progress.to_simulate = todo.size();
         progress.checks_done = true;
         options.progress(progress);
     }
-    simulate_points(pts, checks, todo, copy_of, defer, model, workload_name, options,
+    simulate_points(pts, checks, todo, copy_of, defer, model, workload_name, opts,
                     [&] { step(&SweepProgress::simulated); });
     SweepResult res = result_header(topology, pts, base, workload_name, options);
     res.pruned_beyond_top = options.perturbations.empty() ? options.prune_beyond_top : 0;

@@ -109,6 +109,7 @@ bad "run past --max-events" 2 "passed its bound of 1000 events (flow-rate update
 # A what-if study without --max-events shares kMaxWhatIfStudyEvents among its simulations: jitter on Llama 3 8B
 # over 1,024 H100 (DP 512) desynchronizes its DP rings, 42 s of CPU per seed in the fabric's rate updates.
 bad "run what-if past its default event bound" 2 "llama3-8b|passed its bound of 13421772 events|a what-if study's default: 67108864 events over its 5 simulations|--max-events N bounds each simulation" -- run --topology "$ROOT/topologies/dgx-h100.json" --workload "$ROOT/workloads/llama3-8b.json" --jitter lognormal,sigma=0.05 --seeds 4
+bad "sweep what-if: every runnable layout past its share of the event bound" 2 "sweep: no layout was simulated: 16 passed their share of the 67108864 events of a what-if study|8 are out of memory|--fix and --vary narrow the grid" -- sweep --topology "$ROOT/topologies/dgx-h100.json" --workload "$ROOT/workloads/llama3-8b.json" --gpus 1024 --jitter lognormal,sigma=0.05 --fix tp=2 --fix pp=1
 bad "run --max-events negative" 2 "run: --max-events -3 must be 0 (no bound) or more" -- run "${SMALL[@]}" --max-events -3
 
 ## Input files that are not JSON files.

@@ -272,6 +272,20 @@ int report_sweep(const SweepResult& res, const SweepArgs& a, bool json) {
                              ? std::string("sweep: the grid is empty (check --fix and --vary)")
                              : fmt::format("sweep: every layout is rejected; most often: {}",
                                            res.reject_counts.front().first));
+    // A what-if sweep whose every runnable layout passed its share of the event bound is not "out of
+    // memory": it is larger than a what-if sweep runs by default.
+    const auto bound = std::find_if(res.reject_counts.begin(), res.reject_counts.end(), [](const auto& r) {
+        return r.first.find("passed its bound of") != std::string::npos;
+    });
+    if (res.simulated == 0 && bound != res.reject_counts.end())
+        throw InputError(fmt::format(
+            "sweep: no layout was simulated: {} passed their share of the {} events of a what-if study "
+            "(limits.hpp kMaxWhatIfStudyEvents, shared by the layouts that pass the grid checks and the "
+            "seeds: "
+            "their fabric's rate updates, out of step under the perturbation, are that costly), {} are out "
+            "of "
+            "memory; --fix and --vary narrow the grid",
+            bound->second, limits::kMaxWhatIfStudyEvents, res.out_of_memory));
     // The CSV first: if it cannot be written, the sweep fails (exit 2) with nothing on stdout.
     if (!a.csv_file.empty() && output_process()) write_file_atomically(a.csv_file, sweep_csv(res));
     if (!a.html_file.empty() && output_process())
