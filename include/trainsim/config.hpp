@@ -29,6 +29,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "trainsim/cluster.hpp"
+#include "trainsim/errors.hpp"
 #include "trainsim/layout.hpp"
 #include "trainsim/measured.hpp"
 #include "trainsim/model.hpp"
@@ -68,6 +69,12 @@ ModelSpec parse_model(const nlohmann::json& j, const std::string& file, const st
 /// of the workload document ("layout.tp=4", "model.layers=48"). The value is parsed as JSON when it is valid
 /// JSON, else taken as a string. Throws InputError for a malformed assignment or a path through a non-object.
 void apply_override(nlohmann::json& topology, nlohmann::json& workload, const std::string& assignment);
+
+/// For an InputError `e` of a loader (parse_topology, parse_workload) over JSON that `sets` (the --set
+/// assignments, in order) edited, read from `file`: when its message reads "FILE: KEY = ..." (or "KEY holds",
+/// "KEY is", "KEY must") for a KEY a --set gave, throws it as `--set "KEY=VALUE": KEY = ...` (the last --set
+/// of that KEY: the value is its, not the file's); otherwise returns, and the caller rethrows `e`.
+void blame_set(const InputError& e, const std::vector<std::string>& sets, const std::string& file);
 
 /// The embedded default: the Megatron-LM README's GPT-3 175B run on 1024 A100-80GB (DGX A100, HDR
 /// InfiniBand).

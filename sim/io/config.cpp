@@ -143,17 +143,9 @@ Workload parse_workload(const json& j, const std::string& file) {
 }
 
 namespace {
-/// Whether `prefix` ("storage") names an optional section of the topology file (topology_fields()).
-bool is_optional_section(const std::string& prefix) {
-    for (const auto& f : topology_fields())
-        if (f.optional_section && f.name.size() > prefix.size() &&
-            f.name.compare(0, prefix.size(), prefix) == 0 && f.name[prefix.size()] == '.')
-            return true;
-    return false;
-}
-
 /// Whether `key` (after "topology." for the topology) names a field a --set may give: a field of the
-/// topology, model or layout tables, the workload's name and description, or a field of its measured block.
+/// topology, model or layout tables (`trainsim schema`), or the workload's name and description. Not the
+/// measured block: a run with any --set is not compared with the preset's measured figures.
 bool known_override_key(bool topology_key, const std::string& key) {
     if (topology_key) return schema::find(topology_fields(), key) != nullptr;
     auto under = [&](const char* prefix, std::string& rest) {
@@ -165,9 +157,6 @@ bool known_override_key(bool topology_key, const std::string& key) {
     std::string rest;
     if (under("model.", rest)) return schema::find(model_fields(), rest) != nullptr;
     if (under("layout.", rest)) return schema::find(layout_fields(), rest) != nullptr;
-    if (under("measured.", rest))
-        return rest == "source" || rest == "step_time_s" || rest == "tflops_per_gpu" ||
-               rest == "tflops_convention";
     return key == "name" || key == "description";
 }
 }  // namespace
@@ -217,12 +206,29 @@ void apply_override(json& topology, json& workload, const std::string& assignmen
             (*at)[part] = parsed;
             return;
         }
-        // An optional section of the topology (`host`, `storage`) that the file leaves out is created by
-        // the first --set of one of its fields; its other fields then take their defaults or are asked for.
-        if (!at->contains(part) && doc == &topology && is_optional_section(key.substr(0, dot)))
-            (*at)[part] = json::object();
+        // An optional object that the file leaves out (the topology's `host`, `storage`, the workload's
+        // `measured`) is created by the first --set of one of its fields (the key is a known field); its
+        // other fields then take their defaults or are asked for.
+        if (!at->contains(part)) (*at)[part] = json::object();
         at = &(*at)[part];
         start = dot + 1;
+    }
+}
+
+void blame_set(const InputError& e, const std::vector<std::string>& sets, const std::string& file) {
+    const std::string what = e.what();
+    const std::string prefix = file + ": ";
+    if (what.compare(0, prefix.size(), prefix) != 0) return;
+    const std::string rest = what.substr(prefix.size());
+    for (auto it = sets.rbegin(); it != sets.rend(); ++it) {
+        const std::string key = it->substr(0, it->find('='));
+        if (rest.compare(0, key.size(), key) != 0) continue;
+        // "KEY = value ...", "KEY holds ...", "KEY is ...", "KEY must ...": about that field alone (not
+        // "KEY * OTHER ...", which the file shares)
+        const std::string after = rest.substr(key.size());
+        for (const char* verb : {" = ", " holds ", " is ", " must "})
+            if (after.rfind(verb, 0) == 0)
+                throw InputError(fmt::format("--set \"{}\": {}", clip_for_message(*it), rest));
     }
 }
 

@@ -110,6 +110,7 @@ bad "run past --max-events" 2 "passed its bound of 1000 events (flow-rate update
 # over 1,024 H100 (DP 512) desynchronizes its DP rings, 42 s of CPU per seed in the fabric's rate updates.
 bad "run what-if past its default event bound" 2 "llama3-8b|passed its bound of 13421772 events|a what-if study's default: 67108864 events over its 5 simulations|--max-events N bounds each simulation" -- run --topology "$ROOT/topologies/dgx-h100.json" --workload "$ROOT/workloads/llama3-8b.json" --jitter lognormal,sigma=0.05 --seeds 4
 bad "sweep what-if: every runnable layout past its share of the event bound" 2 "sweep: no layout was simulated: 16 passed their share of the 67108864 events of a what-if study|8 are out of memory|--fix and --vary narrow the grid" -- sweep --topology "$ROOT/topologies/dgx-h100.json" --workload "$ROOT/workloads/llama3-8b.json" --gpus 1024 --jitter lognormal,sigma=0.05 --fix tp=2 --fix pp=1
+bad "sweep --set: a refused value blames the --set" 2 "--set \"model.layers=0\": model.layers = 0 must be positive" -- sweep "${SMALL[@]}" --gpus 16 --set model.layers=0
 bad "run --max-events negative" 2 "run: --max-events -3 must be 0 (no bound) or more" -- run "${SMALL[@]}" --max-events -3
 
 ## Input files that are not JSON files.
@@ -151,12 +152,12 @@ topology_with t.json 's/"oversubscription": [0-9.]*/"oversubscription": 0.5/'
 bad "topology: oversubscription below 1" 2 "t.json: topology.scale_out.oversubscription = 0.5" -- run --topology t.json --workload "$SMALL_W"
 topology_with t.json 's/"oversubscription": [0-9.]*/"oversubscription": 1e300/'
 bad "topology: oversubscription 1e300" 2 "t.json: topology.scale_out.oversubscription = 1e+300 is above the limit of 1024" -- run --topology t.json --workload "$SMALL_W"
-bad "topology --set: zero NIC rate" 2 "dgx-a100.json|topology.scale_out.nic_rate = \"0Gbps\"" -- run "${SMALL[@]}" --set topology.scale_out.nic_rate=0Gbps
-bad "topology --set: NIC rate 1e400" 2 "dgx-a100.json|nic_rate" -- run "${SMALL[@]}" --set topology.scale_out.nic_rate=1e400Gbps
-bad "topology --set: tiny NIC rate" 2 "dgx-a100.json|nic_rate = \"1bps\" is outside the supported range" -- run "${SMALL[@]}" --set topology.scale_out.nic_rate=1bps
-bad "topology --set: latency of an hour" 2 "dgx-a100.json|latency = \"3600s\" is outside" -- run "${SMALL[@]}" --set topology.scale_up.latency=3600s
-bad "topology --set: unknown GPU" 2 "dgx-a100.json|topology.gpu = \"NoSuchGPU\" is not a known GPU" -- run "${SMALL[@]}" --set topology.gpu=NoSuchGPU
-bad "topology --set: unknown scale-out kind" 2 "dgx-a100.json|scale_out.kind = \"ethernet\"" -- run "${SMALL[@]}" --set topology.scale_out.kind=ethernet
+bad "topology --set: zero NIC rate" 2 "--set \"|topology.scale_out.nic_rate = \"0Gbps\"" -- run "${SMALL[@]}" --set topology.scale_out.nic_rate=0Gbps
+bad "topology --set: NIC rate 1e400" 2 "--set \"|nic_rate" -- run "${SMALL[@]}" --set topology.scale_out.nic_rate=1e400Gbps
+bad "topology --set: tiny NIC rate" 2 "--set \"|nic_rate = \"1bps\" is outside the supported range" -- run "${SMALL[@]}" --set topology.scale_out.nic_rate=1bps
+bad "topology --set: latency of an hour" 2 "--set \"|latency = \"3600s\" is outside" -- run "${SMALL[@]}" --set topology.scale_up.latency=3600s
+bad "topology --set: unknown GPU" 2 "--set \"|topology.gpu = \"NoSuchGPU\" is not a known GPU" -- run "${SMALL[@]}" --set topology.gpu=NoSuchGPU
+bad "topology --set: unknown scale-out kind" 2 "--set \"|scale_out.kind = \"ethernet\"" -- run "${SMALL[@]}" --set topology.scale_out.kind=ethernet
 bad "topology --set: unknown key (the --set blamed, not the file)" 2 "--set \"topology.colour=1\": \"topology.colour\" is not a known field" -- run "${SMALL[@]}" --set topology.colour=1
 bad "topology --set: 131,072 GPUs with the wrong layout names both" 2 "layout.tp * layout.pp * layout.dp" -- run "${SMALL[@]}" --set topology.nodes=16384
 
@@ -164,39 +165,39 @@ bad "topology --set: 131,072 GPUs with the wrong layout names both" 2 "layout.tp
 bad "workload: unknown key" 2 "unknown-key.json" -- run --topology "$TOPO" --workload "$DATA/unknown-key.json" --set topology.nodes=2
 bad "workload: misspelled key" 2 "misspelled-key.json" -- run --topology "$TOPO" --workload "$DATA/misspelled-key.json" --set topology.nodes=2
 bad "workload: missing tp" 2 "missing-tp.json|layout.tp is missing" -- run --topology "$TOPO" --workload "$DATA/missing-tp.json" --set topology.nodes=2
-bad "layout.tp = 0" 2 "small.json|layout.tp = 0 must be positive" -- run "${SMALL[@]}" --set layout.tp=0
-bad "layout.tp = -1" 2 "small.json|layout.tp = -1 must be positive" -- run "${SMALL[@]}" --set layout.tp=-1
-bad "layout.tp = 1.5" 2 "small.json|layout.tp = 1.5 must be an integer" -- run "${SMALL[@]}" --set layout.tp=1.5
-bad "layout.tp = \"x\"" 2 "small.json|layout.tp = \"x\" must be an integer" -- run "${SMALL[@]}" --set layout.tp=x
+bad "layout.tp = 0" 2 "--set \"|layout.tp = 0 must be positive" -- run "${SMALL[@]}" --set layout.tp=0
+bad "layout.tp = -1" 2 "--set \"|layout.tp = -1 must be positive" -- run "${SMALL[@]}" --set layout.tp=-1
+bad "layout.tp = 1.5" 2 "--set \"|layout.tp = 1.5 must be an integer" -- run "${SMALL[@]}" --set layout.tp=1.5
+bad "layout.tp = \"x\"" 2 "--set \"layout.tp=x\": layout.tp = \"x\" must be an integer" -- run "${SMALL[@]}" --set layout.tp=x
 bad "layout.tp = 3 does not divide" 2 "small.json|layout.tp = 3" -- run "${SMALL[@]}" --set layout.tp=3
-bad "model.layers = 10^6" 2 "small.json|model.layers = 1000000 is above the limit of 4096" -- run "${SMALL[@]}" --set model.layers=1000000
-bad "model.layers = 4294967298" 2 "small.json|model.layers = 4294967298 is out of range" -- run "${SMALL[@]}" --set model.layers=4294967298
-bad "model.hidden = 2^21" 2 "small.json|model.hidden = 2097152 is above the limit" -- run "${SMALL[@]}" --set model.hidden=2097152
-bad "model.seq_len = 10^8" 2 "small.json|model.seq_len = 100000000 is above the limit" -- run "${SMALL[@]}" --set model.seq_len=100000000
-bad "model.vocab = 1e30" 2 "small.json|model.vocab = 1e+30 must be an integer" -- run "${SMALL[@]}" --set model.vocab=1e30
-bad "model.mlp unknown" 2 "small.json|model.mlp = \"relu\"" -- run "${SMALL[@]}" --set model.mlp=relu
-bad "layout.global_batch = 10^9" 2 "small.json|layout.global_batch = 1000000000 is above the limit of 16777216" -- run "${SMALL[@]}" --set layout.global_batch=1000000000
+bad "model.layers = 10^6" 2 "--set \"|model.layers = 1000000 is above the limit of 4096" -- run "${SMALL[@]}" --set model.layers=1000000
+bad "model.layers = 4294967298" 2 "--set \"|model.layers = 4294967298 is out of range" -- run "${SMALL[@]}" --set model.layers=4294967298
+bad "model.hidden = 2^21" 2 "--set \"|model.hidden = 2097152 is above the limit" -- run "${SMALL[@]}" --set model.hidden=2097152
+bad "model.seq_len = 10^8" 2 "--set \"|model.seq_len = 100000000 is above the limit" -- run "${SMALL[@]}" --set model.seq_len=100000000
+bad "model.vocab = 1e30" 2 "--set \"|model.vocab = 1e+30 must be an integer" -- run "${SMALL[@]}" --set model.vocab=1e30
+bad "model.mlp unknown" 2 "--set \"|model.mlp = \"relu\"" -- run "${SMALL[@]}" --set model.mlp=relu
+bad "layout.global_batch = 10^9" 2 "--set \"|layout.global_batch = 1000000000 is above the limit of 16777216" -- run "${SMALL[@]}" --set layout.global_batch=1000000000
 bad "micro-batches per step above the limit" 2 "small.json|micro-batches per step) = 32768 is above the limit of 16384" -- run "${SMALL[@]}" --set layout.global_batch=131072
 bad "layer passes per step above the limit" 2 "small.json|layer passes per step" -- run "${SMALL[@]}" --set model.layers=4096 --set layout.global_batch=65536
 bad "MTP layers count in the layer passes" 2 "small.json|(model.layers + model.mtp_layers) * micro-batches per step * layout.dp * layout.cp (layer passes per step) = 4194304 is above the limit of 2097152" -- run "${SMALL[@]}" --set model.layers=1024 --set model.mtp_layers=1024 --set layout.global_batch=8192
 bad "GPU layer passes per step above the limit" 2 "small.json|(GPU layer passes per step) = 16777216 is above the limit of 8388608" -- run "${SMALL[@]}" --set layout.tp=8 --set layout.pp=1 --set layout.dp=2 --set model.layers=64 --set layout.global_batch=32768
 bad "tokens per micro-batch above the limit" 2 "small.json|tokens per micro-batch" -- run "${SMALL[@]}" --set model.seq_len=16777216 --set layout.micro_batch=8 --set layout.global_batch=32
-bad "layout.micro_batch = 0" 2 "small.json|layout.micro_batch = 0 must be positive" -- run "${SMALL[@]}" --set layout.micro_batch=0
+bad "layout.micro_batch = 0" 2 "--set \"|layout.micro_batch = 0 must be positive" -- run "${SMALL[@]}" --set layout.micro_batch=0
 bad "layout.global_batch not divisible" 2 "small.json|layout.global_batch = 33" -- run "${SMALL[@]}" --set layout.global_batch=33
-bad "layout.precision unknown" 2 "small.json|layout.precision = \"fp4\"" -- run "${SMALL[@]}" --set layout.precision=fp4
-bad "layout.schedule unknown" 2 "small.json|layout.schedule = \"zigzag\"" -- run "${SMALL[@]}" --set layout.schedule=zigzag
+bad "layout.precision unknown" 2 "--set \"|layout.precision = \"fp4\"" -- run "${SMALL[@]}" --set layout.precision=fp4
+bad "layout.schedule unknown" 2 "--set \"|layout.schedule = \"zigzag\"" -- run "${SMALL[@]}" --set layout.schedule=zigzag
 bad "layout.activation_offload_layers with pp 2" 2 "small.json|layout.activation_offload_layers = 2|layout.pp = 1" -- run "${SMALL[@]}" --set layout.activation_offload_layers=2 --set layout.pp=2 --set layout.recompute=none
-bad "layout.activation_offload_layers = -1" 2 "small.json|layout.activation_offload_layers = -1" -- run "${SMALL[@]}" --set layout.activation_offload_layers=-1
+bad "layout.activation_offload_layers = -1" 2 "--set \"|layout.activation_offload_layers = -1" -- run "${SMALL[@]}" --set layout.activation_offload_layers=-1
 bad "layout.adam_moments_bf16 with sgd" 2 "small.json|layout.adam_moments_bf16 = true|not \"sgd\"" -- run "${SMALL[@]}" --set layout.adam_moments_bf16=true --set layout.optimizer=sgd
 bad "layout.fp8_attention with bf16" 2 "small.json|layout.fp8_attention = true|\"bf16\"" -- run "${SMALL[@]}" --set layout.fp8_attention=true --set layout.precision=bf16
-bad "layout.zero_stage = 7" 2 "small.json|layout.zero_stage = 7" -- run "${SMALL[@]}" --set layout.zero_stage=7
+bad "layout.zero_stage = 7" 2 "--set \"|layout.zero_stage = 7" -- run "${SMALL[@]}" --set layout.zero_stage=7
 bad "layout.vpp = 3" 2 "small.json|layout.vpp = 3" -- run "${SMALL[@]}" --set layout.vpp=3
 bad "layout.cp = 3" 2 "small.json|layout.cp = 3" -- run "${SMALL[@]}" --set layout.cp=3
 bad "layout.layers_per_stage wrong sum" 2 "small.json|layout.layers_per_stage sums to 9" -- run "${SMALL[@]}" --set 'layout.layers_per_stage=[4,5]'
-bad "layout.layers_per_stage not an array" 2 "small.json|layout.layers_per_stage = 3 must be an array" -- run "${SMALL[@]}" --set layout.layers_per_stage=3
-bad "layout.dp_bucket_size without unit" 2 "small.json|layout.dp_bucket_size = 5" -- run "${SMALL[@]}" --set layout.dp_bucket_size=5
-bad "layout.lora_targets unknown" 2 "small.json|layout.lora_targets holds \"mlp\"" -- run "${SMALL[@]}" --set 'layout.lora_targets=["mlp"]'
-bad "a 100,000-character value is cut" 2 "small.json|layout.precision = \"aaaaaaaa|...(100000 characters)" -- run "${SMALL[@]}" --set "layout.precision=$(printf '%*s' 100000 '' | tr ' ' a)"
+bad "layout.layers_per_stage not an array" 2 "--set \"|layout.layers_per_stage = 3 must be an array" -- run "${SMALL[@]}" --set layout.layers_per_stage=3
+bad "layout.dp_bucket_size without unit" 2 "--set \"|layout.dp_bucket_size = 5" -- run "${SMALL[@]}" --set layout.dp_bucket_size=5
+bad "layout.lora_targets unknown" 2 "--set \"|layout.lora_targets holds \"mlp\"" -- run "${SMALL[@]}" --set 'layout.lora_targets=["mlp"]'
+bad "a 100,000-character value is cut" 2 "--set \"|layout.precision = \"aaaaaaaa|...(100000 characters)" -- run "${SMALL[@]}" --set "layout.precision=$(printf '%*s' 100000 '' | tr ' ' a)"
 workload_with w.json 's/"precision": "bf16"/"precision": "bf\\u0000x"/'
 bad "a NUL byte in a value is shown, not a cut message" 2 "w.json|layout.precision = \"bf\\x00x\" is not one of" -- run --topology "$TOPO" --workload w.json --set topology.nodes=2
 workload_with w.json 's/"layers": 8/"layers": 8, "layers\\u0000x": 1/'

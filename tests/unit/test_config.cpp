@@ -210,6 +210,27 @@ TEST_CASE("config: apply_override") {
     CHECK(parse_topology(t, "t.json").storage_write_bandwidth_per_node.bytes_per_s == doctest::Approx(2e9));
 }
 
+TEST_CASE("config: blame_set names the --set that gave a refused value, not the file") {
+    const std::vector<std::string> sets = {"layout.tp=3", "layout.tp=0", "topology.nodes=2"};
+    auto rethrown = [&](const std::string& what, const std::string& file) {
+        try {
+            blame_set(InputError(what), sets, file);
+        } catch (const InputError& e) {
+            return std::string(e.what());
+        }
+        return std::string("(returned)");
+    };
+    // the last --set of the field is blamed: its value is the one the loader saw
+    CHECK(rethrown("w.json: layout.tp = 0 must be positive", "w.json") ==
+          "--set \"layout.tp=0\": layout.tp = 0 must be positive");
+    // another file's error, a field no --set gave, or a message over several fields: left to the caller
+    CHECK(rethrown("t.json: layout.tp = 0 must be positive", "w.json") == "(returned)");
+    CHECK(rethrown("w.json: layout.pp = 0 must be positive", "w.json") == "(returned)");
+    CHECK(rethrown("t.json: topology.nodes * topology.gpus_per_node = 9 is above", "t.json") == "(returned)");
+    // a key that only begins another's name ("layout.tp" in "layout.tpx") is not that field
+    CHECK(rethrown("w.json: layout.tpx = 1 is not a known field", "w.json") == "(returned)");
+}
+
 TEST_CASE("config: the embedded defaults parse and are the preset files") {
     const json t = default_topology_json();
     const json w = default_workload_json();
