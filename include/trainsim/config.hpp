@@ -76,6 +76,18 @@ void apply_override(nlohmann::json& topology, nlohmann::json& workload, const st
 /// of that KEY: the value is its, not the file's); otherwise returns, and the caller rethrows `e`.
 void blame_set(const InputError& e, const std::vector<std::string>& sets, const std::string& file);
 
+/// parse() (a loader over JSON that `sets` edited, read from `file`), its InputError passed through
+/// blame_set.
+template <class Parse>
+auto parse_blaming_sets(const std::vector<std::string>& sets, const std::string& file, Parse parse) {
+    try {
+        return parse();
+    } catch (const InputError& e) {
+        blame_set(e, sets, file);
+        throw;
+    }
+}
+
 /// The embedded default: the Megatron-LM README's GPT-3 175B run on 1024 A100-80GB (DGX A100, HDR
 /// InfiniBand).
 nlohmann::json default_topology_json();

@@ -64,22 +64,6 @@ std::shared_ptr<const Profile> load_profile(const std::string& file, const std::
     return p;
 }
 
-namespace {
-
-/// Runs `parse` (a loader over JSON that --set edited); an error about a field that a --set gave blames
-/// that --set (blame_set, include/trainsim/config.hpp).
-template <class F>
-auto blaming_sets(const std::vector<std::string>& sets, const std::string& file, F parse) {
-    try {
-        return parse();
-    } catch (const InputError& e) {
-        blame_set(e, sets, file);
-        throw;
-    }
-}
-
-}  // namespace
-
 Inputs resolve_inputs(const InputSources& o) {
     std::optional<Calibration> calibration;
     if (!o.calibration_file.empty())
@@ -95,9 +79,10 @@ Inputs resolve_inputs(const InputSources& o) {
                                               "embedded gpt3-175b", in.label);
         for (const auto& s : o.sets)
             apply_override(topo_json, work_json, s);
-        in.topology = blaming_sets(o.sets, topo_name, [&] { return parse_topology(topo_json, topo_name); });
+        in.topology =
+            parse_blaming_sets(o.sets, topo_name, [&] { return parse_topology(topo_json, topo_name); });
         const Workload work =
-            blaming_sets(o.sets, in.label, [&] { return parse_workload(work_json, in.label); });
+            parse_blaming_sets(o.sets, in.label, [&] { return parse_workload(work_json, in.label); });
         in.model = work.model;
         in.layout = work.layout;
         in.name = work.name;

@@ -216,13 +216,8 @@ std::pair<TopologySpec, Workload> sweep_inputs(const SweepArgs& a, int gpus, con
         apply_override(topo_json, work_json, set);
     const std::string topo_name = a.topology_file.empty() ? "embedded dgx-a100" : a.topology_file;
     const std::string work_name = a.workload_file.empty() ? "embedded gpt3-175b" : a.workload_file;
-    TopologySpec topo;
-    try {
-        topo = parse_topology(topo_json, topo_name);
-    } catch (const InputError& e) {
-        blame_set(e, a.sets, topo_name);
-        throw;
-    }
+    TopologySpec topo =
+        parse_blaming_sets(a.sets, topo_name, [&] { return parse_topology(topo_json, topo_name); });
     if (!a.calibration_file.empty())
         apply_calibration(parse_calibration(read_json_file(a.calibration_file), a.calibration_file), topo);
     if (gpus % topo.gpus_per_node != 0)
@@ -230,13 +225,8 @@ std::pair<TopologySpec, Workload> sweep_inputs(const SweepArgs& a, int gpus, con
                                      topo_name, topo.gpus_per_node));
     topo.nodes = gpus / topo.gpus_per_node;
     if (!a.profile_file.empty()) topo.profile = load_profile(a.profile_file, topo.gpu, topo_name);
-    Workload work;
-    try {
-        work = parse_workload(work_json, work_name);
-    } catch (const InputError& e) {
-        blame_set(e, a.sets, work_name);
-        throw;
-    }
+    Workload work =
+        parse_blaming_sets(a.sets, work_name, [&] { return parse_workload(work_json, work_name); });
     if (vm.count("global-batch")) work.layout.global_batch = a.global_batch;
     // The grid varies neither the precision nor the FP8 recipe: one the GPU lacks is the workload's error
     // (run_sweep refuses it too, without the file's name).
