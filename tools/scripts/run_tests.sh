@@ -32,7 +32,7 @@ step "sanitizer build" env CC=clang-14 CXX=clang++-14 SETUP_TARGETS="$targets" t
   -DTRAINSIM_BUILD_BENCH=OFF -DTRAINSIM_CALIBRATE=OFF -DTRAINSIM_PYTHON=OFF -DCMAKE_UNITY_BUILD=ON
 step "sanitizer tests" env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-sanitize --output-on-failure -L 'unit|fuzz_replay' -j 2
-FUZZ_SECONDS="${TRAINSIM_FUZZ_SECONDS:-35}"
+FUZZ_SECONDS="${TRAINSIM_FUZZ_SECONDS:-30}"
 if [ "$FUZZ_SECONDS" -gt 0 ]; then
   step "fuzzing" tools/scripts/fuzz.sh --build build-sanitize --jobs 2 "$FUZZ_SECONDS"
 fi
