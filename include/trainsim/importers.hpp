@@ -23,7 +23,8 @@
 //   --moe-ffn-hidden-size, --moe-shared-expert-intermediate-size, --moe-layer-freq (an integer, or a list
 //   such as "([0]*3+[1]*58)" whose dense layers lead), --moe-expert-capacity-factor; MLA:
 //   --multi-latent-attention with --q-lora-rank, --kv-lora-rank, --qk-head-dim, --qk-pos-emb-head-dim,
-//   --v-head-dim (Megatron's defaults 32, 128, 64, 128 for the unstated ones).
+//   --v-head-dim (Megatron's defaults 32, 128, 64, 128 for the unstated ones); --qk-layernorm ->
+//   qk_layernorm (standard attention; with MLA its latent norms are part of the attention).
 //   Layout: --tensor-model-parallel-size -> tp; --pipeline-model-parallel-size -> pp;
 //   --context-parallel-size -> cp; --expert-model-parallel-size -> ep; --expert-tensor-parallel-size -> etp;
 //   --num-layers-per-virtual-pipeline-stage N -> vpp = layers / (pp * N);
@@ -52,7 +53,8 @@
 //   the default of these classes) -> tied_embeddings; sliding_window shorter than the sequence is noted
 //   (attention costed as full causal); hidden_act silu/swish with the gated MLP of the Llama family -> mlp
 //   swiglu, GPT-NeoX's gelu -> gelu; head_dim -> head_dim (when not hidden / heads); attention_dropout /
-//   hidden_dropout -> dropout. MoE: num_local_experts (Mixtral) / num_experts (Qwen-MoE) -> num_experts;
+//   hidden_dropout -> dropout; model_type qwen3 / qwen3_moe -> qk_layernorm (their q_norm / k_norm).
+//   MoE: num_local_experts (Mixtral) / num_experts (Qwen-MoE) -> num_experts;
 //   num_experts_per_tok -> moe_top_k; moe_intermediate_size (Qwen-MoE; Mixtral's experts are
 //   intermediate_size wide) -> moe_ffn_hidden; shared_expert_intermediate_size ->
 //   moe_shared_expert_ffn_hidden; decoder_sparse_step s (layer i is sparse when (i + 1) % s == 0) ->

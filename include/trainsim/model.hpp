@@ -74,6 +74,13 @@ struct ModelSpec {
     bool moe_expert_bias = false;
     /// Attention head width when it is not hidden / heads (JSON "head_dim"); 0 -> hidden / heads.
     std::int64_t head_dim_override = 0;
+    /// RMSNorm of every query and key head after the QKV projection, before RoPE (Megatron-Core
+    /// --qk-layernorm: SelfAttention's q_layernorm / k_layernorm, one head_dim-wide weight each, replicated
+    /// over TP; Qwen3 and Qwen3-MoE q_norm / k_norm, OLMo 2, Gemma 3). Two norm kernels forward and two
+    /// backward over the query and key elements (sim/program/layer_ops.cpp), their inputs kept for the
+    /// backward (sim/memory/activations.cpp). Standard attention only: MLA's q / kv latent norms are part of
+    /// AttentionType::mla.
+    bool qk_layernorm = false;
     AttentionType attention_type = AttentionType::standard;
     /// MLA ranks and head widths (DeepSeek-V3: 1536, 512, 64, 128; its qk_head_dim 128 is head_dim()).
     std::int64_t q_lora_rank = 0, kv_lora_rank = 0, qk_rope_head_dim = 0, v_head_dim = 0;
@@ -103,12 +110,14 @@ struct ModelSpec {
     double router_params() const;
     /// Weights of the shared experts of one MoE layer (an MLP moe_shared_expert_ffn_hidden wide; 0 if none).
     double shared_expert_params() const;
-    /// Attention weights of one layer: standard (QKV, projection, their gelu biases) or MLA (q down / up with
+    /// Attention weights of one layer: standard (QKV, projection, their gelu biases, the qk_layernorm
+    /// weights) or MLA (q down / up with
     /// the q norm, kv down with the rotary key, kv norm, kv up, projection); norms before the block excluded.
     double attention_params() const;
     /// The part of attention_params() every TP rank holds whole: MLA's down-projections (h x q_lora_rank,
     /// h x (kv_lora_rank + qk_rope_head_dim); Megatron-Core builds them as TELinear with parallel_mode
-    /// "duplicated") and the q / kv norm weights. 0 for standard attention, whose weights TP splits.
+    /// "duplicated") and the q / kv norm weights; for standard attention the q / k norm weights
+    /// (qk_layernorm: 2 head_dim), else 0: TP splits its weights.
     double tp_replicated_attention_params() const;
     /// Parameters of layer `layer` (global 0-based): attention + norms + (dense MLP | router + all routed
     /// experts + shared experts).

@@ -186,6 +186,9 @@ Imported import_hf_config(const nlohmann::json& config, const std::string& file,
             fmt::format("sliding_window {} < seq_len {}: attention costed as full causal "
                         "attention over the sequence",
                         *window, m.seq_len));
+    // Qwen3 and Qwen3-MoE normalize every query and key head (transformers modeling_qwen3.py
+    // Qwen3Attention q_norm / k_norm, RMSNorm over head_dim): ModelSpec::qk_layernorm.
+    m.qk_layernorm = f.model_type == "qwen3" || f.model_type == "qwen3_moe";
     if (!f.experts_key.empty()) experts(c, f, m);
     Layout l;
     imp.gpus = importers_detail::import_gpus(target, 0);

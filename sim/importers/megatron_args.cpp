@@ -31,6 +31,7 @@ const std::set<std::string>& switch_flags() {
                                             "account-for-embedding-in-pipeline-split",
                                             "account-for-loss-in-pipeline-split",
                                             "multi-latent-attention",
+                                            "qk-layernorm",
                                             "use-flash-attn",
                                             "recompute-activations",
                                             "checkpoint-activations",

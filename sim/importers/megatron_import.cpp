@@ -100,6 +100,9 @@ void moe_and_mla(MegatronArgs& a, ModelSpec& m) {
             m.moe_layer_freq = p.layer_freq;
         }
     }
+    // --qk-layernorm: on standard attention the q / k head norms (ModelSpec::qk_layernorm); MLA's q / kv
+    // latent norms are part of its attention.
+    if (a.flag("qk-layernorm") && !a.flag("multi-latent-attention")) m.qk_layernorm = true;
     if (a.flag("multi-latent-attention")) {
         m.attention_type = AttentionType::mla;
         m.kv_heads = m.heads;

@@ -448,7 +448,12 @@ class ExtensionReader {
             else if (!(v == 0 || v.is_null()))
                 ignore(k, v, "not a layer count below model.layers");
         } else if (k == "qk_layernorm") {
-            if (v != false) ignore(k, v);
+            // Megatron-Core --qk-layernorm (ModelSpec::qk_layernorm); MLA's latent norms are part of its
+            // attention (read_extensions).
+            if (v == true)
+                m_.qk_layernorm = true;
+            else if (v != false)
+                ignore(k, v);
         } else {
             ignore(k, v);
         }
@@ -826,6 +831,10 @@ void read_extensions(const json& ext, const std::string& file, const std::string
     ExtensionReader reader(run, training_recompute, ext.contains("moe") || mla);
     for (auto it = ext.begin(); it != ext.end(); ++it)
         reader.read(it.key(), it.value());
+    if (run.model.mla() && run.model.qk_layernorm) {
+        run.model.qk_layernorm = false;  // MLA's q / kv norms (Megatron-Core qk_layernorm) are in mla_ops.cpp
+        run.notes.push_back("extensions.qk_layernorm: MLA's q / kv latent norms, part of its attention");
+    }
     Layout& l = run.layout;
     if (l.activation_offload_layers > 0 && (l.pp != 1 || l.recompute != Recompute::none ||
                                             l.framework != Framework::megatron || l.moe_a2a_overlap)) {

@@ -11,6 +11,7 @@
 //   Q                      E·a·d                       tp
 //   K, V                   2·E·w                       tp    (w = g·d with flash attention, which takes GQA
 //                                                              as is; a·d unfused: Megatron repeats K, V)
+//   q / k norm inputs      E·(a + g)·d                 tp    (model.qk_layernorm: TENorm keeps its input)
 //   scores (unfused, no recompute)  E·a·s softmax out, + (1 + E)·a·s mask and dropout out with dropout
 //   flash attention        E·a·d output O, 4·a fp32 log-sum-exp per head                    tp
 //                          (TE FP8 attention, Layout::fp8_attention: Q, K, V and O saved in FP8, 1 byte)
@@ -202,6 +203,10 @@ std::vector<double> unrecomputed_tensors(const ActivationShape& x, const Layout&
         tp_t(x.A * x.a * x.d);  // Q, K, V
         tp_t(x.A * kv_width);
         tp_t(x.A * kv_width);
+        if (m.qk_layernorm) {  // the q / k norms' inputs (the QKV GEMM's query and key, 16-bit)
+            tp_t(x.E * x.a * x.d);
+            tp_t(x.E * x.g * x.d);
+        }
         if (x.flash) {
             tp_t(x.A * x.a * x.d);  // O
             tp_t(4 * x.a);          // log-sum-exp

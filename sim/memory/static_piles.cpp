@@ -10,7 +10,7 @@ MoeStageParams moe_stage_params(const ModelSpec& m, const Layout& l, int stage, 
     MoeStageParams p;
     const double t = l.tp, experts_split = static_cast<double>(l.ep) * l.expert_tp();
     p.dense = embedding_params / t;
-    // MLA's duplicated down-projections are whole on every TP rank
+    // MLA's duplicated down-projections and the q / k norms are whole on every TP rank
     // (ModelSpec::tp_replicated_attention_params).
     const double replicated = m.tp_replicated_attention_params() * (1.0 - 1.0 / t);
     for (const std::int64_t i : stage_layer_indices(m, l, stage)) {

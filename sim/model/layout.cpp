@@ -493,6 +493,10 @@ void moe_mla_violations(const ModelSpec& m, const Layout& l, Violations& v) {
                       "model.attention_type = \"mla\" has no grouped-query attention: model.kv_heads = {} "
                       "must equal model.heads = {}",
                       m.kv_heads, m.heads));
+        if (m.qk_layernorm)
+            v.add(C::mla_shape,
+                  "model.qk_layernorm = true with model.attention_type = \"mla\": MLA's q / kv latent norms "
+                  "are part of its attention (leave qk_layernorm false)");
     } else if (m.q_lora_rank > 0 || m.kv_lora_rank > 0 || m.qk_rope_head_dim > 0 || m.v_head_dim > 0) {
         v.add(C::mla_shape,
               "model.q_lora_rank, kv_lora_rank, qk_rope_head_dim and v_head_dim need model.attention_type = "

@@ -62,11 +62,12 @@ double ModelSpec::attention_params() const {
     const double qkv = h * (a + 2 * g) * d;
     const double proj = a * d * h;
     const double biases = mlp == MlpKind::gelu ? (a + 2 * g) * d + h : 0.0;
-    return qkv + proj + biases;
+    const double qk_norms = qk_layernorm ? 2 * d : 0.0;  // q_layernorm, k_layernorm: head_dim weights each
+    return qkv + proj + biases + qk_norms;
 }
 
 double ModelSpec::tp_replicated_attention_params() const {
-    if (!mla()) return 0.0;
+    if (!mla()) return qk_layernorm ? 2.0 * static_cast<double>(head_dim()) : 0.0;
     const double h = static_cast<double>(hidden);
     const double qr = static_cast<double>(q_lora_rank), kvr = static_cast<double>(kv_lora_rank);
     const double rope = static_cast<double>(qk_rope_head_dim);
@@ -74,19 +75,7 @@ double ModelSpec::tp_replicated_attention_params() const {
 }
 
 double ModelSpec::layer_params() const {
-    if (moe() || mla()) return layer_params(0);
-    const double h = static_cast<double>(hidden);
-    const double d = static_cast<double>(head_dim());
-    const double a = static_cast<double>(heads);
-    const double g = static_cast<double>(kv_heads);
-    const double f = static_cast<double>(ffn_hidden);
-    const double qkv = h * (a + 2 * g) * d;
-    const double proj = a * d * h;
-    const bool gpt = mlp == MlpKind::gelu;
-    const double mlp_w = gpt ? 2 * h * f : 3 * h * f;
-    const double biases = gpt ? (a + 2 * g) * d + h + f + h : 0.0;
-    const double norms = gpt ? 4 * h : 2 * h;  // LayerNorm: weight + bias, twice; RMSNorm: weight, twice
-    return qkv + proj + mlp_w + biases + norms;
+    return layer_params(0);  // attention (with its biases and qk norms) + norms + MLP: layer_dense_params
 }
 
 double ModelSpec::layer_dense_params(std::int64_t layer) const {

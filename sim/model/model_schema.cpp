@@ -114,6 +114,9 @@ schema::Table<ModelSpec> make_model_fields() {
         f.default_doc = "0: hidden / heads";
         t.push_back(std::move(f));
     }
+    t.push_back(schema::boolean_field("qk_layernorm", &ModelSpec::qk_layernorm,
+                                      "RMSNorm of each query and key head before RoPE (Megatron-Core "
+                                      "--qk-layernorm; Qwen3, OLMo 2, Gemma 3); standard attention only"));
     t.push_back(schema::enum_field("attention_type", &ModelSpec::attention_type, attention_type_names(),
                                    "standard multi-head / grouped-query attention, or multi-head latent "
                                    "attention (Megatron-Core --multi-latent-attention, MLASelfAttention)"));

@@ -240,6 +240,7 @@ void BlockBuilder::attention_forward(OpTemplate& t) {
     fp8_forward_casts(t, column_cast_elements(), h_ * (a_ + 2 * g_) * d_ / t_, true);
     column_forward(t, Kernel::gemm("qkv_gemm", T_, (a_ + 2 * g_) * d_ / t_, h_, 1, gemm_elem_));
     adapter_forward(t, l_.lora_targets.qkv, h_, (a_ + 2 * g_) * d_ / t_);
+    qk_norms(t, false);
     rope(t, false);
     attention_core_forward(t);
     unit_boundary(t);
@@ -323,6 +324,21 @@ double BlockBuilder::act_fwd_bytes() const {
 double BlockBuilder::act_bwd_bytes() const {
     if (m_.mlp != MlpKind::swiglu) return 3 * E_;
     return l_.eager_elementwise() ? 18.0 : 5 * E_;
+}
+// qk_layernorm (Megatron-Core SelfAttention.get_query_key_value_tensors: q_layernorm(query),
+// k_layernorm(key), two TENorm calls over head_dim-wide rows, before RoPE): a norm kernel over this GPU's
+// query elements (T·a·d / t) and one over its key elements (T·g·d / t), the norm's bytes per element; in the
+// backward their gradients, in reverse order.
+void BlockBuilder::qk_norms(OpTemplate& t, bool backward) {
+    if (!m_.qk_layernorm) return;
+    const double q = T_ * a_ * d_ / t_, k = T_ * g_ * d_ / t_;
+    if (backward) {
+        kernel(t, Kernel::memory("k_norm_bwd", norm_bwd_bytes() * k));
+        kernel(t, Kernel::memory("q_norm_bwd", norm_bwd_bytes() * q));
+    } else {
+        kernel(t, Kernel::memory("q_norm", norm_fwd_bytes() * q));
+        kernel(t, Kernel::memory("k_norm", norm_fwd_bytes() * k));
+    }
 }
 void BlockBuilder::rope(OpTemplate& t, bool backward) {
     if (!l_.eager_elementwise() || m_.mlp != MlpKind::swiglu) return;
@@ -464,6 +480,7 @@ void BlockBuilder::attention_backward(OpTemplate& t) {
                  Kernel::gemm("attn_proj_wgrad", h_, a_ * d_ / t_, T_, 1, gemm_elem_));
     attention_core_backward(t);
     rope(t, true);
+    qk_norms(t, true);
     unit_boundary(t);
     dequantize(t, h_ * (a_ + 2 * g_) * d_ / t_);
     adapter_backward(t, l_.lora_targets.qkv, h_, (a_ + 2 * g_) * d_ / t_);

@@ -95,6 +95,8 @@ class BlockBuilder {
     double act_bwd_bytes() const;
     /// Rotary embedding of q and k as eager ops (eager torchtitan only; fused elsewhere, not counted).
     void rope(OpTemplate& t, bool backward);
+    /// ModelSpec::qk_layernorm's query and key norms (forward, or their backward).
+    void qk_norms(OpTemplate& t, bool backward);
     void kernel(OpTemplate& t, const Kernel& k);
     void tp(OpTemplate& t, CollectiveKind kind, double bytes, bool wait);
     /// A TP collective that torchtitan's async TP leaves as DTensor issues it without async TP

@@ -90,8 +90,8 @@ ProgramShape::ProgramShape(const ModelSpec& model, const Layout& layout) {
     grad_bytes = layout.grad_reduce_bytes_per_element();
     bucket_elements = layout.dp_bucket_elements();
     layer_params_rank = model.layer_params() / t;
-    // MLA: the duplicated down-projections are whole on every TP rank (ModelSpec).
-    if (model.mla()) layer_params_rank += model.tp_replicated_attention_params() * (1.0 - 1.0 / t);
+    // MLA's duplicated down-projections and the q / k norms are whole on every TP rank (ModelSpec).
+    layer_params_rank += model.tp_replicated_attention_params() * (1.0 - 1.0 / t);
     emb_params_rank = model.embedding_params() / t;
     // The last stage's copy of the input embedding: tied to the output layer, or (MTP) for the MTP layers'
     // embedding lookup (Megatron GPTModel builds it where mtp_process; finalize_model_grads all-reduces its
@@ -99,9 +99,8 @@ ProgramShape::ProgramShape(const ModelSpec& model, const Layout& layout) {
     head_params_rank = model.output_params() / t +
                        (shares_embedding(model) && last_vs > 0 ? model.embedding_params() / t : 0.0) +
                        (model.mtp_params() - model.mtp_expert_params()) / t;
-    if (model.mla())
-        head_params_rank +=
-            static_cast<double>(model.mtp_layers) * model.tp_replicated_attention_params() * (1.0 - 1.0 / t);
+    head_params_rank +=
+        static_cast<double>(model.mtp_layers) * model.tp_replicated_attention_params() * (1.0 - 1.0 / t);
     // Trainable parameters per group: everything, or only the LoRA / QLoRA adapters (base frozen: no
     // gradients, no optimizer state, nothing reduced over DP for it).
     frozen = layout.frozen_base();
@@ -223,7 +222,7 @@ void StageBuilder::plan_groups() {
             // dense parameters) is reduced over DP x CP, its routed experts over expert DP.
             const std::int64_t layer = first_layer_[static_cast<std::size_t>(c)] + i;
             double dense = model_.layer_dense_params(layer) / shape_.t;
-            if (model_.mla()) dense += model_.tp_replicated_attention_params() * (1.0 - 1.0 / shape_.t);
+            dense += model_.tp_replicated_attention_params() * (1.0 - 1.0 / shape_.t);
             const double expert = model_.layer_expert_params(layer) / expert_shards;
             groups.push_back(dense);
             trainable.push_back(shape_.frozen ? adapter_params_per_layer(model_, layout_) / shape_.t : dense);

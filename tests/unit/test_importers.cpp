@@ -233,11 +233,13 @@ TEST_CASE("hf: Qwen3-MoE and Qwen2-MoE sparse layers; bad configs") {
     t.seq_len = 4096;
     Workload w = load(import_hf_config(q, "qwen3.json", t), {"layout.ep=16", "layout.etp=1"});
     CHECK(model_of(w) == model_of(preset("qwen3-30b-a3b")));
+    CHECK(w.model.qk_layernorm);  // Qwen3's q_norm / k_norm
     json q2 = q;
     q2["model_type"] = "qwen2_moe";
     q2["decoder_sparse_step"] = 2;
     q2["shared_expert_intermediate_size"] = 5632;
     w = load(import_hf_config(q2, "qwen2.json", t));
+    CHECK_FALSE(w.model.qk_layernorm);
     CHECK(w.model.moe_first_dense_layers == 1);  // (i + 1) % 2 == 0: layers 1, 3, 5, ...
     CHECK(w.model.moe_layer_freq == 2);
     CHECK(w.model.moe_shared_expert_ffn_hidden == 5632);
