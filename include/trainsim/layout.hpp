@@ -443,6 +443,9 @@ std::int64_t layers_on_stage(const ModelSpec& m, const Layout& l, int stage);
 /// stage with account_for_embedding_in_pipeline_split and on the last with account_for_loss_in_pipeline_split
 /// (Megatron-LM get_num_layers_to_build). Assumes check_layout passed.
 std::int64_t layers_on_virtual_stage(const ModelSpec& m, const Layout& l, int stage, int chunk);
+/// layers_on_virtual_stage of every virtual stage v = chunk·pp + stage (pp·vpp entries), the layout string
+/// parsed once: what a loop over the virtual stages calls. Assumes check_layout passed.
+std::vector<std::int64_t> virtual_stage_layers(const ModelSpec& m, const Layout& l);
 
 /// The global 0-based indices of the transformer layers pipeline rank `stage` holds, in forward order of its
 /// model chunks (virtual stage chunk * pp + stage holds the layers after those of the virtual stages before

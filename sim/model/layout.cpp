@@ -16,41 +16,58 @@ std::int64_t pipeline_split_layers(const ModelSpec& m, const Layout& l) {
            (l.account_for_loss_in_pipeline_split ? 1 : 0);
 }
 
+std::vector<std::int64_t> virtual_stage_layers(const ModelSpec& m, const Layout& l) {
+    const std::size_t pp = static_cast<std::size_t>(l.pp), stages = pp * static_cast<std::size_t>(l.vpp);
+    std::vector<std::int64_t> out(stages, 0);
+    if (!l.pipeline_layout.empty()) {
+        // Parsed once: a caller per virtual stage re-parsing it made pp x vpp = 8,192 stages take hours.
+        const std::vector<VirtualStageLayout> parsed = parse_pipeline_layout(l.pipeline_layout);
+        for (std::size_t v = 0; v < stages; ++v)
+            out[v] = parsed.at(v).decoder_layers;
+        return out;
+    }
+    for (std::size_t v = 0; v < stages; ++v) {
+        const int stage = static_cast<int>(v % pp), chunk = static_cast<int>(v / pp);
+        if (!l.layers_per_stage.empty()) {
+            out[v] = l.layers_per_stage.at(static_cast<std::size_t>(stage)) / l.vpp;
+            continue;
+        }
+        std::int64_t n = pipeline_split_layers(m, l) / (static_cast<std::int64_t>(l.pp) * l.vpp);
+        // Megatron-LM get_num_layers_to_build: the embedding (the loss) is not a transformer layer, so the
+        // virtual stage that holds it builds one fewer.
+        if (l.account_for_embedding_in_pipeline_split && stage == 0 && chunk == 0) --n;
+        if (l.account_for_loss_in_pipeline_split && stage == l.pp - 1 && chunk == l.vpp - 1) --n;
+        out[v] = n;
+    }
+    return out;
+}
+
 std::int64_t layers_on_virtual_stage(const ModelSpec& m, const Layout& l, int stage, int chunk) {
-    if (!l.pipeline_layout.empty())
-        return parse_pipeline_layout(l.pipeline_layout)
-            .at(static_cast<std::size_t>(chunk) * static_cast<std::size_t>(l.pp) +
-                static_cast<std::size_t>(stage))
-            .decoder_layers;
-    if (!l.layers_per_stage.empty()) return l.layers_per_stage.at(static_cast<std::size_t>(stage)) / l.vpp;
-    std::int64_t n = pipeline_split_layers(m, l) / (static_cast<std::int64_t>(l.pp) * l.vpp);
-    // Megatron-LM get_num_layers_to_build: the embedding (the loss) is not a transformer layer, so the
-    // virtual stage that holds it builds one fewer.
-    if (l.account_for_embedding_in_pipeline_split && stage == 0 && chunk == 0) --n;
-    if (l.account_for_loss_in_pipeline_split && stage == l.pp - 1 && chunk == l.vpp - 1) --n;
-    return n;
+    return virtual_stage_layers(m, l).at(static_cast<std::size_t>(chunk) * static_cast<std::size_t>(l.pp) +
+                                         static_cast<std::size_t>(stage));
 }
 
 std::int64_t layers_on_stage(const ModelSpec& m, const Layout& l, int stage) {
     if (!l.layers_per_stage.empty() && l.pipeline_layout.empty())
         return l.layers_per_stage.at(static_cast<std::size_t>(stage));
+    const std::vector<std::int64_t> per = virtual_stage_layers(m, l);
     std::int64_t n = 0;
     for (int c = 0; c < l.vpp; ++c)
-        n += layers_on_virtual_stage(m, l, stage, c);
+        n += per.at(static_cast<std::size_t>(c) * static_cast<std::size_t>(l.pp) +
+                    static_cast<std::size_t>(stage));
     return n;
 }
 
 std::vector<std::int64_t> stage_layer_indices(const ModelSpec& m, const Layout& l, int stage) {
     std::vector<std::int64_t> out;
+    const std::vector<std::int64_t> per = virtual_stage_layers(m, l);
     std::int64_t first = 0;
-    for (int c = 0; c < l.vpp; ++c)
-        for (int s = 0; s < l.pp; ++s) {
-            const std::int64_t n = layers_on_virtual_stage(m, l, s, c);
-            if (s == stage)
-                for (std::int64_t i = first; i < first + n; ++i)
-                    out.push_back(i);
-            first += n;
-        }
+    for (std::size_t v = 0; v < per.size(); ++v) {
+        if (static_cast<int>(v % static_cast<std::size_t>(l.pp)) == stage)
+            for (std::int64_t i = first; i < first + per[v]; ++i)
+                out.push_back(i);
+        first += per[v];
+    }
     return out;
 }
 

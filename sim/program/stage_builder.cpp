@@ -187,16 +187,17 @@ StageBuilder::StageBuilder(const ModelSpec& model, const Layout& layout, BlockBu
 
 void StageBuilder::plan_groups() {
     // Layers per model chunk: even, or one fewer where the embedding / loss counts in the split.
-    for (int c = 0; c < shape_.vpp; ++c)
-        layers_of_chunk_[static_cast<std::size_t>(c)] =
-            static_cast<int>(layers_on_virtual_stage(model_, layout_, r_, c));
     // The global index of each chunk's first layer: the layers of the virtual stages before it (virtual stage
     // v is chunk v / pp of pipeline rank v % pp).
-    for (int c = 0; c < shape_.vpp; ++c) {
-        std::int64_t first = 0;
-        for (int v = 0; v < c * shape_.pp + r_; ++v)
-            first += layers_on_virtual_stage(model_, layout_, v % shape_.pp, v / shape_.pp);
-        first_layer_[static_cast<std::size_t>(c)] = first;
+    const std::vector<std::int64_t> per_virtual_stage = virtual_stage_layers(model_, layout_);
+    std::int64_t before = 0;
+    for (std::size_t v = 0; v < per_virtual_stage.size(); ++v) {
+        if (static_cast<int>(v % static_cast<std::size_t>(shape_.pp)) == r_) {
+            const std::size_t c = v / static_cast<std::size_t>(shape_.pp);
+            layers_of_chunk_[c] = static_cast<int>(per_virtual_stage[v]);
+            first_layer_[c] = before;
+        }
+        before += per_virtual_stage[v];
     }
     // Routed experts on this GPU: num_experts / ep experts, each split over expert TP.
     const double expert_shards = static_cast<double>(layout_.ep) * layout_.expert_tp();

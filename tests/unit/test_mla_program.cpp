@@ -129,6 +129,18 @@ TEST_CASE("pipeline layout: checked against pp x vpp, the layers and the MTP lay
     CHECK(layers_on_virtual_stage(m, l, 1, 1) == 0);  // virtual stage 3 = chunk 1 of rank 1
     CHECK(layers_on_stage(m, l, 0) == 4);
     CHECK(stage_layer_indices(m, l, 1) == std::vector<std::int64_t>{2});
+    // Every virtual stage at once (the string parsed once: a loop re-parsing it per stage took hours at pp 2
+    // x vpp 4096), v = chunk * pp + stage.
+    CHECK(virtual_stage_layers(m, l) == std::vector<std::int64_t>{2, 1, 2, 0});
+    Layout even = l;
+    even.pipeline_layout.clear();
+    even.account_for_embedding_in_pipeline_split =
+        true;  // 5 + 1 layers over 4 virtual stages: 1 fewer on v 0
+    m.mtp_layers = 0;
+    m.layers = 7;
+    CHECK(virtual_stage_layers(m, even) == std::vector<std::int64_t>{1, 2, 2, 2});
+    m.layers = 5;
+    m.mtp_layers = 1;
     auto first = [&](const Layout& x) {
         const auto v = layout_violations(m, x, 2);
         return v.empty() ? std::string() : v.front().message;
