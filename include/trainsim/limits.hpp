@@ -75,6 +75,12 @@ inline constexpr std::int64_t kMaxGpuLayerPassesPerStudy = std::int64_t{1} << 26
 /// threads. The documented 100-seed jitter study of Llama 3 70B on 1,024 H100 (about 240,000 events and
 /// steps per seed, 660,000 allowed) is inside.
 inline constexpr std::int64_t kMaxWhatIfStudyEvents = std::int64_t{1} << 26;
+/// Bytes of a Chrome trace (`run --trace`): refused before the run when the estimate (estimate_trace, the
+/// whole iteration) passes it, and stopped with exit 2 when the streamed file passes it (a --trace-window's
+/// share is not known before the run), the partial file removed. The default run's 310 MB trace takes
+/// about 3 s (docs/performance.md), so 1 GB is about 10 s of writing; `--trace-ranks all` on Llama 3 8B over
+/// 1,024 H100 with a 65,536 global batch announced 13.4 GB and ran on past 30 s (2026-11-25).
+inline constexpr double kMaxTraceBytes = 1e9;
 /// The work of one expected failure in a goodput run, in checkpoint events: a failure is a rollback, a
 /// recovery (restarted by failures during it) and, for a Weibull class, a replacement unit's clock. Measured
 /// (Release, 2 threads, 2026-11-25) on Llama 3 405B over 54 days on 16,384 H100, 1,000 seeds, the automatic

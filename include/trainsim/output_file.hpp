@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace trainsim {
 
@@ -16,6 +17,18 @@ namespace trainsim {
 /// socket, a dangling symbolic link, a missing folder) naming `path`. Commands call it before simulating so a
 /// bad output path fails at once (exit 2).
 void check_output_path(const std::string& path);
+
+/// A file named on the command line, with the option that named it ("--trace", "--workload").
+struct NamedFile {
+    std::string option;
+    std::string path;
+};
+/// Refuses (InputError "OPTION PATH: names the same file as OPTION2 PATH2; ...") an output that names one of
+/// the input files or another output: `run --workload w.json --trace w.json` replaced the workload with the
+/// trace, `import -o w.json --topology-out w.json` kept only one of the two. Two paths are the same file when
+/// both exist and are one file (hard and symbolic links resolved), or when their canonical forms are equal.
+/// Empty paths are skipped.
+void check_distinct_outputs(const std::vector<NamedFile>& outputs, const std::vector<NamedFile>& inputs);
 
 /// Writes `text` to `path` atomically: a new file from mkstemp in the target's folder (a unique name, so no
 /// file of the user's is overwritten), written in full, fsync'd, given the target's permissions (0666 less
@@ -30,7 +43,9 @@ void write_output_file(const std::string& path, std::string_view text);
 /// file beside the target (InputError naming `path` if it cannot); write() appends (InputError "PATH: writing
 /// failed (...)" on a failure, after which the temporary file is already removed); commit() gives it the
 /// target's permissions, fsyncs it and renames it over the target. Destroyed without commit() (an error on
-/// the way, an exception), the temporary file is removed and the target is untouched. Not copyable.
+/// the way, an exception), the temporary file is removed and the target is untouched; so it is when the
+/// process is stopped by SIGINT, SIGTERM or SIGHUP while the file is open (a handler removes the open
+/// temporary files, then the signal takes its default action). Not copyable.
 class OutputFile {
   public:
     explicit OutputFile(const std::string& path);
@@ -50,6 +65,7 @@ class OutputFile {
     int fd_ = -1;
     unsigned mode_ = 0;
     std::uint64_t bytes_ = 0;
+    int cleanup_slot_ = -1;  ///< its slot in the SIGINT / SIGTERM / SIGHUP removal list (output_file.cpp)
 };
 
 }  // namespace trainsim

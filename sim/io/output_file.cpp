@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -96,6 +98,75 @@ void check_output_path(const std::string& path) {
             fmt::format("{}: cannot write the file (folder {}: {})", path, dir_name, errno_text(errno)));
 }
 
+namespace {
+
+// The temporary files being written, removed by a SIGINT / SIGTERM / SIGHUP handler so that an interrupted
+// run (a large trace is what users stop) leaves nothing behind; the handler then re-raises the signal with
+// its default action. Fixed slots of plain characters: the handler may only call async-signal-safe functions
+// (unlink, signal, raise).
+constexpr int kCleanupSlots = 16;
+constexpr std::size_t kCleanupPathBytes = 4096;
+char cleanup_path[kCleanupSlots][kCleanupPathBytes];
+std::atomic<bool> cleanup_used[kCleanupSlots];
+
+extern "C" void remove_temporaries_and_reraise(int sig) {
+    for (int i = 0; i < kCleanupSlots; ++i)
+        if (cleanup_used[i].load()) ::unlink(cleanup_path[i]);
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+}
+
+/// Registers `tmp` for removal on a signal; the slot, or -1 when all are taken or the path is too long (the
+/// file is then only removed by the destructor).
+int register_temporary(const std::string& tmp) {
+    static const bool installed = [] {
+        for (const int sig : {SIGINT, SIGTERM, SIGHUP})
+            std::signal(sig, remove_temporaries_and_reraise);
+        return true;
+    }();
+    (void)installed;
+    if (tmp.size() >= kCleanupPathBytes) return -1;
+    for (int i = 0; i < kCleanupSlots; ++i) {
+        if (cleanup_used[i].load()) continue;
+        std::memcpy(cleanup_path[i], tmp.c_str(), tmp.size() + 1);
+        bool expected = false;
+        if (cleanup_used[i].compare_exchange_strong(expected, true)) return i;
+    }
+    return -1;
+}
+
+void unregister_temporary(int slot) {
+    if (slot >= 0) cleanup_used[slot].store(false);
+}
+
+}  // namespace
+
+namespace {
+bool same_file(const std::string& a, const std::string& b) {
+    std::error_code ea, eb, eq;
+    if (fs::exists(a, ea) && fs::exists(b, eb)) return fs::equivalent(a, b, eq) && !eq;
+    const fs::path ca = fs::weakly_canonical(fs::absolute(a, ea), ea),
+                   cb = fs::weakly_canonical(fs::absolute(b, eb), eb);
+    return !ea && !eb && ca == cb;
+}
+}  // namespace
+
+void check_distinct_outputs(const std::vector<NamedFile>& outputs, const std::vector<NamedFile>& inputs) {
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+        const NamedFile& out = outputs[i];
+        if (out.path.empty()) continue;
+        auto clash = [&](const NamedFile& other, const char* what) {
+            if (other.path.empty() || !same_file(out.path, other.path)) return;
+            throw InputError(fmt::format("{} {}: names the same file as {} {}; {}", out.option, out.path,
+                                         other.option, other.path, what));
+        };
+        for (const NamedFile& in : inputs)
+            clash(in, "an output never replaces an input");
+        for (std::size_t j = 0; j < i; ++j)
+            clash(outputs[j], "two outputs cannot share a file");
+    }
+}
+
 void write_output_file(const std::string& path, std::string_view text) {
     OutputFile out(path);
     out.write(text);
@@ -113,6 +184,7 @@ OutputFile::OutputFile(const std::string& path) : path_(path) {
     fd_ = ::mkstemp(name.data());
     if (fd_ < 0) throw InputError(fmt::format("{}: cannot write the file ({})", path, errno_text(errno)));
     tmp_ = name.data();
+    cleanup_slot_ = register_temporary(tmp_);
     mode_t mode = t.mode;
     if (!t.exists) {
         const mode_t mask = ::umask(0);
@@ -125,6 +197,7 @@ OutputFile::OutputFile(const std::string& path) : path_(path) {
 OutputFile::~OutputFile() {
     if (fd_ >= 0) ::close(fd_);
     if (!tmp_.empty()) ::unlink(tmp_.c_str());
+    unregister_temporary(cleanup_slot_);
 }
 
 void OutputFile::fail(int err, const char* what) {
@@ -132,6 +205,8 @@ void OutputFile::fail(int err, const char* what) {
     fd_ = -1;
     ::unlink(tmp_.c_str());
     tmp_.clear();
+    unregister_temporary(cleanup_slot_);
+    cleanup_slot_ = -1;
     throw InputError(fmt::format("{}: {} ({})", path_, what, errno_text(err)));
 }
 
@@ -149,6 +224,8 @@ void OutputFile::commit() {
     if (::close(fd) != 0) fail(errno, "writing failed");
     if (::rename(tmp_.c_str(), target_.c_str()) != 0) fail(errno, "cannot put the file in place");
     tmp_.clear();
+    unregister_temporary(cleanup_slot_);
+    cleanup_slot_ = -1;
 }
 
 }  // namespace trainsim

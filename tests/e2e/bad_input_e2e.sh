@@ -106,6 +106,14 @@ bad "profile import --out to a directory" 2 "d: is a directory" -- profile impor
 bad "run --trace to /dev/full" 2 "/dev/full: is a device" -- run "${SMALL[@]}" --trace /dev/full
 # A valid run larger than asked for: --max-events stops it with one line, and the trace it was writing is not left.
 bad "run past --max-events" 2 "passed its bound of 1000 events (flow-rate update steps counted as events) and was stopped|--max-events 1000" -- run "${SMALL[@]}" --max-events 1000 --trace t.json
+# Two outputs naming one file, or an output naming an input (check_distinct_outputs): refused before anything runs.
+bad "run --trace and --html one file" 2 "--html ./t.json: names the same file as --trace t.json|two outputs cannot share a file" -- run "${SMALL[@]}" --trace t.json --html ./t.json
+bad "import -o and --topology-out one file" 2 "--topology-out a.json: names the same file as --out a.json" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" -o a.json --topology-out a.json
+bad "sweep --csv over its workload" 2 "--csv $SMALL_W: names the same file as --workload $SMALL_W|an output never replaces an input" -- sweep --gpus 16 --topology "$TOPO" --workload "$SMALL_W" --csv "$SMALL_W"
+# A trace past limits::kMaxTraceBytes (1 GB): refused at once from its estimate, or stopped when the streamed file
+# passes it (a --trace-window's share is not known before the run); nothing left behind either way.
+bad "run --trace estimated past its limit" 2 "--trace t.json: the trace would be about|past the limit of 1000 MB" -- run --topology "$ROOT/topologies/dgx-h100.json" --workload "$ROOT/workloads/llama3-8b.json" --set layout.global_batch=8192 --trace t.json --trace-ranks all
+bad "run --trace streamed past its limit" 2 "--trace t.json: the trace passed the limit of 1000 MB|was stopped" -- run --topology "$ROOT/topologies/dgx-h100.json" --workload "$ROOT/workloads/llama3-8b.json" --set layout.global_batch=16384 --trace t.json --trace-ranks all --trace-window 0,100
 # A what-if study without --max-events shares kMaxWhatIfStudyEvents among its simulations: jitter on Llama 3 8B
 # over 1,024 H100 (DP 512) desynchronizes its DP rings, 42 s of CPU per seed in the fabric's rate updates.
 bad "run what-if past its default event bound" 2 "llama3-8b|passed its bound of 13421772 events|a what-if study's default: 67108864 events over its 5 simulations|--max-events N bounds each simulation" -- run --topology "$ROOT/topologies/dgx-h100.json" --workload "$ROOT/workloads/llama3-8b.json" --jitter lognormal,sigma=0.05 --seeds 4
@@ -308,6 +316,21 @@ if [ "$rc" = 2 ] && [ "$(wc -l <"$TMP/err")" = 1 ] && grep -q "writing failed" "
     passes=$((passes + 1))
 else
     echo "FAIL: stdout to /dev/full: exit $rc, stderr $(head -c 300 "$TMP/err")"
+    failures=$((failures + 1))
+fi
+CASE_DIR=""
+
+## A run stopped by SIGTERM while it streams its trace leaves no temporary file (output_file.cpp's handler).
+new_case
+(cd "$CASE_DIR" && timeout -s TERM 1 "$BIN" run --topology "$ROOT/topologies/dgx-h100.json" \
+    --workload "$ROOT/workloads/llama3-8b.json" --set layout.global_batch=16384 --trace t.json --trace-ranks all \
+    --trace-window 0,100 >/dev/null 2>"$TMP/err")
+rc=$?
+if [ "$rc" != 0 ] && [ -z "$(ls -A "$CASE_DIR")" ]; then
+    echo "PASS: a run stopped by SIGTERM leaves no trace temporary"
+    passes=$((passes + 1))
+else
+    echo "FAIL: a run stopped by SIGTERM: exit $rc; $(ls -lA "$CASE_DIR" | tr '\n' ' ')"
     failures=$((failures + 1))
 fi
 CASE_DIR=""

@@ -153,6 +153,12 @@ int import_workload_command(const std::vector<std::string>& all) {
     if (!parse_file_command({args.begin() + 1, args.end()}, desc, vm, command.c_str())) return kExitOk;
     if (!o.out.empty()) check_output_path(o.out);
     if (!o.topology_out.empty()) check_output_path(o.topology_out);
+    {
+        std::vector<NamedFile> inputs = {{"--topology", o.topology}, {"--args-file", o.args_file}};
+        for (const std::string& f : o.files)
+            inputs.push_back({"the source file", f});
+        check_distinct_outputs({{"--out", o.out}, {"--topology-out", o.topology_out}}, inputs);
+    }
     nlohmann::json topo = o.topology.empty() ? default_topology_json() : read_json_file(o.topology);
     const TopologySpec spec = parse_topology(topo, o.topology.empty() ? "(default topology)" : o.topology);
     ImportTarget target;

@@ -23,6 +23,14 @@ void add_input_options(po::options_description& desc, InputOptions& o) {
         "profile", po::value(&o.profile_file), kProfileHelp);
 }
 
+std::vector<NamedFile> input_files(const InputOptions& o) {
+    return {{"--topology", o.topology_file},
+            {"--workload", o.workload_file},
+            {"--from-runs", o.runs_file},
+            {"--calibration", o.calibration_file},
+            {"--profile", o.profile_file}};
+}
+
 std::string layout_title(const Inputs& in, const std::string& gpu_name) {
     return fmt::format("{} on {} x {}: TP {} x PP {} x DP {}{}", in.name, in.layout.gpus(), gpu_name,
                        in.layout.tp, in.layout.pp, in.layout.dp,

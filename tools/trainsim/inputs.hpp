@@ -7,6 +7,7 @@
 #include <boost/program_options.hpp>
 
 #include "trainsim/frontend.hpp"
+#include "trainsim/output_file.hpp"
 
 namespace trainsim::cli {
 
@@ -23,6 +24,8 @@ inline constexpr const char* kProfileHelp =
 
 /// Adds --topology, --workload, --set, --from-runs, --id, --calibration and --profile to `desc`.
 void add_input_options(boost::program_options::options_description& desc, InputOptions& o);
+/// The files the input options name, with their options (for check_distinct_outputs).
+std::vector<NamedFile> input_files(const InputOptions& o);
 
 /// "NAME on GPUS x GPU: TP t x PP p x DP d[ x CP c]": the title of memory's table and of the --html pages.
 std::string layout_title(const Inputs& in, const std::string& gpu_name);

@@ -89,6 +89,7 @@ int memory_command(const std::vector<std::string>& args) {
     if (!parse_input_command(args, desc, vm, "memory")) return kExitOk;
     if (!svg_file.empty()) check_output_path(svg_file);
     if (!html_file.empty()) check_output_path(html_file);
+    check_distinct_outputs({{"--svg", svg_file}, {"--html", html_file}}, input_files(in_opts));
     if (max_events_arg < 0)
         throw InputError(fmt::format("memory: --max-events {} must be 0 (no bound) or more", max_events_arg));
     const auto max_events = static_cast<std::uint64_t>(max_events_arg);

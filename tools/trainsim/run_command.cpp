@@ -58,7 +58,8 @@ TraceSelection parse_trace_window(const std::string& text, TraceSelection sel) {
 /// Prints an estimate of the trace's size to stderr when it would pass 100 MB (from the program of the run:
 /// estimate_trace, the whole iteration; not with --trace-window, whose share of the iteration is not known
 /// before the run). A layout the program cannot be built for prints nothing (the simulation reports it).
-void warn_trace_size(const Inputs& in, const TraceSelection& sel) {
+/// Refuses (InputError) a trace estimated past limits::kMaxTraceBytes.
+void warn_trace_size(const Inputs& in, const TraceSelection& sel, const std::string& trace_file) {
     constexpr double kWarnBytes = 100e6;
     TraceEstimate e;
     try {
@@ -67,6 +68,12 @@ void warn_trace_size(const Inputs& in, const TraceSelection& sel) {
     } catch (const std::exception&) {
         return;
     }
+    if (e.bytes > limits::kMaxTraceBytes)
+        throw InputError(fmt::format(
+            "--trace {}: the trace would be about {:.0f} MB ({:.1f} M events of {} GPUs), past the limit of "
+            "{:.0f} MB (limits.hpp); --trace-ranks stages or --trace-window START,END writes less",
+            trace_file, e.bytes / 1e6, static_cast<double>(e.events) / 1e6, e.gpus,
+            limits::kMaxTraceBytes / 1e6));
     if (e.bytes <= kWarnBytes) return;
     std::cerr << fmt::format(
         "trainsim: the trace will be about {:.0f} MB ({:.1f} M events of {} GPUs); --trace-ranks stages or "
@@ -90,7 +97,9 @@ void add_run_options(po::options_description& desc, RunArgs& a) {
         "trace", po::value(&a.trace_file),
         "write a Chrome trace / Perfetto JSON timeline (times in microseconds) to FILE, streamed as the "
         "simulation runs; tracks per GPU: compute, TP stream, DP stream, P2P sends, waits (bubble, exposed "
-        "communication). Without --trace-window, its estimated size is printed on stderr when above 100 MB")(
+        "communication). Without --trace-window, its estimated size is printed on stderr when above 100 MB; "
+        "a "
+        "trace past 1 GB is refused (estimated) or stopped (streamed), exit 2")(
         "trace-ranks", po::value(&a.trace_ranks),
         "which GPUs the trace holds: first-replica (DP rank 0: every TP, CP and PP rank; default: about 310 "
         "MB "
@@ -165,10 +174,19 @@ SimulationResult simulate_run(const Inputs& in, const RunArgs& a, const po::vari
     std::unique_ptr<OutputFile> trace_out;
     std::unique_ptr<ChromeTraceWriter> trace_writer;
     if (vm.count("trace")) {
-        if (!vm.count("trace-window")) warn_trace_size(in, sel);
+        if (!vm.count("trace-window")) warn_trace_size(in, sel, a.trace_file);
         trace_out = std::make_unique<OutputFile>(a.trace_file);
         trace_writer = std::make_unique<ChromeTraceWriter>(
-            in.layout, sel, [out = trace_out.get()](std::string_view piece) { out->write(piece); });
+            in.layout, sel,
+            [out = trace_out.get(), file = a.trace_file, written = 0.0](std::string_view piece) mutable {
+                written += static_cast<double>(piece.size());
+                if (written > limits::kMaxTraceBytes)
+                    throw InputError(fmt::format(
+                        "--trace {}: the trace passed the limit of {:.0f} MB (limits.hpp) and was stopped; "
+                        "--trace-ranks stages or a shorter --trace-window START,END writes less",
+                        file, limits::kMaxTraceBytes / 1e6));
+                out->write(piece);
+            });
         options.observers.push_back(trace_writer.get());
         options.memory_timeline = true;
     }
@@ -260,6 +278,7 @@ int run_command(const std::vector<std::string>& args) {
     const auto training = training_args(a, vm);
     if (vm.count("trace")) check_output_path(a.trace_file);
     if (vm.count("html")) check_output_path(a.html_file);
+    check_distinct_outputs({{"--trace", a.trace_file}, {"--html", a.html_file}}, input_files(a.inputs));
     const Inputs in = resolve_inputs(a.inputs);
     std::optional<ScenarioStudy> study;
     std::optional<PipelineTimeline> timeline;

@@ -25,6 +25,7 @@
 #include "trainsim/errors.hpp"
 #include "trainsim/html_report.hpp"
 #include "trainsim/limits.hpp"
+#include "trainsim/output_file.hpp"
 #include "trainsim/simulate.hpp"
 #include "trainsim/sweep.hpp"
 #include "trainsim/units.hpp"
@@ -334,6 +335,11 @@ int sweep_command(const std::vector<std::string>& args) {
     if (!parse_sweep_args(args, desc, vm)) return kExitOk;
     if (!a.csv_file.empty()) check_output_path(a.csv_file);
     if (!a.html_file.empty()) check_output_path(a.html_file);
+    check_distinct_outputs({{"--csv", a.csv_file}, {"--html", a.html_file}},
+                           {{"--topology", a.topology_file},
+                            {"--workload", a.workload_file},
+                            {"--profile", a.profile_file},
+                            {"--calibration", a.calibration_file}});
     if (!vm.count("gpus")) throw InputError("sweep: --gpus N is required (the cluster size in GPUs)");
     const std::vector<int> sizes = parse_gpus(a.gpus_text);
     if (vm.count("global-batch") && a.global_batch <= 0)
