@@ -87,6 +87,17 @@ Inputs resolve_inputs(const InputSources& o) {
         in.layout = work.layout;
         in.name = work.name;
         if (work.measured && o.sets.empty()) in.measured = work.measured;
+        // A layout a --set made invalid (a pipeline_layout, a tp the heads do not divide) is blamed on the
+        // --set that gave the field (blame_set), not on the file: checked here, before the simulation would.
+        if (!o.sets.empty())
+            parse_blaming_sets(o.sets, in.label, [&] {
+                try {
+                    check_layout(in.model, in.layout, in.topology.gpus());
+                } catch (const InputError& e) {
+                    throw InputError(fmt::format("{}: {}", in.label, e.what()));
+                }
+                return 0;
+            });
     }
     if (calibration) apply_calibration(*calibration, in.topology);
     const std::string cluster_label = !o.topology_file.empty() ? o.topology_file

@@ -177,7 +177,7 @@ bad "layout.tp = 0" 2 "--set \"|layout.tp = 0 must be positive" -- run "${SMALL[
 bad "layout.tp = -1" 2 "--set \"|layout.tp = -1 must be positive" -- run "${SMALL[@]}" --set layout.tp=-1
 bad "layout.tp = 1.5" 2 "--set \"|layout.tp = 1.5 must be an integer" -- run "${SMALL[@]}" --set layout.tp=1.5
 bad "layout.tp = \"x\"" 2 "--set \"layout.tp=x\": layout.tp = \"x\" must be an integer" -- run "${SMALL[@]}" --set layout.tp=x
-bad "layout.tp = 3 does not divide" 2 "small.json|layout.tp = 3" -- run "${SMALL[@]}" --set layout.tp=3
+bad "layout.tp = 3 does not divide" 2 "--set \"layout.tp=3\"|layout.tp = 3" -- run "${SMALL[@]}" --set layout.tp=3
 bad "model.layers = 10^6" 2 "--set \"|model.layers = 1000000 is above the limit of 4096" -- run "${SMALL[@]}" --set model.layers=1000000
 bad "model.layers = 4294967298" 2 "--set \"|model.layers = 4294967298 is out of range" -- run "${SMALL[@]}" --set model.layers=4294967298
 bad "model.hidden = 2^21" 2 "--set \"|model.hidden = 2097152 is above the limit" -- run "${SMALL[@]}" --set model.hidden=2097152
@@ -191,16 +191,17 @@ bad "MTP layers count in the layer passes" 2 "small.json|(model.layers + model.m
 bad "GPU layer passes per step above the limit" 2 "small.json|(GPU layer passes per step) = 16777216 is above the limit of 8388608" -- run "${SMALL[@]}" --set layout.tp=8 --set layout.pp=1 --set layout.dp=2 --set model.layers=64 --set layout.global_batch=32768
 bad "tokens per micro-batch above the limit" 2 "small.json|tokens per micro-batch" -- run "${SMALL[@]}" --set model.seq_len=16777216 --set layout.micro_batch=8 --set layout.global_batch=32
 bad "layout.micro_batch = 0" 2 "--set \"|layout.micro_batch = 0 must be positive" -- run "${SMALL[@]}" --set layout.micro_batch=0
-bad "layout.global_batch not divisible" 2 "small.json|layout.global_batch = 33" -- run "${SMALL[@]}" --set layout.global_batch=33
+bad "layout.global_batch not divisible" 2 "--set \"layout.global_batch=33\"|layout.global_batch = 33" -- run "${SMALL[@]}" --set layout.global_batch=33
 bad "layout.precision unknown" 2 "--set \"|layout.precision = \"fp4\"" -- run "${SMALL[@]}" --set layout.precision=fp4
 bad "layout.schedule unknown" 2 "--set \"|layout.schedule = \"zigzag\"" -- run "${SMALL[@]}" --set layout.schedule=zigzag
-bad "layout.activation_offload_layers with pp 2" 2 "small.json|layout.activation_offload_layers = 2|layout.pp = 1" -- run "${SMALL[@]}" --set layout.activation_offload_layers=2 --set layout.pp=2 --set layout.recompute=none
+bad "layout.activation_offload_layers with pp 2" 2 "--set \"layout.activation_offload_layers=2\"|layout.activation_offload_layers = 2|layout.pp = 1" -- run "${SMALL[@]}" --set layout.activation_offload_layers=2 --set layout.pp=2 --set layout.recompute=none
 bad "layout.activation_offload_layers = -1" 2 "--set \"|layout.activation_offload_layers = -1" -- run "${SMALL[@]}" --set layout.activation_offload_layers=-1
-bad "layout.adam_moments_bf16 with sgd" 2 "small.json|layout.adam_moments_bf16 = true|not \"sgd\"" -- run "${SMALL[@]}" --set layout.adam_moments_bf16=true --set layout.optimizer=sgd
-bad "layout.fp8_attention with bf16" 2 "small.json|layout.fp8_attention = true|\"bf16\"" -- run "${SMALL[@]}" --set layout.fp8_attention=true --set layout.precision=bf16
+bad "layout.adam_moments_bf16 with sgd" 2 "--set \"layout.adam_moments_bf16=true\"|layout.adam_moments_bf16 = true|not \"sgd\"" -- run "${SMALL[@]}" --set layout.adam_moments_bf16=true --set layout.optimizer=sgd
+bad "layout.fp8_attention with bf16" 2 "--set \"layout.fp8_attention=true\"|layout.fp8_attention = true|\"bf16\"" -- run "${SMALL[@]}" --set layout.fp8_attention=true --set layout.precision=bf16
 bad "layout.zero_stage = 7" 2 "--set \"|layout.zero_stage = 7" -- run "${SMALL[@]}" --set layout.zero_stage=7
-bad "layout.vpp = 3" 2 "small.json|layout.vpp = 3" -- run "${SMALL[@]}" --set layout.vpp=3
-bad "layout.cp = 3" 2 "small.json|layout.cp = 3" -- run "${SMALL[@]}" --set layout.cp=3
+bad "layout.pipeline_layout from a --set" 2 "--set \"layout.pipeline_layout=t*2147483647\"|a repeat count is above the limit of 4096" -- run "${SMALL[@]}" --set "layout.pipeline_layout=t*2147483647"
+bad "layout.vpp = 3" 2 "--set \"layout.vpp=3\"|layout.vpp = 3" -- run "${SMALL[@]}" --set layout.vpp=3
+bad "layout.cp = 3" 2 "--set \"layout.cp=3\"|layout.cp = 3" -- run "${SMALL[@]}" --set layout.cp=3
 bad "layout.layers_per_stage wrong sum" 2 "small.json|layout.layers_per_stage sums to 9" -- run "${SMALL[@]}" --set 'layout.layers_per_stage=[4,5]'
 bad "layout.layers_per_stage not an array" 2 "--set \"|layout.layers_per_stage = 3 must be an array" -- run "${SMALL[@]}" --set layout.layers_per_stage=3
 bad "layout.dp_bucket_size without unit" 2 "--set \"|layout.dp_bucket_size = 5" -- run "${SMALL[@]}" --set layout.dp_bucket_size=5

@@ -152,7 +152,7 @@ check_bad "5c quantity with the wrong unit" wrongunit "topology.scale_up.latency
     -- run "${SMALL[@]}" --set topology.scale_up.latency=1GBps
 check_bad "5d negative bandwidth" negative "topo-negative-bandwidth.json" "topology.scale_up.bandwidth_per_gpu" \
     '"-300GBps"' "negative" -- run --topology "$DATA/topo-negative-bandwidth.json" --workload "$W"
-check_bad "5e tp does not divide heads (default run)" tp7 "gpt3-175b" \
+check_bad "5e tp does not divide heads (default run; the --set blamed)" tp7 '--set "layout.tp=7"' \
     "layout.tp = 7 does not divide model.heads = 96" -- run --set layout.tp=7
 check_bad "5f GPUs do not match the layout (default run)" gpus "gpt3-175b" "layout.tp * layout.pp * layout.dp" \
     "1024" "cluster's GPUs = 16" -- run --set topology.nodes=2
