@@ -225,6 +225,13 @@ LinkName parse_link_name(const std::string& name, const std::string& option) {
     return n;
 }
 
+namespace {
+/// --link bandwidth=F: the smallest factor of the link's rate (1/1000; `down` for none).
+constexpr double kMinLinkBandwidthFactor = 1e-3;
+/// --link latency=T: the largest added latency, as a topology latency's range (limits.hpp).
+constexpr double kMaxLinkExtraLatencyS = 1.0;
+}  // namespace
+
 LinkPerturbation parse_link(const std::string& value) {
     const std::string opt = "--link";
     LinkPerturbation p;
@@ -241,11 +248,20 @@ LinkPerturbation parse_link(const std::string& value) {
         const auto& [k, v] = fields[i];
         if (k == "bandwidth") {
             p.bandwidth_factor = number(opt, value, k, v);
-            if (!(p.bandwidth_factor > 0 && p.bandwidth_factor <= 1))
+            // At least 1/1000 of the link's rate: below it a flow's time passes the simulated range (a factor
+            // of 1e-300 overflowed it); such a link is down.
+            if (!(p.bandwidth_factor >= kMinLinkBandwidthFactor && p.bandwidth_factor <= 1))
                 throw InputError(
-                    fmt::format("{}: bandwidth = {} must be in (0, 1] (use down for 0)", option, v));
+                    fmt::format("{}: bandwidth = {} must be in [{}, 1] (use down for a link that "
+                                "carries nothing)",
+                                option, clip_for_message(v), kMinLinkBandwidthFactor));
         } else if (k == "latency") {
-            p.extra_latency = Time::seconds(parse_quantity(v, Dimension::time, option + ": latency", true));
+            const double s = parse_quantity(v, Dimension::time, option + ": latency", true);
+            // As the topology's latencies (0 .. 1 s, limits.hpp): 1e300 s passed the simulated range.
+            if (!(s >= 0 && s <= kMaxLinkExtraLatencyS))
+                throw InputError(fmt::format("{}: latency = {} must be between 0 and {} s", option,
+                                             clip_for_message(v), kMaxLinkExtraLatencyS));
+            p.extra_latency = Time::seconds(s);
         } else if (k == "down" && v.empty()) {
             if (n.kind != LinkName::Kind::node_nic && n.kind != LinkName::Kind::rail)
                 throw InputError(fmt::format("{}: down is modelled for NICs and rails only", option));
