@@ -143,9 +143,11 @@ Imported import_torchtitan(std::string_view toml_text, const std::string& file, 
 /// trainsim/config.hpp, "topology." keys to `topology`) to the imported workload, derives layout.dp again
 /// from imp.gpus unless an assignment names layout.dp (then imp.gpus becomes tp * pp * cp * dp), and checks
 /// the workload as `trainsim run` would (parse_workload, check_layout for imp.gpus GPUs). The import_*
-/// functions return their document unchecked: call this before writing it. Throws InputError naming the
-/// field and value.
-void finish_import(Imported& imp, const std::vector<std::string>& sets, nlohmann::json& topology);
+/// functions return their document unchecked: call this before writing it. With assignments, the topology
+/// is checked too (parse_topology, `topology_label` naming it). Throws InputError naming the field and value;
+/// a value an assignment gave is blamed on it ("--set \"model.layers=0\": ...", blame_set).
+void finish_import(Imported& imp, const std::vector<std::string>& sets, nlohmann::json& topology,
+                   const std::string& topology_label = "(default topology)");
 
 /// The workload document as a file: "name", "description", "model", "layout" in that order, the fields of
 /// model and layout in the loader's order (model_fields(), layout_fields()), two-space indentation, a final

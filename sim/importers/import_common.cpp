@@ -90,7 +90,8 @@ long long layout_int(const nlohmann::json& layout, const char* key, long long fa
 }
 }  // namespace
 
-void finish_import(Imported& imp, const std::vector<std::string>& sets, nlohmann::json& topology) {
+void finish_import(Imported& imp, const std::vector<std::string>& sets, nlohmann::json& topology,
+                   const std::string& topology_label) {
     bool dp_set = false;
     for (const auto& s : sets) {
         apply_override(topology, imp.workload, s);
@@ -108,8 +109,19 @@ void finish_import(Imported& imp, const std::vector<std::string>& sets, nlohmann
         else
             layout["dp"] = importers_detail::derive_dp(imp.gpus, grid, name);
     }
-    const Workload w = parse_workload(imp.workload, name);
-    check_layout(w.model, w.layout, imp.gpus);
+    // A topology value an assignment made invalid is refused here, as `run` would (import wrote it with exit
+    // 0 when no --topology-out was asked for).
+    if (!sets.empty())
+        parse_blaming_sets(sets, topology_label, [&] { return parse_topology(topology, topology_label); });
+    parse_blaming_sets(sets, name, [&] {
+        const Workload w = parse_workload(imp.workload, name);
+        try {
+            check_layout(w.model, w.layout, imp.gpus);
+        } catch (const InputError& e) {
+            throw InputError(fmt::format("{}: {}", name, e.what()));
+        }
+        return 0;
+    });
 }
 
 namespace {

@@ -108,6 +108,8 @@ bad "run --trace to /dev/full" 2 "/dev/full: is a device" -- run "${SMALL[@]}" -
 bad "run past --max-events" 2 "passed its bound of 1000 events (flow-rate update steps counted as events) and was stopped|--max-events 1000" -- run "${SMALL[@]}" --max-events 1000 --trace t.json
 # Two outputs naming one file, or an output naming an input (check_distinct_outputs): refused before anything runs.
 bad "run --trace and --html one file" 2 "--html ./t.json: names the same file as --trace t.json|two outputs cannot share a file" -- run "${SMALL[@]}" --trace t.json --html ./t.json
+bad "import --set topology.nodes=0 (no --topology-out)" 2 "--set \"topology.nodes=0\": topology.nodes = 0 must be positive" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" --set topology.nodes=0
+bad "import --set model.layers=0" 2 "--set \"model.layers=0\": model.layers = 0 must be positive" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" --set model.layers=0
 bad "import -o and --topology-out one file" 2 "--topology-out a.json: names the same file as --out a.json" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" -o a.json --topology-out a.json
 bad "sweep --csv over its workload" 2 "--csv $SMALL_W: names the same file as --workload $SMALL_W|an output never replaces an input" -- sweep --gpus 16 --topology "$TOPO" --workload "$SMALL_W" --csv "$SMALL_W"
 # A trace past limits::kMaxTraceBytes (1 GB): refused at once from its estimate, or stopped when the streamed file

@@ -179,7 +179,7 @@ int import_workload_command(const std::vector<std::string>& all) {
     Imported imp;
     try {
         imp = run_importer(kind, o, words, target);
-        finish_import(imp, o.sets, topo);
+        finish_import(imp, o.sets, topo, o.topology.empty() ? "(default topology)" : o.topology);
     } catch (const InputError& e) {
         const std::string_view what = e.what();
         if (what.rfind(source, 0) == 0 || what.rfind("import ", 0) == 0 || what.rfind("--", 0) == 0) throw;
