@@ -83,8 +83,9 @@ Time parse_time(std::string_view text, const std::string& where);
 Bandwidth parse_bandwidth(std::string_view text, const std::string& where);
 double parse_bytes(std::string_view text, const std::string& where);
 
-/// Parses a count: a positive finite number with an optional decimal suffix K (1e3), M (1e6), B (1e9) or T
-/// (1e12), e.g. "15T", "2.5e12", "300B". Throws InputError naming `where` and the value when it is not one.
+/// Parses a count: a finite decimal number of at least 1 with an optional suffix K (1e3), M (1e6), B (1e9) or
+/// T (1e12), e.g. "15T", "2.5e12", "300B" (no hexadecimal). Throws InputError naming `where` and the value
+/// when it is not one.
 double parse_count(std::string_view text, const std::string& where);
 
 inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;

@@ -168,8 +168,10 @@ double parse_count(std::string_view text, const std::string& where) {
     }
     char* end = nullptr;
     const double value = number.empty() ? 0.0 : std::strtod(number.c_str(), &end);
+    // strtod also reads hexadecimal ("0x10"), which a count never is; a count is at least 1.
     if (number.empty() || end != number.c_str() + number.size() || !std::isfinite(value * scale) ||
-        !(value > 0) || std::isspace(static_cast<unsigned char>(number.front())))
+        !(value * scale >= 1) || std::isspace(static_cast<unsigned char>(number.front())) ||
+        number.find_first_of("xX") != std::string::npos)
         throw InputError(fmt::format(
             "{} = \"{}\" is not a positive count: a number with an optional K, M, B or T suffix (e.g. 15T)",
             where, clip_for_message(std::string(text))));

@@ -299,6 +299,22 @@ bad "sweep of an FP8 workload on A100 (precision is not a grid axis)" 2 "small.j
 bad "sweep of an MXFP8 workload on H100" 2 "small.json|layout.fp8_recipe = \"mxfp8\" needs block-scaled tensor cores" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --set topology.gpu=H100-SXM5-80GB --set layout.precision=fp8 --set layout.fp8_recipe=mxfp8
 bad "sweep of 1,000 cluster sizes (grid points above the limit)" 2 "sweep: the grid holds at least|above the limit of 500000" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus "$(seq -s, 8 8 8000)"
 bad "sweep --vary with 3,000 micro-batch sizes (one size above the grid limit)" 2 "sweep: the grid holds more than 500000 layouts on 16 GPUs" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --vary "micro_batch=$(seq -s, 1 3000)" --vary cp=1,2,4,8,16
+bad "run --tokens in hexadecimal" 2 "run: --tokens = \"0x10\" is not a positive count" -- run "${SMALL[@]}" --tokens 0x10
+bad "run --tokens below one" 2 "run: --tokens = \"0.5\" is not a positive count" -- run "${SMALL[@]}" --tokens 0.5
+bad "run --trace-ranks without --trace" 2 "run: --trace-ranks needs --trace FILE" -- run "${SMALL[@]}" --trace-ranks all
+bad "validate --tolerance inf" 2 "validate: --tolerance = inf must be a percentage from 0 to 1e6" -- validate "$ROOT/tests/validation/public_runs.json" --tolerance inf
+# A kernel profile 100x faster than measured (its GEMMs far above the H100's peak): fit refuses the constants it
+# would land on rather than write a calibration that --calibration refuses.
+python3 - "$ROOT/topologies/profiles/h100-sxm5-80gb.json" "$TMP/fast-profile.json" <<'PY'
+import json, re, sys
+p = json.load(open(sys.argv[1]))
+for g in p["gemm"]:
+    for k in ("time", "min", "max"):
+        v = float(re.match(r"[0-9.e+-]+", g[k]).group(0)) / 100
+        g[k] = repr(v) + "us"
+json.dump(p, open(sys.argv[2], "w"))
+PY
+bad "fit --profile faster than the GPU's peak" 2 "fit: the constants fitted to $TMP/fast-profile.json are outside their ranges|faster than the GPU's datasheet peak" -- fit --gpu H100-SXM5-80GB --profile "$TMP/fast-profile.json" --out cal.json
 bad "sweep --tokens with a bad suffix" 2 "sweep: --tokens = \"15X\" is not a positive count" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --tokens 15X
 bad "sweep --gpu-hour-price without --tokens" 2 "sweep: --gpu-hour-price needs --tokens" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --gpu-hour-price 2
 bad "run --tokens 0" 2 "run: --tokens = \"0\" is not a positive count" -- run "${SMALL[@]}" --tokens 0

@@ -105,6 +105,20 @@ nlohmann::json step_time_fit_json(const StepTimeFit& fit, const std::vector<std:
     return j;
 }
 
+/// A fit whose constants land outside the ranges the calibration loader accepts (an efficiency above 1:
+/// measurements faster than the GPU's peak) is refused (InputError, exit 2): trainsim never writes a file it
+/// would refuse to read (a GEMM row at 22 PFLOP/s on H100 gave gemm_max_efficiency 22.3 with exit 0).
+void refuse_out_of_range(const nlohmann::json& calibration, const std::string& from) {
+    try {
+        parse_calibration(calibration, "the fitted calibration");
+    } catch (const InputError& e) {
+        throw InputError(
+            fmt::format("fit: the constants fitted to {} are outside their ranges ({}); are the "
+                        "measurements faster than the GPU's datasheet peak?",
+                        from, e.what()));
+    }
+}
+
 int fit_profile(const std::vector<std::string>& args, const std::string& profile_file, std::string gpu_name,
                 const std::string& fit_prefix, const std::vector<std::string>& attention_held_out,
                 const std::string& out_file) {
@@ -155,6 +169,7 @@ int fit_profile(const std::vector<std::string>& args, const std::string& profile
                 r.measured_s * 1e3, r.predicted_after_s * 1e3, r.error_pct(), r.error_before_pct());
     }
     nlohmann::json j = to_json(cal);
+    refuse_out_of_range(j, profile_file);
     j["fit"] = {
         {"objective", "per stage, sum of squared log(predicted/measured) kernel time (Levenberg-Marquardt)"},
         {"profile", profile_file},
@@ -240,7 +255,9 @@ int fit_command(const std::vector<std::string>& args) {
     for (std::size_t i = 0; i < fit.steps.size(); ++i)
         std::cerr << fmt::format("fit: iteration {}: rms log error {:.4f} -> {:.4f}\n", i + 1,
                                  fit.steps[i].rms_log_error_before, fit.steps[i].rms_log_error_after);
-    const std::string text = step_time_fit_json(fit, options.constants, command_line(args)).dump(2) + "\n";
+    const nlohmann::json fitted = step_time_fit_json(fit, options.constants, command_line(args));
+    refuse_out_of_range(fitted, "the measured runs");
+    const std::string text = fitted.dump(2) + "\n";
     if (out_file.empty())
         std::cout << text;
     else

@@ -51,11 +51,14 @@ int import_command(const std::vector<std::string>& args) {
                 ? j["device"]["gpu"].get<std::string>()
                 : "";
         gpu = catalog_name(device);
+        // The value as the file holds it (a number, an object, or nothing), not the empty name read from it.
+        const std::string shown =
+            j.contains("device") && j["device"].is_object() && j["device"].contains("gpu")
+                ? clip_for_message(j["device"]["gpu"].dump())
+                : "(missing)";
         if (gpu.empty())
-            throw InputError(
-                fmt::format("{}: device.gpu = \"{}\" has no catalog name known to the importer; "
-                            "give --gpu NAME",
-                            in, device));
+            throw InputError(fmt::format(
+                "{}: device.gpu = {} has no catalog name known to the importer; give --gpu NAME", in, shown));
     }
     const std::string source = fmt::format(
         "Imported by `trainsim profile import {}{}` from the reference measurements {} (format "
@@ -64,6 +67,13 @@ int import_command(const std::vector<std::string>& args) {
         in, vm.count("gpu") ? " --gpu " + gpu : "", in);
     const Profile p = import_kernel_measurements(j, in, gpu, source);
     const std::string text = to_json(p).dump(1) + "\n";
+    // A profile larger than an input file may be (config.hpp) could not be read back: a 64 MiB measurements
+    // file of 609,303 GEMM rows wrote a 117 MB profile that --profile then refused.
+    if (text.size() > kMaxInputFileBytes)
+        throw InputError(
+            fmt::format("{}: the profile would be {:.0f} MiB, past the {} MiB an input file may hold "
+                        "(config.hpp); give fewer kernel rows",
+                        in, static_cast<double>(text.size()) / (1 << 20), kMaxInputFileBytes >> 20));
     if (out_file.empty())
         std::cout << text;
     else

@@ -142,6 +142,8 @@ TraceSelection trace_selection(const RunArgs& a, const po::variables_map& vm) {
         throw InputError("run: --trace needs a file name (it is empty: \"\")");
     if (!vm.count("trace") && vm.count("trace-window"))
         throw InputError("run: --trace-window needs --trace FILE");
+    if (!vm.count("trace") && vm.count("trace-ranks"))
+        throw InputError("run: --trace-ranks needs --trace FILE");
     TraceSelection sel;
     sel.ranks = a.trace_ranks == "all"      ? TraceRanks::all
                 : a.trace_ranks == "stages" ? TraceRanks::stages

@@ -48,7 +48,7 @@ std::string runs_table(const ValidationResult& res, double tolerance) {
     std::size_t id_width = 40;
     for (const auto& file : res.files)
         for (const auto& r : file.runs)
-            id_width = std::max(id_width, r.id.size());
+            id_width = std::max(id_width, clip_for_message(r.id, 200).size());
     auto row = [&](const std::string& id, const std::string& meas, const std::string& pred,
                    const std::string& err, const std::string& mmeas, const std::string& mpred,
                    const std::string& merr, const std::string& status) {
@@ -60,9 +60,9 @@ std::string runs_table(const ValidationResult& res, double tolerance) {
     auto error = [](const std::optional<double>& v) { return v ? pct(*v) : "-"; };
     std::string table =
         row("run", "measured", "predicted", "error", "peak meas", "peak pred", "error", "status");
-    for (const auto& file : res.files)
+    for (const auto& file : res.files)  // ids with control characters escaped (clip_for_message)
         for (const auto& r : file.runs)
-            table += row(r.id, seconds(r.measured_step_s), seconds(r.predicted_step_s),
+            table += row(clip_for_message(r.id, 200), seconds(r.measured_step_s), seconds(r.predicted_step_s),
                          error(r.step_error_pct), gib(r.measured_peak_gib), gib(r.predicted_peak_gib),
                          error(r.peak_error_pct), status_text(r, tolerance));
     return table;
@@ -189,8 +189,9 @@ int validate_command(const std::vector<std::string>& args) {
     po::variables_map vm;
     if (!parse_file_command(args, desc, vm, "validate")) return kExitOk;
     if (files.empty()) throw InputError("validate: no measured-run file given");
-    if (!(options.tolerance_pct >= 0))
-        throw InputError(fmt::format("--tolerance = {} must be >= 0", options.tolerance_pct));
+    if (!(options.tolerance_pct >= 0 && options.tolerance_pct <= 1e6))
+        throw InputError(fmt::format("validate: --tolerance = {} must be a percentage from 0 to 1e6",
+                                     options.tolerance_pct));
     if (vm.count("max-mape") && !(gate.max_mape_pct >= 0 && gate.max_mape_pct <= 1e6))
         throw InputError(fmt::format("--max-mape = {} must be a percentage >= 0", gate.max_mape_pct));
     check_jobs(options.jobs, "");
