@@ -361,15 +361,24 @@ bool mlperf_nemo_fp8_params(const json& ext) {
     return major >= 4;
 }
 
-DomainInfo read_domain(const json& ext) {
+/// extensions.cluster's NVLink domain and tray sizes: a GPU count in 1 .. limits::kMaxGpusPerNode is read;
+/// any other value (a negative, a fraction, 1e300, text) is listed in `ignored` (null: not stated).
+DomainInfo read_domain(const json& ext, std::vector<std::string>& ignored) {
     DomainInfo d;
     if (!ext.is_object() || !ext.contains("cluster") || !ext.at("cluster").is_object()) return d;
     const auto& c = ext.at("cluster");
-    if (c.contains("nvlink_domain_gpus") && c.at("nvlink_domain_gpus").is_number_integer())
-        d.nvlink_domain_gpus = c.at("nvlink_domain_gpus").get<int>();
-    if (c.contains("gpus_per_tray") && c.at("gpus_per_tray").is_number_integer() &&
-        c.at("gpus_per_tray").get<int>() > 0)
-        d.gpus_per_tray = c.at("gpus_per_tray").get<int>();
+    auto count = [&](const char* key) -> std::optional<int> {
+        if (!c.contains(key) || c.at(key).is_null()) return std::nullopt;
+        const json& v = c.at(key);
+        if (v.is_number_integer() && v.get<std::int64_t>() >= 1 &&
+            v.get<std::int64_t>() <= limits::kMaxGpusPerNode)
+            return static_cast<int>(v.get<std::int64_t>());
+        ignored.push_back(fmt::format("extensions.cluster.{} = {} (not a GPU count in 1 .. {})", key,
+                                      clip_for_message(v.dump()), limits::kMaxGpusPerNode));
+        return std::nullopt;
+    };
+    d.nvlink_domain_gpus = count("nvlink_domain_gpus");
+    d.gpus_per_tray = count("gpus_per_tray");
     return d;
 }
 
@@ -977,7 +986,7 @@ void parse_run(const json& row, const std::string& file, MeasuredRun& run) {
     run.source = rr.string("source");
     const json no_ext;
     const json& ext = rr.has("extensions") ? rr.raw("extensions") : no_ext;
-    run.topology = parse_cluster(rr.object("cluster"), read_domain(ext), run.notes);
+    run.topology = parse_cluster(rr.object("cluster"), read_domain(ext, run.ignored), run.notes);
     run.model = parse_model(rr.raw("model"), file, where + " model");
     run.model.name = run.id;
     json training = rr.raw("training");

@@ -618,3 +618,25 @@ TEST_CASE(
         parse_measured_runs(json{{"format", "trainsim-measured-runs/1"}, {"runs", {stated}}}, "runs.json");
     CHECK_FALSE(g.runs[0].layout.torch_compile);
 }
+
+TEST_CASE("measured runs: an NVLink domain or tray size that is no GPU count is listed as ignored") {
+    for (const nlohmann::json& bad : {nlohmann::json(-5), nlohmann::json(1e300), nlohmann::json("72")}) {
+        CAPTURE(bad.dump());
+        const MeasuredRun r =
+            parse_measured_runs(
+                trainsim::test::one_row_runs_file({{"cluster", {{"nvlink_domain_gpus", bad}}}}), "f")
+                .runs.at(0);
+        REQUIRE_FALSE(r.error);
+        bool listed = false;
+        for (const std::string& i : r.ignored)
+            listed = listed || i.find("extensions.cluster.nvlink_domain_gpus = " + bad.dump()) == 0;
+        CHECK(listed);
+    }
+    const MeasuredRun ok =
+        parse_measured_runs(trainsim::test::one_row_runs_file(
+                                {{"cluster", {{"nvlink_domain_gpus", 8}, {"gpus_per_tray", nullptr}}}}),
+                            "f")
+            .runs.at(0);
+    for (const std::string& i : ok.ignored)
+        CHECK(i.find("extensions.cluster") == std::string::npos);
+}

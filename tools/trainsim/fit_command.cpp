@@ -244,6 +244,14 @@ int fit_command(const std::vector<std::string>& args) {
     check_jobs(jobs, "");
     StepTimeFitOptions options;
     options.constants = comma_separated(constants, true);
+    for (const std::string& name : options.constants) {  // an unknown name, named with its option
+        try {
+            GpuSpec probe;
+            (void)gpu_constant(probe, name);
+        } catch (const InputError& e) {
+            throw InputError(fmt::format("fit: --constants: {}", e.what()));
+        }
+    }
     options.max_iterations = max_iterations;
     options.jobs = jobs;
     const GpuSpec catalog = find_gpu(gpu_name, "--gpu");

@@ -182,6 +182,10 @@ int import_workload_command(const std::vector<std::string>& all) {
         finish_import(imp, o.sets, topo, o.topology.empty() ? "(default topology)" : o.topology);
     } catch (const InputError& e) {
         const std::string_view what = e.what();
+        // The sequence length --seq gave, refused by the workload's range: blamed on --seq.
+        if (const auto at = what.find("model.seq_len = ");
+            vm.count("seq") && at != std::string_view::npos && what.rfind("--", 0) != 0)
+            throw InputError(fmt::format("{}: --seq {}: {}", command, o.seq, what.substr(at)));
         if (what.rfind(source, 0) == 0 || what.rfind("import ", 0) == 0 || what.rfind("--", 0) == 0) throw;
         const std::string_view rest = what.rfind("hf-import: ", 0) == 0 ? what.substr(11) : what;
         throw InputError(fmt::format("{}: {}", source, rest));
