@@ -75,6 +75,14 @@ inline constexpr std::int64_t kMaxGpuLayerPassesPerStudy = std::int64_t{1} << 26
 /// threads. The documented 100-seed jitter study of Llama 3 70B on 1,024 H100 (about 240,000 events and
 /// steps per seed, 660,000 allowed) is inside.
 inline constexpr std::int64_t kMaxWhatIfStudyEvents = std::int64_t{1} << 26;
+/// The weight of one DeepSpeed ZeRO-3 layer pass in the GPU layer-pass limit (kMaxGpuLayerPassesPerStep):
+/// its per-module weight fetches over DP and per-module gradient reductions make it dearer than a plain
+/// pass. Measured (Release, 2026-11-25) on Llama 3 8B over 1,024 H100 (TP 2, DP 512): at global batch
+/// 65,536 (2^22 GPU layer passes) 39.7 s of CPU with ZeRO-3 against 10.1 s without, about 4x; at 32,768
+/// (2^21) 21.0 s, at 16,384 10.5 s. A weight of 8 admits the 16,384 one and refuses the 32,768 one, so the
+/// costliest admitted ZeRO-3 run stays near the ~10 s of the plain limit's. The published ZeRO-3 runs
+/// (Narayanan et al. 2021 Table 2, at most 235,200 GPU layer passes, 1.9 M weighted) stay inside.
+inline constexpr std::int64_t kDeepSpeedStage3PassWeight = 8;
 /// Bytes of a Chrome trace (`run --trace`): refused before the run when the estimate (estimate_trace, the
 /// whole iteration) passes it, and stopped with exit 2 when the streamed file passes it (a --trace-window's
 /// share is not known before the run), the partial file removed. The default run's 310 MB trace takes

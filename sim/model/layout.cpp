@@ -144,6 +144,18 @@ void size_violations(const ModelSpec& m, const Layout& l, Violations& out) {
                 return;
             }
         }
+        // DeepSpeed ZeRO-3 fetches every module's weights over DP and reduces its gradients per module: a
+        // layer pass costs about 4 plain ones; it weighs 8 (limits::kDeepSpeedStage3PassWeight).
+        if (l.framework == Framework::deepspeed && l.zero_stage == 3) {
+            out.at_most(
+                fmt::format("(model.layers + model.mtp_layers) * micro-batches per step * layout.dp * "
+                            "layout.cp * layout.tp * {0} (GPU layer passes per step, a DeepSpeed ZeRO-3 pass "
+                            "weighing {0})",
+                            limits::kDeepSpeedStage3PassWeight),
+                passes * std::max<std::int64_t>(l.tp, 1) * limits::kDeepSpeedStage3PassWeight,
+                limits::kMaxGpuLayerPassesPerStep);
+            return;
+        }
         // passes <= 2^21 here and layout.tp is bounded by its range: the product stays far inside 64 bits.
         out.at_most(
             "(model.layers + model.mtp_layers) * micro-batches per step * layout.dp * layout.cp * layout.tp "

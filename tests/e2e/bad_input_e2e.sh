@@ -110,6 +110,7 @@ bad "run past --max-events" 2 "passed its bound of 1000 events (flow-rate update
 bad "run --trace and --html one file" 2 "--html ./t.json: names the same file as --trace t.json|two outputs cannot share a file" -- run "${SMALL[@]}" --trace t.json --html ./t.json
 bad "import --set topology.nodes=0 (no --topology-out)" 2 "--set \"topology.nodes=0\": topology.nodes = 0 must be positive" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" --set topology.nodes=0
 bad "import --set model.layers=0" 2 "--set \"model.layers=0\": model.layers = 0 must be positive" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" --set model.layers=0
+bad "DeepSpeed ZeRO-3 past the weighted layer-pass limit" 2 "llama3-8b.json|a DeepSpeed ZeRO-3 pass weighing 8|is above the limit of 8388608" -- run --topology "$ROOT/topologies/dgx-h100.json" --workload "$ROOT/workloads/llama3-8b.json" --set layout.global_batch=32768 --set layout.zero_stage=3 --set layout.framework=deepspeed
 bad "import --seq past the limit" 2 "import hf: --seq 20000000: model.seq_len = 20000000 is above the limit" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" --seq 20000000
 bad "fit --constants unknown" 2 "fit: --constants: \"foo\" is not a calibratable GPU constant" -- fit "$ROOT/tests/validation/public_runs.json" --gpu A100-SXM4-80GB --constants foo
 bad "import -o and --topology-out one file" 2 "--topology-out a.json: names the same file as --out a.json" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" -o a.json --topology-out a.json
