@@ -141,6 +141,10 @@ struct TopologySpec {
     int gpus() const { return nodes * gpus_per_node; }  ///< after check_topology: at most limits::kMaxGpus
     /// GPUs of one host: gpus_per_host, or gpus_per_node when a node is one host.
     int host_gpus() const { return gpus_per_host > 0 ? gpus_per_host : gpus_per_node; }
+
+    /// Every field equal (validate simulates runs with equal inputs once; `profile` compares by
+    /// pointer: runs share the one profile validate attaches).
+    friend bool operator==(const TopologySpec&, const TopologySpec&) = default;
 };
 
 /// The GPU of `spec`: its calibrated entry (gpu_calibrated), else the catalog's entry for `spec.gpu`. Throws

@@ -125,6 +125,9 @@ struct GpuSpec {
     /// Peak dense FLOP/s for GEMMs in the given precision. Throws InputError if the GPU lacks it (fp8 on
     /// A100).
     double peak_flops(Precision p) const;
+
+    /// Every field equal (validate simulates runs with equal inputs once).
+    friend bool operator==(const GpuSpec&, const GpuSpec&) = default;
 };
 
 /// Looks up a GPU by catalog name or alias (gpu_aliases()). Throws InputError naming `where` and listing the

@@ -152,11 +152,13 @@ struct RecomputeModules {
     bool layernorm = false, mlp = false, moe = false, moe_act = false, shared_experts = false;
     /// Anything beyond Megatron's default ["core_attn"].
     bool beyond_default() const { return !core_attn || layernorm || mlp || moe || moe_act || shared_experts; }
+    friend bool operator==(const RecomputeModules&, const RecomputeModules&) = default;
 };
 
 /// The linear layers of a transformer block that LoRA adapters may target.
 struct LoraTargets {
     bool qkv = true, proj = true, fc1 = true, fc2 = true;  ///< QLoRA's "all linear layers" by default
+    friend bool operator==(const LoraTargets&, const LoraTargets&) = default;
 };
 
 struct Layout {
@@ -403,6 +405,9 @@ struct Layout {
     bool apex_param_remainders() const {
         return apex_distributed_adam && optimizer == Optimizer::adam && precision != Precision::fp16;
     }
+
+    /// Every field equal (validate simulates runs with equal inputs once).
+    friend bool operator==(const Layout&, const Layout&) = default;
 };
 
 /// The layout's fields as a workload file's "layout" object writes them (include/trainsim/schema.hpp): name,

@@ -166,6 +166,9 @@ struct ModelSpec {
     double model_flops(double sequences) const;
     /// Forward FLOPs of one transformer layer for `tokens` tokens (the same count, one third of fwd+bwd).
     double layer_forward_flops(double tokens) const;
+
+    /// Every field equal (validate simulates runs with equal inputs once).
+    friend bool operator==(const ModelSpec&, const ModelSpec&) = default;
 };
 
 /// The names of MlpKind's values in enum order ("gelu", "swiglu").

@@ -11,6 +11,7 @@
 // (GB/s; busbw = algbw x busbw_factor, nccl-tests PERFORMANCE.md).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -110,6 +111,13 @@ struct ValidationOptions {
     /// Processes that share the runs (MPI ranks, process_group.hpp spread_map); every process gets the whole
     /// result, the same as one process's. Null: this process alone.
     ProcessGroup* processes = nullptr;
+    /// Called once, before any simulation, with the ids of the selected runs in output order (the files'
+    /// order). Null: not called.
+    std::function<void(const std::vector<std::string>&)> on_ids;
+    /// Called once per selected run, in output order, as soon as that run and every run before it are
+    /// compared (what validate_runs returns for it), so that a caller can print the table as it fills; from
+    /// the worker threads, one call at a time. Under processes, the calls come after every simulation.
+    std::function<void(const RunValidation&)> on_run;
 };
 
 /// Simulates and compares the selected rows of `files` (already parsed; the calibration and the profile are

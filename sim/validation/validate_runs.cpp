@@ -1,5 +1,8 @@
 // Measured runs simulated and compared (include/trainsim/validation.hpp).
+#include <algorithm>
 #include <cstdint>
+#include <mutex>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -71,6 +74,113 @@ RunPrediction predict_run(const MeasuredRun& run) {
     }
     return p;
 }
+
+RunValidation compare_run(const MeasuredRun& run, const RunPrediction* predicted);
+
+/// Whether two runs are the same simulation: equal topology (with its calibration and profile), model and
+/// layout. Published tables repeat a layout across software versions (Megatron-Bridge's 26.02 and 26.04.01
+/// rows of one model and system): such runs get the same prediction, so it is computed once.
+bool same_inputs(const MeasuredRun& a, const MeasuredRun& b) {
+    return a.topology == b.topology && a.model == b.model && a.layout == b.layout;
+}
+
+/// The predictions of the runs to simulate and the hand-over of the compared runs to options.on_run in
+/// output order, each as soon as it and every run before it are ready.
+class RunPredictions {
+  public:
+    /// `rows`: the selected runs in output order; rows[i] is simulated when simulated[i].
+    RunPredictions(std::vector<const MeasuredRun*> rows, std::vector<char> simulated,
+                   const ValidationOptions& options)
+        : rows_(std::move(rows)),
+          simulated_(std::move(simulated)),
+          options_(options),
+          ready_(rows_.size(), nullptr) {
+        same_as_.resize(rows_.size());
+        for (std::size_t i = 0; i < rows_.size(); ++i) {
+            same_as_[i] = i;
+            if (!simulated_[i]) continue;
+            for (std::size_t d : distinct_)
+                if (same_inputs(*rows_[d], *rows_[i])) {
+                    same_as_[i] = d;
+                    break;
+                }
+            if (same_as_[i] == i) distinct_.push_back(i);
+        }
+        order_costliest_first();
+    }
+
+    /// Simulates each distinct run once (a duplicate whose simulation refused its input again under its own
+    /// id, so that its error names it) and returns every row's prediction (empty for a row not simulated).
+    std::vector<RunPrediction> run() {
+        own_.resize(rows_.size());
+        const bool spread = options_.processes && options_.processes->size() > 1;
+        const std::vector<RunPrediction> computed = spread_map(
+            distinct_.size(), options_.jobs, options_.processes,
+            [&](std::size_t k) {
+                RunPrediction p = predict_run(*rows_[distinct_[k]]);
+                if (!spread) publish(distinct_[k], p);
+                return p;
+            },
+            encode_prediction,
+            [](const std::string& bytes, std::size_t) { return decode_prediction(bytes); });
+        if (spread)  // the other processes' predictions arrive at the end
+            for (std::size_t k = 0; k < distinct_.size(); ++k)
+                publish(distinct_[k], computed[k]);
+        std::vector<RunPrediction> out(rows_.size());
+        for (std::size_t i = 0; i < rows_.size(); ++i)
+            if (simulated_[i]) out[i] = *ready_[i];
+        return out;
+    }
+
+  private:
+    /// The order the distinct runs are handed to the threads: the jobs - 1 with the most GPUs first (the
+    /// simulation's work grows with the ranks: the 10,752-GPU MLPerf row takes a fifth of the 2026 file's
+    /// CPU time), then the rest in output order, so that one thread streams the table from its top while
+    /// the others take the costliest. The results do not depend on it.
+    void order_costliest_first() {
+        const std::size_t first =
+            std::min<std::size_t>(distinct_.size(), static_cast<std::size_t>(std::max(options_.jobs, 1) - 1));
+        std::vector<std::size_t> by_gpus = distinct_;
+        std::stable_sort(by_gpus.begin(), by_gpus.end(), [&](std::size_t a, std::size_t b) {
+            return rows_[a]->topology.gpus() > rows_[b]->topology.gpus();
+        });
+        std::vector<std::size_t> order(by_gpus.begin(), by_gpus.begin() + static_cast<std::ptrdiff_t>(first));
+        for (std::size_t d : distinct_)
+            if (std::find(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(first), d) ==
+                order.begin() + static_cast<std::ptrdiff_t>(first))
+                order.push_back(d);
+        distinct_ = std::move(order);
+    }
+
+    /// Records the prediction of distinct run d for d and its duplicates, then hands over the rows now
+    /// ready in order. Called from the worker threads.
+    void publish(std::size_t d, const RunPrediction& p) {
+        std::vector<std::pair<std::size_t, RunPrediction>> own;  // duplicates' own error predictions
+        if (p.input_error)
+            for (std::size_t i = d + 1; i < rows_.size(); ++i)
+                if (same_as_[i] == d) own.emplace_back(i, predict_run(*rows_[i]));
+        const std::scoped_lock lock(mutex_);
+        own_[d] = p;
+        for (auto& [i, q] : own)
+            own_[i] = std::move(q);
+        for (std::size_t i = d; i < rows_.size(); ++i)
+            if (simulated_[i] && same_as_[i] == d) ready_[i] = own_[i] ? &*own_[i] : &*own_[d];
+        while (next_ < rows_.size() && (!simulated_[next_] || ready_[next_])) {
+            if (options_.on_run) options_.on_run(compare_run(*rows_[next_], ready_[next_]));
+            ++next_;
+        }
+    }
+
+    std::vector<const MeasuredRun*> rows_;
+    std::vector<char> simulated_;
+    const ValidationOptions& options_;
+    std::vector<std::size_t> same_as_;   ///< the first row with the same inputs
+    std::vector<std::size_t> distinct_;  ///< the rows simulated, in the order handed out
+    std::mutex mutex_;
+    std::vector<std::optional<RunPrediction>> own_;  ///< by row: its own prediction, where computed
+    std::vector<const RunPrediction*> ready_;        ///< by row: its prediction, once known
+    std::size_t next_ = 0;                           ///< the first row not yet handed to on_run
+};
 
 /// Simulated time of one collective row on an otherwise idle cluster, seconds.
 double simulate_collective(const CollectiveRow& row) {
@@ -172,19 +282,22 @@ ValidationResult validate_runs(const std::vector<MeasuredRunsFile>& input, const
     const std::vector<MeasuredRunsFile> files = prepared(input, options);
     auto selected = [&](const std::string& id) { return options.only.empty() || options.only.count(id) > 0; };
     // The simulations, each independent, in parallel; everything after is in the files' order.
-    std::vector<const MeasuredRun*> to_simulate;
+    std::vector<const MeasuredRun*> rows;
+    std::vector<char> simulated;
+    std::vector<std::string> ids;
     std::vector<const CollectiveRow*> collectives_to_simulate;
     for (const auto& file : files) {
         for (const auto& run : file.runs)
-            if (selected(run.id) && !run.error && !run.unsupported) to_simulate.push_back(&run);
+            if (selected(run.id)) {
+                rows.push_back(&run);
+                simulated.push_back(!run.error && !run.unsupported);
+                ids.push_back(run.id);
+            }
         for (const auto& c : file.collectives)
             if (selected(c.id) && !c.error) collectives_to_simulate.push_back(&c);
     }
-    // Spread over processes too when given (process_group.hpp); the predictions travel encoded.
-    const std::vector<RunPrediction> predictions = spread_map(
-        to_simulate.size(), options.jobs, options.processes,
-        [&](std::size_t i) { return predict_run(*to_simulate[i]); }, encode_prediction,
-        [](const std::string& bytes, std::size_t) { return decode_prediction(bytes); });
+    if (options.on_ids) options.on_ids(ids);
+    const std::vector<RunPrediction> predictions = RunPredictions(rows, simulated, options).run();
     const std::vector<double> collective_s = spread_map(
         collectives_to_simulate.size(), options.jobs, options.processes,
         [&](std::size_t i) { return simulate_collective(*collectives_to_simulate[i]); },
@@ -192,14 +305,14 @@ ValidationResult validate_runs(const std::vector<MeasuredRunsFile>& input, const
         [](const std::string& bytes, std::size_t) { return from_cbor(bytes).get<double>(); });
 
     ValidationResult result;
-    std::size_t next_run = 0, next_collective = 0;
+    std::size_t next_row = 0, next_collective = 0;
     for (const auto& file : files) {
         FileValidation& out = result.files.emplace_back();
         out.notes = file.notes;
         for (const auto& run : file.runs) {
             if (!selected(run.id)) continue;
-            const bool simulated = !run.error && !run.unsupported;
-            out.runs.push_back(compare_run(run, simulated ? &predictions[next_run++] : nullptr));
+            const std::size_t i = next_row++;
+            out.runs.push_back(compare_run(run, simulated[i] ? &predictions[i] : nullptr));
         }
         for (const auto& c : file.collectives) {
             if (!selected(c.id)) continue;

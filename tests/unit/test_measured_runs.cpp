@@ -17,6 +17,7 @@
 #include "trainsim/program.hpp"
 #include "trainsim/simulate.hpp"
 #include "trainsim/sweep.hpp"
+#include "trainsim/validation.hpp"
 
 using namespace trainsim;
 using nlohmann::json;
@@ -639,4 +640,42 @@ TEST_CASE("measured runs: an NVLink domain or tray size that is no GPU count is 
             .runs.at(0);
     for (const std::string& i : ok.ignored)
         CHECK(i.find("extensions.cluster") == std::string::npos);
+}
+
+TEST_CASE("validate_runs: runs with equal inputs share one simulation, with the prediction of each") {
+    // a, b and d are the same simulation under three ids; c differs in one layout field (micro-batch 2),
+    // e in one model field (seq 1024), f in the topology (NIC rate). Each must get what its own
+    // simulation predicts, whatever the order the distinct simulations ran in and the thread count.
+    json c = run_row("c");
+    c["training"]["micro_batch"] = 2;
+    json e = run_row("e");
+    e["model"]["seq_len"] = 1024;
+    json f = run_row("f");
+    f["cluster"]["scale_out"]["nic_Gbps"] = 100;
+    f["cluster"]["gpus"] = 16;
+    f["training"]["dp"] = 4;
+    f["training"]["global_batch"] = 16;
+    const MeasuredRunsFile file =
+        parse_measured_runs(doc({run_row("a"), run_row("b"), c, run_row("d"), e, f}), "f.json");
+    CHECK(file.runs[0].layout == file.runs[1].layout);
+    CHECK_FALSE(file.runs[0].layout == file.runs[2].layout);
+    CHECK_FALSE(file.runs[0].model == file.runs[4].model);
+    CHECK_FALSE(file.runs[0].topology == file.runs[5].topology);
+    for (int jobs : {1, 2}) {
+        ValidationOptions options;
+        options.jobs = jobs;
+        const ValidationResult r = validate_runs({file}, options);
+        REQUIRE(r.files.at(0).runs.size() == 6);
+        for (std::size_t i = 0; i < 6; ++i) {
+            const MeasuredRun& run = file.runs[i];
+            const SimulationResult alone = simulate(run.topology, run.model, run.layout, run.id);
+            const RunValidation& v = r.files[0].runs[i];
+            CHECK(v.id == run.id);
+            CHECK(*v.predicted_step_s == alone.report.step_time_s);
+        }
+        CHECK(*r.files[0].runs[0].predicted_step_s == *r.files[0].runs[1].predicted_step_s);
+        CHECK(*r.files[0].runs[0].predicted_step_s != *r.files[0].runs[2].predicted_step_s);
+        CHECK(*r.files[0].runs[0].predicted_step_s != *r.files[0].runs[4].predicted_step_s);
+        CHECK(*r.files[0].runs[0].predicted_step_s != *r.files[0].runs[5].predicted_step_s);
+    }
 }

@@ -43,29 +43,49 @@ std::string status_text(const RunValidation& r, double tolerance) {
     return status;
 }
 
-/// The table of runs (measured, predicted, error for step time and peak memory; status), one row each.
-std::string runs_table(const ValidationResult& res, double tolerance) {
-    std::size_t id_width = 40;
-    for (const auto& file : res.files)
-        for (const auto& r : file.runs)
-            id_width = std::max(id_width, clip_for_message(r.id, 200).size());
-    auto row = [&](const std::string& id, const std::string& meas, const std::string& pred,
-                   const std::string& err, const std::string& mmeas, const std::string& mpred,
-                   const std::string& merr, const std::string& status) {
-        return fmt::format("{:<{}} {:>10} {:>10} {:>8}  {:>9} {:>9} {:>8}  {}\n", id, id_width, meas, pred,
-                           err, mmeas, mpred, merr, status);
-    };
+/// The width of the id column: the longest id (escaped and cut as printed), at least 40.
+std::size_t id_column_width(const std::vector<std::string>& ids) {
+    std::size_t width = 40;
+    for (const auto& id : ids)
+        width = std::max(width, clip_for_message(id, 200).size());
+    return width;
+}
+
+std::string table_line(std::size_t id_width, const std::string& id, const std::string& meas,
+                       const std::string& pred, const std::string& err, const std::string& mmeas,
+                       const std::string& mpred, const std::string& merr, const std::string& status) {
+    return fmt::format("{:<{}} {:>10} {:>10} {:>8}  {:>9} {:>9} {:>8}  {}\n", id, id_width, meas, pred, err,
+                       mmeas, mpred, merr, status);
+}
+
+/// The runs table's header line.
+std::string table_header(std::size_t id_width) {
+    return table_line(id_width, "run", "measured", "predicted", "error", "peak meas", "peak pred", "error",
+                      "status");
+}
+
+/// A run's line of the table: measured, predicted, error for step time and peak memory; status. The id
+/// with control characters escaped (clip_for_message).
+std::string table_row(std::size_t id_width, const RunValidation& r, double tolerance) {
     auto seconds = [](const std::optional<double>& v) { return v ? fmt::format("{:.3f} s", *v) : "-"; };
     auto gib = [](const std::optional<double>& v) { return v ? fmt::format("{:.1f}", *v) : "-"; };
     auto error = [](const std::optional<double>& v) { return v ? pct(*v) : "-"; };
-    std::string table =
-        row("run", "measured", "predicted", "error", "peak meas", "peak pred", "error", "status");
-    for (const auto& file : res.files)  // ids with control characters escaped (clip_for_message)
-        for (const auto& r : file.runs)
-            table += row(clip_for_message(r.id, 200), seconds(r.measured_step_s), seconds(r.predicted_step_s),
-                         error(r.step_error_pct), gib(r.measured_peak_gib), gib(r.predicted_peak_gib),
-                         error(r.peak_error_pct), status_text(r, tolerance));
-    return table;
+    return table_line(id_width, clip_for_message(r.id, 200), seconds(r.measured_step_s),
+                      seconds(r.predicted_step_s), error(r.step_error_pct), gib(r.measured_peak_gib),
+                      gib(r.predicted_peak_gib), error(r.peak_error_pct), status_text(r, tolerance));
+}
+
+/// Prints the runs table while validate_runs fills it (ValidationOptions::on_ids, on_run), one line at a
+/// time and flushed: a long validation shows its first rows at once and stops with what it has printed.
+void stream_table(ValidationOptions& options) {
+    auto width = std::make_shared<std::size_t>(40);
+    options.on_ids = [width](const std::vector<std::string>& ids) {
+        *width = id_column_width(ids);
+        std::cout << table_header(*width) << std::flush;
+    };
+    options.on_run = [width, tolerance = options.tolerance_pct](const RunValidation& r) {
+        std::cout << table_row(*width, r, tolerance) << std::flush;
+    };
 }
 
 /// The notes: each file's own, then what was ignored or assumed for its runs that were simulated, then
@@ -113,8 +133,9 @@ std::string collectives_text(const ValidationResult& res) {
     return text;
 }
 
-std::string validation_text(const ValidationResult& res, double tolerance) {
-    std::string text = runs_table(res, tolerance);
+/// What follows the runs table (stream_table printed it): the notes, the summary, the collectives.
+std::string after_table_text(const ValidationResult& res, double tolerance) {
+    std::string text;
     if (const std::string notes = notes_text(res); !notes.empty()) text += "\n" + notes;
     const ValidationSummary& s = res.summary;
     text += fmt::format(
@@ -200,11 +221,13 @@ int validate_command(const std::vector<std::string>& args) {
     for (const auto& file : files)
         sources.push_back({file, std::nullopt});
     options.processes = processes();  // under mpirun: the runs spread over the processes
+    const bool json = vm.count("json") > 0;
+    if (!json) stream_table(options);
     const ValidationResult res = validate_sources(sources, calibration_file, options);
-    if (vm.count("json"))
+    if (json)
         std::cout << validation_json(res).dump(2) << "\n";
     else
-        std::cout << validation_text(res, options.tolerance_pct);
+        std::cout << after_table_text(res, options.tolerance_pct);
     const GateVerdict verdict = evaluate_gate(res.summary, gate);
     if (verdict.mape_message) std::cerr << "validate: " << *verdict.mape_message << "\n";
     return verdict.pass ? kExitOk : kExitOutsideTolerance;
