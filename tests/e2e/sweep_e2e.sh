@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end checks of `trainsim sweep`: the same CSV and stdout with 1 and 2 threads, the reject reasons
-# named, an unknown --fix key refused (exit 2, one line), a --gpus that does not fill whole nodes refused.
+# named, an unknown --fix key refused (exit 2, one line), a --gpus that does not fill whole nodes refused,
+# the topology's size without --gpus.
 # usage: sweep_e2e.sh TRAINSIM_BINARY SOURCE_DIR
 set -u
 bin="$1"
@@ -60,8 +61,15 @@ rc=$?
 check "--gpus not a multiple of gpus_per_node exits 2" test "$rc" -eq 2
 check "--gpus not a multiple: the message names gpus_per_node" grep -q 'gpus_per_node = 8' "$tmp/bad.err"
 
-"$bin" sweep --topology "$topo" --workload "$work" >/dev/null 2>"$tmp/bad.err"
-check "--gpus missing exits 2" test $? -eq 2
+# Without --gpus the sweep takes the topology's size (here 3 nodes of 8, by --set): the same output as
+# --gpus 24.
+nogpus=(sweep --topology "$topo" --workload "$work" --set topology.nodes=3 --global-batch 48 --vary micro_batch=1,2
+        --vary recompute=none,full --vary tp=1,2,3,4 --top 5)
+"$bin" "${nogpus[@]}" >"$tmp/nogpus.txt" 2>"$tmp/nogpus.err"
+check "--gpus omitted: exits 0" test $? -eq 0
+"$bin" "${nogpus[@]}" --gpus 24 >"$tmp/gpus24.txt" 2>/dev/null
+check "--gpus omitted: the topology's 24 GPUs, the output of --gpus 24" cmp -s "$tmp/nogpus.txt" "$tmp/gpus24.txt"
+check "--gpus omitted: the report names 24 GPUs" grep -q 'on 24 x ' "$tmp/nogpus.txt"
 
 # --set as for run: the overridden sequence length reaches every layout (tokens per step double).
 "$bin" "${args[@]}" --json >"$tmp/base.json" 2>/dev/null

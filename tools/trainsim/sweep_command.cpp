@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -104,9 +105,11 @@ void add_sweep_options(po::options_description& desc, SweepArgs& a) {
         "cluster description, JSON (topologies/*.json); default: the embedded dgx-a100")(
         "workload", po::value(&a.workload_file),
         "model and the layout fields the sweep keeps, JSON (workloads/*.json); default: the embedded "
-        "gpt3-175b")("gpus", po::value(&a.gpus_text),
-                     "cluster size in GPUs (required): topology nodes = N / gpus_per_node; several sizes "
-                     "ranked together: --gpus 512,1024,2048 (a gpus column is added)")(
+        "gpt3-175b")(
+        "gpus", po::value(&a.gpus_text),
+        "cluster size in GPUs (default: the topology's, nodes x gpus_per_node): topology nodes = N / "
+        "gpus_per_node; several sizes "
+        "ranked together: --gpus 512,1024,2048 (a gpus column is added)")(
         "global-batch", po::value(&a.global_batch), "global batch in sequences (default: the workload's)")(
         "fix", po::value(&a.fixes)->composing(),
         "pin a dimension: tp=8, pp=4, dp=32, cp=1, micro_batch=1, vpp=2, recompute=full, "
@@ -206,9 +209,10 @@ double parse_headroom(const std::string& text) {
     return pct / 100.0;
 }
 
-/// The topology (calibration and profile applied, its size the first of --gpus) and the workload, with the
-/// --set overrides.
-std::pair<TopologySpec, Workload> sweep_inputs(const SweepArgs& a, int gpus, const po::variables_map& vm) {
+/// The topology (calibration and profile applied, its size the smallest of --gpus, or its own without
+/// --gpus) and the workload, with the --set overrides.
+std::pair<TopologySpec, Workload> sweep_inputs(const SweepArgs& a, std::optional<int> gpus,
+                                               const po::variables_map& vm) {
     nlohmann::json topo_json =
         a.topology_file.empty() ? default_topology_json() : read_json_file(a.topology_file);
     nlohmann::json work_json =
@@ -221,10 +225,10 @@ std::pair<TopologySpec, Workload> sweep_inputs(const SweepArgs& a, int gpus, con
         parse_blaming_sets(a.sets, topo_name, [&] { return parse_topology(topo_json, topo_name); });
     if (!a.calibration_file.empty())
         apply_calibration(parse_calibration(read_json_file(a.calibration_file), a.calibration_file), topo);
-    if (gpus % topo.gpus_per_node != 0)
-        throw InputError(fmt::format("sweep: --gpus = {} is not a multiple of {}: gpus_per_node = {}", gpus,
+    if (gpus && *gpus % topo.gpus_per_node != 0)
+        throw InputError(fmt::format("sweep: --gpus = {} is not a multiple of {}: gpus_per_node = {}", *gpus,
                                      topo_name, topo.gpus_per_node));
-    topo.nodes = gpus / topo.gpus_per_node;
+    if (gpus) topo.nodes = *gpus / topo.gpus_per_node;
     if (!a.profile_file.empty()) topo.profile = load_profile(a.profile_file, topo.gpu, topo_name);
     Workload work =
         parse_blaming_sets(a.sets, work_name, [&] { return parse_workload(work_json, work_name); });
@@ -312,7 +316,7 @@ int report_sweep(const SweepResult& res, const SweepArgs& a, bool json) {
 
 int sweep_command(const std::vector<std::string>& args) {
     po::options_description desc(
-        "trainsim sweep --gpus N[,N...] [options]\n\n"
+        "trainsim sweep [--gpus N[,N...]] [options]\n\n"
         "Enumerates the training layouts of the workload's model on N GPUs (tp, pp, cp, dp = N/(tp*pp*cp),\n"
         "micro_batch, vpp, recompute, sequence_parallel, distributed_optimizer), rejects the invalid ones "
         "and\n"
@@ -328,6 +332,7 @@ int sweep_command(const std::vector<std::string>& args) {
         "1,2,4,8; vpp 1,2,4 (pp > 1); recompute none,selective,full (the workload's recompute_modules and\n"
         "recompute_mla_up_proj kept on selective points only, its recompute_num_layers on full ones);\n"
         "sequence_parallel false,true (tp > 1); distributed_optimizer false,true.\n"
+        "Without --gpus, N is the topology's size (nodes x gpus_per_node, after --set).\n"
         "Under mpirun (-np N) the layouts are spread over the processes; the output is the same.\n\noptions");
     SweepArgs a;
     add_sweep_options(desc, a);
@@ -340,8 +345,8 @@ int sweep_command(const std::vector<std::string>& args) {
                             {"--workload", a.workload_file},
                             {"--profile", a.profile_file},
                             {"--calibration", a.calibration_file}});
-    if (!vm.count("gpus")) throw InputError("sweep: --gpus N is required (the cluster size in GPUs)");
-    const std::vector<int> sizes = parse_gpus(a.gpus_text);
+    // Without --gpus: the topology's own size (its nodes x gpus_per_node, after --set).
+    std::vector<int> sizes = vm.count("gpus") ? parse_gpus(a.gpus_text) : std::vector<int>{};
     if (vm.count("global-batch") && a.global_batch <= 0)
         throw InputError(fmt::format("sweep: --global-batch = {} must be positive", a.global_batch));
     if (vm.count("jobs")) check_jobs(a.jobs, "sweep: ");
@@ -353,7 +358,10 @@ int sweep_command(const std::vector<std::string>& args) {
         restrict_sweep_grid(grid, f, "--fix");
     for (const auto& v : a.varies)
         restrict_sweep_grid(grid, v, "--vary");
-    const auto [topo, work] = sweep_inputs(a, *std::min_element(sizes.begin(), sizes.end()), vm);
+    const auto [topo, work] = sweep_inputs(
+        a, sizes.empty() ? std::nullopt : std::optional<int>(*std::min_element(sizes.begin(), sizes.end())),
+        vm);
+    if (sizes.empty()) sizes = {topo.gpus()};
     SweepOptions options = sweep_options(a, sizes, vm);
     Progress progress;
     if (isatty(STDERR_FILENO) && !options.processes) options.progress = std::ref(progress);
