@@ -259,6 +259,11 @@ runs_with r.json 's/"step_time_s": 0.01/"step_time_s": 1e300/'
 bad "runs: step time 1e300" 2 "r.json|measured.step_time_s = 1e+300 is outside the supported range" -- run --from-runs r.json --id small_with_memory
 runs_with r.json 's/"step_time_s": 0.01/"step_time_s": 1e-320/'
 bad "runs: denormal step time" 2 "r.json|measured.step_time_s = 9.99989e-321 is below 1e-06 s" -- run --from-runs r.json --id small_with_memory
+# A measured step time 10^8 times the simulated one: the fit's first steps try efficiencies whose simulation
+# passes the supported 10^6 s; they are rejected steps (was exit 2 naming no file: "run ...: a simulated duration
+# of 1.49e+12 s is beyond the supported 1e+06 s"), and the constants it lands on are refused, naming the file.
+runs_with r.json 's/"step_time_s": 0.01/"step_time_s": 1e6/'
+bad "fit: a measured step far slower than the model" 2 "fit: the constants fitted to r.json are outside their ranges|gemm_max_efficiency = " -- fit r.json --gpu A100-SXM4-80GB --constants gemm_max_efficiency --out cal.json
 bad "run --tokens 1e30" 2 "run: --tokens = 1e30 is above the limit of 1e+18" -- run "${SMALL[@]}" --tokens 1e30
 bad "run --gpu-hour-price 1e308" 2 "run: --gpu-hour-price = 1e+308 must be a price in [0, 1e+06] US dollars" -- run "${SMALL[@]}" --tokens 1T --gpu-hour-price 1e308
 runs_with r.json 's/"nic_Gbps": 200/"nic_Gbps": 1e-300/'
