@@ -302,6 +302,7 @@ bad "sweep --gpus 10^7" 2 "above the limit of 131072" -- sweep --topology "$TOPO
 bad "sweep --gpus not a number" 2 "sweep: --gpus = \"many\" is not a number of GPUs" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus many
 bad "sweep --gpus list with a bad size" 2 "sweep: --gpus = \"16,x\" is not a number of GPUs" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16,x
 bad "sweep --gpus list with a size off whole nodes" 2 "sweep: 20 GPUs is not a positive multiple of" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16,20
+bad "sweep --gpus off an NVL72 domain names scale_up.domain_gpus (the file's gpus_per_node is 4)" 2 "sweep: --gpus = 8 is not a multiple of $ROOT/topologies/gb200-nvl72.json: scale_up.domain_gpus = 72" -- sweep --topology "$ROOT/topologies/gb200-nvl72.json" --workload "$ROOT/workloads/deepseek-v3.json" --gpus 8
 bad "sweep --min-headroom 100%" 2 "sweep: --min-headroom = \"100%\" is not a percentage of HBM in [0, 100)" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --min-headroom 100%
 bad "sweep of an FP8 workload on A100 (precision is not a grid axis)" 2 "small.json|layout.precision = \"fp8\" is not supported by GPU A100-SXM4-80GB" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --set layout.precision=fp8
 bad "sweep of an MXFP8 workload on H100" 2 "small.json|layout.fp8_recipe = \"mxfp8\" needs block-scaled tensor cores" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --set topology.gpu=H100-SXM5-80GB --set layout.precision=fp8 --set layout.fp8_recipe=mxfp8
