@@ -141,6 +141,14 @@ struct TopologySpec {
     int gpus() const { return nodes * gpus_per_node; }  ///< after check_topology: at most limits::kMaxGpus
     /// GPUs of one host: gpus_per_host, or gpus_per_node when a node is one host.
     int host_gpus() const { return gpus_per_host > 0 ? gpus_per_host : gpus_per_node; }
+    /// The field that sets a node's GPUs as the topology file writes it, with its value, for messages:
+    /// "gpus_per_node = 8", or "scale_up.domain_gpus = 72" for a domain across hosts (gpus_per_node is then
+    /// the domain's GPUs, not the file's gpus_per_node).
+    std::string node_gpus_field() const {
+        return (gpus_per_host > 0 && gpus_per_host != gpus_per_node ? "scale_up.domain_gpus = "
+                                                                    : "gpus_per_node = ") +
+               std::to_string(gpus_per_node);
+    }
 
     /// Every field equal (validate simulates runs with equal inputs once; `profile` compares by
     /// pointer: runs share the one profile validate attaches).

@@ -103,8 +103,9 @@ inline constexpr std::uint64_t kDefaultMemoryMaxEvents = std::uint64_t{1} << 23;
 
 /// Runs the memory study of `in`. Throws InputError labelled with the inputs (with_label). `observers`
 /// (not owned) subscribe to the layout's simulation (not the remedies'); past max_events they saw part of it.
+/// `jobs`: threads that simulate the what-if remedies (WhatIfOptions::jobs).
 MemoryStudy study_memory(const Inputs& in, std::uint64_t max_events, bool what_if,
-                         const std::vector<ExecutorObserver*>& observers = {});
+                         const std::vector<ExecutorObserver*>& observers = {}, int jobs = 1);
 
 /// The what-if remedies as JSON (`memory --what-if --json`'s "what_if": step times null when not simulated).
 nlohmann::json to_json(const WhatIf& w);

@@ -23,7 +23,8 @@ struct StepTimeFitOptions {
 };
 
 /// One Levenberg-Marquardt step tried: the RMS of the log errors before it and at the point it proposed (the
-/// step is taken when that is lower).
+/// step is taken when that is lower; infinity when a run's simulation there passed the simulated range, a
+/// step rejected).
 struct FitStep {
     double rms_log_error_before = 0, rms_log_error_after = 0;
 };

@@ -46,6 +46,8 @@ struct WhatIfOptions {
     /// The layout's own report, when the caller simulated it already (trainsim memory does): reused for the
     /// baseline instead of simulating it again. Null: the baseline is computed like a remedy.
     const Report* baseline = nullptr;
+    /// Threads that simulate the remedies (parallel_map): the output does not depend on it.
+    int jobs = 1;
 };
 
 /// Evaluates the layout and each remedy: recompute selective and full, distributed optimizer (ZeRO-1),

@@ -9,7 +9,7 @@
 namespace trainsim {
 
 MemoryStudy study_memory(const Inputs& in, std::uint64_t max_events, bool what_if,
-                         const std::vector<ExecutorObserver*>& observers) {
+                         const std::vector<ExecutorObserver*>& observers, int jobs) {
     MemoryStudy s;
     s.max_events = max_events;
     with_label(in, [&] {
@@ -25,6 +25,7 @@ MemoryStudy study_memory(const Inputs& in, std::uint64_t max_events, bool what_i
         if (what_if) {
             WhatIfOptions wo;
             wo.max_events = max_events;
+            wo.jobs = jobs;
             if (s.simulated) wo.baseline = &s.result.report;
             s.what_if = memory_what_if(in.topology, in.model, in.layout, in.name, wo);
         }

@@ -453,9 +453,8 @@ std::vector<int> sweep_sizes(const TopologySpec& topology, const SweepOptions& o
     sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
     for (int g : sizes)
         if (g <= 0 || g % topology.gpus_per_node != 0)
-            throw InputError(
-                fmt::format("sweep: {} GPUs is not a positive multiple of {}: gpus_per_node = {}", g,
-                            topology.name, topology.gpus_per_node));
+            throw InputError(fmt::format("sweep: {} GPUs is not a positive multiple of {}: {}", g,
+                                         topology.name, topology.node_gpus_field()));
     return sizes;
 }
 

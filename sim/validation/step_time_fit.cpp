@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <optional>
 
 #include <fmt/format.h>
 #include <Eigen/Dense>
@@ -60,6 +62,17 @@ class LogStepErrors {
     const GpuSpec& catalog_;
     const StepTimeFitOptions& options_;
 };
+
+/// residuals(x) at a point the fit tries, or nullopt when a run's simulation there is refused (a simulated
+/// duration past the supported range: the trial constants, not the measured runs, are out of range; the
+/// step is rejected as one that raises the error would be).
+std::optional<Eigen::VectorXd> try_residuals(const LogStepErrors& residuals, const Eigen::VectorXd& x) {
+    try {
+        return residuals(x);
+    } catch (const InputError&) {
+        return std::nullopt;
+    }
+}
 
 double rms(const Eigen::VectorXd& r) {
     return std::sqrt(r.squaredNorm() / static_cast<double>(r.size()));
@@ -123,18 +136,23 @@ StepTimeFit fit_step_time_constants(const std::vector<const MeasuredRun*>& runs,
     double lambda = kInitialDamping;
     int iterations = 0;
     for (; iterations < options.max_iterations; ++iterations) {
-        const Eigen::MatrixXd J = jacobian(residuals, x, r, kDifferenceStep);
+        Eigen::MatrixXd J;
+        try {
+            J = jacobian(residuals, x, r, kDifferenceStep);
+        } catch (const InputError&) {
+            break;  // a difference step passes the simulated range: the fit stops at x
+        }
         const Eigen::MatrixXd A = J.transpose() * J + lambda * Eigen::MatrixXd::Identity(n, n);
         const Eigen::VectorXd step = A.ldlt().solve(-J.transpose() * r);
         const Eigen::VectorXd x_next = x + step;
-        const Eigen::VectorXd r_next = residuals(x_next);
-        fit.steps.push_back({rms(r), rms(r_next)});
-        if (r_next.squaredNorm() < r.squaredNorm()) {
+        const std::optional<Eigen::VectorXd> r_next = try_residuals(residuals, x_next);
+        fit.steps.push_back({rms(r), r_next ? rms(*r_next) : std::numeric_limits<double>::infinity()});
+        if (r_next && r_next->squaredNorm() < r.squaredNorm()) {
             const bool converged =
-                r.squaredNorm() - r_next.squaredNorm() < kRelativeDecrease * r.squaredNorm() ||
+                r.squaredNorm() - r_next->squaredNorm() < kRelativeDecrease * r.squaredNorm() ||
                 step.norm() < kMinStep;
             x = x_next;
-            r = r_next;
+            r = *r_next;
             lambda *= kDampingDown;
             if (converged) {
                 ++iterations;

@@ -9,6 +9,7 @@
 #include "trainsim/compute.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/memory.hpp"
+#include "trainsim/parallel_map.hpp"
 #include "trainsim/program.hpp"
 #include "trainsim/simulate.hpp"
 
@@ -110,8 +111,12 @@ WhatIf memory_what_if(const TopologySpec& topology, const ModelSpec& model, cons
     check_layout(model, layout, topology.gpus());
     const GpuSpec gpu = topology_gpu(topology);
     set_baseline(w, topology, gpu, model, layout, name, options);
-    for (const auto& c : what_if::standard_remedies(model, layout))
-        w.remedies.push_back(evaluate_remedy(c, w, topology, gpu, model, layout, name, options));
+    // The remedies are independent simulations: spread over options.jobs threads, each result at its index
+    // (the same output for any number of threads).
+    const std::vector<what_if::Candidate> candidates = what_if::standard_remedies(model, layout);
+    w.remedies = parallel_map(candidates.size(), options.jobs, [&](std::size_t i) {
+        return evaluate_remedy(candidates[i], w, topology, gpu, model, layout, name, options);
+    });
     return w;
 }
 

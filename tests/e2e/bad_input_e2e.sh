@@ -259,6 +259,11 @@ runs_with r.json 's/"step_time_s": 0.01/"step_time_s": 1e300/'
 bad "runs: step time 1e300" 2 "r.json|measured.step_time_s = 1e+300 is outside the supported range" -- run --from-runs r.json --id small_with_memory
 runs_with r.json 's/"step_time_s": 0.01/"step_time_s": 1e-320/'
 bad "runs: denormal step time" 2 "r.json|measured.step_time_s = 9.99989e-321 is below 1e-06 s" -- run --from-runs r.json --id small_with_memory
+# A measured step time 10^8 times the simulated one: the fit's first steps try efficiencies whose simulation
+# passes the supported 10^6 s; they are rejected steps (was exit 2 naming no file: "run ...: a simulated duration
+# of 1.49e+12 s is beyond the supported 1e+06 s"), and the constants it lands on are refused, naming the file.
+runs_with r.json 's/"step_time_s": 0.01/"step_time_s": 1e6/'
+bad "fit: a measured step far slower than the model" 2 "fit: the constants fitted to r.json are outside their ranges|gemm_max_efficiency = " -- fit r.json --gpu A100-SXM4-80GB --constants gemm_max_efficiency --out cal.json
 bad "run --tokens 1e30" 2 "run: --tokens = 1e30 is above the limit of 1e+18" -- run "${SMALL[@]}" --tokens 1e30
 bad "run --gpu-hour-price 1e308" 2 "run: --gpu-hour-price = 1e+308 must be a price in [0, 1e+06] US dollars" -- run "${SMALL[@]}" --tokens 1T --gpu-hour-price 1e308
 runs_with r.json 's/"nic_Gbps": 200/"nic_Gbps": 1e-300/'
@@ -297,6 +302,7 @@ bad "sweep --gpus 10^7" 2 "above the limit of 131072" -- sweep --topology "$TOPO
 bad "sweep --gpus not a number" 2 "sweep: --gpus = \"many\" is not a number of GPUs" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus many
 bad "sweep --gpus list with a bad size" 2 "sweep: --gpus = \"16,x\" is not a number of GPUs" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16,x
 bad "sweep --gpus list with a size off whole nodes" 2 "sweep: 20 GPUs is not a positive multiple of" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16,20
+bad "sweep --gpus off an NVL72 domain names scale_up.domain_gpus (the file's gpus_per_node is 4)" 2 "sweep: --gpus = 8 is not a multiple of $ROOT/topologies/gb200-nvl72.json: scale_up.domain_gpus = 72" -- sweep --topology "$ROOT/topologies/gb200-nvl72.json" --workload "$ROOT/workloads/deepseek-v3.json" --gpus 8
 bad "sweep --min-headroom 100%" 2 "sweep: --min-headroom = \"100%\" is not a percentage of HBM in [0, 100)" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --min-headroom 100%
 bad "sweep of an FP8 workload on A100 (precision is not a grid axis)" 2 "small.json|layout.precision = \"fp8\" is not supported by GPU A100-SXM4-80GB" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --set layout.precision=fp8
 bad "sweep of an MXFP8 workload on H100" 2 "small.json|layout.fp8_recipe = \"mxfp8\" needs block-scaled tensor cores" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --set topology.gpu=H100-SXM5-80GB --set layout.precision=fp8 --set layout.fp8_recipe=mxfp8

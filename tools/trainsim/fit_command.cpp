@@ -114,7 +114,7 @@ void refuse_out_of_range(const nlohmann::json& calibration, const std::string& f
     } catch (const InputError& e) {
         throw InputError(
             fmt::format("fit: the constants fitted to {} are outside their ranges ({}); are the "
-                        "measurements faster than the GPU's datasheet peak?",
+                        "measurements faster than the GPU's datasheet peak, or far slower than the model?",
                         from, e.what()));
     }
 }
@@ -260,11 +260,15 @@ int fit_command(const std::vector<std::string>& args) {
         parsed.push_back(parse_measured_runs(read_json_file(f), f));
     const auto runs = runs_to_fit(parsed, gpu_name, comma_separated(id_prefixes));
     const StepTimeFit fit = fit_step_time_constants(runs, catalog, options);
-    for (std::size_t i = 0; i < fit.steps.size(); ++i)
-        std::cerr << fmt::format("fit: iteration {}: rms log error {:.4f} -> {:.4f}\n", i + 1,
-                                 fit.steps[i].rms_log_error_before, fit.steps[i].rms_log_error_after);
     const nlohmann::json fitted = step_time_fit_json(fit, options.constants, command_line(args));
-    refuse_out_of_range(fitted, "the measured runs");
+    // Before the progress lines: a refused fit is one line on stderr.
+    refuse_out_of_range(fitted, fmt::format("{}", fmt::join(files, ", ")));
+    for (std::size_t i = 0; i < fit.steps.size(); ++i)
+        std::cerr << fmt::format("fit: iteration {}: rms log error {:.4f} -> {}\n", i + 1,
+                                 fit.steps[i].rms_log_error_before,
+                                 std::isfinite(fit.steps[i].rms_log_error_after)
+                                     ? fmt::format("{:.4f}", fit.steps[i].rms_log_error_after)
+                                     : std::string("(a run past the simulated range: step rejected)"));
     const std::string text = fitted.dump(2) + "\n";
     if (out_file.empty())
         std::cout << text;

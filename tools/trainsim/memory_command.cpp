@@ -1,7 +1,9 @@
 // `trainsim memory`: per stage and phase, the memory piles of one iteration and their peak; --what-if the
 // standard remedies, each simulated; --svg a chart; --json everything.
+#include <algorithm>
 #include <iostream>
 #include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 #include <boost/program_options.hpp>
@@ -96,9 +98,10 @@ int memory_command(const std::vector<std::string>& args) {
     const Inputs in = resolve_inputs(in_opts);
     std::optional<PipelineTimeline> timeline;
     if (!html_file.empty()) timeline.emplace(in.layout);
-    const MemoryStudy study = study_memory(
-        in, max_events, vm.count("what-if") > 0,
-        timeline ? std::vector<ExecutorObserver*>{&*timeline} : std::vector<ExecutorObserver*>{});
+    const MemoryStudy study =
+        study_memory(in, max_events, vm.count("what-if") > 0,
+                     timeline ? std::vector<ExecutorObserver*>{&*timeline} : std::vector<ExecutorObserver*>{},
+                     static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
     const MemoryReport& mem = study.memory();
     const std::string& gpu_name = study.gpu_name;
     const std::string title = layout_title(in, gpu_name);

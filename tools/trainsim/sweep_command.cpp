@@ -226,8 +226,8 @@ std::pair<TopologySpec, Workload> sweep_inputs(const SweepArgs& a, std::optional
     if (!a.calibration_file.empty())
         apply_calibration(parse_calibration(read_json_file(a.calibration_file), a.calibration_file), topo);
     if (gpus && *gpus % topo.gpus_per_node != 0)
-        throw InputError(fmt::format("sweep: --gpus = {} is not a multiple of {}: gpus_per_node = {}", *gpus,
-                                     topo_name, topo.gpus_per_node));
+        throw InputError(fmt::format("sweep: --gpus = {} is not a multiple of {}: {}", *gpus, topo_name,
+                                     topo.node_gpus_field()));
     if (gpus) topo.nodes = *gpus / topo.gpus_per_node;
     if (!a.profile_file.empty()) topo.profile = load_profile(a.profile_file, topo.gpu, topo_name);
     Workload work =
