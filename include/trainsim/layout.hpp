@@ -469,6 +469,11 @@ void check_sizes(const ModelSpec& m, const Layout& l);
 /// layout.dp * layout.cp * layout.tp, GPU layer passes. At most limits::kMaxGpuLayerPassesPerStep for a
 /// layout that passed check_sizes (the caller's precondition: the product is not checked for overflow here).
 std::int64_t gpu_layer_passes_per_step(const ModelSpec& m, const Layout& l);
+/// The layer passes the program of one pipeline holds: (model.layers + model.mtp_layers) * micro-batches per
+/// step (global_batch / (micro_batch * dp)), over all its stages. What building, hashing and bounding a
+/// layout's program costs grows with it (a sweep does that for every grid point; limits.hpp
+/// kMaxSweepProgramLayerPasses). Same precondition as gpu_layer_passes_per_step.
+std::int64_t program_layer_passes(const ModelSpec& m, const Layout& l);
 
 /// The category of a failed layout check. The first fifteen are the rank-grid checks a layout sweep fails
 /// (is_grid_check), in the order the sweep counts a layout that fails several (its reject counts are by

@@ -109,6 +109,16 @@ inline constexpr std::int64_t kMaxGoodputStudyEvents = std::int64_t{1} << 30;
 /// Qwen3-30B-A3B on 12 B200 sizes, 8 to 16,384 GPUs, is 388,416 points, 2.1 GB RSS and 68 s on 2 cores; the
 /// default grid of the widest shipped preset is 37,632 points per size.
 inline constexpr std::int64_t kMaxSweepPoints = 500000;
+/// Program layer passes of one sweep (layout.hpp program_layer_passes: (model.layers + model.mtp_layers) *
+/// micro-batches per step of each layout that passes the grid checks, summed over the grid and its sizes):
+/// every such layout's program is built, hashed and bounded before any is simulated, about 0.7 us of CPU
+/// per pass. Measured (Release, 2 cores, 2026-11-28) on Llama 3 8B on 8 H100 (816 layouts): global batch
+/// 1,024 is 8.8 M passes, 5.9 s of CPU (3.6 s wall, 269 MB); 4,096 is 35.2 M, 26.4 s (16.1 s, 723 MB);
+/// 16,384 is 141 M, 96 s of CPU and 2.7 GB; 65,536 (546 layouts inside the run limits) 173 M, 213 s wall
+/// and 5.07 GB. 2^25 keeps the checks near 24 s of CPU (about 12 s on 2 cores) and 700 MB. The shipped
+/// presets' default sweeps hold 0.09 M (Llama 3 405B on 16,384 H100) to 10.5 M (Llama 3 8B on 64 H100);
+/// the 14-size Qwen3-30B-A3B sweep on B200 (8 to 65,536 GPUs, 154 M, 98 s on 2 cores) is refused.
+inline constexpr std::int64_t kMaxSweepProgramLayerPasses = std::int64_t{1} << 25;
 /// Worker threads of one command (`--jobs` of run, sweep, validate, fit, goodput): each thread holds its own
 /// simulation state; `sweep -j 100000` failed to create its threads (exit 1) and `-j 2147483647` passed 15 GB
 /// before this limit.

@@ -173,6 +173,10 @@ std::int64_t gpu_layer_passes_per_step(const ModelSpec& m, const Layout& l) {
     return passes;
 }
 
+std::int64_t program_layer_passes(const ModelSpec& m, const Layout& l) {
+    return layers_with_mtp(m) * (l.global_batch / std::max<std::int64_t>(l.micro_batch * l.dp, 1));
+}
+
 void check_sizes(const ModelSpec& m, const Layout& l) {
     Violations v;
     size_violations(m, l, v);

@@ -702,6 +702,27 @@ std::uint64_t check_study_work(const Points& pts, const ModelSpec& model, const 
         limits::kMaxGpuLayerPassesPerStudy / passes));
 }
 
+/// Every grid point that passes the grid checks has its program built, hashed and bounded (check_points),
+/// at a cost that grows with its program's layer passes (program_layer_passes): refused at once when their
+/// sum passes limits::kMaxSweepProgramLayerPasses, naming the global batch.
+void check_build_work(const Points& pts, const ModelSpec& model) {
+    std::int64_t passes = 0;
+    std::size_t layouts = 0;
+    for (std::size_t i = 0; i < pts.entries.size(); ++i) {
+        const Layout& l = pts.entries[i].layout;
+        if (!classify(model, l, pts.clusters[pts.cluster_of[i]]->gpus(), nullptr).empty()) continue;
+        passes += program_layer_passes(model, l);
+        ++layouts;
+    }
+    if (passes <= limits::kMaxSweepProgramLayerPasses) return;
+    throw InputError(fmt::format(
+        "sweep: the {} layouts that pass the grid checks hold {} program layer passes ((model.layers + "
+        "model.mtp_layers) * micro-batches per step, summed), above the limit of {} (limits.hpp "
+        "kMaxSweepProgramLayerPasses); a smaller --global-batch (layout.global_batch) or --fix / --vary "
+        "narrow it",
+        layouts, passes, limits::kMaxSweepProgramLayerPasses));
+}
+
 /// The result's header fields: names, sizes, HBM, batch, what-if perturbations, time-to-train options.
 SweepResult result_header(const TopologySpec& topology, const Points& pts, const Layout& base,
                           const std::string& workload_name, const SweepOptions& options) {
@@ -803,6 +824,7 @@ SweepResult run_sweep(const TopologySpec& topology, const ModelSpec& model, cons
     };
     SweepOptions bounded = options;
     bounded.max_events = check_study_work(pts, model, options);
+    check_build_work(pts, model);
     const SweepOptions& opts = bounded;
     const std::vector<PointCheck> checks =
         check_points(pts, model, opts, [&] { step(&SweepProgress::checked); });
