@@ -98,6 +98,9 @@ struct ValidationSummary {
 struct ValidationResult {
     std::vector<FileValidation> files;
     ValidationSummary summary;
+    /// Simulations run: the simulated runs less those whose inputs equal an earlier run's (the same
+    /// topology, model and layout but for their names: one simulation serves them all).
+    std::size_t simulations = 0;
 };
 
 struct ValidationOptions {

@@ -81,7 +81,12 @@ RunValidation compare_run(const MeasuredRun& run, const RunPrediction* predicted
 /// layout. Published tables repeat a layout across software versions (Megatron-Bridge's 26.02 and 26.04.01
 /// rows of one model and system): such runs get the same prediction, so it is computed once.
 bool same_inputs(const MeasuredRun& a, const MeasuredRun& b) {
-    return a.topology == b.topology && a.model == b.model && a.layout == b.layout;
+    if (!(a.layout == b.layout)) return false;
+    // The names (a run's model is named after its id) are only printed, never simulated.
+    TopologySpec ta = a.topology, tb = b.topology;
+    ModelSpec ma = a.model, mb = b.model;
+    ta.name = tb.name = ma.name = mb.name = "";
+    return ta == tb && ma == mb;
 }
 
 /// The predictions of the runs to simulate and the hand-over of the compared runs to options.on_run in
@@ -108,6 +113,8 @@ class RunPredictions {
         }
         order_costliest_first();
     }
+
+    std::size_t simulations() const { return distinct_.size(); }
 
     /// Simulates each distinct run once (a duplicate whose simulation refused its input again under its own
     /// id, so that its error names it) and returns every row's prediction (empty for a row not simulated).
@@ -297,7 +304,8 @@ ValidationResult validate_runs(const std::vector<MeasuredRunsFile>& input, const
             if (selected(c.id) && !c.error) collectives_to_simulate.push_back(&c);
     }
     if (options.on_ids) options.on_ids(ids);
-    const std::vector<RunPrediction> predictions = RunPredictions(rows, simulated, options).run();
+    RunPredictions runs(rows, simulated, options);
+    const std::vector<RunPrediction> predictions = runs.run();
     const std::vector<double> collective_s = spread_map(
         collectives_to_simulate.size(), options.jobs, options.processes,
         [&](std::size_t i) { return simulate_collective(*collectives_to_simulate[i]); },
@@ -321,6 +329,7 @@ ValidationResult validate_runs(const std::vector<MeasuredRunsFile>& input, const
         }
     }
     result.summary = summarize_validation(result.files, options.tolerance_pct);
+    result.simulations = runs.simulations();
     return result;
 }
 

@@ -666,6 +666,7 @@ TEST_CASE("validate_runs: runs with equal inputs share one simulation, with the 
         options.jobs = jobs;
         const ValidationResult r = validate_runs({file}, options);
         REQUIRE(r.files.at(0).runs.size() == 6);
+        CHECK(r.simulations == 4);  // a, b and d (named apart: their models carry their ids) simulated once
         for (std::size_t i = 0; i < 6; ++i) {
             const MeasuredRun& run = file.runs[i];
             const SimulationResult alone = simulate(run.topology, run.model, run.layout, run.id);
