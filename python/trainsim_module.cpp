@@ -95,13 +95,13 @@ std::string memory(const Source& topology, const Source& workload, const std::ve
     });
 }
 
-/// `sweep --gpus N --json` with --fix, --vary, --global-batch and --jobs.
+/// `sweep --gpus N --json` with --fix, --vary, --global-batch and --jobs; gpus 0: the topology's size.
 std::string sweep(const Source& topology, const Source& workload, const std::vector<std::string>& sets,
                   const std::string& calibration, const std::string& profile, int gpus,
                   const std::vector<std::string>& fixes, const std::vector<std::string>& varies,
                   long long global_batch, int jobs) {
     return without_gil([&] {
-        if (gpus <= 0) throw InputError(fmt::format("sweep: gpus = {} must be positive", gpus));
+        if (gpus < 0) throw InputError(fmt::format("sweep: gpus = {} must be positive", gpus));
         if (global_batch < 0)
             throw InputError(fmt::format("sweep: global_batch = {} must be positive", global_batch));
         SweepGrid grid;
@@ -110,10 +110,11 @@ std::string sweep(const Source& topology, const Source& workload, const std::vec
         for (const auto& v : varies)
             restrict_sweep_grid(grid, v, "vary");
         Inputs in = resolve_inputs(sources_of(topology, workload, sets, calibration, profile));
-        if (gpus % in.topology.gpus_per_node != 0)
-            throw InputError(fmt::format("sweep: gpus = {} is not a multiple of gpus_per_node = {}", gpus,
-                                         in.topology.gpus_per_node));
-        in.topology.nodes = gpus / in.topology.gpus_per_node;
+        // 0: the topology's own size, as `sweep` without --gpus.
+        if (gpus > 0 && gpus % in.topology.gpus_per_node != 0)
+            throw InputError(
+                fmt::format("sweep: gpus = {} is not a multiple of {}", gpus, in.topology.node_gpus_field()));
+        if (gpus > 0) in.topology.nodes = gpus / in.topology.gpus_per_node;
         if (global_batch > 0) in.layout.global_batch = global_batch;
         SweepOptions options;
         options.jobs = jobs > 0 ? jobs : hardware_jobs();

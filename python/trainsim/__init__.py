@@ -101,14 +101,14 @@ def memory(topology=None, workload=None, overrides=None, *, what_if=False, timel
 
 def sweep_report(topology=None, workload=None, overrides=None, *, gpus=None, fix=None, vary=None,
                  global_batch=None, jobs=None, calibration=None, profile=None):
-    """Every layout of the workload's model on `gpus` GPUs: `trainsim sweep --gpus N --json` as a dict
-    (format trainsim-sweep/1: counts, reject_reasons, layouts ranked by step time, best). fix={"tp": 8}
-    as --fix tp=8; vary={"tp": [4, 8]} as --vary tp=4,8; jobs: threads (default: the hardware's; the result
-    does not depend on it)."""
-    if gpus is None:
-        raise InputError("sweep: gpus is required (the cluster size in GPUs)")
+    """Every layout of the workload's model on `gpus` GPUs (default: the topology's size, as `sweep`
+    without --gpus): `trainsim sweep --gpus N --json` as a dict (format trainsim-sweep/1: counts,
+    reject_reasons, layouts ranked by step time, best). fix={"tp": 8} as --fix tp=8; vary={"tp": [4, 8]} as
+    --vary tp=4,8; jobs: threads (default: the hardware's; the result does not depend on it)."""
+    if gpus is not None and int(gpus) <= 0:
+        raise InputError(f"sweep: gpus = {gpus} must be positive")
     return json.loads(_core.sweep(**_common(topology, workload, overrides, calibration, profile),
-                                  gpus=int(gpus), fix=_assignments(fix, "fix", join_lists=True),
+                                  gpus=int(gpus or 0), fix=_assignments(fix, "fix", join_lists=True),
                                   vary=_assignments(vary, "vary", join_lists=True),
                                   global_batch=int(global_batch or 0), jobs=int(jobs or 0)))
 

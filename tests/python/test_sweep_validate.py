@@ -68,9 +68,16 @@ class SweepTest(unittest.TestCase):
         finally:
             del sys.modules["pandas"]
 
+    def test_sweep_without_gpus_takes_the_topologys_size(self):
+        # As `sweep` without --gpus: the topology's nodes x gpus_per_node (here 2 x 8 by the override).
+        kwargs = {k: v for k, v in self.kwargs.items() if k != "gpus"}
+        doc = trainsim.sweep_report(TOPOLOGY, WORKLOAD, {"topology.nodes": 2}, **kwargs)
+        self.assertEqual(doc["gpus"], 16)
+        self.assertEqual(doc, trainsim.sweep_report(TOPOLOGY, WORKLOAD, gpus=16, **kwargs))
+
     def test_sweep_input_errors(self):
-        with self.assertRaises(trainsim.InputError):
-            trainsim.sweep(TOPOLOGY, WORKLOAD)  # gpus is required
+        with self.assertRaisesRegex(trainsim.InputError, "must be positive"):
+            trainsim.sweep(TOPOLOGY, WORKLOAD, gpus=0)
         with self.assertRaisesRegex(trainsim.InputError, "not a multiple"):
             trainsim.sweep(TOPOLOGY, WORKLOAD, gpus=12)
         with self.assertRaisesRegex(trainsim.InputError, "fix"):
