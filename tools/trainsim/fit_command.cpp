@@ -245,6 +245,8 @@ int fit_command(const std::vector<std::string>& args) {
     StepTimeFitOptions options;
     options.constants = comma_separated(constants, true);
     for (const std::string& name : options.constants) {  // an unknown name, named with its option
+        if (std::count(options.constants.begin(), options.constants.end(), name) > 1)
+            throw InputError(fmt::format("fit: --constants: \"{}\" is named twice", clip_for_message(name)));
         try {
             GpuSpec probe;
             (void)gpu_constant(probe, name);
