@@ -141,7 +141,7 @@ class RunPredictions {
 
   private:
     /// The order the distinct runs are handed to the threads: the jobs - 1 with the most GPUs first (the
-    /// simulation's work grows with the ranks: the 10,752-GPU MLPerf row takes a fifth of the 2026 file's
+    /// simulation's work grows with the ranks: the 10,752-GPU MLPerf row takes a quarter of the 2026 file's
     /// CPU time), then the rest in output order, so that one thread streams the table from its top while
     /// the others take the costliest. The results do not depend on it.
     void order_costliest_first() {
