@@ -669,58 +669,62 @@ void simulate_points(Points& pts, const std::vector<PointCheck>& checks, std::ve
     }
 }
 
-/// A sweep under perturbations runs every layout that passes the grid checks (no pruning) over its seeds:
-/// refused at once, naming --seeds, when seeds x their GPU layer passes per step pass
-/// limits::kMaxGpuLayerPassesPerStudy, the bound of `run --seeds` (scenario_study.cpp). A passed layout's
-/// passes are at most 2^23 (check_sizes) and the grid at most limits::kMaxSweepPoints: the sum fits in 64
-/// bits.
-/// Returns the event bound of each perturbed simulation (SweepOptions::max_events, its default the share of
-/// limits::kMaxWhatIfStudyEvents); 0 without perturbations.
-std::uint64_t check_study_work(const Points& pts, const ModelSpec& model, const SweepOptions& options) {
-    if (options.perturbations.empty()) return 0;
-    std::int64_t passes = 0;
+/// The work of the layouts that pass the grid checks (classify), summed in one pass over the grid: a passed
+/// layout's GPU layer passes are at most 2^23 (check_sizes) and the grid at most limits::kMaxSweepPoints, so
+/// the sums fit in 64 bits.
+struct GridWork {
     std::size_t layouts = 0;
+    std::int64_t gpu_layer_passes = 0;      ///< gpu_layer_passes_per_step, summed
+    std::int64_t program_layer_passes = 0;  ///< program_layer_passes, summed
+};
+
+GridWork grid_work(const Points& pts, const ModelSpec& model) {
+    GridWork w;
     for (std::size_t i = 0; i < pts.entries.size(); ++i) {
         const Layout& l = pts.entries[i].layout;
         if (!classify(model, l, pts.clusters[pts.cluster_of[i]]->gpus(), nullptr).empty()) continue;
-        passes += gpu_layer_passes_per_step(model, l);
-        ++layouts;
+        w.gpu_layer_passes += gpu_layer_passes_per_step(model, l);
+        w.program_layer_passes += program_layer_passes(model, l);
+        ++w.layouts;
     }
-    if (layouts == 0) return options.max_events;
+    return w;
+}
+
+/// A sweep under perturbations runs every layout that passes the grid checks (no pruning) over its seeds:
+/// refused at once, naming --seeds, when seeds x their GPU layer passes per step pass
+/// limits::kMaxGpuLayerPassesPerStudy, the bound of `run --seeds` (scenario_study.cpp).
+/// Returns the event bound of each perturbed simulation (SweepOptions::max_events, its default the share of
+/// limits::kMaxWhatIfStudyEvents); 0 without perturbations.
+std::uint64_t check_study_work(const GridWork& work, const SweepOptions& options) {
+    if (options.perturbations.empty()) return 0;
+    const std::int64_t passes = work.gpu_layer_passes;
+    if (work.layouts == 0) return options.max_events;
     if (static_cast<double>(options.seeds) * static_cast<double>(passes) <=
         static_cast<double>(limits::kMaxGpuLayerPassesPerStudy)) {
         if (options.max_events > 0) return options.max_events;
         const double share = static_cast<double>(limits::kMaxWhatIfStudyEvents) /
-                             (static_cast<double>(layouts) * static_cast<double>(options.seeds));
+                             (static_cast<double>(work.layouts) * static_cast<double>(options.seeds));
         return static_cast<std::uint64_t>(std::max(1.0, std::floor(share)));
     }
     throw InputError(fmt::format(
         "sweep: --seeds = {}: {} seeds of the {} layouts that pass the grid checks ({} GPU layer "
         "passes per step in all) pass the limit of {} for a what-if study (limits.hpp); at most {} "
         "seeds here (--fix and --vary narrow the grid)",
-        options.seeds, options.seeds, layouts, passes, limits::kMaxGpuLayerPassesPerStudy,
+        options.seeds, options.seeds, work.layouts, passes, limits::kMaxGpuLayerPassesPerStudy,
         limits::kMaxGpuLayerPassesPerStudy / passes));
 }
 
 /// Every grid point that passes the grid checks has its program built, hashed and bounded (check_points),
 /// at a cost that grows with its program's layer passes (program_layer_passes): refused at once when their
 /// sum passes limits::kMaxSweepProgramLayerPasses, naming the global batch.
-void check_build_work(const Points& pts, const ModelSpec& model) {
-    std::int64_t passes = 0;
-    std::size_t layouts = 0;
-    for (std::size_t i = 0; i < pts.entries.size(); ++i) {
-        const Layout& l = pts.entries[i].layout;
-        if (!classify(model, l, pts.clusters[pts.cluster_of[i]]->gpus(), nullptr).empty()) continue;
-        passes += program_layer_passes(model, l);
-        ++layouts;
-    }
-    if (passes <= limits::kMaxSweepProgramLayerPasses) return;
+void check_build_work(const GridWork& work) {
+    if (work.program_layer_passes <= limits::kMaxSweepProgramLayerPasses) return;
     throw InputError(fmt::format(
         "sweep: the {} layouts that pass the grid checks hold {} program layer passes ((model.layers + "
         "model.mtp_layers) * micro-batches per step, summed), above the limit of {} (limits.hpp "
         "kMaxSweepProgramLayerPasses); a smaller --global-batch (layout.global_batch) or --fix / --vary "
         "narrow it",
-        layouts, passes, limits::kMaxSweepProgramLayerPasses));
+        work.layouts, work.program_layer_passes, limits::kMaxSweepProgramLayerPasses));
 }
 
 /// The result's header fields: names, sizes, HBM, batch, what-if perturbations, time-to-train options.
@@ -823,8 +827,9 @@ SweepResult run_sweep(const TopologySpec& topology, const ModelSpec& model, cons
         options.progress(progress);
     };
     SweepOptions bounded = options;
-    bounded.max_events = check_study_work(pts, model, options);
-    check_build_work(pts, model);
+    const GridWork work = grid_work(pts, model);
+    bounded.max_events = check_study_work(work, options);
+    check_build_work(work);
     const SweepOptions& opts = bounded;
     const std::vector<PointCheck> checks =
         check_points(pts, model, opts, [&] { step(&SweepProgress::checked); });

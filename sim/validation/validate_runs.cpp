@@ -77,16 +77,19 @@ RunPrediction predict_run(const MeasuredRun& run) {
 
 RunValidation compare_run(const MeasuredRun& run, const RunPrediction* predicted);
 
-/// Whether two runs are the same simulation: equal topology (with its calibration and profile), model and
-/// layout. Published tables repeat a layout across software versions (Megatron-Bridge's 26.02 and 26.04.01
-/// rows of one model and system): such runs get the same prediction, so it is computed once.
-bool same_inputs(const MeasuredRun& a, const MeasuredRun& b) {
-    if (!(a.layout == b.layout)) return false;
-    // The names (a run's model is named after its id) are only printed, never simulated.
-    TopologySpec ta = a.topology, tb = b.topology;
-    ModelSpec ma = a.model, mb = b.model;
-    ta.name = tb.name = ma.name = mb.name = "";
-    return ta == tb && ma == mb;
+/// A run's simulated inputs without their names (a run's model is named after its id; names are only
+/// printed, never simulated).
+struct UnnamedInputs {
+    TopologySpec topology;
+    ModelSpec model;
+    Layout layout;
+    friend bool operator==(const UnnamedInputs&, const UnnamedInputs&) = default;
+};
+
+UnnamedInputs unnamed_inputs(const MeasuredRun& run) {
+    UnnamedInputs in{run.topology, run.model, run.layout};
+    in.topology.name = in.model.name = "";
+    return in;
 }
 
 /// The predictions of the runs to simulate and the hand-over of the compared runs to options.on_run in
@@ -100,16 +103,24 @@ class RunPredictions {
           simulated_(std::move(simulated)),
           options_(options),
           ready_(rows_.size(), nullptr) {
+        // Runs whose inputs are equal but for their names are one simulation: published tables repeat a
+        // layout across software versions (Megatron-Bridge's 26.02 and 26.04.01 rows of one model and
+        // system), and such runs get the same prediction.
         same_as_.resize(rows_.size());
+        std::vector<UnnamedInputs> inputs;  // by distinct run
         for (std::size_t i = 0; i < rows_.size(); ++i) {
             same_as_[i] = i;
             if (!simulated_[i]) continue;
-            for (std::size_t d : distinct_)
-                if (same_inputs(*rows_[d], *rows_[i])) {
-                    same_as_[i] = d;
+            UnnamedInputs in = unnamed_inputs(*rows_[i]);
+            for (std::size_t k = 0; k < distinct_.size(); ++k)
+                if (inputs[k] == in) {
+                    same_as_[i] = distinct_[k];
                     break;
                 }
-            if (same_as_[i] == i) distinct_.push_back(i);
+            if (same_as_[i] == i) {
+                distinct_.push_back(i);
+                inputs.push_back(std::move(in));
+            }
         }
         order_costliest_first();
     }
@@ -145,13 +156,13 @@ class RunPredictions {
     /// CPU time), then the rest in output order, so that one thread streams the table from its top while
     /// the others take the costliest. The results do not depend on it.
     void order_costliest_first() {
-        const std::size_t first =
+        const auto first =
             std::min<std::size_t>(distinct_.size(), static_cast<std::size_t>(std::max(options_.jobs, 1) - 1));
-        std::vector<std::size_t> by_gpus = distinct_;
-        std::stable_sort(by_gpus.begin(), by_gpus.end(), [&](std::size_t a, std::size_t b) {
+        std::vector<std::size_t> order = distinct_;
+        std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
             return rows_[a]->topology.gpus() > rows_[b]->topology.gpus();
         });
-        std::vector<std::size_t> order(by_gpus.begin(), by_gpus.begin() + static_cast<std::ptrdiff_t>(first));
+        order.resize(first);
         for (std::size_t d : distinct_)
             if (std::find(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(first), d) ==
                 order.begin() + static_cast<std::ptrdiff_t>(first))
