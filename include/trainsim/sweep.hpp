@@ -139,9 +139,11 @@ std::string explain_limit(const Report& r, const TopologySpec& topology);
 /// not match (a program bug).
 double step_time_lower_bound_s(const Cluster& cluster, const ModelSpec& model, const Layout& layout);
 
-/// pruned: valid, but neither simulated nor walked for memory: its lower bound
+/// pruned: valid, but not simulated (and reported without its memory): its lower bound
 /// (SweepOptions::prune_beyond_top) exceeds the step time of the N-th best layout of its cluster size, so it
-/// cannot be among the top N whether it fits in memory or not.
+/// cannot be among the top N whether it fits in memory or not (and, with
+/// SweepOptions::prune_keeps_pareto_front, a simulated layout is faster and no larger: it is on no Pareto
+/// front).
 enum class SweepStatus { simulated, out_of_memory, rejected, pruned };
 
 struct SweepEntry {
@@ -176,6 +178,9 @@ struct SweepResult {
     /// (SweepOptions::prune_beyond_top; 0 when off). Listed after the simulated ones, in enumeration order.
     std::size_t pruned = 0;
     std::size_t pruned_beyond_top = 0;  ///< SweepOptions::prune_beyond_top (0: every layout simulated)
+    /// SweepOptions::prune_keeps_pareto_front: a pruned layout was walked and is also dominated by a
+    /// simulated one (faster and no larger), so on no Pareto front.
+    bool pruned_keeps_pareto_front = false;
     /// (reason, count) over the out-of-memory and rejected layouts, by count descending, then reason.
     std::vector<std::pair<std::string, std::size_t>> reject_counts;
     /// What-if: the perturbation options every layout ran under (empty: none), and over how many seeds.
@@ -249,6 +254,16 @@ struct SweepOptions {
     /// memory before their program is built, their peak that floor). The top N of each size are those of
     /// the exhaustive sweep. 0: every point walked, and simulated if it fits.
     std::size_t prune_beyond_top = 0;
+    /// With prune_beyond_top: keep the Pareto front of (step time, peak memory) over every fitting layout
+    /// as well (the HTML page draws it: sweep_pareto_front). Every group is then walked against memory, and
+    /// one above its size's N-th best step time is simulated unless each of its fitting points is dominated
+    /// by a layout simulated so far (a step time below the group's lower bound and a peak memory at most its
+    /// own): such a layout is slower and no smaller, so on no front. At the end a group above its size's
+    /// final N-th best whose fitting points are all dominated is pruned (whatever the schedule did of it);
+    /// the kept groups, the front and the top N are those of any schedule, and the front and the top N
+    /// those of the exhaustive sweep (sweep_phase2.cpp). The out-of-memory layouts are the exhaustive
+    /// sweep's, but for the members of pruned groups.
+    bool prune_keeps_pareto_front = false;
     /// Called after each point is checked, once when every point is checked (checks_done), and after each
     /// point is simulated; from the worker threads, one call at a time. May be empty.
     std::function<void(const SweepProgress&)> progress;

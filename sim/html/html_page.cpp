@@ -99,8 +99,14 @@ std::string memory_html(const MemoryReport& memory, const Report* simulated, con
 
 std::string sweep_html(const SweepResult& r, const std::string& title) {
     using namespace html;
-    const std::string counts =
+    std::string counts =
         fmt::format("{} simulated, {} out of memory, {} rejected", r.simulated, r.out_of_memory, r.rejected);
+    if (r.pruned > 0)
+        counts += fmt::format(", {} pruned (none can be in the top {}{}; --exhaustive simulates them)",
+                              r.pruned, r.pruned_beyond_top,
+                              r.pruned_keeps_pareto_front
+                                  ? ", and a simulated layout is faster and no larger: on no Pareto front"
+                                  : "");
     if (r.simulated == 0) return page(title, counts, "<p>No layout was simulated: nothing to draw.</p>\n");
     const auto& best = r.entries.front();
     std::vector<std::pair<std::string, std::string>> extra = {{"best layout", canonical_string(best.layout)},

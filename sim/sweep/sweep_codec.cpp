@@ -134,7 +134,7 @@ std::exception_ptr error_from(const json& a) {
 
 std::string encode_check(const PointCheck& c) {
     return to_bytes({static_cast<int>(c.status), c.reason, c.detail, c.peak_memory_bytes, c.peak_stage,
-                     c.cost, c.program_hash, c.lower_bound_s, c.bound_error});
+                     c.cost, c.program_hash, c.lower_bound_s, c.bound_error, c.memory_floor_bytes});
 }
 
 PointCheck decode_check(const std::string& bytes) {
@@ -149,6 +149,7 @@ PointCheck decode_check(const std::string& bytes) {
     a.at(6).get_to(c.program_hash);
     a.at(7).get_to(c.lower_bound_s);
     a.at(8).get_to(c.bound_error);
+    a.at(9).get_to(c.memory_floor_bytes);
     return c;
 }
 

@@ -51,7 +51,14 @@ struct PointCheck {
     /// The InputError the bound threw (lower_bound_s then 0): the point is rejected with it if it fits in
     /// memory, as when the memory walk came first.
     std::string bound_error;
+    /// With pruning: a floor under the peak memory of its walk (bytes per GPU; 0: not known): the largest
+    /// held piles of a stage (held_piles: parameters, gradients, optimizer state, held buffers), which
+    /// every sample of that stage's walk holds.
+    double memory_floor_bytes = 0;
 };
+
+/// "best", "2nd best", "3rd best", "10th best", "21st best", ... (the N of SweepOptions::prune_beyond_top)
+std::string ordinal_best(std::size_t n);
 
 /// Phase 2: one simulated iteration (the median seed's with perturbations).
 struct PointRun {

@@ -11,6 +11,22 @@
 
 namespace trainsim {
 
+namespace sweep_detail {
+
+/// "best", "2nd best", "3rd best", "10th best", "21st best", ...
+std::string ordinal_best(std::size_t n) {
+    if (n == 1) return "best";
+    const std::size_t tens = n % 100, ones = n % 10;
+    const char* suffix = (tens >= 11 && tens <= 13) ? "th"
+                         : ones == 1                ? "st"
+                         : ones == 2                ? "nd"
+                         : ones == 3                ? "rd"
+                                                    : "th";
+    return fmt::format("{}{} best", n, suffix);
+}
+
+}  // namespace sweep_detail
+
 namespace {
 
 using namespace sweep_detail;
@@ -23,18 +39,6 @@ bool several_sizes(const SweepResult& r) {
 bool expert_parallel(const SweepResult& r) {
     return std::any_of(r.entries.begin(), r.entries.end(),
                        [](const SweepEntry& e) { return e.layout.ep > 1; });
-}
-
-/// "best", "2nd best", "3rd best", "10th best", "21st best", ...
-std::string ordinal_best(std::size_t n) {
-    if (n == 1) return "best";
-    const std::size_t tens = n % 100, ones = n % 10;
-    const char* suffix = (tens >= 11 && tens <= 13) ? "th"
-                         : ones == 1                ? "st"
-                         : ones == 2                ? "nd"
-                         : ones == 3                ? "rd"
-                                                    : "th";
-    return fmt::format("{}{} best", n, suffix);
 }
 
 /// The time to train of a simulated entry (with SweepResult::train_tokens).
@@ -57,13 +61,22 @@ std::string text_title(const SweepResult& r) {
         r.entries.size(), r.simulated, r.out_of_memory, r.hbm_bytes / kGiB, margin, r.rejected);
     if (r.pruned > 0) {
         o.pop_back();
-        o += fmt::format(
-            "pruned: {} more neither simulated nor checked against memory: a lower bound on their step time "
-            "(the busiest GPU's compute, the "
-            "pipeline's fill and drain, every collective as if alone on the fabric) exceeds the step time of "
-            "the {} layout "
-            "of their size, so none of them is in the top {} (--exhaustive simulates them)\n\n",
-            r.pruned, ordinal_best(r.pruned_beyond_top), r.pruned_beyond_top);
+        if (r.pruned_keeps_pareto_front)
+            o += fmt::format(
+                "pruned: {} more not simulated: a lower bound on their step time (the busiest GPU's compute, "
+                "the pipeline's fill and drain, every collective as if alone on the fabric) exceeds the step "
+                "time of the {} layout of their size, so none of them is in the top {}, and a simulated "
+                "layout is faster and needs no more memory, so none is on the Pareto front (--exhaustive "
+                "simulates them)\n\n",
+                r.pruned, ordinal_best(r.pruned_beyond_top), r.pruned_beyond_top);
+        else
+            o += fmt::format(
+                "pruned: {} more neither simulated nor checked against memory: a lower bound on their step "
+                "time (the busiest GPU's compute, the "
+                "pipeline's fill and drain, every collective as if alone on the fabric) exceeds the step "
+                "time of the {} layout "
+                "of their size, so none of them is in the top {} (--exhaustive simulates them)\n\n",
+                r.pruned, ordinal_best(r.pruned_beyond_top), r.pruned_beyond_top);
     }
     if (!r.perturbations.empty()) {
         o.pop_back();

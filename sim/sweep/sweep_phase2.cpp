@@ -11,11 +11,23 @@
 // the groups beyond it have step times >= their bounds > T, so they never move the N-th best: every
 // schedule ends with the same T and keeps the same groups (two schedules ending at T1 < T2: the second
 // simulated the N members at or under T1, whose bounds are <= T1, so its N-th best is <= T1).
+//
+// Keeping the Pareto front as well (SweepOptions::prune_keeps_pareto_front, the HTML page's chart of step
+// time against peak memory): every group is walked, and a group above its bar is still simulated unless each
+// of its fitting points is dominated by a point simulated so far (a step time below the group's bound, a peak
+// memory at most its own). Such a point is on no Pareto front: it is slower (its step time is at least its
+// bound) and no smaller. So whatever the schedule skips, it simulates every point of the front F of all
+// fitting points, and every point it simulates is matched or beaten in both by a point of F. Once every group
+// is decided, a group above its size's final bar T whose fitting points are each dominated by a simulated
+// point (equivalently: by a point of F) is pruned, whatever was done of it; the others are kept: the same
+// groups for any schedule, F among them, and the top N as above. A group above T without a fitting point
+// keeps its walk (out of memory, as the exhaustive sweep finds it).
 #include <algorithm>
 #include <exception>
 #include <limits>
 #include <mutex>
 #include <optional>
+#include <utility>
 
 #include "sweep_internal.hpp"
 #include "trainsim/parallel_map.hpp"
@@ -47,13 +59,55 @@ class TopTimes {
     std::size_t top_;
 };
 
+/// The (step time, peak memory) of every fitting point simulated so far, all sizes together as the HTML
+/// page's Pareto front takes them (sweep_pareto_front).
+class SimulatedPoints {
+  public:
+    void add(double step_s, double peak_bytes) { points_.emplace_back(step_s, peak_bytes); }
+    /// Whether a point simulated so far is faster than `bound_s` and needs at most `peak_bytes`.
+    bool dominate(double bound_s, double peak_bytes) const {
+        return std::any_of(points_.begin(), points_.end(),
+                           [&](const auto& p) { return p.first < bound_s && p.second <= peak_bytes; });
+    }
+
+  private:
+    std::vector<std::pair<double, double>> points_;
+};
+
+/// Whether the group at todo position `k` has a fitting point (walked) and each is dominated by `points`
+/// at the group's bound `bound_s`.
+bool group_dominated(const Phase2& p2, std::size_t k, double bound_s, const SimulatedPoints& points) {
+    bool fitting = false;
+    for (std::size_t m : p2.members[k]) {
+        const PointCheck& c = p2.memory[m];
+        if (c.status != SweepStatus::simulated) continue;
+        fitting = true;
+        if (!points.dominate(bound_s, c.peak_memory_bytes)) return false;
+    }
+    return fitting;
+}
+
+/// Whether every member of the group at todo position `k` is dominated by `points` at the group's bound
+/// `bound_s` with its memory floor (PointCheck::memory_floor_bytes, at most its walk's peak): then so is
+/// every fitting member with its peak, whatever its walk finds, and the group is neither walked nor
+/// simulated.
+bool group_floor_dominated(const Phase2& p2, std::size_t k, double bound_s, const SimulatedPoints& points,
+                           const std::vector<PointCheck>& checks) {
+    const auto& g = p2.members[k];
+    return !g.empty() && std::all_of(g.begin(), g.end(), [&](std::size_t m) {
+        return points.dominate(bound_s, checks[m].memory_floor_bytes);
+    });
+}
+
 /// One round of phase 2 over the groups at `ks` (positions in todo): every member's memory walk, then the
-/// simulation of each group's first member that fits, which the group's other fitting members take. Returns
-/// the fitting members per group.
+/// simulation of each group's first member that fits, which the group's other fitting members take, unless
+/// `skip(k)` says after the walks that the group is not simulated (it is then marked pruned). Returns the
+/// fitting members per group (0 for a skipped one).
 std::vector<std::size_t> run_round(Phase2& p2, const std::vector<std::size_t>& ks, const Points& pts,
                                    const std::vector<PointCheck>& checks, const ModelSpec& model,
                                    const std::string& workload_name, const SweepOptions& options,
-                                   const std::function<void()>& simulated) {
+                                   const std::function<void()>& simulated,
+                                   const std::function<bool(std::size_t)>& skip = {}) {
     std::vector<std::size_t> walk;
     for (std::size_t k : ks)
         walk.insert(walk.end(), p2.members[k].begin(), p2.members[k].end());
@@ -70,12 +124,17 @@ std::vector<std::size_t> run_round(Phase2& p2, const std::vector<std::size_t>& k
         p2.walked[walk[j]] = true;
     }
     std::vector<std::size_t> runners, fitting(ks.size(), 0);
-    for (std::size_t q = 0; q < ks.size(); ++q)
+    for (std::size_t q = 0; q < ks.size(); ++q) {
+        if (skip && skip(ks[q])) {
+            p2.pruned[ks[q]] = true;
+            continue;
+        }
         for (std::size_t i : p2.members[ks[q]]) {
             if (p2.memory[i].status != SweepStatus::simulated) continue;
             if (fitting[q]++ == 0) runners.push_back(i);
             p2.runner[i] = runners.back();
         }
+    }
     std::vector<PointRun> done = spread_map(
         runners.size(), options.jobs, options.processes,
         [&](std::size_t j) {
@@ -113,8 +172,9 @@ Phase2 start_phase2(std::size_t n, const std::vector<PointCheck>& checks,
 }
 
 /// The group at todo position `k` into `best`: its `fitting` members at its runner's step time (none when
-/// its simulation failed or rejected it).
-void record(const Phase2& p2, std::size_t k, std::size_t fitting, const Points& pts, TopTimes& best) {
+/// its simulation failed or rejected it); and each of them, with its own peak memory, into `points`.
+void record(const Phase2& p2, std::size_t k, std::size_t fitting, const Points& pts, TopTimes& best,
+            SimulatedPoints& points) {
     if (fitting == 0) return;
     const std::size_t n = pts.entries.size();
     std::size_t runner = n;  // the group's first fitting member
@@ -123,41 +183,55 @@ void record(const Phase2& p2, std::size_t k, std::size_t fitting, const Points& 
     const PointRun& run = p2.runs.at(runner);
     if (run.error || run.status != SweepStatus::simulated) return;
     best.add(pts.cluster_of[runner], run.report.step_time_s, fitting);
+    for (std::size_t m : p2.members[k])
+        if (p2.runner[m] == runner) points.add(run.report.step_time_s, p2.memory[m].peak_memory_bytes);
 }
 
 /// Over processes: rounds of kPruneRoundSize groups in `order`, each skipping the groups above their bar.
 void run_rounds(Phase2& p2, const std::vector<std::size_t>& order, const std::vector<std::size_t>& todo,
                 const Points& pts, const std::vector<PointCheck>& checks, const ModelSpec& model,
                 const std::string& workload_name, const SweepOptions& options,
-                const std::function<void()>& simulated, TopTimes& best) {
+                const std::function<void()>& simulated, TopTimes& best, SimulatedPoints& points) {
+    const bool keep_front = options.prune_keeps_pareto_front;
+    // Keeping the front: a group above its bar is walked, and skipped when dominated by the points of the
+    // rounds before (the same on every process).
+    const auto dominated = [&](std::size_t k) {
+        const std::size_t i = todo[k];
+        return checks[i].lower_bound_s > best.bar(pts.cluster_of[i]) &&
+               group_dominated(p2, k, checks[i].lower_bound_s, points);
+    };
     for (std::size_t pos = 0; pos < order.size();) {
         std::vector<std::size_t> batch;
         for (; pos < order.size() && batch.size() < kPruneRoundSize; ++pos) {
             const std::size_t i = todo[order[pos]];
-            if (checks[i].lower_bound_s > best.bar(pts.cluster_of[i]))
+            const bool beyond = checks[i].lower_bound_s > best.bar(pts.cluster_of[i]);
+            if (beyond && (!keep_front ||
+                           group_floor_dominated(p2, order[pos], checks[i].lower_bound_s, points, checks)))
                 p2.pruned[order[pos]] = true;
             else
                 batch.push_back(order[pos]);
         }
         const std::vector<std::size_t> fitting =
-            run_round(p2, batch, pts, checks, model, workload_name, options, simulated);
+            keep_front
+                ? run_round(p2, batch, pts, checks, model, workload_name, options, simulated, dominated)
+                : run_round(p2, batch, pts, checks, model, workload_name, options, simulated);
         for (std::size_t q = 0; q < batch.size(); ++q)
-            record(p2, batch[q], fitting[q], pts, best);
+            record(p2, batch[q], fitting[q], pts, best, points);
     }
 }
 
-/// One group's phase 2 on one thread: every member's memory walk, then the simulation of the first that fits.
+/// One group's memory walks on one thread; the first fitting member is the one simulated.
 struct GroupOutcome {
     std::vector<PointCheck> memory;  ///< [member]
     std::size_t runner = 0;          ///< the first fitting member (a point index; none: no run)
     std::size_t fitting = 0;         ///< members that fit
-    std::optional<PointRun> run;
     std::exception_ptr error;  ///< what a memory walk threw (not an InputError: check_memory keeps those)
 };
 
-GroupOutcome run_group(const std::vector<std::size_t>& members, const Points& pts,
-                       const std::vector<PointCheck>& checks, const ModelSpec& model,
-                       const std::string& workload_name, const SweepOptions& options) {
+/// Every member's memory walk.
+GroupOutcome walk_group(const std::vector<std::size_t>& members, const Points& pts,
+                        const std::vector<PointCheck>& checks, const ModelSpec& model,
+                        const SweepOptions& options) {
     GroupOutcome o;
     try {
         for (std::size_t i : members) {
@@ -167,11 +241,7 @@ GroupOutcome run_group(const std::vector<std::size_t>& members, const Points& pt
         }
     } catch (...) {
         o.error = std::current_exception();
-        return o;
     }
-    if (o.fitting > 0)
-        o.run = simulate_point(pts.entries[o.runner].layout, *pts.clusters[pts.cluster_of[o.runner]], model,
-                               workload_name, options);
     return o;
 }
 
@@ -180,8 +250,9 @@ GroupOutcome run_group(const std::vector<std::size_t>& members, const Points& pt
 void run_by_bound(Phase2& p2, const std::vector<std::size_t>& order, const std::vector<std::size_t>& todo,
                   const Points& pts, const std::vector<PointCheck>& checks, const ModelSpec& model,
                   const std::string& workload_name, const SweepOptions& options,
-                  const std::function<void()>& simulated, TopTimes& best,
+                  const std::function<void()>& simulated, TopTimes& best, SimulatedPoints& points,
                   std::vector<std::exception_ptr>& errors) {
+    const bool keep_front = options.prune_keeps_pareto_front;
     std::mutex mutex;
     std::size_t next = 0;  // position in order
     const auto workers = static_cast<std::size_t>(std::max(options.jobs, 1));
@@ -193,13 +264,18 @@ void run_by_bound(Phase2& p2, const std::vector<std::size_t>& order, const std::
                 for (; next < order.size(); ++next) {
                     const std::size_t i = todo[order[next]];
                     if (checks[i].lower_bound_s <= best.bar(pts.cluster_of[i])) break;
+                    // Keeping the front, a group above the bar is walked unless its floors are dominated.
+                    if (keep_front &&
+                        !group_floor_dominated(p2, order[next], checks[i].lower_bound_s, points, checks))
+                        break;
                     p2.pruned[order[next]] = true;
                 }
                 if (next == order.size()) return;
                 k = order[next++];
             }
-            GroupOutcome o = run_group(p2.members[k], pts, checks, model, workload_name, options);
-            const bool ran = o.run.has_value();
+            const std::size_t i = todo[k];
+            GroupOutcome o = walk_group(p2.members[k], pts, checks, model, options);
+            bool skipped = false;
             {
                 const std::lock_guard<std::mutex> lock(mutex);
                 if (o.error) {
@@ -212,23 +288,69 @@ void run_by_bound(Phase2& p2, const std::vector<std::size_t>& order, const std::
                     p2.walked[g[m]] = true;
                     if (p2.memory[g[m]].status == SweepStatus::simulated) p2.runner[g[m]] = o.runner;
                 }
-                if (ran) p2.runs.emplace(o.runner, std::move(*o.run));
-                record(p2, k, o.fitting, pts, best);
+                // Keeping the front: above the bar and dominated, the group is not simulated.
+                skipped = keep_front && checks[i].lower_bound_s > best.bar(pts.cluster_of[i]) &&
+                          group_dominated(p2, k, checks[i].lower_bound_s, points);
+                if (skipped) p2.pruned[k] = true;
             }
-            if (ran) simulated();
+            if (skipped || o.fitting == 0) continue;
+            PointRun run =
+                simulate_point(pts.entries[o.runner].layout, *pts.clusters[pts.cluster_of[o.runner]], model,
+                               workload_name, options);
+            {
+                const std::lock_guard<std::mutex> lock(mutex);
+                p2.runs.emplace(o.runner, std::move(run));
+                record(p2, k, o.fitting, pts, best, points);
+            }
+            simulated();
         }
     });
 }
 
+/// The fitting points of every group simulated (each at its runner's step time, with its own peak).
+SimulatedPoints simulated_points(const Phase2& p2) {
+    SimulatedPoints points;
+    for (const auto& g : p2.members)
+        for (std::size_t m : g) {
+            const auto run = p2.runs.find(p2.runner[m]);
+            if (run == p2.runs.end() || run->second.error || run->second.status != SweepStatus::simulated)
+                continue;
+            points.add(run->second.report.step_time_s, p2.memory[m].peak_memory_bytes);
+        }
+    return points;
+}
+
 /// Every group whose bound exceeds its size's final bar becomes pruned, whatever was done of it (its walks,
-/// its run and a walk's exception dropped): what is kept is then the same for every schedule.
+/// its run and a walk's exception dropped): what is kept is then the same for every schedule. Keeping the
+/// front (SweepOptions::prune_keeps_pareto_front), only those whose fitting points are each dominated by a
+/// simulated point; a group skipped as dominated is among them (else the argument above is broken: an
+/// InternalError).
 void prune_beyond_bar(Phase2& p2, const std::vector<std::size_t>& todo, const Points& pts,
-                      const std::vector<PointCheck>& checks, const TopTimes& best,
+                      const std::vector<PointCheck>& checks, const TopTimes& best, bool keep_front,
                       std::vector<std::exception_ptr>& errors) {
     const std::size_t n = pts.entries.size();
+    const SimulatedPoints points = keep_front ? simulated_points(p2) : SimulatedPoints{};
     for (std::size_t k = 0; k < todo.size(); ++k) {
         const std::size_t i = todo[k];
-        if (p2.pruned[k] || checks[i].lower_bound_s <= best.bar(pts.cluster_of[i])) continue;
+        const bool beyond = checks[i].lower_bound_s > best.bar(pts.cluster_of[i]);
+        if (keep_front) {
+            // Dominated with its floors (then it may not have been walked), or walked and each fitting
+            // point dominated with its peak.
+            const bool floor_dominated =
+                beyond && group_floor_dominated(p2, k, checks[i].lower_bound_s, points, checks);
+            const bool walked = std::all_of(p2.members[k].begin(), p2.members[k].end(),
+                                            [&](std::size_t m) { return p2.walked[m]; });
+            if (!floor_dominated && !walked && !errors[k])
+                throw InternalError("sweep: a group not dominated by its floors was not walked");
+            const bool dominated =
+                floor_dominated ||
+                (beyond && walked && !errors[k] && group_dominated(p2, k, checks[i].lower_bound_s, points));
+            if (p2.pruned[k] && !dominated)
+                throw InternalError("sweep: a group skipped as dominated is not dominated at the end");
+            if (!dominated) continue;
+        } else if (p2.pruned[k] || !beyond) {
+            continue;
+        }
         p2.pruned[k] = true;
         errors[k] = nullptr;
         for (std::size_t m : p2.members[k]) {
@@ -259,12 +381,14 @@ Phase2 run_phase2(const Points& pts, const std::vector<PointCheck>& checks,
         return checks[todo[a]].lower_bound_s < checks[todo[b]].lower_bound_s;
     });
     TopTimes best(pts.sizes.size(), top);
+    SimulatedPoints points;
     std::vector<std::exception_ptr> errors(todo.size());
     if (options.processes && options.processes->size() > 1)
-        run_rounds(p2, order, todo, pts, checks, model, workload_name, options, simulated, best);
+        run_rounds(p2, order, todo, pts, checks, model, workload_name, options, simulated, best, points);
     else
-        run_by_bound(p2, order, todo, pts, checks, model, workload_name, options, simulated, best, errors);
-    prune_beyond_bar(p2, todo, pts, checks, best, errors);
+        run_by_bound(p2, order, todo, pts, checks, model, workload_name, options, simulated, best, points,
+                     errors);
+    prune_beyond_bar(p2, todo, pts, checks, best, options.prune_keeps_pareto_front, errors);
     std::size_t first = todo.size();  // the failed group first in enumeration order
     for (std::size_t k = 0; k < todo.size(); ++k)
         if (errors[k] && (first == todo.size() || todo[k] < todo[first])) first = k;

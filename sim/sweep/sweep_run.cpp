@@ -301,8 +301,9 @@ namespace {
 /// above them (held_piles). They come from a program of the layout with one micro-batch per pipeline stage
 /// (the piles do not depend on the count), cheap where the layout's own runs to millions of ops. The reason
 /// is the walk's for held piles over the HBM: the largest of the three, at the stage that holds the most;
-/// the peak is that stage's held piles (a floor). False, and `c` unchanged, when no stage passes or the
-/// short program is refused (the full checks then decide).
+/// the peak is that stage's held piles (a floor). False when no stage passes or the short program is
+/// refused (the full checks then decide); `c` then unchanged but for its memory floor (the largest stage's
+/// held piles; 0 when refused).
 bool held_piles_overflow(const Layout& l, const Cluster& cluster, const ModelSpec& model, PointCheck& c) {
     Layout shallow = l;
     shallow.global_batch = static_cast<std::int64_t>(l.micro_batch) * l.dp * l.pp;
@@ -313,6 +314,7 @@ bool held_piles_overflow(const Layout& l, const Cluster& cluster, const ModelSpe
         const Program p = build_program(model, shallow);
         for (int s = 0; s < l.pp; ++s) {
             const PileBytes piles = held_piles(model, l, p, s, cluster.gpu());
+            c.memory_floor_bytes = std::max(c.memory_floor_bytes, total_bytes(piles));
             const double held = piles[0] + piles[1] + piles[2];
             if (held > worst_held) {
                 worst = piles;
@@ -321,6 +323,7 @@ bool held_piles_overflow(const Layout& l, const Cluster& cluster, const ModelSpe
             }
         }
     } catch (const InputError&) {
+        c.memory_floor_bytes = 0;
         return false;
     }
     if (!(worst_held > cluster.gpu().hbm_bytes)) return false;
@@ -650,8 +653,11 @@ void simulate_points(Points& pts, const std::vector<PointCheck>& checks, std::ve
         if (c.status != SweepStatus::simulated) continue;
         if (!p2.walked[i]) {
             e.status = SweepStatus::pruned;
-            e.reason = fmt::format("lower bound {:.6g} s above the {}th best step time", c.lower_bound_s,
-                                   options.prune_beyond_top);
+            e.reason = fmt::format("lower bound {:.6g} s above the {} step time{}", c.lower_bound_s,
+                                   ordinal_best(options.prune_beyond_top),
+                                   options.prune_keeps_pareto_front
+                                       ? ", and a layout simulated faster and no larger in memory"
+                                       : "");
             continue;
         }
         const PointRun& run = p2.runs.at(p2.runner[i]);
@@ -847,6 +853,7 @@ SweepResult run_sweep(const TopologySpec& topology, const ModelSpec& model, cons
                     [&] { step(&SweepProgress::simulated); });
     SweepResult res = result_header(topology, pts, base, workload_name, options);
     res.pruned_beyond_top = options.perturbations.empty() ? options.prune_beyond_top : 0;
+    res.pruned_keeps_pareto_front = res.pruned_beyond_top > 0 && options.prune_keeps_pareto_front;
     rank_points(pts.entries, model, pts, res);
     return res;
 }

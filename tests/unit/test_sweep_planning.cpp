@@ -200,6 +200,18 @@ TEST_CASE("sweep over processes: every output byte for byte the single process's
     });
     for (const auto& out : pruned_outputs)
         CHECK(out == all_outputs(threads));
+    // Keeping the Pareto front (--html): rounds skip dominated groups after their walks; the same kept.
+    pruned.prune_keeps_pareto_front = true;
+    const auto front_threads = run_sweep(topo, m, base_layout(16), small_grid(), "tiny", pruned);
+    REQUIRE(front_threads.pruned > 0);
+    const auto front_outputs = on_ranks(3, [&](ProcessGroup* g) {
+        SweepOptions o = pruned;
+        o.jobs = 1;
+        o.processes = g;
+        return all_outputs(run_sweep(topo, m, base_layout(16), small_grid(), "tiny", o));
+    });
+    for (const auto& out : front_outputs)
+        CHECK(out == all_outputs(front_threads));
 }
 
 TEST_CASE("sweep --gpus with several sizes: one ranking, a gpus column; one size as before") {

@@ -12,6 +12,7 @@
 #include "test_helpers.hpp"
 #include "trainsim/cluster.hpp"
 #include "trainsim/compute.hpp"
+#include "trainsim/html_report.hpp"
 #include "trainsim/memory.hpp"
 #include "trainsim/program.hpp"
 #include "trainsim/simulate.hpp"
@@ -195,6 +196,65 @@ TEST_CASE("sweep pruning: the top N of each size are the exhaustive sweep's, for
     }
     CHECK(format_sweep_text(b, 3).find("pruned: ") != std::string::npos);
     CHECK(format_sweep_text(a, 3).find("pruned: ") == std::string::npos);
+}
+
+TEST_CASE("sweep pruning keeping the Pareto front: the exhaustive sweep's front and top N, any threads") {
+    // With --html (prune_keeps_pareto_front) a layout above the bar is pruned only when a simulated one is
+    // faster and no larger: the page's Pareto front of step time against peak memory is the exhaustive
+    // sweep's, point for point, and so are the top N; layouts kept have the exhaustive verdicts and memory.
+    const TopologySpec topo = trainsim::test::small_topology(2);
+    const ModelSpec m = trainsim::test::small_gpt(4, 256, 16, 128, 1024);
+    Layout base;
+    base.global_batch = 16;
+    SweepOptions all;
+    all.gpus = {8, 16};
+    const SweepResult a = run_sweep(topo, m, base, pruning_grid(), "tiny", all);
+    const auto front_of = [](const SweepResult& r) {
+        std::vector<std::string> out;
+        for (std::size_t i : sweep_pareto_front(r))
+            out.push_back(std::to_string(r.entries[i].gpus) + " " + canonical_string(r.entries[i].layout) +
+                          " " + std::to_string(r.entries[i].report.step_time_s) + " " +
+                          std::to_string(r.entries[i].peak_memory_bytes));
+        return out;
+    };
+    REQUIRE(front_of(a).size() > 2);
+    const auto exhaustive = entries_by_index(a);
+    std::vector<std::string> outputs;
+    for (int jobs : {1, 3}) {
+        CAPTURE(jobs);
+        SweepOptions o = all;
+        o.jobs = jobs;
+        o.prune_beyond_top = 2;
+        o.prune_keeps_pareto_front = true;
+        const SweepResult b = run_sweep(topo, m, base, pruning_grid(), "tiny", o);
+        CHECK(b.pruned > 0);
+        CHECK(b.pruned_keeps_pareto_front);
+        CHECK(b.simulated < a.simulated);
+        CHECK(front_of(b) == front_of(a));
+        CHECK(top_of_each_size(b, 2) == top_of_each_size(a, 2));
+        for (const SweepEntry& e : b.entries) {
+            const SweepEntry& x = *exhaustive.at(e.index);
+            CAPTURE(canonical_string(e.layout));
+            if (e.status == SweepStatus::pruned) {
+                CHECK(x.status != SweepStatus::rejected);
+                CHECK(e.reason.find("faster and no larger") != std::string::npos);
+                // Dominated: an exhaustive layout faster and no larger in memory.
+                if (x.status == SweepStatus::simulated)
+                    CHECK(std::any_of(a.entries.begin(), a.entries.end(), [&](const SweepEntry& y) {
+                        return y.status == SweepStatus::simulated &&
+                               y.report.step_time_s < x.report.step_time_s &&
+                               y.peak_memory_bytes <= x.peak_memory_bytes;
+                    }));
+            } else {
+                CHECK(x.status == e.status);
+                CHECK(x.peak_memory_bytes == e.peak_memory_bytes);
+                if (e.status == SweepStatus::simulated) CHECK(x.report.step_time_s == e.report.step_time_s);
+            }
+        }
+        outputs.push_back(sweep_csv(b) + format_sweep_text(b, 2));
+    }
+    CHECK(outputs[0] == outputs[1]);
+    CHECK(outputs[0].find("none is on the Pareto front") != std::string::npos);
 }
 
 TEST_CASE("sweep pruning: a layout is kept iff its bound is at most the final N-th best of its size") {

@@ -129,11 +129,13 @@ void add_sweep_options(po::options_description& desc, SweepArgs& a) {
         "layouts listed, best first (default 10; 0 only with --csv, --html or --json: every layout "
         "simulated, as --exhaustive)")(
         "exhaustive",
-        "check and simulate every layout; without it (and without --html, whose Pareto front needs every "
-        "layout, and --top 0) a layout is neither simulated nor checked against memory when a lower bound "
-        "on its step time (the busiest GPU's compute, the pipeline's fill and drain, every collective as if "
-        "alone on the fabric) exceeds the step time of the --top-th best of its size: it cannot be in the "
-        "top, which stays exact; --csv and --json list it as pruned, with its bound")(
+        "check and simulate every layout; without it (and without --top 0) a layout is neither simulated "
+        "nor checked against memory when a lower bound on its step time (the busiest GPU's compute, the "
+        "pipeline's fill and drain, every collective as if alone on the fabric) exceeds the step time of "
+        "the --top-th best of its size: it cannot be in the top, which stays exact; --csv and --json list it "
+        "as pruned, with its bound. With --html such a layout is checked against memory and pruned only "
+        "when a simulated layout is also faster and needs no more memory, so the page's Pareto front of "
+        "step time against peak memory is exact too")(
         "csv", po::value(&a.csv_file),
         "write every layout of the grid to FILE as CSV (one row each: simulated, pruned, out of memory or "
         "rejected, with the reason)")(
@@ -265,8 +267,12 @@ SweepOptions sweep_options(const SweepArgs& a, const std::vector<int>& sizes, co
         throw InputError("sweep: --seed and --seeds need a perturbation (--straggler, --jitter or --link)");
     options.processes = processes();
     // The CSV and JSON list every layout with its verdict, the pruned ones as `pruned` with their bound;
-    // the HTML page draws the Pareto front of every layout, which a pruned one may be on: it prunes nothing.
-    if (!vm.count("exhaustive") && a.html_file.empty() && a.top_k > 0) options.prune_beyond_top = a.top_k;
+    // the HTML page draws the Pareto front of step time against peak memory: with --html a layout is
+    // pruned only if it is also dominated (a simulated one faster and no larger), so the front is exact.
+    if (!vm.count("exhaustive") && a.top_k > 0) {
+        options.prune_beyond_top = a.top_k;
+        options.prune_keeps_pareto_front = !a.html_file.empty();
+    }
     return options;
 }
 
