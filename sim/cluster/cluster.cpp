@@ -132,11 +132,12 @@ void check_topology(const TopologySpec& spec) {
             fmt::format("topology.nodes * topology.gpus_per_node = {} * {} = {} GPUs is above the "
                         "limit of {} (trainsim/limits.hpp)",
                         spec.nodes, spec.gpus_per_node, gpus, limits::kMaxGpus));
-    if (gpus * spec.gpus_per_node > limits::kMaxGpusTimesGpusPerNode)
-        throw InputError(fmt::format(
-            "topology.nodes * topology.gpus_per_node = {} GPUs at {} per node: GPUs x "
-            "GPUs per node = {} is above the limit of {} (trainsim/limits.hpp)",
-            gpus, spec.gpus_per_node, gpus * spec.gpus_per_node, limits::kMaxGpusTimesGpusPerNode));
+    // Per host (the file's gpus_per_node): an NVL72 rack of 18 trays of 4 counts 4 (limits.hpp).
+    if (gpus * spec.host_gpus() > limits::kMaxGpusTimesGpusPerNode)
+        throw InputError(
+            fmt::format("topology.nodes * topology.gpus_per_node = {} GPUs at {} per node: GPUs x "
+                        "GPUs per node = {} is above the limit of {} (trainsim/limits.hpp)",
+                        gpus, spec.host_gpus(), gpus * spec.host_gpus(), limits::kMaxGpusTimesGpusPerNode));
     if (spec.nodes_per_leaf > limits::kMaxNodesPerLeaf)
         throw InputError(fmt::format(
             "topology.scale_out.nodes_per_leaf = {} is above the limit of {} (trainsim/limits.hpp)",

@@ -111,3 +111,17 @@ TEST_CASE("topologies: domain_gpus equal to gpus_per_node changes nothing; bad d
     j["scale_up"]["domain_gpus"] = 12;
     CHECK(contains(message_of<InputError>([&] { parse_topology(j, file); }), "dgx-h100.json"));
 }
+
+TEST_CASE("topologies: GB200 NVL72 at 130,896 GPUs is inside the GPUs x GPUs-per-node limit (4 per tray)") {
+    // limits::kMaxGpusTimesGpusPerNode counts the GPUs of a host (a tray of 4), not of the 72-GPU domain:
+    // 1,818 racks = 130,896 GPUs simulate (the limit refused them at 72 per node: 9,424,512 > 2^23).
+    TopologySpec t = preset("gb200-nvl72");
+    t.nodes = 1818;
+    CHECK(t.gpus() == 130896);
+    CHECK_NOTHROW(check_topology(t));
+    TopologySpec dgx = preset("dgx-h100");
+    dgx.nodes = 256;
+    dgx.gpus_per_node = 512;  // 131,072 GPUs at 512 per node, one host each: refused
+    dgx.nics_per_node = 8;
+    CHECK(contains(message_of<InputError>([&] { check_topology(dgx); }), "GPUs x GPUs per node = 67108864"));
+}
