@@ -71,11 +71,12 @@ void BM_SweepLlama70B_1024(benchmark::State& state) {
 }
 BENCHMARK(BM_SweepLlama70B_1024)->Arg(2)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
 
-void sweep_pruned(benchmark::State& state, const std::string& workload, int nodes) {
+void sweep_pruned(benchmark::State& state, const std::string& workload, int nodes, bool keep_front = false) {
     const Preset p = load(workload, nodes);
     trainsim::SweepOptions options;
     options.jobs = 2;
     options.prune_beyond_top = 10;
+    options.prune_keeps_pareto_front = keep_front;  // sweep --html
     std::size_t simulated = 0, pruned = 0;
     for (auto _ : state) {
         const auto res = trainsim::run_sweep(p.topology, p.workload.model, p.workload.layout,
@@ -88,6 +89,12 @@ void sweep_pruned(benchmark::State& state, const std::string& workload, int node
 }
 BENCHMARK_CAPTURE(sweep_pruned, qwen3_30b_a3b_1024, std::string("qwen3-30b-a3b.json"), 128)
     ->Name("BM_SweepPruned/qwen3-30b-a3b/1024")
+    ->Iterations(1)
+    ->Unit(benchmark::kSecond)
+    ->UseRealTime();
+// sweep --html: pruned, the Pareto front of step time against peak memory kept (29 s exhaustive, 2026-11-28).
+BENCHMARK_CAPTURE(sweep_pruned, llama3_70b_1024_front, std::string("llama3-70b.json"), 128, true)
+    ->Name("BM_SweepPrunedKeepingFront/llama3-70b/1024")
     ->Iterations(1)
     ->Unit(benchmark::kSecond)
     ->UseRealTime();
