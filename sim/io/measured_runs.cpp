@@ -1073,6 +1073,8 @@ void parse_collective(const json& row, const std::string& file, CollectiveRow& o
     if (gpus > limits::kMaxGpus)
         r.fail(r.field("gpus"),
                fmt::format("= {} is above the limit of {} (trainsim/limits.hpp)", gpus, limits::kMaxGpus));
+    // One GPU moves nothing: its time and bus bandwidth are 0 and NaN (printed "-nan GB/s", exit 0).
+    if (gpus < 2) r.fail(r.field("gpus"), fmt::format("= {}: a collective needs at least 2 GPUs", gpus));
     if (nodes > gpus) r.fail(r.field("nodes"), fmt::format("= {} is more than gpus = {}", nodes, gpus));
     if (gpus / nodes > limits::kMaxGpusPerNode)
         r.fail(r.field("gpus"), fmt::format("= {} on {} nodes is above the limit of {} GPUs per node "
