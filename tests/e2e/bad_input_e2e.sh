@@ -117,6 +117,9 @@ bad "fit --constants named twice" 2 "fit: --constants: \"gemm_max_efficiency\" i
 bad "fit --constants unknown" 2 "fit: --constants: \"foo\" is not a calibratable GPU constant" -- fit "$ROOT/tests/validation/public_runs.json" --gpu A100-SXM4-80GB --constants foo
 bad "import -o and --topology-out one file" 2 "--topology-out a.json: names the same file as --out a.json" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" -o a.json --topology-out a.json
 bad "sweep --csv over its workload" 2 "--csv $SMALL_W: names the same file as --workload $SMALL_W|an output never replaces an input" -- sweep --gpus 16 --topology "$TOPO" --workload "$SMALL_W" --csv "$SMALL_W"
+# The topology --topology-out would write fails its checks: the topology it came from is named with the node
+# count set for the workload (the message named the output file, t.json, which was never written).
+bad "import --topology-out: the NVL72 domain does not divide the nodes" 2 "import: --topology-out t.json ($ROOT/topologies/gb200-nvl72.json with nodes = 16 for the workload's 64 GPUs)|domain_gpus = 72" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" --topology "$ROOT/topologies/gb200-nvl72.json" --gpus 64 --topology-out t.json
 # A trace past limits::kMaxTraceBytes (1 GB): refused at once from its estimate, or stopped when the streamed file
 # passes it (a --trace-window's share is not known before the run); nothing left behind either way.
 bad "run --trace estimated past its limit" 2 "--trace t.json: the trace would be about|past the limit of 1000 MB" -- run --topology "$ROOT/topologies/dgx-h100.json" --workload "$ROOT/workloads/llama3-8b.json" --set layout.global_batch=8192 --trace t.json --trace-ranks all
