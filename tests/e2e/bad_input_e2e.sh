@@ -334,6 +334,7 @@ bad "sweep --gpu-hour-price without --tokens" 2 "sweep: --gpu-hour-price needs -
 bad "run --tokens 0" 2 "run: --tokens = \"0\" is not a positive count" -- run "${SMALL[@]}" --tokens 0
 bad "run --gpu-hour-price negative" 2 "run: --gpu-hour-price = -1 must be a price in [0, 1e+06] US dollars" -- run "${SMALL[@]}" --tokens 1T --gpu-hour-price=-1
 bad "fit without --gpu" 2 "fit: --gpu is required" -- fit "$RUNS"
+bad "fit: no run selected names the files and --id-prefix" 2 "fit: $ROOT/tests/validation/public_runs.json: 0 runs on H100-SXM5-80GB with a measured step time and an id starting with --id-prefix \"nomatch\"" -- fit "$ROOT/tests/validation/public_runs.json" --gpu H100-SXM5-80GB --id-prefix nomatch
 # Work bounds of the seeded studies (limits.hpp): 100,000 seeds of the default run took about 8 hours, 1,000,000
 # goodput seeds of the small run minutes; both are refused before any simulation.
 bad "run --seeds past the study's work limit" 2 "--seeds = 100000: 100000 seeds of 1179648 GPU layer passes per step|limit of 67108864 for a what-if study|at most 56 seeds" -- run --jitter lognormal,sigma=0.05 --seeds 100000
