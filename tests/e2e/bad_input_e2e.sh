@@ -120,6 +120,9 @@ bad "sweep --csv over its workload" 2 "--csv $SMALL_W: names the same file as --
 # The topology --topology-out would write fails its checks: the topology it came from is named with the node
 # count set for the workload (the message named the output file, t.json, which was never written).
 bad "import --topology-out: the NVL72 domain does not divide the nodes" 2 "import: --topology-out t.json ($ROOT/topologies/gb200-nvl72.json with nodes = 16 for the workload's 64 GPUs)|domain_gpus = 72" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" --topology "$ROOT/topologies/gb200-nvl72.json" --gpus 64 --topology-out t.json
+# memory --json --timeline past limits::kMaxMemoryTimelineSamples (2^21): 6.3 M samples took 5.3 GB and
+# 120 s before writing a byte; refused after the simulation, before any output.
+bad "memory --timeline past its sample limit" 2 "memory --timeline: $ROOT/workloads/llama3-8b.json: the timeline holds 2392088 samples over 8 stages|above the limit of 2097152" -- memory --topology "$ROOT/topologies/dgx-h100.json" --workload "$ROOT/workloads/llama3-8b.json" --set topology.nodes=1 --set layout.tp=1 --set layout.pp=8 --set layout.dp=1 --set layout.recompute=full --set layout.global_batch=16384 --set model.layers=48 --set model.hidden=1024 --set model.ffn_hidden=1024 --set model.vocab=1000 --set model.seq_len=1024 --json --timeline --svg m.svg
 # A trace past limits::kMaxTraceBytes (1 GB): refused at once from its estimate, or stopped when the streamed file
 # passes it (a --trace-window's share is not known before the run); nothing left behind either way.
 bad "run --trace estimated past its limit" 2 "--trace t.json: the trace would be about|past the limit of 1000 MB" -- run --topology "$ROOT/topologies/dgx-h100.json" --workload "$ROOT/workloads/llama3-8b.json" --set layout.global_batch=8192 --trace t.json --trace-ranks all
