@@ -284,6 +284,10 @@ runs_with r.json 's/"gpus": 8,/"gpus": 1073741824,/'
 bad "runs: a billion GPUs" 2 "r.json|cluster.gpus = 1073741824 is above the limit of 131072" -- run --from-runs r.json --id small_with_memory
 runs_with r.json 's/"precision": "bf16"/"precision": 0/'
 bad "runs: precision a number" 2 "r.json|training.precision = 0 must be a string" -- run --from-runs r.json --id small_with_memory
+# A run id given twice: which run --id meant is not guessed (the last was taken); the later row is its error.
+new_case
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); d["runs"] *= 2; json.dump(d, open(sys.argv[2], "w"))' "$RUNS" "$CASE_DIR/r.json"
+bad "runs: an id given twice" 2 "r.json: runs[1].id = \"small_with_memory\" is also the id of runs[0]; ids must be unique" -- run --from-runs r.json --id small_with_memory
 bad "validate: missing file" 2 "nope.json: cannot open the file" -- validate nope.json
 
 ## The command line.
