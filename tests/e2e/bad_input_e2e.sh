@@ -347,6 +347,8 @@ bad "fit: no run selected names the files and --id-prefix" 2 "fit: $ROOT/tests/v
 bad "run --seeds past the study's work limit" 2 "--seeds = 100000: 100000 seeds of 1179648 GPU layer passes per step|limit of 67108864 for a what-if study|at most 56 seeds" -- run --jitter lognormal,sigma=0.05 --seeds 100000
 bad "goodput --seeds past the study's work limit (the interval sweep counted whole)" 2 "--seeds = 1000000: 1000000 runs at each of the 25 checkpoint intervals swept|limit of 1073741824 for a goodput study|at most 12859 seeds here, or fix --checkpoint-interval" -- goodput "${SMALL[@]}" --seeds 1000000
 bad "goodput --seeds past the study's work limit at one interval" 2 "--seeds = 1000000: 1000000 runs of about 2.92e+06 checkpoints and failures each|at most 367 seeds here" -- goodput "${SMALL[@]}" --seeds 1000000 --checkpoint-interval 100
+# Past the limit at one seed: "at most 0 seeds here" named a count that cannot run; now it says so.
+bad "goodput: one seed past the study's work limit" 2 "goodput: --seeds = 1: 1 runs of about 1.97e+11 checkpoints and failures each|not one seed fits here" -- goodput "${SMALL[@]}" --seeds 1 --days 36500 --checkpoint-interval 1
 bad "sweep --seeds past the study's work limit" 2 "sweep: --seeds = 100000: 100000 seeds of the|GPU layer passes per step in all|at most" -- sweep "${SMALL[@]}" --gpus 16 --jitter lognormal,sigma=0.05 --seeds 100000
 
 ## Failed writes to stdout: exit 2, one line on stderr.
