@@ -323,6 +323,7 @@ bad "sweep --vary with 3,000 micro-batch sizes (one size above the grid limit)" 
 bad "run --tokens in hexadecimal" 2 "run: --tokens = \"0x10\" is not a positive count" -- run "${SMALL[@]}" --tokens 0x10
 bad "run --tokens below one" 2 "run: --tokens = \"0.5\" is not a positive count" -- run "${SMALL[@]}" --tokens 0.5
 bad "run --trace-ranks without --trace" 2 "run: --trace-ranks needs --trace FILE" -- run "${SMALL[@]}" --trace-ranks all
+bad "memory --timeline without --json (was ignored)" 2 "memory: --timeline needs --json" -- memory "${SMALL[@]}" --timeline
 bad "validate --tolerance inf" 2 "validate: --tolerance = inf must be a percentage from 0 to 1e6" -- validate "$ROOT/tests/validation/public_runs.json" --tolerance inf
 # A kernel profile 100x faster than measured (its GEMMs far above the H100's peak): fit refuses the constants it
 # would land on rather than write a calibration that --calibration refuses.

@@ -112,6 +112,8 @@ int memory_command(const std::vector<std::string>& args) {
     check_distinct_outputs({{"--svg", svg_file}, {"--html", html_file}}, input_files(in_opts));
     if (max_events_arg < 0)
         throw InputError(fmt::format("memory: --max-events {} must be 0 (no bound) or more", max_events_arg));
+    if (vm.count("timeline") && !vm.count("json"))  // was ignored: the tables have no timeline
+        throw InputError("memory: --timeline needs --json");
     const auto max_events = static_cast<std::uint64_t>(max_events_arg);
     const Inputs in = resolve_inputs(in_opts);
     std::optional<PipelineTimeline> timeline;
