@@ -89,6 +89,11 @@ inline constexpr std::int64_t kDeepSpeedStage3PassWeight = 8;
 /// about 3 s (docs/performance.md), so 1 GB is about 10 s of writing; `--trace-ranks all` on Llama 3 8B over
 /// 1,024 H100 with a 65,536 global batch announced 13.4 GB and ran on past 30 s (2026-11-25).
 inline constexpr double kMaxTraceBytes = 1e9;
+/// Samples of `memory --json --timeline` (every memory sample of every stage, about 310 bytes of JSON each):
+/// refused after the simulation, before anything is written. Llama 3 8B on 8 H100 at PP 8 with 16,384
+/// micro-batches gave 1.6 M samples, a 501 MB document, 1.5 GB and 7.7 s of CPU; at 128 layers (6.4 M
+/// samples) it passed 5.3 GB and 120 s before writing a byte (2026-11-28).
+inline constexpr std::int64_t kMaxMemoryTimelineSamples = std::int64_t{1} << 21;
 /// The work of one expected failure in a goodput run, in checkpoint events: a failure is a rollback, a
 /// recovery (restarted by failures during it) and, for a Weibull class, a replacement unit's clock. Measured
 /// (Release, 2 threads, 2026-11-25) on Llama 3 405B over 54 days on 16,384 H100, 1,000 seeds, the automatic

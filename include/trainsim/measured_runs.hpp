@@ -3,12 +3,12 @@
 // rows.
 //
 // Per-row robustness: a row (run or collective) that is malformed becomes that row's `error` (one line naming
-// the file, the run, the field and the value); a run that uses what trainsim does not simulate (mixture of
-// experts, an uneven split no framework rule gives) is `unsupported` with the reason. Only a document that is
-// not a measured-runs file at all (not an object, wrong `format`, `runs` not an array) throws. Top-level keys
-// the format does not define are ignored with one note each (MeasuredRunsFile::notes). `null` means "not
-// reported" for measured.step_time_s (the run is simulated, not scored), measured.peak_memory_GiB, and a
-// collective's algbw_GBps, busbw_GBps and time_us.
+// the file, the run, the field and the value; so is a run whose id an earlier run has); a run that uses what
+// trainsim does not simulate (mixture of experts, an uneven split no framework rule gives) is `unsupported`
+// with the reason. Only a document that is not a measured-runs file at all (not an object, wrong `format`,
+// `runs` not an array) throws. Top-level keys the format does not define are ignored with one note each
+// (MeasuredRunsFile::notes). `null` means "not reported" for measured.step_time_s (the run is simulated, not
+// scored), measured.peak_memory_GiB, and a collective's algbw_GBps, busbw_GBps and time_us.
 //
 // The run's `cluster` block is expanded by the DGX-style generator (cluster.hpp) with these generator
 // defaults for what the format does not carry: PCIe GPU<->NIC 32 GB/s (Gen4 x16, A100) or 64 GB/s (Gen5 x16,

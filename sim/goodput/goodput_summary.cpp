@@ -45,12 +45,13 @@ GoodputSummary simulate_goodput(const GoodputConfig& c, std::uint64_t first_seed
     if (seeds < 1) throw InputError(fmt::format("seeds = {} must be >= 1", seeds));
     if (jobs < 1) throw InputError(fmt::format("jobs = {} must be >= 1", jobs));
     const double events = std::max(expected_run_events(c), 1.0);
-    if (static_cast<double>(seeds) * events > static_cast<double>(limits::kMaxGoodputStudyEvents))
+    if (const double allowed = std::floor(static_cast<double>(limits::kMaxGoodputStudyEvents) / events);
+        static_cast<double>(seeds) * events > static_cast<double>(limits::kMaxGoodputStudyEvents))
         throw InputError(fmt::format(
             "--seeds = {}: {} runs of about {:.3g} failures and checkpoints each pass the limit of {} for a "
-            "goodput study (limits.hpp); at most {:.0f} seeds here",
+            "goodput study (limits.hpp); {}",
             seeds, seeds, events, limits::kMaxGoodputStudyEvents,
-            std::floor(static_cast<double>(limits::kMaxGoodputStudyEvents) / events)));
+            allowed >= 1 ? fmt::format("at most {:.0f} seeds here", allowed) : "not one seed fits here"));
     const std::vector<RunOutcome> runs = parallel_map(
         static_cast<std::size_t>(seeds), jobs,
         [&](std::size_t i) { return simulate_run(c, first_seed + static_cast<std::uint64_t>(i)); });

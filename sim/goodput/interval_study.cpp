@@ -63,11 +63,11 @@ CheckpointIntervalStudy study_checkpoint_intervals(const GoodputConfig& c,
                       "{} runs at each of the {} checkpoint intervals swept (about {:.3g} checkpoints "
                       "and failures per seed in all)",
                       seeds, intervals.size(), work);
+        const double allowed = std::floor(static_cast<double>(limits::kMaxGoodputStudyEvents) / work);
         throw InputError(fmt::format(
-            "--seeds = {}: {} pass the limit of {} for a goodput study (limits.hpp); at most {:.0f} seeds "
-            "here{}",
-            seeds, runs, limits::kMaxGoodputStudyEvents,
-            std::floor(static_cast<double>(limits::kMaxGoodputStudyEvents) / work),
+            "--seeds = {}: {} pass the limit of {} for a goodput study (limits.hpp); {}{}", seeds, runs,
+            limits::kMaxGoodputStudyEvents,
+            allowed >= 1 ? fmt::format("at most {:.0f} seeds here", allowed) : "not one seed fits here",
             intervals.size() == 1 ? "" : ", or fix --checkpoint-interval"));
     }
     for (auto n : intervals) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -1073,6 +1074,8 @@ void parse_collective(const json& row, const std::string& file, CollectiveRow& o
     if (gpus > limits::kMaxGpus)
         r.fail(r.field("gpus"),
                fmt::format("= {} is above the limit of {} (trainsim/limits.hpp)", gpus, limits::kMaxGpus));
+    // One GPU moves nothing: its time and bus bandwidth are 0 and NaN (printed "-nan GB/s", exit 0).
+    if (gpus < 2) r.fail(r.field("gpus"), fmt::format("= {}: a collective needs at least 2 GPUs", gpus));
     if (nodes > gpus) r.fail(r.field("nodes"), fmt::format("= {} is more than gpus = {}", nodes, gpus));
     if (gpus / nodes > limits::kMaxGpusPerNode)
         r.fail(r.field("gpus"), fmt::format("= {} on {} nodes is above the limit of {} GPUs per node "
@@ -1155,6 +1158,9 @@ MeasuredRunsFile parse_measured_runs(const json& j, const std::string& file) {
                             file, it.key()));
     const auto& runs = top.raw("runs");
     if (!runs.is_array()) top.fail("runs", "must be an array");
+    // A repeated id is the later row's error: which run `run --id` and `validate --only` meant is not
+    // guessed.
+    std::map<std::string, std::size_t> first_with_id;
     for (std::size_t i = 0; i < runs.size(); ++i) {
         MeasuredRun run;
         const json& row = runs[i];
@@ -1164,6 +1170,10 @@ MeasuredRunsFile parse_measured_runs(const json& j, const std::string& file) {
         try {
             if (!row.is_object() || !row.contains("id") || !row.at("id").is_string())
                 StrictObject(row, file, fmt::format("runs[{}]", i)).string("id");
+            if (const auto [at, first] = first_with_id.emplace(run.id, i); !first)
+                throw InputError(
+                    fmt::format("{}: runs[{}].id = \"{}\" is also the id of runs[{}]; ids must be unique",
+                                file, i, clip_for_message(run.id), at->second));
             parse_run(row, file, run);
         } catch (const InputError& e) {
             run.error = e.what();

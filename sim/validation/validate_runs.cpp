@@ -144,6 +144,10 @@ class RunPredictions {
         if (spread)  // the other processes' predictions arrive at the end
             for (std::size_t k = 0; k < distinct_.size(); ++k)
                 publish(distinct_[k], computed[k]);
+        if (distinct_.empty()) {  // no row simulated (every one malformed or unsupported): no publish ran
+            const std::scoped_lock lock(mutex_);
+            hand_over();
+        }
         std::vector<RunPrediction> out(rows_.size());
         for (std::size_t i = 0; i < rows_.size(); ++i)
             if (simulated_[i]) out[i] = *ready_[i];
@@ -183,6 +187,12 @@ class RunPredictions {
             own_[i] = std::move(q);
         for (std::size_t i = d; i < rows_.size(); ++i)
             if (simulated_[i] && same_as_[i] == d) ready_[i] = own_[i] ? &*own_[i] : &*own_[d];
+        hand_over();
+    }
+
+    /// Hands the rows now ready over to options.on_run, in order (a row not simulated is ready at once).
+    /// Called with mutex_ held.
+    void hand_over() {
         while (next_ < rows_.size() && (!simulated_[next_] || ready_[next_])) {
             if (options_.on_run) options_.on_run(compare_run(*rows_[next_], ready_[next_]));
             ++next_;

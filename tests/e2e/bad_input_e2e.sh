@@ -117,6 +117,12 @@ bad "fit --constants named twice" 2 "fit: --constants: \"gemm_max_efficiency\" i
 bad "fit --constants unknown" 2 "fit: --constants: \"foo\" is not a calibratable GPU constant" -- fit "$ROOT/tests/validation/public_runs.json" --gpu A100-SXM4-80GB --constants foo
 bad "import -o and --topology-out one file" 2 "--topology-out a.json: names the same file as --out a.json" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" -o a.json --topology-out a.json
 bad "sweep --csv over its workload" 2 "--csv $SMALL_W: names the same file as --workload $SMALL_W|an output never replaces an input" -- sweep --gpus 16 --topology "$TOPO" --workload "$SMALL_W" --csv "$SMALL_W"
+# The topology --topology-out would write fails its checks: the topology it came from is named with the node
+# count set for the workload (the message named the output file, t.json, which was never written).
+bad "import --topology-out: the NVL72 domain does not divide the nodes" 2 "import: --topology-out t.json ($ROOT/topologies/gb200-nvl72.json with nodes = 16 for the workload's 64 GPUs)|domain_gpus = 72" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" --topology "$ROOT/topologies/gb200-nvl72.json" --gpus 64 --topology-out t.json
+# memory --json --timeline past limits::kMaxMemoryTimelineSamples (2^21): 6.3 M samples took 5.3 GB and
+# 120 s before writing a byte; refused after the simulation, before any output.
+bad "memory --timeline past its sample limit" 2 "memory --timeline: $ROOT/workloads/llama3-8b.json: the timeline holds 2392088 samples over 8 stages|above the limit of 2097152" -- memory --topology "$ROOT/topologies/dgx-h100.json" --workload "$ROOT/workloads/llama3-8b.json" --set topology.nodes=1 --set layout.tp=1 --set layout.pp=8 --set layout.dp=1 --set layout.recompute=full --set layout.global_batch=16384 --set model.layers=48 --set model.hidden=1024 --set model.ffn_hidden=1024 --set model.vocab=1000 --set model.seq_len=1024 --json --timeline --svg m.svg
 # A trace past limits::kMaxTraceBytes (1 GB): refused at once from its estimate, or stopped when the streamed file
 # passes it (a --trace-window's share is not known before the run); nothing left behind either way.
 bad "run --trace estimated past its limit" 2 "--trace t.json: the trace would be about|past the limit of 1000 MB" -- run --topology "$ROOT/topologies/dgx-h100.json" --workload "$ROOT/workloads/llama3-8b.json" --set layout.global_batch=8192 --trace t.json --trace-ranks all
@@ -278,6 +284,10 @@ runs_with r.json 's/"gpus": 8,/"gpus": 1073741824,/'
 bad "runs: a billion GPUs" 2 "r.json|cluster.gpus = 1073741824 is above the limit of 131072" -- run --from-runs r.json --id small_with_memory
 runs_with r.json 's/"precision": "bf16"/"precision": 0/'
 bad "runs: precision a number" 2 "r.json|training.precision = 0 must be a string" -- run --from-runs r.json --id small_with_memory
+# A run id given twice: which run --id meant is not guessed (the last was taken); the later row is its error.
+new_case
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); d["runs"] *= 2; json.dump(d, open(sys.argv[2], "w"))' "$RUNS" "$CASE_DIR/r.json"
+bad "runs: an id given twice" 2 "r.json: runs[1].id = \"small_with_memory\" is also the id of runs[0]; ids must be unique" -- run --from-runs r.json --id small_with_memory
 bad "validate: missing file" 2 "nope.json: cannot open the file" -- validate nope.json
 
 ## The command line.
@@ -313,6 +323,7 @@ bad "sweep --vary with 3,000 micro-batch sizes (one size above the grid limit)" 
 bad "run --tokens in hexadecimal" 2 "run: --tokens = \"0x10\" is not a positive count" -- run "${SMALL[@]}" --tokens 0x10
 bad "run --tokens below one" 2 "run: --tokens = \"0.5\" is not a positive count" -- run "${SMALL[@]}" --tokens 0.5
 bad "run --trace-ranks without --trace" 2 "run: --trace-ranks needs --trace FILE" -- run "${SMALL[@]}" --trace-ranks all
+bad "memory --timeline without --json (was ignored)" 2 "memory: --timeline needs --json" -- memory "${SMALL[@]}" --timeline
 bad "validate --tolerance inf" 2 "validate: --tolerance = inf must be a percentage from 0 to 1e6" -- validate "$ROOT/tests/validation/public_runs.json" --tolerance inf
 # A kernel profile 100x faster than measured (its GEMMs far above the H100's peak): fit refuses the constants it
 # would land on rather than write a calibration that --calibration refuses.
@@ -331,11 +342,14 @@ bad "sweep --gpu-hour-price without --tokens" 2 "sweep: --gpu-hour-price needs -
 bad "run --tokens 0" 2 "run: --tokens = \"0\" is not a positive count" -- run "${SMALL[@]}" --tokens 0
 bad "run --gpu-hour-price negative" 2 "run: --gpu-hour-price = -1 must be a price in [0, 1e+06] US dollars" -- run "${SMALL[@]}" --tokens 1T --gpu-hour-price=-1
 bad "fit without --gpu" 2 "fit: --gpu is required" -- fit "$RUNS"
+bad "fit: no run selected names the files and --id-prefix" 2 "fit: $ROOT/tests/validation/public_runs.json: 0 runs on H100-SXM5-80GB with a measured step time and an id starting with --id-prefix \"nomatch\"" -- fit "$ROOT/tests/validation/public_runs.json" --gpu H100-SXM5-80GB --id-prefix nomatch
 # Work bounds of the seeded studies (limits.hpp): 100,000 seeds of the default run took about 8 hours, 1,000,000
 # goodput seeds of the small run minutes; both are refused before any simulation.
 bad "run --seeds past the study's work limit" 2 "--seeds = 100000: 100000 seeds of 1179648 GPU layer passes per step|limit of 67108864 for a what-if study|at most 56 seeds" -- run --jitter lognormal,sigma=0.05 --seeds 100000
 bad "goodput --seeds past the study's work limit (the interval sweep counted whole)" 2 "--seeds = 1000000: 1000000 runs at each of the 25 checkpoint intervals swept|limit of 1073741824 for a goodput study|at most 12859 seeds here, or fix --checkpoint-interval" -- goodput "${SMALL[@]}" --seeds 1000000
 bad "goodput --seeds past the study's work limit at one interval" 2 "--seeds = 1000000: 1000000 runs of about 2.92e+06 checkpoints and failures each|at most 367 seeds here" -- goodput "${SMALL[@]}" --seeds 1000000 --checkpoint-interval 100
+# Past the limit at one seed: "at most 0 seeds here" named a count that cannot run; now it says so.
+bad "goodput: one seed past the study's work limit" 2 "goodput: --seeds = 1: 1 runs of about 1.97e+11 checkpoints and failures each|not one seed fits here" -- goodput "${SMALL[@]}" --seeds 1 --days 36500 --checkpoint-interval 1
 bad "sweep --seeds past the study's work limit" 2 "sweep: --seeds = 100000: 100000 seeds of the|GPU layer passes per step in all|at most" -- sweep "${SMALL[@]}" --gpus 16 --jitter lognormal,sigma=0.05 --seeds 100000
 
 ## Failed writes to stdout: exit 2, one line on stderr.

@@ -200,6 +200,12 @@ if cmp -s "$TMP/badrow_jobs1.out" "$TMP/badrow_json.out" && cmp -s "$TMP/badrow_
 else
     fail "7i validate output depends on --jobs"
 fi
+# No row simulated (--only picks the malformed one): its line and reason are printed all the same (the table
+# was streamed by the simulations alone, and showed the header and the summary with "1 errors" but no row).
+run badonly validate "$DATA/runs-one-bad-row.json" --only bad_row
+check_rc "7j validate --only the malformed row: exit 4" badonly 4
+check_has "7k ... and its line names the file, run, field and value" "$TMP/badonly.out" \
+    'runs-one-bad-row.json: run "bad_row".training.tp = "two" must be an integer' '1 runs, 0 simulated'
 n=$(grep -cE '^good_row .* ok$' "$TMP/badrow.out")
 if [ "$n" -eq 1 ]; then pass "7d the valid row is simulated and ok"; else fail "7d good_row is not ok"; fi
 if [ -s "$TMP/badrow.err" ]; then fail "7e validate wrote to stderr" "$(head -c 400 "$TMP/badrow.err")"; else pass "7e validate: stderr empty"; fi

@@ -457,8 +457,15 @@ TEST_CASE("measured runs: collective rows, null bandwidths, presets beyond A100/
     json by_gpu = coll("gb300", "rack-scale system");
     by_gpu["gpu"] = "GB300";
     d["collectives"].push_back(by_gpu);
+    // One GPU moves nothing: its predicted bus bandwidth was NaN ("-nan GB/s", exit 0); now the row's error.
+    json one_gpu = coll("one", "DGX A100");
+    one_gpu["gpus"] = 1;
+    d["collectives"].push_back(one_gpu);
     const auto f = parse_measured_runs(d, "f.json");
-    REQUIRE(f.collectives.size() == 7);
+    REQUIRE(f.collectives.size() == 8);
+    REQUIRE(f.collectives[7].error);
+    CHECK(contains(*f.collectives[7].error,
+                   "f.json: collective \"one\".gpus = 1: a collective needs at least 2 GPUs"));
     CHECK_FALSE(f.collectives[6].error);
     CHECK(f.collectives[6].topology.gpu == "GB300");
     CHECK(f.collectives[6].topology.nic_bandwidth.bytes_per_s == doctest::Approx(100e9));

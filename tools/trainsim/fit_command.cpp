@@ -261,6 +261,14 @@ int fit_command(const std::vector<std::string>& args) {
     for (const auto& f : files)
         parsed.push_back(parse_measured_runs(read_json_file(f), f));
     const auto runs = runs_to_fit(parsed, gpu_name, comma_separated(id_prefixes));
+    if (runs.size() < options.constants.size())  // named with the files and --id-prefix that selected them
+        throw InputError(fmt::format(
+            "fit: {}: {} runs on {} with a measured step time{}; fitting {} constants needs at least as many",
+            clip_for_message(fmt::format("{}", fmt::join(files, ", ")), 200), runs.size(), gpu_name,
+            id_prefixes.empty()
+                ? ""
+                : fmt::format(" and an id starting with --id-prefix \"{}\"", clip_for_message(id_prefixes)),
+            options.constants.size()));
     const StepTimeFit fit = fit_step_time_constants(runs, catalog, options);
     const nlohmann::json fitted = step_time_fit_json(fit, options.constants, command_line(args));
     // Before the progress lines: a refused fit is one line on stderr.

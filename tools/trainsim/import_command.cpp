@@ -107,7 +107,14 @@ std::string topology_for(nlohmann::json topo, int gpus, const ImportOptions& o) 
                                          gpus, per_node));
         topo["nodes"] = gpus / per_node;
     }
-    (void)parse_topology(topo, o.topology_out);
+    // Its errors name the topology it came from and the node count set here, not the file not yet written.
+    const std::string from = o.topology.empty() ? "the default topology" : o.topology;
+    (void)parse_topology(
+        topo,
+        nodes_set
+            ? fmt::format("import: --topology-out {} ({} with the --set node count)", o.topology_out, from)
+            : fmt::format("import: --topology-out {} ({} with nodes = {} for the workload's {} GPUs)",
+                          o.topology_out, from, gpus / per_node, gpus));
     return topo.dump(2) + "\n";
 }
 

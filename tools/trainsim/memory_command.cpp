@@ -14,6 +14,7 @@
 #include "trainsim/errors.hpp"
 #include "trainsim/frontend.hpp"
 #include "trainsim/html_report.hpp"
+#include "trainsim/limits.hpp"
 #include "trainsim/memory.hpp"
 #include "trainsim/program.hpp"
 #include "trainsim/simulate.hpp"
@@ -58,6 +59,22 @@ std::string what_if_text(const WhatIf& w) {
     return o;
 }
 
+/// Refuses (InputError) a `--json --timeline` document past limits::kMaxMemoryTimelineSamples, before
+/// anything is written.
+void check_timeline_samples(const Inputs& in, const MemoryReport& mem) {
+    std::int64_t samples = 0;
+    for (const auto& st : mem.stages)
+        samples += static_cast<std::int64_t>(st.timeline.size());
+    if (samples > limits::kMaxMemoryTimelineSamples)
+        throw InputError(fmt::format(
+            "memory --timeline: {}: the timeline holds {} samples over {} stages (about {:.0f} MB of JSON), "
+            "above the limit of {} (trainsim/limits.hpp); fewer micro-batches (layout.global_batch) or "
+            "layers "
+            "give fewer, or leave out --timeline",
+            in.label, samples, mem.stages.size(), static_cast<double>(samples) * 310 / 1e6,
+            limits::kMaxMemoryTimelineSamples));
+}
+
 }  // namespace
 
 int memory_command(const std::vector<std::string>& args) {
@@ -75,9 +92,10 @@ int memory_command(const std::vector<std::string>& args) {
         "what-if",
         "also simulate the standard remedies (recompute, ZeRO-1/2/3, micro-batch halved, 8-bit Adam, "
         "CPU offload): memory saved and step-time cost of each")(
-        "timeline", "with --json: every memory sample of every stage (time, phase, bytes by pile)")(
-        "svg", po::value(&svg_file),
-        "write a chart of the per-phase peak by pile to FILE (self-contained SVG)")(
+        "timeline",
+        "with --json: every memory sample of every stage (time, phase, bytes by pile); at most 2,097,152 "
+        "samples (limits.hpp)")("svg", po::value(&svg_file),
+                                "write a chart of the per-phase peak by pile to FILE (self-contained SVG)")(
         "html", po::value(&html_file),
         "write a self-contained HTML page to FILE: the memory chart, and when simulated the headline "
         "figures, step breakdown per stage and pipeline timeline (inline SVG; "
@@ -94,6 +112,8 @@ int memory_command(const std::vector<std::string>& args) {
     check_distinct_outputs({{"--svg", svg_file}, {"--html", html_file}}, input_files(in_opts));
     if (max_events_arg < 0)
         throw InputError(fmt::format("memory: --max-events {} must be 0 (no bound) or more", max_events_arg));
+    if (vm.count("timeline") && !vm.count("json"))  // was ignored: the tables have no timeline
+        throw InputError("memory: --timeline needs --json");
     const auto max_events = static_cast<std::uint64_t>(max_events_arg);
     const Inputs in = resolve_inputs(in_opts);
     std::optional<PipelineTimeline> timeline;
@@ -103,6 +123,7 @@ int memory_command(const std::vector<std::string>& args) {
                      timeline ? std::vector<ExecutorObserver*>{&*timeline} : std::vector<ExecutorObserver*>{},
                      static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
     const MemoryReport& mem = study.memory();
+    if (vm.count("json") && vm.count("timeline")) check_timeline_samples(in, mem);
     const std::string& gpu_name = study.gpu_name;
     const std::string title = layout_title(in, gpu_name);
     const std::string not_simulated = fmt::format(
