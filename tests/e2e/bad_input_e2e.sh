@@ -151,6 +151,8 @@ bad "workload empty" 2 "w.json: not valid JSON" -- run --topology "$TOPO" --work
 bad "calibration is a directory" 2 "is a directory" -- run "${SMALL[@]}" --calibration "$ROOT/calibration"
 bad "profile is a directory" 2 "is a directory" -- run "${SMALL[@]}" --profile "$ROOT/topologies"
 bad "runs file is a directory" 2 "is a directory" -- validate "$ROOT/tests"
+bad "validate --only empty (would select every row)" 2 "--only = \"\" names no run id" -- validate "$RUNS" --only ""
+bad "validate --only commas only" 2 "--only = \",,\" names no run id" -- validate "$RUNS" --only ,,
 
 ## Topology fields: the topology file is named.
 bad "topology: negative bandwidth" 2 "topo-negative-bandwidth.json|bandwidth" -- run --topology "$DATA/topo-negative-bandwidth.json" --workload "$SMALL_W"

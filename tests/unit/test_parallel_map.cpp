@@ -1,8 +1,11 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "trainsim/parallel_map.hpp"
@@ -62,4 +65,21 @@ TEST_CASE("parallel_for: no index after a failure is started on one thread") {
                                  }),
                     std::logic_error);
     CHECK(calls.load() == 4);
+}
+
+TEST_CASE("parallel_for: at most the hardware threads run, whatever jobs asks") {
+    // sweep -j 1024 started 1,024 threads, each holding a simulation (3.9 GiB for Llama 3 8B, exhaustive).
+    const unsigned hardware = std::thread::hardware_concurrency();
+    std::mutex mutex;
+    std::set<std::thread::id> seen;
+    parallel_for(4096, 1024, [&](std::size_t) {
+        const std::lock_guard<std::mutex> lock(mutex);
+        seen.insert(std::this_thread::get_id());
+    });
+    if (hardware > 0) {
+        CHECK(seen.size() <= hardware);
+        CHECK(worker_threads(1024) == std::min<std::size_t>(1024, hardware));
+    }
+    CHECK(worker_threads(0) == 1);
+    CHECK(worker_threads(-5) == 1);
 }

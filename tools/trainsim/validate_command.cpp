@@ -217,6 +217,8 @@ int validate_command(const std::vector<std::string>& args) {
         throw InputError(fmt::format("--max-mape = {} must be a percentage >= 0", gate.max_mape_pct));
     check_jobs(options.jobs, "");
     options.only = comma_separated(only);
+    if (vm.count("only") && options.only.empty())  // an empty list would select every row
+        throw InputError(fmt::format("validate: --only = \"{}\" names no run id", only));
     std::vector<RunsSource> sources;
     for (const auto& file : files)
         sources.push_back({file, std::nullopt});
