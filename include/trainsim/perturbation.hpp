@@ -140,6 +140,7 @@ class LognormalJitter {
 /// and the value: "--straggler gpu=x,slowdown=1.3: gpu = \"x\" is not a non-negative integer".
 Straggler parse_straggler(const std::string& value);
 Jitter parse_jitter(const std::string& value);
+/// parse_link also refuses `down` beside bandwidth= or latency= (a link that carries nothing).
 LinkPerturbation parse_link(const std::string& value);
 
 /// The GPUs slowed by `stragglers` on a cluster of `gpus` GPUs: their compute factor per GPU ([gpus], 1 for

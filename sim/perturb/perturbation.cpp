@@ -270,6 +270,9 @@ LinkPerturbation parse_link(const std::string& value) {
             unknown_key(opt, value, k, "bandwidth=F, latency=T or down");
         }
     }
+    if (p.down && (p.bandwidth_factor != 1 || p.extra_latency > Time{}))
+        throw InputError(
+            fmt::format("{}: down carries nothing; bandwidth and latency do not go with it", option));
     return p;
 }
 

@@ -33,8 +33,14 @@ Perturbations scenario_perturbations(const ScenarioOptions& o) {
     if (o.jitters.size() > 1)
         throw InputError(fmt::format("--jitter {}: --jitter is given twice", o.jitters[1]));
     if (!o.jitters.empty()) p.jitter = parse_jitter(o.jitters.front());
-    for (const auto& l : o.links)
+    for (const auto& l : o.links) {
         p.links.push_back(parse_link(l));
+        // Two degradations of one link: which one holds would depend on the order (refused, as --jitter).
+        for (std::size_t i = 0; i + 1 < p.links.size(); ++i)
+            if (p.links[i].name == p.links.back().name)
+                throw InputError(fmt::format("--link {}: link {} is also degraded by --link {}", l,
+                                             p.links.back().name, p.links[i].text));
+    }
     if (o.seeds < 1) throw InputError(fmt::format("--seeds {}: must be at least 1", o.seeds));
     if (o.seeds > 100000) throw InputError(fmt::format("--seeds {}: at most 100000", o.seeds));
     return p;
