@@ -79,6 +79,9 @@ int run_main(std::vector<std::string> args) {
         return trainsim::kExitOk;
     }
     if (args[0] == "--version" || args[0] == "version") {
+        if (args.size() > 1)
+            throw trainsim::InputError(
+                fmt::format("{}: unexpected argument \"{}\"", args[0], trainsim::clip_for_message(args[1])));
         std::cout << "trainsim " << TRAINSIM_VERSION << "\n";
         return trainsim::kExitOk;
     }
