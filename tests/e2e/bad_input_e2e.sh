@@ -310,6 +310,8 @@ bad "sweep --jobs 100000" 2 "sweep: --jobs = 100000 must be 1 .. 1024" -- sweep 
 bad "run --jobs 2000" 2 "run: --jobs = 2000 must be 1 .. 1024" -- run "${SMALL[@]}" --jobs 2000
 bad "--link bandwidth below 1/1000" 2 "--link node0.nic0,bandwidth=1e-200: bandwidth = 1e-200 must be in [0.001, 1]" -- run "${SMALL[@]}" --link node0.nic0,bandwidth=1e-200
 bad "--link latency past 1 s" 2 "--link node0.nic0,latency=1e300s: latency = 1e300s must be between 0 and 1 s" -- run "${SMALL[@]}" --link node0.nic0,latency=1e300s
+new_case; printf '{"format": "trainsim-kernel-measurements/1", "device": {"gpu": "NVIDIA H100 80GB HBM3"}}' >"$CASE_DIR/k.json"
+bad "profile import: H100 measurements as a B200 profile" 2 "k.json: device.gpu = \"NVIDIA H100 80GB HBM3\" is H100-SXM5-80GB, not --gpu B200" -- profile import k.json --gpu B200
 bad "--version with an argument" 2 "--version: unexpected argument \"extra\"" -- --version extra
 bad "--link down with a bandwidth" 2 "--link node0.nic0,down,bandwidth=0.5: down carries nothing" -- run "${SMALL[@]}" --link node0.nic0,down,bandwidth=0.5
 bad "--link: one link degraded twice" 2 "--link node0.nic0,bandwidth=0.2: link node0.nic0 is also degraded by --link node0.nic0,bandwidth=0.5" -- run "${SMALL[@]}" --link node0.nic0,bandwidth=0.5 --link node0.nic0,bandwidth=0.2

@@ -45,11 +45,15 @@ int import_command(const std::vector<std::string>& args) {
     if (!out_file.empty()) check_output_path(out_file);
     const std::string& in = files.front();
     const nlohmann::json j = read_json_file(in);
+    const std::string device = j.is_object() && j.contains("device") && j["device"].is_object() &&
+                                       j["device"].contains("gpu") && j["device"]["gpu"].is_string()
+                                   ? j["device"]["gpu"].get<std::string>()
+                                   : "";
+    // Measurements of a known GPU are not another GPU's profile (B200 timed by H100 kernels).
+    if (!gpu.empty() && !catalog_name(device).empty() && catalog_name(device) != gpu)
+        throw InputError(fmt::format("{}: device.gpu = \"{}\" is {}, not --gpu {}", in, device,
+                                     catalog_name(device), clip_for_message(gpu)));
     if (gpu.empty()) {
-        const std::string device =
-            j.contains("device") && j["device"].contains("gpu") && j["device"]["gpu"].is_string()
-                ? j["device"]["gpu"].get<std::string>()
-                : "";
         gpu = catalog_name(device);
         // The value as the file holds it (a number, an object, or nothing), not the empty name read from it.
         const std::string shown =
