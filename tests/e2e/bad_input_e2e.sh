@@ -295,6 +295,7 @@ bad "validate: missing file" 2 "nope.json: cannot open the file" -- validate nop
 ## The command line.
 bad "no command" 2 "no command given" --
 bad "import without a kind" 2 "import: no kind given" -- import
+bad "sweep where every layout is rejected names an example's values" 2 "most often (|), e.g. tp|= 1048576 is above the limit of 16384" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --global-batch 16777216
 bad "sweep where every layout is rejected (no CSV written)" 2 "sweep: every layout is rejected" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --fix tp=3 --csv x.csv
 bad "unknown command" 2 "unknown command \"frobnicate\"" -- frobnicate
 bad "help of an unknown command" 2 "unknown command \"frobnicate\"" -- help frobnicate

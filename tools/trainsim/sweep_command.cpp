@@ -280,11 +280,21 @@ SweepOptions sweep_options(const SweepArgs& a, const std::vector<int>& sizes, co
 /// printing or writing anything, when every layout is rejected or the grid is empty.
 int report_sweep(const SweepResult& res, const SweepArgs& a, bool json) {
     // Bad input (exit 2): nothing on stdout and no file written.
-    if (res.simulated == 0 && res.out_of_memory == 0)
-        throw InputError(res.entries.empty()
-                             ? std::string("sweep: the grid is empty (check --fix and --vary)")
-                             : fmt::format("sweep: every layout is rejected; most often: {}",
-                                           res.reject_counts.front().first));
+    if (res.simulated == 0 && res.out_of_memory == 0) {
+        if (res.entries.empty()) throw InputError("sweep: the grid is empty (check --fix and --vary)");
+        // The reasons are counted with their numbers as N; the first such layout's own message names them.
+        const auto& [reason, count] = res.reject_counts.front();
+        const auto example = std::find_if(res.entries.begin(), res.entries.end(), [&](const SweepEntry& e) {
+            return e.reason == reason && !e.detail.empty();
+        });
+        throw InputError(
+            example == res.entries.end() || example->detail == reason
+                ? fmt::format("sweep: every layout is rejected; most often ({} of {}): {}", count,
+                              res.entries.size(), reason)
+                : fmt::format("sweep: every layout is rejected; most often ({} of {}), e.g. {}: {}", count,
+                              res.entries.size(), canonical_string(example->layout),
+                              clip_for_message(example->detail, 160)));
+    }
     // A what-if sweep whose every runnable layout passed its share of the event bound is not "out of
     // memory": it is larger than a what-if sweep runs by default.
     const auto bound = std::find_if(res.reject_counts.begin(), res.reject_counts.end(), [](const auto& r) {
