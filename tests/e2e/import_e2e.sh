@@ -69,6 +69,16 @@ check "the imported torchtitan run simulates" test $? -eq 0
 "$bin" help import >"$tmp/help.txt"
 check "trainsim help import exits 0 and lists the kinds" grep -q 'trainsim import torchtitan train.toml' "$tmp/help.txt"
 
+# The node count advised for a cluster of another size passes the topology's checks, or none is advised:
+# 64 GPUs of GB200 NVL72 are 16 trays, which no whole 72-GPU domain holds (it advised nodes=16, refused).
+"$bin" import hf "$data/llama3_8b_config.json" --topology "$src/topologies/gb200-nvl72.json" --gpus 64 \
+    >/dev/null 2>"$tmp/nvl.err"
+check "import hf --gpus 64 on NVL72: no node count advised" \
+    grep -q "no node count of this topology holds 64 GPUs" "$tmp/nvl.err"
+"$bin" import hf "$data/llama3_8b_config.json" --topology "$src/topologies/gb200-nvl72.json" --gpus 144 \
+    >/dev/null 2>"$tmp/nvl144.err"
+check "import hf --gpus 144 on NVL72: nodes=36 advised" grep -q -- "--set topology.nodes=36" "$tmp/nvl144.err"
+
 # 4. Bad input: exit 2, one stderr line naming the flag / key and value, nothing on stdout, no file written.
 bad() {  # bad NAME EXPECTED_STDERR_REGEX ARGS...
     local name="$1" want="$2"

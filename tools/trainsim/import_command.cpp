@@ -126,13 +126,32 @@ void report(const Imported& imp, const nlohmann::json& topo, const ImportOptions
         std::cerr << "note: " << n << "\n";
     const int cluster = topology_gpus(topo);
     const long long per_node = topo.value("gpus_per_node", 0LL);
-    if (o.topology_out.empty() && cluster != imp.gpus)
-        std::cerr << fmt::format(
-            "note: the workload is for {} GPUs and the topology has {}: run it with --set topology.nodes={} "
-            "(or "
-            "write a topology with --topology-out)\n",
-            imp.gpus, cluster,
-            per_node > 0 && imp.gpus % per_node == 0 ? std::to_string(imp.gpus / per_node) : "N");
+    if (o.topology_out.empty() && cluster != imp.gpus) {
+        // The node count advised must itself pass the topology's checks (GB200 NVL72: whole 72-GPU domains,
+        // so 64 GPUs are 16 trays that no domain of 18 holds).
+        std::string nodes = "N";
+        std::string why_not;
+        if (per_node > 0 && imp.gpus % per_node == 0) {
+            nlohmann::json sized = topo;
+            sized["nodes"] = imp.gpus / per_node;
+            try {
+                (void)parse_topology(sized, "the topology");
+                nodes = std::to_string(imp.gpus / per_node);
+            } catch (const InputError& e) {
+                why_not = clip_for_message(e.what(), 160);
+            }
+        }
+        if (why_not.empty())
+            std::cerr << fmt::format(
+                "note: the workload is for {} GPUs and the topology has {}: run it with --set "
+                "topology.nodes={} (or write a topology with --topology-out)\n",
+                imp.gpus, cluster, nodes);
+        else
+            std::cerr << fmt::format(
+                "note: the workload is for {} GPUs and the topology has {}, and no node count of this "
+                "topology holds {} GPUs ({}): change the layout's GPUs or use another topology\n",
+                imp.gpus, cluster, imp.gpus, why_not);
+    }
 }
 
 }  // namespace
