@@ -187,31 +187,25 @@ TEST_CASE("sweep over processes: every output byte for byte the single process's
     for (const auto& out : outputs)
         CHECK(out == all_outputs(single));
     // Pruned: rounds over processes, the threads of one process as they are free; the same kept layouts.
+    // Then keeping the Pareto front (--html): rounds skip dominated groups after their walks; the same kept.
+    const auto ranks_match_threads = [&](const SweepOptions& pruned) {
+        const auto threads = run_sweep(topo, m, base_layout(16), small_grid(), "tiny", pruned);
+        REQUIRE(threads.pruned > 0);
+        const auto pruned_outputs = on_ranks(3, [&](ProcessGroup* g) {
+            SweepOptions o = pruned;
+            o.jobs = 1;
+            o.processes = g;
+            return all_outputs(run_sweep(topo, m, base_layout(16), small_grid(), "tiny", o));
+        });
+        for (const auto& out : pruned_outputs)
+            CHECK(out == all_outputs(threads));
+    };
     SweepOptions pruned = one;
     pruned.prune_beyond_top = 3;
     pruned.jobs = 2;
-    const auto threads = run_sweep(topo, m, base_layout(16), small_grid(), "tiny", pruned);
-    REQUIRE(threads.pruned > 0);
-    const auto pruned_outputs = on_ranks(3, [&](ProcessGroup* g) {
-        SweepOptions o = pruned;
-        o.jobs = 1;
-        o.processes = g;
-        return all_outputs(run_sweep(topo, m, base_layout(16), small_grid(), "tiny", o));
-    });
-    for (const auto& out : pruned_outputs)
-        CHECK(out == all_outputs(threads));
-    // Keeping the Pareto front (--html): rounds skip dominated groups after their walks; the same kept.
+    ranks_match_threads(pruned);
     pruned.prune_keeps_pareto_front = true;
-    const auto front_threads = run_sweep(topo, m, base_layout(16), small_grid(), "tiny", pruned);
-    REQUIRE(front_threads.pruned > 0);
-    const auto front_outputs = on_ranks(3, [&](ProcessGroup* g) {
-        SweepOptions o = pruned;
-        o.jobs = 1;
-        o.processes = g;
-        return all_outputs(run_sweep(topo, m, base_layout(16), small_grid(), "tiny", o));
-    });
-    for (const auto& out : front_outputs)
-        CHECK(out == all_outputs(front_threads));
+    ranks_match_threads(pruned);
 }
 
 TEST_CASE("sweep --gpus with several sizes: one ranking, a gpus column; one size as before") {
