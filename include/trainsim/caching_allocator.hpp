@@ -26,7 +26,6 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <tuple>
 #include <vector>
 
@@ -99,8 +98,22 @@ class CachingAllocator {
     /// live_segments_ lists the ids of the reserved ones, ascending.
     std::vector<Segment> segments_;
     std::vector<std::int64_t> live_segments_;
-    /// Free blocks by pool, ordered by (size, segment, offset) as the allocator's BlockComparator.
-    std::vector<std::map<std::tuple<double, std::int64_t, double>, std::int64_t>> free_;
+    /// A cached free block: its key in the allocator's BlockComparator order (size, segment, offset).
+    struct FreeEntry {
+        double size = 0;
+        std::int64_t segment = 0;
+        double offset = 0;
+        std::int64_t id = 0;
+        bool operator<(const FreeEntry& o) const {
+            return std::tie(size, segment, offset) < std::tie(o.size, o.segment, o.offset);
+        }
+    };
+    /// Free blocks by pool, sorted (FreeEntry::operator<): a pool caches few free blocks at a time, so a
+    /// sorted vector's binary search and short moves cost less than a tree's node allocations (which took a
+    /// third of an HTML sweep's memory walks).
+    std::vector<std::vector<FreeEntry>> free_;
+    void add_free(int pool, double size, std::int64_t segment, double offset, std::int64_t id);
+    void erase_free(int pool, double size, std::int64_t segment, double offset);
 };
 
 }  // namespace trainsim

@@ -140,7 +140,11 @@ struct StageMemory {
     int ranks = 0;                                          ///< GPUs with this memory (tp · cp · dp)
     std::array<MemorySample, kMemoryPhases> phase_peaks{};  ///< the highest sample of each phase
     MemoryPhase peak_phase = MemoryPhase::load;
-    double peak_bytes = 0;               ///< device bytes at the peak: reserved + CUDA context + NCCL buffers
+    double peak_bytes = 0;  ///< device bytes at the peak: reserved + CUDA context + NCCL buffers
+    /// The highest sample (device bytes, as peak_bytes) of the walk's early part: its marks up to the end of
+    /// the backward of the stage's first micro-batch (early_walk_marks). A floor under peak_bytes, which a
+    /// walk of those marks alone gives (memory_peak_floor_bytes).
+    double early_peak_bytes = 0;
     double peak_allocated_bytes = 0;     ///< torch.cuda.max_memory_allocated() of one GPU of the stage
     double peak_reserved_bytes = 0;      ///< torch.cuda.max_memory_reserved() of one GPU of the stage
     double outside_allocator_bytes = 0;  ///< CUDA context and NCCL buffers
@@ -205,6 +209,13 @@ PileBytes held_piles(const ModelSpec& m, const Layout& l, const Program& p, int 
 MemoryReport simulate_memory(const ModelSpec& m, const Layout& l, const Program& p, const GpuSpec& gpu,
                              const std::vector<std::vector<double>>* compute_end_s = nullptr,
                              bool keep_timeline = false);
+
+/// A floor under simulate_memory(m, l, p, gpu).peak().peak_bytes (bytes per GPU) at a fraction of its cost:
+/// each stage's walk up to the end of its first micro-batch's backward (StageMemory::early_peak_bytes), the
+/// largest over the stages. Its samples are the first samples of the full walk, so their highest is at most
+/// the full walk's; where the schedule's steady state repeats the first micro-batches (1F1B), it is close to
+/// it. The sweep's Pareto-front pruning uses it to skip full walks (sim/sweep/sweep_phase2.cpp).
+double memory_peak_floor_bytes(const ModelSpec& m, const Layout& l, const Program& p, const GpuSpec& gpu);
 
 /// JSON of the report: capacity, fits, the OOM sentence, notes, and per stage the peak of every phase by
 /// pile (bytes), plus every timeline sample when `timeline` is true and the report kept them.

@@ -34,6 +34,23 @@ CachingAllocator::Block& CachingAllocator::block(std::int64_t id) {
     return blocks_[static_cast<std::size_t>(id)];
 }
 
+void CachingAllocator::add_free(int pool, double size, std::int64_t segment, double offset, std::int64_t id) {
+    auto& fl = free_[static_cast<std::size_t>(pool)];
+    const FreeEntry e{size, segment, offset, id};
+    const auto pos = std::lower_bound(fl.begin(), fl.end(), e);
+    if (pos != fl.end() && !(e < *pos))
+        pos->id = id;
+    else
+        fl.insert(pos, e);
+}
+
+void CachingAllocator::erase_free(int pool, double size, std::int64_t segment, double offset) {
+    auto& fl = free_[static_cast<std::size_t>(pool)];
+    const FreeEntry e{size, segment, offset, -1};
+    const auto pos = std::lower_bound(fl.begin(), fl.end(), e);
+    if (pos != fl.end() && !(e < *pos)) fl.erase(pos);
+}
+
 void CachingAllocator::retire(std::int64_t id) {
     block(id).live = false;
     free_ids_.push_back(id);
@@ -56,7 +73,7 @@ std::int64_t CachingAllocator::new_block(std::int64_t segment, double offset, do
         pos->second = id;
     else
         seg.blocks.insert(pos, {offset, id});
-    if (is_free) free_[static_cast<std::size_t>(pool)][{size, segment, offset}] = id;
+    if (is_free) add_free(pool, size, segment, offset, id);
     return id;
 }
 
@@ -70,7 +87,7 @@ void CachingAllocator::release_free_segments() {
             continue;
         }
         const std::int64_t b = s.blocks.front().second;
-        free_[static_cast<std::size_t>(s.pool)].erase({s.size, id, 0.0});
+        erase_free(s.pool, s.size, id, 0.0);
         retire(b);
         reserved_ -= s.size;
         s.blocks.clear();
@@ -85,10 +102,10 @@ std::int64_t CachingAllocator::allocate(double bytes, AllocStream stream) {
     const int pool = static_cast<int>(stream) * 2 + (small ? 1 : 0);
     if (free_.size() < static_cast<std::size_t>(2 * kAllocStreams)) free_.resize(2 * kAllocStreams);
     auto& fl = free_[static_cast<std::size_t>(pool)];
-    auto it = fl.lower_bound({size, -1, -1.0});
+    const auto it = std::lower_bound(fl.begin(), fl.end(), FreeEntry{size, -1, -1.0, -1});
     std::int64_t id;
     if (it != fl.end()) {
-        id = it->second;
+        id = it->id;
         fl.erase(it);
     } else {
         const double seg_bytes = segment_size(size);
@@ -102,7 +119,7 @@ std::int64_t CachingAllocator::allocate(double bytes, AllocStream stream) {
         reserved_ += seg_bytes;
         peak_reserved_ = std::max(peak_reserved_, reserved_);
         id = new_block(seg, 0.0, seg_bytes, false, pool);
-        fl.erase({seg_bytes, seg, 0.0});
+        erase_free(pool, seg_bytes, seg, 0.0);
     }
     Block& b = block(id);
     b.free = false;
@@ -129,14 +146,13 @@ void CachingAllocator::free(std::int64_t handle) {
     allocated_ -= b.size;
     freed_since_release_ = true;
     Segment& seg = segments_[static_cast<std::size_t>(b.segment)];
-    auto& fl = free_[static_cast<std::size_t>(b.pool)];
     // Merge with the free neighbours of the same segment.
     auto pos = seg.at(b.offset);
     if (pos != seg.blocks.begin()) {
         auto prev = std::prev(pos);
         const Block& p = block(prev->second);
         if (p.free) {
-            fl.erase({p.size, p.segment, p.offset});
+            erase_free(b.pool, p.size, p.segment, p.offset);
             b.offset = p.offset;
             b.size += p.size;
             retire(prev->second);
@@ -148,7 +164,7 @@ void CachingAllocator::free(std::int64_t handle) {
     if (next != seg.blocks.end()) {
         const Block& n = block(next->second);
         if (n.free) {
-            fl.erase({n.size, n.segment, n.offset});
+            erase_free(b.pool, n.size, n.segment, n.offset);
             b.size += n.size;
             retire(next->second);
             seg.blocks.erase(next);

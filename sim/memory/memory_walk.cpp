@@ -84,4 +84,18 @@ MemoryReport simulate_memory(const ModelSpec& m, const Layout& l, const Program&
     return rep;
 }
 
+double memory_peak_floor_bytes(const ModelSpec& m, const Layout& l, const Program& p, const GpuSpec& gpu) {
+    const memory_walk::WalkShapes shapes = memory_walk::walk_shapes(m, l);
+    double floor = 0;
+    for (int st = 0; st < l.pp; ++st) {
+        const StageProgram& sp = p.stages[static_cast<std::size_t>(st)];
+        StageMemory mem;
+        const memory_walk::StaticPiles stat = memory_walk::static_piles(m, l, sp, st, gpu);
+        memory_walk::StageWalk walk(l, shapes, sp, st, nullptr, stat, mem, false, gpu.hbm_bytes);
+        walk.run_early();
+        floor = std::max(floor, mem.early_peak_bytes);
+    }
+    return floor;
+}
+
 }  // namespace trainsim

@@ -123,24 +123,49 @@ void StageWalk::pop(int mb) {
     stack.pop_back();
 }
 
+std::size_t early_walk_marks(const StageProgram& sp) {
+    std::int64_t backward = 0;
+    for (std::size_t i = 0; i < sp.memory_marks.size(); ++i)
+        if (sp.memory_marks[i].event == MemoryEvent::layer_backward && ++backward == sp.layers) return i + 1;
+    return sp.memory_marks.size();
+}
+
 void StageWalk::run() {
     w_.sample(MemoryPhase::load, 0.0, stat_.checkpoint_temporary);
-    std::size_t phase_cursor = 0;
-    MemoryPhase last_phase = MemoryPhase::forward;
-    for (const auto& mk : sp_.memory_marks) {
+    const std::size_t early = early_walk_marks(sp_);
+    walk_marks(0, early);
+    mem_.early_peak_bytes = highest_sample_bytes();
+    walk_marks(early, sp_.memory_marks.size());
+    finish();
+}
+
+void StageWalk::run_early() {
+    w_.sample(MemoryPhase::load, 0.0, stat_.checkpoint_temporary);
+    walk_marks(0, early_walk_marks(sp_));
+    mem_.early_peak_bytes = highest_sample_bytes();
+}
+
+void StageWalk::walk_marks(std::size_t from, std::size_t to) {
+    for (std::size_t i = from; i < to; ++i) {
+        const MemoryMark& mk = sp_.memory_marks[i];
         const Op* op = mk.op > 0 ? &sp_.ops[mk.op - 1] : nullptr;
         // The phase is that of the last compute op before the mark (a collective launched for the next
         // group, e.g. a ZeRO-3 all-gather, carries no phase of its own).
-        for (; phase_cursor < mk.op && phase_cursor < sp_.ops.size(); ++phase_cursor)
-            if (sp_.ops[phase_cursor].kind == OpKind::compute) {
-                last_phase = phase_of(sp_.ops[phase_cursor].phase);
-                last_mb_ = sp_.ops[phase_cursor].micro_batch;
+        for (; phase_cursor_ < mk.op && phase_cursor_ < sp_.ops.size(); ++phase_cursor_)
+            if (sp_.ops[phase_cursor_].kind == OpKind::compute) {
+                last_phase_ = phase_of(sp_.ops[phase_cursor_].phase);
+                last_mb_ = sp_.ops[phase_cursor_].micro_batch;
             }
-        const MemoryPhase ph = last_phase;
         const int mb = op ? op->micro_batch : 0;
-        on_mark(mk, At{ph, mb, time_at(mk.op)});
+        on_mark(mk, At{last_phase_, mb, time_at(mk.op)});
     }
-    finish();
+}
+
+double StageWalk::highest_sample_bytes() const {
+    double best = 0;
+    for (const auto& pk : mem_.phase_peaks)
+        if (pk.piles[0] >= 0) best = std::max(best, total_bytes(pk.piles));
+    return best;
 }
 
 void StageWalk::on_mark(const MemoryMark& mk, const At& at) {

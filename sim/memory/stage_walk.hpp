@@ -44,6 +44,10 @@ WalkShapes walk_shapes(const ModelSpec& m, const Layout& l);
 /// The memory phase of a compute op's phase (recomputation is part of the backward).
 MemoryPhase phase_of(Phase p);
 
+/// The early part of a stage's walk: its marks up to and including the one that ends the backward of its
+/// first micro-batch (the stage's layers' count of layer_backward marks); every mark when there are fewer.
+std::size_t early_walk_marks(const StageProgram& sp);
+
 /// The times of stage `stage`'s compute op ends, or nullptr when there are none (no times on the samples).
 const std::vector<double>* stage_compute_end_s(const std::vector<std::vector<double>>* compute_end_s,
                                                int stage);
@@ -54,11 +58,19 @@ class StageWalk {
     StageWalk(const Layout& l, const WalkShapes& s, const StageProgram& sp, int stage,
               const std::vector<double>* compute_end_s, const StaticPiles& stat, StageMemory& mem,
               bool keep_timeline, double capacity_bytes);
-    /// Walks every memory mark, then the optimizer step and a checkpoint save, and fills the stage's peaks.
-    /// Throws InternalError when activations or buffers are left after the iteration (a builder bug).
+    /// Walks every memory mark, then the optimizer step and a checkpoint save, and fills the stage's peaks
+    /// (early_peak_bytes among them). Throws InternalError when activations or buffers are left after the
+    /// iteration (a builder bug).
     void run();
+    /// Walks only the early marks (early_walk_marks) and fills StageMemory::early_peak_bytes alone.
+    void run_early();
 
   private:
+    /// Walks marks [from, to).
+    void walk_marks(std::size_t from, std::size_t to);
+    /// The highest sample so far (device bytes).
+    double highest_sample_bytes() const;
+
     /// A ZeRO-3 / FSDP parameter group: gathered and in use, or gathered and kept (not resharded). Groups
     /// are known by their size only: a kept buffer serves a later gather of the same size, in the backward
     /// or in the forward of another micro-batch (within one forward pass every gather is a new group).
@@ -108,6 +120,8 @@ class StageWalk {
     PileWalk w_;
 
     std::size_t op_cursor_ = 0, computes_done_ = 0;  // time_at's position
+    std::size_t phase_cursor_ = 0;                   // walk_marks's position in the ops
+    MemoryPhase last_phase_ = MemoryPhase::forward;  // the phase of the last compute op before it
     double stage_layers_ = 1;
     long long layers_alive_ = 0;  // layer activations alive, counted in layers of one micro-batch
     /// Stored tensors by micro-batch, as a stack: the backward frees them in reverse order.

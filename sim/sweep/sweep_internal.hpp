@@ -53,7 +53,8 @@ struct PointCheck {
     std::string bound_error;
     /// With pruning: a floor under the peak memory of its walk (bytes per GPU; 0: not known): the largest
     /// held piles of a stage (held_piles: parameters, gradients, optimizer state, held buffers), which
-    /// every sample of that stage's walk holds.
+    /// every sample of that stage's walk holds; after check_memory, at least the walk's early peak
+    /// (memory_peak_floor_bytes: the same for any order of the work).
     double memory_floor_bytes = 0;
 };
 
@@ -84,6 +85,9 @@ class AloneCollectiveTimes {
 /// pass the HBM on some stage (sweep_run.cpp held_piles_overflow).
 PointCheck check_point(const Layout& l, const Cluster& cluster, const ModelSpec& model,
                        AloneCollectiveTimes& alone, bool held_floor);
+/// The early part of a passed point's memory walk (memory_peak_floor_bytes): a floor under its peak memory,
+/// bytes per GPU, at a fraction of check_memory's cost; 0 when its program is refused.
+double early_memory_floor(const Layout& l, const Cluster& cluster, const ModelSpec& model);
 /// The memory walk of a passed point (`passed`, its phase 1): out of memory (its peak over (1 - min_headroom)
 /// x HBM), rejected (an InputError of the walk, or the bound's), or passed, with its peak either way.
 PointCheck check_memory(const Layout& l, const Cluster& cluster, const ModelSpec& model, double min_headroom,
@@ -122,6 +126,9 @@ struct Phase2 {
     std::map<std::size_t, PointRun> runs;           ///< by runner
     std::vector<bool> pruned;                       ///< [todo position] the group was pruned
     std::vector<std::vector<std::size_t>> members;  ///< [todo position] its group, enumeration order
+    /// [point] a floor under its peak memory (bytes per GPU): phase 1's held piles, raised to its walk's
+    /// early peak once that is known (early_memory_floor, or check_memory's PointCheck::memory_floor_bytes).
+    std::vector<double> floor;
 };
 
 /// Phase 2 over the groups of `todo` (each representative with its copies, copy_of; sweep_phase2.cpp): each

@@ -88,15 +88,18 @@ bool group_dominated(const Phase2& p2, std::size_t k, double bound_s, const Simu
 }
 
 /// Whether every member of the group at todo position `k` is dominated by `points` at the group's bound
-/// `bound_s` with its memory floor (PointCheck::memory_floor_bytes, at most its walk's peak): then so is
+/// `bound_s` with its memory floor (Phase2::floor, at most its walk's peak): then so is
 /// every fitting member with its peak, whatever its walk finds, and the group is neither walked nor
 /// simulated.
-bool group_floor_dominated(const Phase2& p2, std::size_t k, double bound_s, const SimulatedPoints& points,
-                           const std::vector<PointCheck>& checks) {
+bool group_floor_dominated(const Phase2& p2, std::size_t k, double bound_s, const SimulatedPoints& points) {
     const auto& g = p2.members[k];
-    return !g.empty() && std::all_of(g.begin(), g.end(), [&](std::size_t m) {
-        return points.dominate(bound_s, checks[m].memory_floor_bytes);
-    });
+    return !g.empty() && std::all_of(g.begin(), g.end(),
+                                     [&](std::size_t m) { return points.dominate(bound_s, p2.floor[m]); });
+}
+
+/// A walked point's floor: its walk's early peak (check_memory), if higher than what was known.
+void raise_floor(Phase2& p2, std::size_t m) {
+    p2.floor[m] = std::max(p2.floor[m], p2.memory[m].memory_floor_bytes);
 }
 
 /// One round of phase 2 over the groups at `ks` (positions in todo): every member's memory walk, then the
@@ -122,6 +125,7 @@ std::vector<std::size_t> run_round(Phase2& p2, const std::vector<std::size_t>& k
     for (std::size_t j = 0; j < walk.size(); ++j) {
         p2.memory[walk[j]] = std::move(walked[j]);
         p2.walked[walk[j]] = true;
+        raise_floor(p2, walk[j]);
     }
     std::vector<std::size_t> runners, fitting(ks.size(), 0);
     for (std::size_t q = 0; q < ks.size(); ++q) {
@@ -162,6 +166,9 @@ Phase2 start_phase2(std::size_t n, const std::vector<PointCheck>& checks,
     p2.runner.assign(n, n);
     p2.pruned.assign(todo.size(), false);
     p2.members.resize(todo.size());
+    p2.floor.resize(n);
+    for (std::size_t i = 0; i < n; ++i)
+        p2.floor[i] = checks[i].memory_floor_bytes;
     std::vector<std::size_t> position(n, todo.size());
     for (std::size_t k = 0; k < todo.size(); ++k)
         position[todo[k]] = k;
@@ -205,8 +212,8 @@ void run_rounds(Phase2& p2, const std::vector<std::size_t>& order, const std::ve
         for (; pos < order.size() && batch.size() < kPruneRoundSize; ++pos) {
             const std::size_t i = todo[order[pos]];
             const bool beyond = checks[i].lower_bound_s > best.bar(pts.cluster_of[i]);
-            if (beyond && (!keep_front ||
-                           group_floor_dominated(p2, order[pos], checks[i].lower_bound_s, points, checks)))
+            if (beyond &&
+                (!keep_front || group_floor_dominated(p2, order[pos], checks[i].lower_bound_s, points)))
                 p2.pruned[order[pos]] = true;
             else
                 batch.push_back(order[pos]);
@@ -255,6 +262,10 @@ void run_by_bound(Phase2& p2, const std::vector<std::size_t>& order, const std::
     const bool keep_front = options.prune_keeps_pareto_front;
     std::mutex mutex;
     std::size_t next = 0;  // position in order
+    const auto above_bar = [&](std::size_t k) {
+        const std::lock_guard<std::mutex> lock(mutex);
+        return checks[todo[k]].lower_bound_s > best.bar(pts.cluster_of[todo[k]]);
+    };
     const auto workers = static_cast<std::size_t>(std::max(options.jobs, 1));
     parallel_for(workers, options.jobs, [&](std::size_t) {
         for (;;) {
@@ -266,7 +277,7 @@ void run_by_bound(Phase2& p2, const std::vector<std::size_t>& order, const std::
                     if (checks[i].lower_bound_s <= best.bar(pts.cluster_of[i])) break;
                     // Keeping the front, a group above the bar is walked unless its floors are dominated.
                     if (keep_front &&
-                        !group_floor_dominated(p2, order[next], checks[i].lower_bound_s, points, checks))
+                        !group_floor_dominated(p2, order[next], checks[i].lower_bound_s, points))
                         break;
                     p2.pruned[order[next]] = true;
                 }
@@ -274,6 +285,21 @@ void run_by_bound(Phase2& p2, const std::vector<std::size_t>& order, const std::
                 k = order[next++];
             }
             const std::size_t i = todo[k];
+            if (keep_front && above_bar(k)) {
+                // Above the bar, the early part of each member's walk first (a floor under its peak): the
+                // group is skipped without its full walks when the floors are dominated.
+                std::vector<double> early;
+                for (std::size_t m : p2.members[k])
+                    early.push_back(
+                        early_memory_floor(pts.entries[m].layout, *pts.clusters[pts.cluster_of[m]], model));
+                const std::lock_guard<std::mutex> lock(mutex);
+                for (std::size_t m = 0; m < early.size(); ++m)
+                    p2.floor[p2.members[k][m]] = std::max(p2.floor[p2.members[k][m]], early[m]);
+                if (group_floor_dominated(p2, k, checks[i].lower_bound_s, points)) {
+                    p2.pruned[k] = true;
+                    continue;
+                }
+            }
             GroupOutcome o = walk_group(p2.members[k], pts, checks, model, options);
             bool skipped = false;
             {
@@ -286,6 +312,7 @@ void run_by_bound(Phase2& p2, const std::vector<std::size_t>& order, const std::
                 for (std::size_t m = 0; m < g.size(); ++m) {
                     p2.memory[g[m]] = std::move(o.memory[m]);
                     p2.walked[g[m]] = true;
+                    raise_floor(p2, g[m]);
                     if (p2.memory[g[m]].status == SweepStatus::simulated) p2.runner[g[m]] = o.runner;
                 }
                 // Keeping the front: above the bar and dominated, the group is not simulated.
@@ -337,7 +364,7 @@ void prune_beyond_bar(Phase2& p2, const std::vector<std::size_t>& todo, const Po
             // Dominated with its floors (then it may not have been walked), or walked and each fitting
             // point dominated with its peak.
             const bool floor_dominated =
-                beyond && group_floor_dominated(p2, k, checks[i].lower_bound_s, points, checks);
+                beyond && group_floor_dominated(p2, k, checks[i].lower_bound_s, points);
             const bool walked = std::all_of(p2.members[k].begin(), p2.members[k].end(),
                                             [&](std::size_t m) { return p2.walked[m]; });
             if (!floor_dominated && !walked && !errors[k])

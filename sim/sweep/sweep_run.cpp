@@ -378,6 +378,16 @@ PointCheck check_point(const Layout& l, const Cluster& cluster, const ModelSpec&
     return c;
 }
 
+double early_memory_floor(const Layout& l, const Cluster& cluster, const ModelSpec& model) {
+    Program& scratch = program_scratch();
+    try {
+        scratch = build_program(model, l, std::move(scratch));
+        return memory_peak_floor_bytes(model, l, scratch, cluster.gpu());
+    } catch (const InputError&) {
+        return 0;
+    }
+}
+
 PointCheck check_memory(const Layout& l, const Cluster& cluster, const ModelSpec& model, double min_headroom,
                         const PointCheck& passed) {
     PointCheck c = passed;
@@ -386,6 +396,8 @@ PointCheck check_memory(const Layout& l, const Cluster& cluster, const ModelSpec
         scratch = build_program(model, l, std::move(scratch));
         const MemoryReport memory = simulate_memory(model, l, scratch, cluster.gpu());
         c.peak_memory_bytes = memory.peak().peak_bytes;
+        for (const StageMemory& st : memory.stages)
+            c.memory_floor_bytes = std::max(c.memory_floor_bytes, st.early_peak_bytes);
         c.peak_stage = memory.peak_stage;
         if (!memory.fits() || c.peak_memory_bytes > (1.0 - min_headroom) * cluster.gpu().hbm_bytes) {
             c.status = SweepStatus::out_of_memory;

@@ -380,3 +380,51 @@ TEST_CASE("memory: the SVG chart is self-contained and names the peak") {
     CHECK(contains(svg, "peak: stage "));
     CHECK_FALSE(contains(svg, "<script"));
 }
+
+TEST_CASE(
+    "memory: the early walk's floor is a prefix of the full walk, under its peak, above the held piles") {
+    // memory_peak_floor_bytes walks each stage up to the end of its first micro-batch's backward: the same
+    // samples as the full walk's first ones (so equal to StageMemory::early_peak_bytes), never above the
+    // full walk's peak; with 1F1B the steady state repeats the first micro-batches, so the floor holds the
+    // peak's activations.
+    const ModelSpec m = small_gpt(8);
+    const GpuSpec gpu = find_gpu("A100-SXM4-80GB", "test");
+    std::vector<Layout> layouts;
+    Layout l;
+    l.global_batch = 8;
+    layouts.push_back(l);  // PP 1: the first micro-batch's backward holds the peak
+    l.pp = 4;
+    layouts.push_back(l);  // 1F1B: stage 0 warms up with 4 micro-batches
+    l.vpp = 2;
+    layouts.push_back(l);  // interleaved
+    l.vpp = 1;
+    l.recompute = Recompute::full;
+    layouts.push_back(l);
+    l.recompute = Recompute::none;
+    l.pp = 1;
+    l.dp = 4;
+    l.zero_stage = 3;
+    layouts.push_back(l);  // ZeRO-3 gathers
+    l.framework = Framework::torchtitan;
+    layouts.push_back(l);  // FSDP2
+    for (const Layout& x : layouts) {
+        CAPTURE(x.pp);
+        CAPTURE(x.vpp);
+        CAPTURE(x.zero_stage);
+        const Program p = build_program(m, x);
+        const MemoryReport full = simulate_memory(m, x, p, gpu);
+        const double floor = memory_peak_floor_bytes(m, x, p, gpu);
+        double early = 0, held = 0;
+        for (const StageMemory& st : full.stages) {
+            early = std::max(early, st.early_peak_bytes);
+            CHECK(st.early_peak_bytes <= st.peak_bytes);
+            held = std::max(held, total_bytes(held_piles(m, x, p, st.stage, gpu)));
+        }
+        CHECK(floor == early);
+        CHECK(floor <= full.peak().peak_bytes);
+        CHECK(floor > held);
+        // The steady state repeats the first micro-batches: the floor is the peak's bytes up to what the
+        // end of the iteration adds (the optimizer step's temporaries, a checkpoint's).
+        CHECK(floor >= 0.8 * full.peak().peak_bytes);
+    }
+}
