@@ -6,6 +6,18 @@
 // so an isolated flow takes latency + S / min(link bandwidth) — the alpha-beta model. All changes at one
 // instant are batched: rates are recomputed once, in an event of Priority::kRateUpdate, and only for the
 // flows connected (through shared links) to a link that changed.
+//
+// Most changes leave every other flow's rate as it was, and the batched update first tries to show that
+// (update_locally): max-min rates are the unique allocation in which every flow has a bottleneck, a saturated
+// link where no other flow has a higher rate (Bertsekas & Gallager, Data Networks, 2nd ed., section 6.5.2).
+// A flow that left does not move another flow's rate when none of its links was the bottleneck of another
+// flow: each was either unsaturated, or saturated with every other flow on it strictly slower than the one
+// that left. A flow that joined does not move another's when none of its links was saturated before it
+// came: it then takes the smallest of its links' spare capacity / uses, and that link is its bottleneck if no
+// flow there is faster. When every change of the instant passes these checks (in that order: the flows that
+// left, then the flows that joined, each against the rates of the ones before), only the joined flows get
+// rates; otherwise the component is recomputed as below. The rates agree up to rounding with the
+// recomputation's.
 #pragma once
 
 #include <cstdint>
@@ -65,6 +77,9 @@ class FlowNetwork {
     /// proportional to the CPU time the updates take.
     std::uint64_t rate_update_work() const { return rate_update_work_; }
     std::size_t active_flows() const { return active_count_; }
+    /// For tests: false makes every batched update recompute the component (update_locally is not tried),
+    /// the reference the local updates are checked against.
+    void set_local_updates_for_testing(bool on) { local_updates_ = on; }
 
   private:
     struct Flow {
@@ -138,6 +153,12 @@ class FlowNetwork {
     /// instant): find_component, drain_to_now, bound_shares, fill_progressively, then the completions
     /// rescheduled.
     void update_rates();
+    /// The check above, and the joined flows' rates when it holds; false (nothing changed but the rates of
+    /// joined flows, which the recomputation sets again) when it does not.
+    bool update_locally();
+    /// Sum of rate x uses of the flows on `link` other than `except` (bytes/s; a joined flow not yet given
+    /// its rate by update_locally carries 0).
+    double link_load(int link, int except) const;
     void find_component();
     void drain_to_now();
     void bound_shares();
@@ -195,6 +216,17 @@ class FlowNetwork {
     std::vector<int> position_of_link_;  ///< scratch: a shared link's position in the component
     std::vector<std::pair<int, int>>
         dirty_solo_links_;  ///< scratch: (flow, distinct index) of dirty solo links
+    /// The changes of the instant, for update_locally: flows that joined (listed), flows that left (their
+    /// rate and their distinct links that still carry flows, with their uses: left_links_ from
+    /// left_begin_[i] to left_begin_[i + 1]), and whether a flow alone on its links entered the lists
+    /// (then the update recomputes: its completion event is that of a flow alone).
+    std::vector<int> joined_;
+    std::vector<double> left_rate_;
+    std::vector<std::size_t> left_begin_{0};
+    std::vector<std::pair<int, int>> left_links_;  ///< (link, uses)
+    bool owner_entered_ = false;
+    bool local_updates_ = true;      ///< set_local_updates_for_testing
+    std::vector<double> left_load_;  ///< scratch, by link: rate x uses of the flows that left it
     bool update_pending_ = false;
     std::uint64_t flows_started_ = 0;
     std::uint64_t rate_update_flows_ = 0;  ///< rate_update_flows()

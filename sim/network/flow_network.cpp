@@ -26,6 +26,7 @@ FlowNetwork::FlowNetwork(Simulator& sim, std::vector<double> link_bandwidth)
     unfrozen_on_link_.assign(n, 0);
     share_.assign(n, 0.0);
     position_of_link_.assign(n, -1);
+    left_load_.assign(n, 0.0);
 }
 
 void FlowNetwork::start_flow(const Route& route, double bytes, Simulator::Callback on_done) {
@@ -173,8 +174,12 @@ void FlowNetwork::activate(int id) {
     }
     for (int l : f.distinct_links) {
         const int owner = link_owner_[static_cast<std::size_t>(l)];
-        if (owner >= 0 && owner_live(l)) enter_in_lists(owner);
+        if (owner >= 0 && owner_live(l)) {
+            enter_in_lists(owner);
+            owner_entered_ = true;
+        }
     }
+    joined_.push_back(id);
     prepare_lists(f);
     for (std::size_t j = 0; j < f.distinct_links.size(); ++j)
         push_on_link(f.distinct_links[j], id, static_cast<int>(j));
@@ -301,8 +306,100 @@ void FlowNetwork::visit(int fid) {
     if (run_start < n) search_stack_.push_back(SearchItem{fid, run_start, n, 0});
 }
 
+namespace {
+/// Relative margins of update_locally's checks: a link whose spare capacity is within kSaturatedMargin of its
+/// capacity counts as saturated, and rates within kRateMargin of each other as equal; either way the check
+/// fails and the component is recomputed, so rounding never passes a check that exact arithmetic would not.
+constexpr double kSaturatedMargin = 1e-9;
+constexpr double kRateMargin = 1e-9;
+}  // namespace
+
+double FlowNetwork::link_load(int link, int except) const {
+    double load = 0;
+    for (const LinkEntry& e : flows_on_link_[static_cast<std::size_t>(link)]) {
+        if (e.flow == except) continue;
+        const Flow& g = flows_[static_cast<std::size_t>(e.flow)];
+        load += g.rate * g.distinct_uses[static_cast<std::size_t>(e.index)];
+    }
+    return load;
+}
+
+bool FlowNetwork::update_locally() {
+    if (owner_entered_ || !local_updates_) return false;
+    // Joined flows not yet given a rate carry none.
+    for (int fid : joined_)
+        flows_[static_cast<std::size_t>(fid)].rate = 0;
+    // The flows that left: none of their links was another flow's bottleneck. A link's load before the
+    // instant: the flows on it now and every flow that left it (left_load_).
+    for (std::size_t i = 0; i < left_rate_.size(); ++i)
+        for (std::size_t k = left_begin_[i]; k < left_begin_[i + 1]; ++k)
+            left_load_[static_cast<std::size_t>(left_links_[k].first)] +=
+                left_rate_[i] * left_links_[k].second;
+    bool quiet = true;
+    for (std::size_t i = 0; i < left_rate_.size() && quiet; ++i) {
+        const double r = left_rate_[i];
+        for (std::size_t k = left_begin_[i]; k < left_begin_[i + 1] && quiet; ++k) {
+            const auto lu = static_cast<std::size_t>(left_links_[k].first);
+            ++rate_update_work_;
+            const double before = link_load(left_links_[k].first, -1) + left_load_[lu];
+            if (capacity_[lu] - before > kSaturatedMargin * capacity_[lu]) continue;  // unsaturated
+            for (const LinkEntry& e : flows_on_link_[lu]) {
+                ++rate_update_work_;
+                if (flows_[static_cast<std::size_t>(e.flow)].rate >= r * (1 - kRateMargin)) quiet = false;
+            }
+        }
+    }
+    for (const auto& [l, uses] : left_links_)
+        left_load_[static_cast<std::size_t>(l)] = 0;
+    if (!quiet) return false;
+    // The flows that joined, one after the other: each on links with spare capacity, bottlenecked at the
+    // link of the smallest spare / uses, where no flow is faster.
+    for (int fid : joined_) {
+        Flow& f = flows_[static_cast<std::size_t>(fid)];
+        double rate = std::numeric_limits<double>::infinity();
+        int at = -1;
+        for (std::size_t j = 0; j < f.distinct_links.size(); ++j) {
+            const int l = f.distinct_links[j];
+            const auto lu = static_cast<std::size_t>(l);
+            ++rate_update_work_;
+            const double spare = capacity_[lu] - (f.distinct_is_shared[j] ? link_load(l, fid) : 0.0);
+            if (!(spare > kSaturatedMargin * capacity_[lu])) return false;
+            const double share = spare / f.distinct_uses[j];
+            if (share < rate) {
+                rate = share;
+                at = l;
+            }
+        }
+        for (const LinkEntry& e : flows_on_link_[static_cast<std::size_t>(at)]) {
+            ++rate_update_work_;
+            if (e.flow != fid && flows_[static_cast<std::size_t>(e.flow)].rate > rate * (1 + kRateMargin))
+                return false;
+        }
+        f.rate = rate;
+    }
+    for (int fid : joined_) {
+        Flow& f = flows_[static_cast<std::size_t>(fid)];
+        ++f.version;
+        schedule_completion(fid);
+    }
+    rate_update_flows_ += joined_.size();
+    return true;
+}
+
 void FlowNetwork::update_rates() {
     update_pending_ = false;
+    const bool local = update_locally();
+    joined_.clear();
+    left_rate_.clear();
+    left_begin_.assign(1, 0);
+    left_links_.clear();
+    owner_entered_ = false;
+    if (local) {
+        for (int l : dirty_links_)
+            link_dirty_[static_cast<std::size_t>(l)] = 0;
+        dirty_links_.clear();
+        return;
+    }
     find_component();
     rate_update_flows_ += component_flows_.size();
     rate_update_work_ += component_items_.size();
@@ -552,10 +649,15 @@ void FlowNetwork::finish(int fid, std::uint64_t version) {
         if (!v.empty()) {
             mark_dirty(l);
             changed = true;
+            left_links_.emplace_back(l, f.distinct_uses[j]);
             if (v.size() == 1) set_shared(v.front().flow, v.front().index, false);  // it has it to itself
         }
     }
-    if (changed) request_update();
+    if (changed) {
+        left_rate_.push_back(f.rate);
+        left_begin_.push_back(left_links_.size());
+        request_update();
+    }
     release_id(fid);
     sim_.schedule_in(f.latency, Priority::kFlowCompletion, std::move(f.on_done));
 }
