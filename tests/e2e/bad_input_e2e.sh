@@ -117,6 +117,13 @@ bad "fit --constants named twice" 2 "fit: --constants: \"gemm_max_efficiency\" i
 bad "fit --constants unknown" 2 "fit: --constants: \"foo\" is not a calibratable GPU constant" -- fit "$ROOT/tests/validation/public_runs.json" --gpu A100-SXM4-80GB --constants foo
 bad "import -o and --topology-out one file" 2 "--topology-out a.json: names the same file as --out a.json" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" -o a.json --topology-out a.json
 bad "sweep --csv over its workload" 2 "--csv $SMALL_W: names the same file as --workload $SMALL_W|an output never replaces an input" -- sweep --gpus 16 --topology "$TOPO" --workload "$SMALL_W" --csv "$SMALL_W"
+# fit --out and profile import --out over their own input replaced it with exit 0 (2026-11-28).
+prep r.json "$(cat "$RUNS")"
+bad "fit --out over its measured-run file" 2 "--out r.json: names the same file as the measured-run file r.json|an output never replaces an input" -- fit r.json --gpu A100-SXM4-80GB --out r.json
+prep p.json "$(cat "$PROFILE")"
+bad "fit --profile --out over its profile" 2 "--out ./p.json: names the same file as --profile p.json" -- fit --profile p.json --out ./p.json
+prep k.json "$(cat "$ROOT/tests/e2e/data/bad-measurements.json")"
+bad "profile import --out over its measurements" 2 "--out k.json: names the same file as the measurements file k.json" -- profile import k.json --out k.json
 # The topology --topology-out would write fails its checks: the topology it came from is named with the node
 # count set for the workload (the message named the output file, t.json, which was never written).
 bad "import --topology-out: the NVL72 domain does not divide the nodes" 2 "import: --topology-out t.json ($ROOT/topologies/gb200-nvl72.json with nodes = 16 for the workload's 64 GPUs)|domain_gpus = 72" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" --topology "$ROOT/topologies/gb200-nvl72.json" --gpus 64 --topology-out t.json
