@@ -117,6 +117,12 @@ bad "fit --constants named twice" 2 "fit: --constants: \"gemm_max_efficiency\" i
 bad "fit --constants unknown" 2 "fit: --constants: \"foo\" is not a calibratable GPU constant" -- fit "$ROOT/tests/validation/public_runs.json" --gpu A100-SXM4-80GB --constants foo
 bad "import -o and --topology-out one file" 2 "--topology-out a.json: names the same file as --out a.json" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" -o a.json --topology-out a.json
 bad "sweep --csv over its workload" 2 "--csv $SMALL_W: names the same file as --workload $SMALL_W|an output never replaces an input" -- sweep --gpus 16 --topology "$TOPO" --workload "$SMALL_W" --csv "$SMALL_W"
+# An empty output name was ignored by every command but run --trace: exit 0, the output printed or dropped,
+# no file written (2026-11-28).
+bad "memory --svg with an empty name" 2 "memory: --svg needs a file name" -- memory "${SMALL[@]}" --svg ""
+bad "sweep --csv with an empty name" 2 "sweep: --csv needs a file name" -- sweep "${SMALL[@]}" --csv "" --top 1
+bad "fit --out with an empty name" 2 "fit: --out needs a file name" -- fit "$RUNS" --gpu A100-SXM4-80GB --out ""
+bad "import --topology-out with an empty name" 2 "import hf: --topology-out needs a file name" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" -o w.json --topology-out ""
 # fit --out and profile import --out over their own input replaced it with exit 0 (2026-11-28).
 prep r.json "$(cat "$RUNS")"
 bad "fit --out over its measured-run file" 2 "--out r.json: names the same file as the measured-run file r.json|an output never replaces an input" -- fit r.json --gpu A100-SXM4-80GB --out r.json

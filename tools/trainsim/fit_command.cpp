@@ -233,7 +233,7 @@ int fit_command(const std::vector<std::string>& args) {
                                                              "measured-run files");
     po::variables_map vm;
     if (!parse_file_command(args, desc, vm, "fit")) return kExitOk;
-    if (!out_file.empty()) check_output_path(out_file);
+    check_output_option(vm, "out", out_file, "fit");
     {  // the calibration written never replaces a file it was fitted to
         std::vector<NamedFile> inputs = {{"--profile", profile_file}};
         for (const std::string& f : files)
