@@ -160,7 +160,8 @@ struct MeasuredRunsFile {
 bool moe_supported();
 
 /// Parses a measured-runs document. A malformed row is kept with its `error` set (see above); throws
-/// InputError naming the file and the field only when the document itself is not a measured-runs file.
+/// InputError naming the file and the field only when the document itself is not a measured-runs file (or
+/// holds more than limits::kMaxMeasuredRows runs or collectives).
 MeasuredRunsFile parse_measured_runs(const nlohmann::json& j, const std::string& file);
 
 /// The DGX-style topology (per-GPU NVLink rate, NICs per node and their rate) of the system a collective row

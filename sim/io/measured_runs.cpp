@@ -1145,6 +1145,17 @@ std::optional<double> CollectiveRow::measured_busbw_GBps() const {
     return std::nullopt;
 }
 
+namespace {
+
+/// Refuses a `runs` or `collectives` array of more than limits::kMaxMeasuredRows rows (each is held parsed).
+void check_row_count(const StrictObject& top, const char* key, const json& rows) {
+    if (static_cast<std::int64_t>(rows.size()) > limits::kMaxMeasuredRows)
+        top.fail(key, fmt::format("has {} rows, above the limit of {} (trainsim/limits.hpp)", rows.size(),
+                                  limits::kMaxMeasuredRows));
+}
+
+}  // namespace
+
 MeasuredRunsFile parse_measured_runs(const json& j, const std::string& file) {
     StrictObject top(j, file, "");
     const auto fmt_name = top.string("format");
@@ -1158,6 +1169,7 @@ MeasuredRunsFile parse_measured_runs(const json& j, const std::string& file) {
                             file, it.key()));
     const auto& runs = top.raw("runs");
     if (!runs.is_array()) top.fail("runs", "must be an array");
+    check_row_count(top, "runs", runs);
     // A repeated id is the later row's error: which run `run --id` and `validate --only` meant is not
     // guessed.
     std::map<std::string, std::size_t> first_with_id;
@@ -1185,6 +1197,7 @@ MeasuredRunsFile parse_measured_runs(const json& j, const std::string& file) {
     if (top.has("collectives")) {
         const auto& rows = top.raw("collectives");
         if (!rows.is_array()) top.fail("collectives", "must be an array");
+        check_row_count(top, "collectives", rows);
         for (std::size_t i = 0; i < rows.size(); ++i) {
             CollectiveRow row;
             const json& rj = rows[i];

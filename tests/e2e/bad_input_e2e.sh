@@ -301,6 +301,9 @@ runs_with r.json 's/"gpus": 8,/"gpus": 1073741824,/'
 bad "runs: a billion GPUs" 2 "r.json|cluster.gpus = 1073741824 is above the limit of 131072" -- run --from-runs r.json --id small_with_memory
 runs_with r.json 's/"precision": "bf16"/"precision": 0/'
 bad "runs: precision a number" 2 "r.json|training.precision = 0 must be a string" -- run --from-runs r.json --id small_with_memory
+# A measured-runs file of 22 M rows (64 MiB of {}) passed 25 s and 4.6 GB; 1 M rows took 21 s and 3.5 GB.
+prep r.json "{\"format\": \"trainsim-measured-runs/1\", \"runs\": [$(printf '{},%.0s' $(seq 65536)){}]}"
+bad "runs: more rows than the limit" 2 "r.json: runs has 65537 rows, above the limit of 65536" -- validate r.json
 # A run id given twice: which run --id meant is not guessed (the last was taken); the later row is its error.
 new_case
 python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); d["runs"] *= 2; json.dump(d, open(sys.argv[2], "w"))' "$RUNS" "$CASE_DIR/r.json"
