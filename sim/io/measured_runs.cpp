@@ -981,7 +981,7 @@ void parse_measured(StrictObject& m, MeasuredRun& run) {
 
 /// Parses one run row into `run` (whose id is set). Throws InputError naming the file, the run and the field.
 void parse_run(const json& row, const std::string& file, MeasuredRun& run) {
-    const std::string where = fmt::format("run \"{}\"", run.id);
+    const std::string where = fmt::format("run \"{}\"", clip_for_message(run.id));
     StrictObject rr(row, file, where);
     rr.string("id");
     run.source = rr.string("source");
@@ -1064,7 +1064,7 @@ std::optional<double> reported(StrictObject& o, const std::string& key) {
 }
 
 void parse_collective(const json& row, const std::string& file, CollectiveRow& out) {
-    StrictObject r(row, file, fmt::format("collective \"{}\"", out.id));
+    StrictObject r(row, file, fmt::format("collective \"{}\"", clip_for_message(out.id)));
     r.string("id");
     out.op = parse_op(r);
     const std::int64_t gpus = r.positive("gpus");
@@ -1190,7 +1190,7 @@ MeasuredRunsFile parse_measured_runs(const json& j, const std::string& file) {
         } catch (const InputError& e) {
             run.error = e.what();
         } catch (const json::exception& e) {  // a value of an unexpected JSON type deep in the row
-            run.error = fmt::format("{}: run \"{}\": {}", file, run.id, e.what());
+            run.error = fmt::format("{}: run \"{}\": {}", file, clip_for_message(run.id), e.what());
         }
         out.runs.push_back(std::move(run));
     }
@@ -1211,7 +1211,8 @@ MeasuredRunsFile parse_measured_runs(const json& j, const std::string& file) {
             } catch (const InputError& e) {
                 row.error = e.what();
             } catch (const json::exception& e) {
-                row.error = fmt::format("{}: collective \"{}\": {}", file, row.id, e.what());
+                row.error =
+                    fmt::format("{}: collective \"{}\": {}", file, clip_for_message(row.id), e.what());
             }
             out.collectives.push_back(std::move(row));
         }
