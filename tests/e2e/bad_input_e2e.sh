@@ -334,6 +334,8 @@ bad "profile import: H100 measurements as a B200 profile" 2 "k.json: device.gpu 
 bad "--version with an argument" 2 "--version: unexpected argument \"extra\"" -- --version extra
 bad "--link down with a bandwidth" 2 "--link node0.nic0,down,bandwidth=0.5: down carries nothing" -- run "${SMALL[@]}" --link node0.nic0,down,bandwidth=0.5
 bad "--link: one link degraded twice" 2 "--link node0.nic0,bandwidth=0.2: link node0.nic0 is also degraded by --link node0.nic0,bandwidth=0.5" -- run "${SMALL[@]}" --link node0.nic0,bandwidth=0.5 --link node0.nic0,bandwidth=0.2
+# ... however its number is written (node00.nic0 passed the check and degraded node0.nic0 a second time).
+bad "--link: one link degraded twice, once as node00" 2 "--link node00.nic0,bandwidth=0.2: link node00.nic0 is also degraded by --link node0.nic0,down" -- run "${SMALL[@]}" --link node0.nic0,down --link node00.nic0,bandwidth=0.2
 bad "sweep --gpus 0" 2 "sweep: --gpus = 0 must be positive" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 0
 bad "sweep --top 0 (text only)" 2 "sweep: --top = 0 lists no layout" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --top 0
 bad "sweep --gpus 10^7" 2 "above the limit of 131072" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 10000000
