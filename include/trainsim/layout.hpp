@@ -434,8 +434,8 @@ struct VirtualStageLayout {
 /// PipelineParallelLayerLayout.parse_str_to_list does: commas removed, "(...)*n" then "x*n" expanded, split
 /// at
 /// '|'. Throws InputError "layout.pipeline_layout = \"...\": ..." for a character other than E, L, t, m, (,
-/// ), *, digits, '|' and ',', a '*' without a count, unbalanced or nested parentheses, or an expansion above
-/// limits::kMaxLayers layers.
+/// ), *, digits, '|' and ',', a '*' without a count, unbalanced or nested parentheses, a repeat count above
+/// limits::kMaxLayers, or a string or expansion longer than 16 * limits::kMaxLayers characters.
 std::vector<VirtualStageLayout> parse_pipeline_layout(const std::string& layout);
 
 /// Layers on pipeline stage `stage` (0-based, all its model chunks), from layers_per_stage, pipeline_layout

@@ -3,7 +3,8 @@
 // rows.
 //
 // Per-row robustness: a row (run or collective) that is malformed becomes that row's `error` (one line naming
-// the file, the run, the field and the value; so is a run whose id an earlier run has); a run that uses what
+// the file, the run, the field and the value, the id cut and escaped as clip_for_message does; so is a run
+// whose id an earlier run has); a run that uses what
 // trainsim does not simulate (mixture of experts, an uneven split no framework rule gives) is `unsupported`
 // with the reason. Only a document that is not a measured-runs file at all (not an object, wrong `format`,
 // `runs` not an array) throws. Top-level keys the format does not define are ignored with one note each
@@ -160,7 +161,8 @@ struct MeasuredRunsFile {
 bool moe_supported();
 
 /// Parses a measured-runs document. A malformed row is kept with its `error` set (see above); throws
-/// InputError naming the file and the field only when the document itself is not a measured-runs file.
+/// InputError naming the file and the field only when the document itself is not a measured-runs file (or
+/// holds more than limits::kMaxMeasuredRows runs or collectives).
 MeasuredRunsFile parse_measured_runs(const nlohmann::json& j, const std::string& file);
 
 /// The DGX-style topology (per-GPU NVLink rate, NICs per node and their rate) of the system a collective row

@@ -981,7 +981,7 @@ void parse_measured(StrictObject& m, MeasuredRun& run) {
 
 /// Parses one run row into `run` (whose id is set). Throws InputError naming the file, the run and the field.
 void parse_run(const json& row, const std::string& file, MeasuredRun& run) {
-    const std::string where = fmt::format("run \"{}\"", run.id);
+    const std::string where = fmt::format("run \"{}\"", clip_for_message(run.id));
     StrictObject rr(row, file, where);
     rr.string("id");
     run.source = rr.string("source");
@@ -1064,7 +1064,7 @@ std::optional<double> reported(StrictObject& o, const std::string& key) {
 }
 
 void parse_collective(const json& row, const std::string& file, CollectiveRow& out) {
-    StrictObject r(row, file, fmt::format("collective \"{}\"", out.id));
+    StrictObject r(row, file, fmt::format("collective \"{}\"", clip_for_message(out.id)));
     r.string("id");
     out.op = parse_op(r);
     const std::int64_t gpus = r.positive("gpus");
@@ -1145,6 +1145,17 @@ std::optional<double> CollectiveRow::measured_busbw_GBps() const {
     return std::nullopt;
 }
 
+namespace {
+
+/// Refuses a `runs` or `collectives` array of more than limits::kMaxMeasuredRows rows (each is held parsed).
+void check_row_count(const StrictObject& top, const char* key, const json& rows) {
+    if (static_cast<std::int64_t>(rows.size()) > limits::kMaxMeasuredRows)
+        top.fail(key, fmt::format("has {} rows, above the limit of {} (trainsim/limits.hpp)", rows.size(),
+                                  limits::kMaxMeasuredRows));
+}
+
+}  // namespace
+
 MeasuredRunsFile parse_measured_runs(const json& j, const std::string& file) {
     StrictObject top(j, file, "");
     const auto fmt_name = top.string("format");
@@ -1158,6 +1169,7 @@ MeasuredRunsFile parse_measured_runs(const json& j, const std::string& file) {
                             file, it.key()));
     const auto& runs = top.raw("runs");
     if (!runs.is_array()) top.fail("runs", "must be an array");
+    check_row_count(top, "runs", runs);
     // A repeated id is the later row's error: which run `run --id` and `validate --only` meant is not
     // guessed.
     std::map<std::string, std::size_t> first_with_id;
@@ -1178,13 +1190,14 @@ MeasuredRunsFile parse_measured_runs(const json& j, const std::string& file) {
         } catch (const InputError& e) {
             run.error = e.what();
         } catch (const json::exception& e) {  // a value of an unexpected JSON type deep in the row
-            run.error = fmt::format("{}: run \"{}\": {}", file, run.id, e.what());
+            run.error = fmt::format("{}: run \"{}\": {}", file, clip_for_message(run.id), e.what());
         }
         out.runs.push_back(std::move(run));
     }
     if (top.has("collectives")) {
         const auto& rows = top.raw("collectives");
         if (!rows.is_array()) top.fail("collectives", "must be an array");
+        check_row_count(top, "collectives", rows);
         for (std::size_t i = 0; i < rows.size(); ++i) {
             CollectiveRow row;
             const json& rj = rows[i];
@@ -1198,7 +1211,8 @@ MeasuredRunsFile parse_measured_runs(const json& j, const std::string& file) {
             } catch (const InputError& e) {
                 row.error = e.what();
             } catch (const json::exception& e) {
-                row.error = fmt::format("{}: collective \"{}\": {}", file, row.id, e.what());
+                row.error =
+                    fmt::format("{}: collective \"{}\": {}", file, clip_for_message(row.id), e.what());
             }
             out.collectives.push_back(std::move(row));
         }

@@ -26,7 +26,7 @@ std::vector<double> predict(const std::vector<const MeasuredRun*>& runs, const G
             t.gpu_calibrated = gpu;
             return simulate(t, runs[i]->model, runs[i]->layout, runs[i]->id).report.step_time_s;
         } catch (const std::exception& e) {
-            throw InputError(fmt::format("run \"{}\": {}", runs[i]->id, e.what()));
+            throw InputError(fmt::format("run \"{}\": {}", clip_for_message(runs[i]->id), e.what()));
         }
     });
 }

@@ -117,6 +117,19 @@ bad "fit --constants named twice" 2 "fit: --constants: \"gemm_max_efficiency\" i
 bad "fit --constants unknown" 2 "fit: --constants: \"foo\" is not a calibratable GPU constant" -- fit "$ROOT/tests/validation/public_runs.json" --gpu A100-SXM4-80GB --constants foo
 bad "import -o and --topology-out one file" 2 "--topology-out a.json: names the same file as --out a.json" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" -o a.json --topology-out a.json
 bad "sweep --csv over its workload" 2 "--csv $SMALL_W: names the same file as --workload $SMALL_W|an output never replaces an input" -- sweep --gpus 16 --topology "$TOPO" --workload "$SMALL_W" --csv "$SMALL_W"
+# An empty output name was ignored by every command but run --trace: exit 0, the output printed or dropped,
+# no file written (2026-11-28).
+bad "memory --svg with an empty name" 2 "memory: --svg needs a file name" -- memory "${SMALL[@]}" --svg ""
+bad "sweep --csv with an empty name" 2 "sweep: --csv needs a file name" -- sweep "${SMALL[@]}" --csv "" --top 1
+bad "fit --out with an empty name" 2 "fit: --out needs a file name" -- fit "$RUNS" --gpu A100-SXM4-80GB --out ""
+bad "import --topology-out with an empty name" 2 "import hf: --topology-out needs a file name" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" -o w.json --topology-out ""
+# fit --out and profile import --out over their own input replaced it with exit 0 (2026-11-28).
+prep r.json "$(cat "$RUNS")"
+bad "fit --out over its measured-run file" 2 "--out r.json: names the same file as the measured-run file r.json|an output never replaces an input" -- fit r.json --gpu A100-SXM4-80GB --out r.json
+prep p.json "$(cat "$PROFILE")"
+bad "fit --profile --out over its profile" 2 "--out ./p.json: names the same file as --profile p.json" -- fit --profile p.json --out ./p.json
+prep k.json "$(cat "$ROOT/tests/e2e/data/bad-measurements.json")"
+bad "profile import --out over its measurements" 2 "--out k.json: names the same file as the measurements file k.json" -- profile import k.json --out k.json
 # The topology --topology-out would write fails its checks: the topology it came from is named with the node
 # count set for the workload (the message named the output file, t.json, which was never written).
 bad "import --topology-out: the NVL72 domain does not divide the nodes" 2 "import: --topology-out t.json ($ROOT/topologies/gb200-nvl72.json with nodes = 16 for the workload's 64 GPUs)|domain_gpus = 72" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" --topology "$ROOT/topologies/gb200-nvl72.json" --gpus 64 --topology-out t.json
@@ -215,6 +228,8 @@ bad "layout.adam_moments_bf16 with sgd" 2 "--set \"layout.adam_moments_bf16=true
 bad "layout.fp8_attention with bf16" 2 "--set \"layout.fp8_attention=true\"|layout.fp8_attention = true|\"bf16\"" -- run "${SMALL[@]}" --set layout.fp8_attention=true --set layout.precision=bf16
 bad "layout.zero_stage = 7" 2 "--set \"|layout.zero_stage = 7" -- run "${SMALL[@]}" --set layout.zero_stage=7
 bad "layout.pipeline_layout from a --set" 2 "--set \"layout.pipeline_layout=t*2147483647\"|a repeat count is above the limit of 4096" -- run "${SMALL[@]}" --set "layout.pipeline_layout=t*2147483647"
+# An unexpanded pipeline layout was not bounded: 60 M '|' in a workload file made 60 M stages (17 s, 4 GB).
+bad "layout.pipeline_layout longer than 65536 characters" 2 "layout.pipeline_layout = \"||||||||||||||||||||||||||||||||||||||||||||||||||||||||||||||||||||||||||||||||...(65537 characters)\": is longer than 65536 characters" -- run "${SMALL[@]}" --set "layout.pipeline_layout=$(head -c 65537 /dev/zero | tr '\0' '|')"
 bad "layout.vpp = 3" 2 "--set \"layout.vpp=3\"|layout.vpp = 3" -- run "${SMALL[@]}" --set layout.vpp=3
 bad "layout.cp = 3" 2 "--set \"layout.cp=3\"|layout.cp = 3" -- run "${SMALL[@]}" --set layout.cp=3
 bad "layout.layers_per_stage wrong sum" 2 "small.json|layout.layers_per_stage sums to 9" -- run "${SMALL[@]}" --set 'layout.layers_per_stage=[4,5]'
@@ -286,6 +301,9 @@ runs_with r.json 's/"gpus": 8,/"gpus": 1073741824,/'
 bad "runs: a billion GPUs" 2 "r.json|cluster.gpus = 1073741824 is above the limit of 131072" -- run --from-runs r.json --id small_with_memory
 runs_with r.json 's/"precision": "bf16"/"precision": 0/'
 bad "runs: precision a number" 2 "r.json|training.precision = 0 must be a string" -- run --from-runs r.json --id small_with_memory
+# A measured-runs file of 22 M rows (64 MiB of {}) passed 25 s and 4.6 GB; 1 M rows took 21 s and 3.5 GB.
+prep r.json "{\"format\": \"trainsim-measured-runs/1\", \"runs\": [$(printf '{},%.0s' $(seq 65536)){}]}"
+bad "runs: more rows than the limit" 2 "r.json: runs has 65537 rows, above the limit of 65536" -- validate r.json
 # A run id given twice: which run --id meant is not guessed (the last was taken); the later row is its error.
 new_case
 python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); d["runs"] *= 2; json.dump(d, open(sys.argv[2], "w"))' "$RUNS" "$CASE_DIR/r.json"
@@ -316,6 +334,8 @@ bad "profile import: H100 measurements as a B200 profile" 2 "k.json: device.gpu 
 bad "--version with an argument" 2 "--version: unexpected argument \"extra\"" -- --version extra
 bad "--link down with a bandwidth" 2 "--link node0.nic0,down,bandwidth=0.5: down carries nothing" -- run "${SMALL[@]}" --link node0.nic0,down,bandwidth=0.5
 bad "--link: one link degraded twice" 2 "--link node0.nic0,bandwidth=0.2: link node0.nic0 is also degraded by --link node0.nic0,bandwidth=0.5" -- run "${SMALL[@]}" --link node0.nic0,bandwidth=0.5 --link node0.nic0,bandwidth=0.2
+# ... however its number is written (node00.nic0 passed the check and degraded node0.nic0 a second time).
+bad "--link: one link degraded twice, once as node00" 2 "--link node00.nic0,bandwidth=0.2: link node00.nic0 is also degraded by --link node0.nic0,down" -- run "${SMALL[@]}" --link node0.nic0,down --link node00.nic0,bandwidth=0.2
 bad "sweep --gpus 0" 2 "sweep: --gpus = 0 must be positive" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 0
 bad "sweep --top 0 (text only)" 2 "sweep: --top = 0 lists no layout" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --top 0
 bad "sweep --gpus 10^7" 2 "above the limit of 131072" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 10000000

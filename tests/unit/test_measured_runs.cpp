@@ -113,6 +113,23 @@ TEST_CASE("measured runs: a malformed row is that row's error, the other rows pa
     CHECK(contains(*parse_one(gpus).error, "does not equal cluster.gpus = 8"));
 }
 
+TEST_CASE("measured runs: an id with control characters or 100,000 characters is escaped and cut in errors") {
+    // The id went raw into the row's error: a NUL cut the message there ("f.json: run \"x\ny"), a newline
+    // broke the validate table's line.
+    const std::string id("x\ny\0z", 5);
+    json row = run_row(id);
+    row["cluster"]["gpus_per_node"] = 0;
+    const auto r = parse_one(row);
+    REQUIRE(r.error);
+    CHECK_MESSAGE(contains(*r.error, "f.json: run \"x\\ny\\x00z\".cluster.gpus_per_node = 0"), *r.error);
+    json long_id = run_row(std::string(100000, 'a'));
+    long_id["training"]["tp"] = "two";
+    const auto l = parse_one(long_id);
+    REQUIRE(l.error);
+    CHECK_MESSAGE(contains(*l.error, "...(100000 characters)\".training.tp"), *l.error);
+    CHECK(l.error->size() < 400);
+}
+
 TEST_CASE("measured runs: null means not reported") {
     json r = run_row("nulls");
     r["measured"]["step_time_s"] = nullptr;

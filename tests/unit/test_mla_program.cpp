@@ -113,6 +113,13 @@ TEST_CASE("pipeline layout: Megatron's layout strings parse into per-stage layer
         const std::string msg = trainsim::test::message_of<InputError>([&] { parse_pipeline_layout(bad); });
         CHECK(msg.rfind("layout.pipeline_layout = \"", 0) == 0);
     }
+    // Unexpanded characters are bounded as the expansion is: 60 M '|' of a workload file made 60 M stages
+    // (17 s, 4 GB); the value is cut in the message.
+    const std::string bars(16 * 4096 + 1, '|');
+    const std::string msg = trainsim::test::message_of<InputError>([&] { parse_pipeline_layout(bars); });
+    CHECK(msg.find("is longer than 65536 characters") != std::string::npos);
+    CHECK(msg.find("(65537 characters)") != std::string::npos);
+    CHECK(parse_pipeline_layout(std::string(16 * 4096, '|')).size() == 16 * 4096 + 1);
 }
 
 TEST_CASE("pipeline layout: checked against pp x vpp, the layers and the MTP layers") {

@@ -85,6 +85,14 @@ bool parse_input_command(const std::vector<std::string>& args,
     return parse_command(args, desc, vm, command, false);
 }
 
+void check_output_option(const boost::program_options::variables_map& vm, const char* option,
+                         const std::string& path, const std::string& command) {
+    if (!vm.count(option)) return;
+    if (path.empty())
+        throw InputError(fmt::format("{}: --{} needs a file name (it is empty: \"\")", command, option));
+    check_output_path(path);
+}
+
 void write_file_atomically(const std::string& path, const std::string& text) {
     write_output_file(path, text);
 }

@@ -45,6 +45,11 @@ bool parse_input_command(const std::vector<std::string>& args,
                          const boost::program_options::options_description& desc,
                          boost::program_options::variables_map& vm, const char* command);
 
+/// The output file of option `--OPTION` when given (vm.count): an empty name is refused (InputError "COMMAND:
+/// --OPTION needs a file name"; it was ignored, exit 0 with no file written), else check_output_path(path).
+void check_output_option(const boost::program_options::variables_map& vm, const char* option,
+                         const std::string& path, const std::string& command);
+
 /// Writes `text` to `path` atomically (trainsim/output_file.hpp: mkstemp in the target's folder, fsync,
 /// rename; devices, FIFOs and directories refused). Throws InputError.
 void write_file_atomically(const std::string& path, const std::string& text);

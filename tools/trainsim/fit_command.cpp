@@ -20,6 +20,7 @@
 #include "trainsim/errors.hpp"
 #include "trainsim/kernel_fit.hpp"
 #include "trainsim/measured_runs.hpp"
+#include "trainsim/output_file.hpp"
 #include "trainsim/profile.hpp"
 #include "trainsim/step_time_fit.hpp"
 
@@ -232,7 +233,13 @@ int fit_command(const std::vector<std::string>& args) {
                                                              "measured-run files");
     po::variables_map vm;
     if (!parse_file_command(args, desc, vm, "fit")) return kExitOk;
-    if (!out_file.empty()) check_output_path(out_file);
+    check_output_option(vm, "out", out_file, "fit");
+    {  // the calibration written never replaces a file it was fitted to
+        std::vector<NamedFile> inputs = {{"--profile", profile_file}};
+        for (const std::string& f : files)
+            inputs.push_back({"the measured-run file", f});
+        check_distinct_outputs({{"--out", out_file}}, inputs);
+    }
     if (!profile_file.empty()) {
         if (!files.empty())
             throw InputError("fit: --profile fits kernel times; give no measured-run file with it");

@@ -177,8 +177,8 @@ int import_workload_command(const std::vector<std::string>& all) {
     po::variables_map vm;
     const std::string command = "import " + kind;
     if (!parse_file_command({args.begin() + 1, args.end()}, desc, vm, command.c_str())) return kExitOk;
-    if (!o.out.empty()) check_output_path(o.out);
-    if (!o.topology_out.empty()) check_output_path(o.topology_out);
+    check_output_option(vm, "out", o.out, command);
+    check_output_option(vm, "topology-out", o.topology_out, command);
     {
         std::vector<NamedFile> inputs = {{"--topology", o.topology}, {"--args-file", o.args_file}};
         for (const std::string& f : o.files)

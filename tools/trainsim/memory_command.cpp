@@ -107,8 +107,8 @@ int memory_command(const std::vector<std::string>& args) {
     add_input_options(desc, in_opts);
     po::variables_map vm;
     if (!parse_input_command(args, desc, vm, "memory")) return kExitOk;
-    if (!svg_file.empty()) check_output_path(svg_file);
-    if (!html_file.empty()) check_output_path(html_file);
+    check_output_option(vm, "svg", svg_file, "memory");
+    check_output_option(vm, "html", html_file, "memory");
     check_distinct_outputs({{"--svg", svg_file}, {"--html", html_file}}, input_files(in_opts));
     if (max_events_arg < 0)
         throw InputError(fmt::format("memory: --max-events {} must be 0 (no bound) or more", max_events_arg));

@@ -10,6 +10,7 @@
 #include "commands.hpp"
 #include "trainsim/config.hpp"
 #include "trainsim/errors.hpp"
+#include "trainsim/output_file.hpp"
 #include "trainsim/profile.hpp"
 
 namespace po = boost::program_options;
@@ -42,8 +43,9 @@ int import_command(const std::vector<std::string>& args) {
     po::variables_map vm;
     if (!parse_file_command(args, desc, vm, "profile import")) return kExitOk;
     if (files.size() != 1) throw InputError("profile import: give exactly one measurements file");
-    if (!out_file.empty()) check_output_path(out_file);
+    check_output_option(vm, "out", out_file, "profile import");
     const std::string& in = files.front();
+    check_distinct_outputs({{"--out", out_file}}, {{"the measurements file", in}});
     const nlohmann::json j = read_json_file(in);
     const std::string device = j.is_object() && j.contains("device") && j["device"].is_object() &&
                                        j["device"].contains("gpu") && j["device"]["gpu"].is_string()

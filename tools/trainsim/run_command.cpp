@@ -279,7 +279,7 @@ int run_command(const std::vector<std::string>& args) {
     const TraceSelection sel = trace_selection(a, vm);
     const auto training = training_args(a, vm);
     if (vm.count("trace")) check_output_path(a.trace_file);
-    if (vm.count("html")) check_output_path(a.html_file);
+    check_output_option(vm, "html", a.html_file, "run");
     check_distinct_outputs({{"--trace", a.trace_file}, {"--html", a.html_file}}, input_files(a.inputs));
     const Inputs in = resolve_inputs(a.inputs);
     std::optional<ScenarioStudy> study;

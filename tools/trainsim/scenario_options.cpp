@@ -33,11 +33,16 @@ Perturbations scenario_perturbations(const ScenarioOptions& o) {
     if (o.jitters.size() > 1)
         throw InputError(fmt::format("--jitter {}: --jitter is given twice", o.jitters[1]));
     if (!o.jitters.empty()) p.jitter = parse_jitter(o.jitters.front());
+    // One link however written: node03.nic1 is node3.nic1.
+    const auto same_link = [](const LinkPerturbation& x, const LinkPerturbation& y) {
+        const LinkName a = parse_link_name(x.name, x.text), b = parse_link_name(y.name, y.text);
+        return a.kind == b.kind && a.a == b.a && a.b == b.b;
+    };
     for (const auto& l : o.links) {
         p.links.push_back(parse_link(l));
         // Two degradations of one link: which one holds would depend on the order (refused, as --jitter).
         for (std::size_t i = 0; i + 1 < p.links.size(); ++i)
-            if (p.links[i].name == p.links.back().name)
+            if (same_link(p.links[i], p.links.back()))
                 throw InputError(fmt::format("--link {}: link {} is also degraded by --link {}", l,
                                              p.links.back().name, p.links[i].text));
     }

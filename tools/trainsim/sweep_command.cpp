@@ -354,8 +354,8 @@ int sweep_command(const std::vector<std::string>& args) {
     add_sweep_options(desc, a);
     po::variables_map vm;
     if (!parse_sweep_args(args, desc, vm)) return kExitOk;
-    if (!a.csv_file.empty()) check_output_path(a.csv_file);
-    if (!a.html_file.empty()) check_output_path(a.html_file);
+    check_output_option(vm, "csv", a.csv_file, "sweep");
+    check_output_option(vm, "html", a.html_file, "sweep");
     check_distinct_outputs({{"--csv", a.csv_file}, {"--html", a.html_file}},
                            {{"--topology", a.topology_file},
                             {"--workload", a.workload_file},

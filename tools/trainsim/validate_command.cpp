@@ -114,12 +114,12 @@ std::string collectives_text(const ValidationResult& res) {
     for (const auto& file : res.files)
         for (const auto& c : file.collectives) {
             if (c.error) {
-                text += fmt::format("{:<44} {:>14} {:>14} {:>14} {:>9}  error: {}\n", c.id, "-", "-", "-",
-                                    "-", *c.error);
+                text += fmt::format("{:<44} {:>14} {:>14} {:>14} {:>9}  error: {}\n",
+                                    clip_for_message(c.id, 200), "-", "-", "-", "-", *c.error);
                 continue;
             }
             const bool scored = c.measured_busbw_GBps.has_value();
-            text += fmt::format("{:<44} {:>14} {:>14} {:>14} {:>9}{}\n", c.id, c.bytes,
+            text += fmt::format("{:<44} {:>14} {:>14} {:>14} {:>9}{}\n", clip_for_message(c.id, 200), c.bytes,
                                 scored ? fmt::format("{:.1f} GB/s", *c.measured_busbw_GBps) : "-",
                                 fmt::format("{:.1f} GB/s", c.predicted_busbw_GBps),
                                 scored ? pct(*c.error_pct) : "-",
