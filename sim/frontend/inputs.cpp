@@ -14,7 +14,11 @@ namespace {
 
 /// The inputs of one run of a measured-runs file.
 Inputs run_inputs(const InputSources& o) {
-    if (o.runs_file.empty() || o.run_id.empty()) throw InputError("--from-runs and --id go together");
+    if (o.runs_file.empty())
+        throw InputError("--id needs --from-runs FILE (the measured-runs file it names a run of)");
+    if (o.run_id.empty())
+        throw InputError(fmt::format(
+            "--from-runs {}: --id ID is missing or empty (the id of one of its runs)", o.runs_file));
     if (!o.topology_file.empty() || !o.workload_file.empty() || o.topology_text || o.workload_text ||
         !o.sets.empty())
         throw InputError("--from-runs cannot be combined with --topology, --workload or --set");

@@ -1,4 +1,6 @@
 // `validate`: the measured runs read and validated, and the JSON document (include/trainsim/frontend.hpp).
+#include <map>
+
 #include <nlohmann/json.hpp>
 
 #include "trainsim/calibration.hpp"
@@ -120,6 +122,19 @@ ValidationResult validate_sources(const std::vector<RunsSource>& sources, const 
             s.file.empty() ? parse_measured_runs(parse_json_text(s.text->text, s.text->name), s.text->name)
                            : parse_measured_runs(read_json_file(s.file), s.file));
     }
+    // A run id in two files: `--only` would select both, and the table would show two rows of one name.
+    std::map<std::string, std::size_t> file_of_id;
+    const auto name = [&](std::size_t f) {
+        return sources[f].file.empty() ? sources[f].text->name : sources[f].file;
+    };
+    for (std::size_t f = 0; f < parsed_files.size(); ++f)
+        for (const auto& r : parsed_files[f].runs) {
+            const auto [it, fresh] = file_of_id.emplace(r.id, f);
+            if (!fresh)
+                throw InputError(fmt::format(
+                    "{}: run id \"{}\" is also a run of {}; ids must be unique across the files validated",
+                    name(f), clip_for_message(r.id), name(it->second)));
+        }
     return validate_runs(parsed_files, options);
 }
 

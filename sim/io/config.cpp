@@ -5,6 +5,9 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "embedded_defaults.hpp"
 #include "layout_fields.hpp"
@@ -48,8 +51,50 @@ void check_json_depth(std::string_view text, const std::string& name) {
 
 json parse_json_text(std::string_view text, const std::string& name) {
     check_json_depth(text, name);
+    // A key given twice in one object: JSON parsers keep one of the values silently (nlohmann: the last),
+    // so an edit that adds a field already set further up would be lost without a word. The keys of each
+    // open object (a set: an object of a million keys stays n log n), and the path to it for the message.
+    std::vector<std::set<std::string>> keys;
+    std::vector<std::string> path;  // the key of each open object's value in its parent ("[]" in an array)
+    std::string last_key;
+    const json::parser_callback_t refuse_duplicates = [&](int, json::parse_event_t event, json& parsed) {
+        switch (event) {
+            case json::parse_event_t::object_start:
+            case json::parse_event_t::array_start:
+                path.push_back(keys.empty() || last_key.empty() ? "[]" : last_key);
+                if (event == json::parse_event_t::object_start) keys.emplace_back();
+                last_key.clear();
+                break;
+            case json::parse_event_t::object_end:
+                keys.pop_back();
+                path.pop_back();
+                last_key.clear();
+                break;
+            case json::parse_event_t::array_end:
+                path.pop_back();
+                last_key.clear();
+                break;
+            case json::parse_event_t::key: {
+                last_key = parsed.get<std::string>();
+                if (!keys.back().insert(last_key).second) {
+                    std::string where;
+                    for (std::size_t i = 1; i < path.size(); ++i)
+                        where += path[i] == "[]" ? "[]" : (where.empty() ? "" : ".") + path[i];
+                    throw InputError(fmt::format(
+                        "{}: key \"{}\" appears twice in {} (JSON keeps one value silently; remove one)",
+                        name, clip_for_message(last_key),
+                        where.empty() ? "the top-level object" : "object " + where));
+                }
+                break;
+            }
+            case json::parse_event_t::value:
+                last_key.clear();
+                break;
+        }
+        return true;
+    };
     try {
-        return json::parse(text);
+        return json::parse(text, refuse_duplicates);
     } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e400
         throw InputError(fmt::format("{}: not valid JSON ({})", name, clip_for_message(e.what(), 200)));
     }

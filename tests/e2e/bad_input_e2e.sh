@@ -114,6 +114,8 @@ bad "sweep past the program layer-pass limit" 2 "sweep: the 546 layouts|17321164
 bad "DeepSpeed ZeRO-3 past the weighted layer-pass limit" 2 "llama3-8b.json|a DeepSpeed ZeRO-3 pass weighing 8|is above the limit of 8388608" -- run --topology "$ROOT/topologies/dgx-h100.json" --workload "$ROOT/workloads/llama3-8b.json" --set layout.global_batch=32768 --set layout.zero_stage=3 --set layout.framework=deepspeed
 bad "import --seq past the limit" 2 "import hf: --seq 20000000: model.seq_len = 20000000 is above the limit" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" --seq 20000000
 bad "fit --constants named twice" 2 "fit: --constants: \"gemm_max_efficiency\" is named twice" -- fit "$ROOT/tests/validation/public_runs.json" --gpu A100-SXM4-80GB --constants gemm_max_efficiency,gemm_max_efficiency
+bad "fit --profile with a step-time option" 2 "fit: --jobs applies to a fit of measured runs, not to --profile" -- fit --profile "$PROFILE" --jobs 0
+bad "fit of measured runs with a profile option" 2 "fit: --fit-on applies only with --profile" -- fit "$RUNS" --gpu A100-SXM4-80GB --fit-on grid
 bad "fit --constants unknown" 2 "fit: --constants: \"foo\" is not a calibratable GPU constant" -- fit "$ROOT/tests/validation/public_runs.json" --gpu A100-SXM4-80GB --constants foo
 bad "import -o and --topology-out one file" 2 "--topology-out a.json: names the same file as --out a.json" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" -o a.json --topology-out a.json
 bad "sweep --csv over its workload" 2 "--csv $SMALL_W: names the same file as --workload $SMALL_W|an output never replaces an input" -- sweep --gpus 16 --topology "$TOPO" --workload "$SMALL_W" --csv "$SMALL_W"
@@ -249,6 +251,7 @@ bad "simulated time overflow is an input error" 2 "small.json|simulated" -- run 
 bad "--set without =" 2 "--set \"layout.tp\": expected key=value" -- run "${SMALL[@]}" --set layout.tp
 bad "--set with an empty key" 2 "--set \"=5\": expected key=value" -- run "${SMALL[@]}" --set =5
 bad "--set an unknown layout field (the --set blamed, not the file)" 2 "--set \"layout.foo=1\": \"layout.foo\" is not a known field" -- run "${SMALL[@]}" --set layout.foo=1
+bad "--straggler: one GPU slowed twice" 2 "--straggler gpu=0,slowdown=3: GPU 0 is also slowed by --straggler gpu=0,slowdown=2" -- run "${SMALL[@]}" --straggler gpu=0,slowdown=2 --straggler gpu=0,slowdown=3
 bad "--straggler: a key given twice" 2 "--straggler gpu=1,slowdown=2,gpu=3: field \"gpu\" is given twice" -- run "${SMALL[@]}" --straggler gpu=1,slowdown=2,gpu=3
 bad "--jitter: a key given twice" 2 "--jitter lognormal,sigma=0.1,sigma=0.2: field \"sigma\" is given twice" -- run "${SMALL[@]}" --jitter lognormal,sigma=0.1,sigma=0.2
 bad "--link: a key given twice" 2 "--link node0.nic1,bandwidth=0.5,bandwidth=0.2: field \"bandwidth\" is given twice" -- run "${SMALL[@]}" --link node0.nic1,bandwidth=0.5,bandwidth=0.2
@@ -270,6 +273,15 @@ bad "calibration: unknown GPU" 2 "c.json: gpus = \"NoSuchGPU\" is not a known GP
 prep c.json '{"format": "trainsim-calibration/2", "source": "t", "gpus": {}}'
 bad "calibration: wrong format" 2 "c.json: format = \"trainsim-calibration/2\"" -- run "${SMALL[@]}" --calibration c.json
 
+## A key given twice in one object (JSON keeps one value silently).
+prep w.json '{"name": "w", "model": {"layers": 2}, "model": {"layers": 4}}'
+bad "workload: a key given twice" 2 "w.json: key \"model\" appears twice in the top-level object" -- run --topology "$TOPO" --workload w.json
+prep t.json "$(sed 's/"nodes": 128,/"nodes": 128, "nodes": 2,/' "$TOPO")"
+bad "topology: a key given twice" 2 "t.json: key \"nodes\" appears twice in the top-level object" -- run --topology t.json --workload "$SMALL_W"
+bad "validate: one run id in two files" 2 "runs-with-memory.json: run id \"small_with_memory\" is also a run of|ids must be unique across the files" -- validate "$RUNS" "$RUNS"
+prep r.json "$(sed 's/"step_time_s": 0.01/"step_time_s": 0.01, "step_time_s": 0.02/' "$RUNS")"
+bad "runs: a key given twice in a run" 2 "r.json: key \"step_time_s\" appears twice in object runs[].measured" -- validate r.json
+
 ## Profiles.
 bad "profile of another GPU" 2 "h100-sxm5-80gb.json: the profile describes GPU H100-SXM5-80GB" -- run "${SMALL[@]}" --profile "$PROFILE"
 bad "profile: a workload given as a profile" 2 "small.json" -- run "${SMALL[@]}" --profile "$SMALL_W"
@@ -277,7 +289,8 @@ bad "profile import: no file" 2 "give exactly one measurements file" -- profile 
 bad "profile import: a workload file" 2 "small.json" -- profile import "$SMALL_W"
 
 ## Measured-runs files.
-bad "--from-runs without --id" 2 "--from-runs and --id go together" -- run --from-runs "$RUNS"
+bad "--from-runs without --id" 2 "runs-with-memory.json: --id ID is missing or empty" -- run --from-runs "$RUNS"
+bad "--from-runs with an empty --id" 2 "runs-with-memory.json: --id ID is missing or empty" -- run --from-runs "$RUNS" --id ""
 bad "--id names no run" 2 "runs-with-memory.json: --id \"nope\" names no run" -- run --from-runs "$RUNS" --id nope
 bad "--from-runs with --topology" 2 "cannot be combined" -- run --from-runs "$RUNS" --id small_with_memory --topology "$TOPO"
 runs_with r.json 's/"step_time_s": 0.01/"step_time_s": 1e300/'

@@ -243,6 +243,17 @@ int fit_command(const std::vector<std::string>& args) {
     if (!profile_file.empty()) {
         if (!files.empty())
             throw InputError("fit: --profile fits kernel times; give no measured-run file with it");
+        for (const char* step_time_only : {"constants", "jobs", "iterations", "id-prefix"})
+            if (vm.count(step_time_only) && !vm[step_time_only].defaulted())
+                throw InputError(fmt::format(
+                    "fit: --{} applies to a fit of measured runs, not to --profile (which fits kernel times)",
+                    step_time_only));
+    } else {
+        for (const char* profile_only : {"fit-on", "attention-held-out"})
+            if (vm.count(profile_only) && !vm[profile_only].defaulted())
+                throw InputError(fmt::format("fit: --{} applies only with --profile", profile_only));
+    }
+    if (!profile_file.empty()) {
         return fit_profile(args, profile_file, gpu_name, fit_on, comma_separated(attention_held_out),
                            out_file);
     }

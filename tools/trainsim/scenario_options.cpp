@@ -13,7 +13,7 @@ void add_scenario_options(po::options_description& desc, ScenarioOptions& o, boo
     desc.add_options()(
         "straggler", po::value(&o.stragglers)->composing(),
         "what-if: slow GPUs' compute, gpu=G,slowdown=F or fraction=X,slowdown=F (drawn from the "
-        "seed); repeatable (docs/what-if.md)")(
+        "seed); repeatable, one GPU once (docs/what-if.md)")(
         "jitter", po::value(&o.jitters)->composing(),
         "what-if: per-kernel random slowdown, lognormal,sigma=S (mean 1)")(
         "link", po::value(&o.links)->composing(),
@@ -28,8 +28,16 @@ void add_scenario_options(po::options_description& desc, ScenarioOptions& o, boo
 
 Perturbations scenario_perturbations(const ScenarioOptions& o) {
     Perturbations p;
-    for (const auto& s : o.stragglers)
+    for (const auto& s : o.stragglers) {
         p.stragglers.push_back(parse_straggler(s));
+        // One GPU slowed by two options: their slowdowns would multiply unasked (refused, as --link).
+        const Straggler& added = p.stragglers.back();
+        for (std::size_t i = 0; i + 1 < p.stragglers.size() && added.gpu >= 0; ++i)
+            if (p.stragglers[i].gpu == added.gpu)
+                throw InputError(fmt::format("--straggler {}: GPU {} is also slowed by --straggler {}",
+                                             clip_for_message(s), added.gpu,
+                                             clip_for_message(p.stragglers[i].text)));
+    }
     if (o.jitters.size() > 1)
         throw InputError(fmt::format("--jitter {}: --jitter is given twice", o.jitters[1]));
     if (!o.jitters.empty()) p.jitter = parse_jitter(o.jitters.front());
