@@ -49,52 +49,83 @@ void check_json_depth(std::string_view text, const std::string& name) {
 }
 }  // namespace
 
-json parse_json_text(std::string_view text, const std::string& name) {
-    check_json_depth(text, name);
-    // A key given twice in one object: JSON parsers keep one of the values silently (nlohmann: the last),
-    // so an edit that adds a field already set further up would be lost without a word. The keys of each
-    // open object (a set: an object of a million keys stays n log n), and the path to it for the message.
-    std::vector<std::set<std::string>> keys;
-    std::vector<std::string> path;  // the key of each open object's value in its parent ("[]" in an array)
-    std::string last_key;
-    const json::parser_callback_t refuse_duplicates = [&](int, json::parse_event_t event, json& parsed) {
-        switch (event) {
-            case json::parse_event_t::object_start:
-            case json::parse_event_t::array_start:
-                path.push_back(keys.empty() || last_key.empty() ? "[]" : last_key);
-                if (event == json::parse_event_t::object_start) keys.emplace_back();
-                last_key.clear();
-                break;
-            case json::parse_event_t::object_end:
-                keys.pop_back();
-                path.pop_back();
-                last_key.clear();
-                break;
-            case json::parse_event_t::array_end:
-                path.pop_back();
-                last_key.clear();
-                break;
-            case json::parse_event_t::key: {
-                last_key = parsed.get<std::string>();
-                if (!keys.back().insert(last_key).second) {
-                    std::string where;
-                    for (std::size_t i = 1; i < path.size(); ++i)
-                        where += path[i] == "[]" ? "[]" : (where.empty() ? "" : ".") + path[i];
-                    throw InputError(fmt::format(
-                        "{}: key \"{}\" appears twice in {} (JSON keeps one value silently; remove one)",
-                        name, clip_for_message(last_key),
-                        where.empty() ? "the top-level object" : "object " + where));
-                }
-                break;
-            }
-            case json::parse_event_t::value:
-                last_key.clear();
-                break;
+namespace {
+
+/// The keys of each open object, for a key given twice in one object: JSON parsers keep one of the values
+/// silently (nlohmann: the last), so an edit that adds a field already set further up would be lost without a
+/// word. A SAX pass that builds nothing (nlohmann's callback parser rescans the enclosing array at every
+/// object's end: quadratic on an array of objects); a set per open object (an object of a million keys stays
+/// n log n), and the path to it for the message.
+class DuplicateKeys final : public json::json_sax_t {
+  public:
+    explicit DuplicateKeys(const std::string& name) : name_(name) {}
+    bool null() override { return value(); }
+    bool boolean(bool) override { return value(); }
+    bool number_integer(json::number_integer_t) override { return value(); }
+    bool number_unsigned(json::number_unsigned_t) override { return value(); }
+    bool number_float(json::number_float_t, const json::string_t&) override { return value(); }
+    bool string(json::string_t&) override { return value(); }
+    bool binary(json::binary_t&) override { return value(); }
+    bool start_object(std::size_t) override {
+        open();
+        keys_.emplace_back();
+        return true;
+    }
+    bool key(json::string_t& k) override {
+        last_key_ = k;
+        if (!keys_.back().insert(k).second) {
+            std::string where;
+            for (std::size_t i = 1; i < path_.size(); ++i)
+                where += path_[i] == "[]" ? "[]" : (where.empty() ? "" : ".") + path_[i];
+            throw InputError(fmt::format(
+                "{}: key \"{}\" appears twice in {} (JSON keeps one value silently; "
+                "remove one)",
+                name_, clip_for_message(k), where.empty() ? "the top-level object" : "object " + where));
         }
         return true;
-    };
+    }
+    bool end_object() override {
+        keys_.pop_back();
+        return close();
+    }
+    bool start_array(std::size_t) override {
+        open();
+        return true;
+    }
+    bool end_array() override { return close(); }
+    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+        return false;  // json::parse below reports it
+    }
+
+  private:
+    bool value() {
+        last_key_.clear();
+        return true;
+    }
+    /// The key of the value that opens in its parent ("[]" in an array or at the top).
+    void open() {
+        path_.push_back(keys_.empty() || last_key_.empty() ? "[]" : last_key_);
+        last_key_.clear();
+    }
+    bool close() {
+        path_.pop_back();
+        last_key_.clear();
+        return true;
+    }
+    const std::string& name_;
+    std::vector<std::set<std::string>> keys_;
+    std::vector<std::string> path_;
+    std::string last_key_;
+};
+
+}  // namespace
+
+json parse_json_text(std::string_view text, const std::string& name) {
+    check_json_depth(text, name);
+    DuplicateKeys duplicates(name);
+    json::sax_parse(text, &duplicates);
     try {
-        return json::parse(text, refuse_duplicates);
+        return json::parse(text);
     } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e400
         throw InputError(fmt::format("{}: not valid JSON ({})", name, clip_for_message(e.what(), 200)));
     }
