@@ -8,6 +8,7 @@
 
 #include "trainsim/config.hpp"
 #include "trainsim/errors.hpp"
+#include "trainsim/limits.hpp"
 #include "trainsim/schema.hpp"
 #include "trainsim/schema_json.hpp"
 
@@ -49,6 +50,10 @@ int derive_dp(int gpus, const Layout& l, const std::string& source) {
 }
 
 int import_gpus(const ImportTarget& target, int stated) {
+    // --gpus past the limit is the option's fault, not the config file's (whose layout.dp it would become).
+    if (target.gpus > limits::kMaxGpus)
+        throw InputError(fmt::format("import: --gpus {} is above the limit of {} GPUs (limits.hpp)",
+                                     target.gpus, limits::kMaxGpus));
     if (target.gpus > 0) return target.gpus;
     if (stated > 0) return stated;
     return target.cluster_gpus;
