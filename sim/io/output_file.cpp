@@ -60,6 +60,11 @@ Target resolve_target(const std::string& path) {
     if (::stat(t.file.c_str(), &st) == 0) {
         if (!S_ISREG(st.st_mode))
             throw InputError(fmt::format("{}: {}; not written", path, refused_kind(st.st_mode)));
+        // The rename needs only the folder's permission: a file its owner made read-only would be replaced
+        // where `>` would fail. Refused as the shell would (root may write it, as with `>`).
+        if (::access(t.file.c_str(), W_OK) != 0)
+            throw InputError(
+                fmt::format("{}: cannot write the file ({}); not replaced", path, errno_text(errno)));
         t.exists = true;
         t.mode = st.st_mode & 07777;
         return t;

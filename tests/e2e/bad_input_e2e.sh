@@ -438,6 +438,25 @@ else
     failures=$((failures + 1))
 fi
 
+## A read-only output file of the user's is not replaced (the rename would need only the folder's permission).
+# Root may write it (as with `>`), so as root the case runs as nobody (setpriv), in a folder nobody may write.
+ro_dir=$TMP/readonly
+mkdir -p "$ro_dir" && chmod 777 "$ro_dir" && printf 'keep' >"$ro_dir/out.svg" && chmod 444 "$ro_dir/out.svg"
+as_user=()
+[ "$(id -u)" = 0 ] && as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+if [ "$(id -u)" != 0 ] || command -v setpriv >/dev/null; then
+    (cd "$ro_dir" && "${as_user[@]}" "$BIN" memory "${SMALL[@]}" --svg out.svg >"$TMP/out" 2>"$TMP/err")
+    rc=$?
+    if [ "$rc" = 2 ] && [ "$(cat "$ro_dir/out.svg")" = keep ] && [ "$(wc -l <"$TMP/err")" = 1 ] &&
+        grep -qF "out.svg: cannot write the file (Permission denied); not replaced" "$TMP/err"; then
+        echo "PASS: memory --svg over a read-only file"
+        passes=$((passes + 1))
+    else
+        echo "FAIL: memory --svg over a read-only file: exit $rc, $(head -c 300 "$TMP/err")"
+        failures=$((failures + 1))
+    fi
+fi
+
 ## --version and `help CMD` (issue 14's small things; exit 0).
 if "$BIN" --version | grep -qE '^trainsim [0-9]+\.[0-9]+\.[0-9]+$'; then
     echo "PASS: --version"
