@@ -275,6 +275,23 @@ struct Xorshift {
         return x % n;
     }
 };
+
+/// `links` capacities of 1-4 GB/s.
+std::vector<double> random_capacities(Xorshift& next, std::size_t links) {
+    std::vector<double> cap;
+    for (std::size_t l = 0; l < links; ++l)
+        cap.push_back(1e9 * static_cast<double>(1 + next(4)));
+    return cap;
+}
+
+/// A route of 1 .. max_len links drawn from `links` (a link may come twice, as in a ring's coupled flow).
+std::vector<int> random_route(Xorshift& next, std::size_t links, std::uint64_t max_len) {
+    std::vector<int> r;
+    const auto len = 1 + next(max_len);
+    for (std::uint64_t k = 0; k < len; ++k)
+        r.push_back(static_cast<int>(next(links)));
+    return r;
+}
 }  // namespace
 
 TEST_CASE("network: max-min rates over many flows and links match a reference progressive filling") {
@@ -284,17 +301,11 @@ TEST_CASE("network: max-min rates over many flows and links match a reference pr
     for (int trial = 0; trial < 5; ++trial) {
         CAPTURE(trial);
         const std::size_t links = 12;
-        std::vector<double> cap;
-        for (std::size_t l = 0; l < links; ++l)
-            cap.push_back(1e9 * static_cast<double>(1 + next(4)));
+        const std::vector<double> cap = random_capacities(next, links);
         std::vector<std::vector<int>> routes;
         std::vector<double> bytes;
         for (int f = 0; f < 30; ++f) {
-            std::vector<int> r;
-            const auto len = 1 + next(4);
-            for (std::uint64_t k = 0; k < len; ++k)
-                r.push_back(static_cast<int>(next(links)));
-            routes.push_back(r);
+            routes.push_back(random_route(next, links, 4));
             bytes.push_back(1e6 * static_cast<double>(1 + next(100)));
         }
         Simulator sim;
@@ -312,9 +323,7 @@ TEST_CASE(
     // them.
     Xorshift next{0x2545f4914f6cdd1dULL};
     const std::size_t links = 5000;
-    std::vector<double> cap;
-    for (std::size_t l = 0; l < links; ++l)
-        cap.push_back(1e9 * static_cast<double>(1 + next(4)));
+    const std::vector<double> cap = random_capacities(next, links);
     auto wave = [&] {
         std::vector<std::vector<int>> routes;
         std::vector<double> bytes;
@@ -372,9 +381,7 @@ TEST_CASE("network: flows on routes with counted link uses finish when the same 
     // and every link's byte count must be the same.
     Xorshift next{0x51ed270b2c7f4a3dULL};
     const std::size_t links = 40;
-    std::vector<double> cap;
-    for (std::size_t l = 0; l < links; ++l)
-        cap.push_back(1e9 * static_cast<double>(1 + next(4)));
+    const std::vector<double> cap = random_capacities(next, links);
     std::vector<Route> plain, counted;
     for (int f = 0; f < 25; ++f) {
         std::vector<int> r;
@@ -413,9 +420,7 @@ TEST_CASE("network: local rate updates give the completions a recomputation of e
     for (int trial = 0; trial < 20; ++trial) {
         CAPTURE(trial);
         const std::size_t links = 3 + next(6);
-        std::vector<double> cap;
-        for (std::size_t l = 0; l < links; ++l)
-            cap.push_back(1e9 * static_cast<double>(1 + next(4)));
+        const std::vector<double> cap = random_capacities(next, links);
         struct Start {
             std::vector<int> route;
             double bytes;
@@ -423,13 +428,10 @@ TEST_CASE("network: local rate updates give the completions a recomputation of e
         };
         std::vector<Start> starts;
         for (int f = 0; f < 60; ++f) {
-            std::vector<int> r;
-            const auto len = 1 + next(3);
-            for (std::uint64_t k = 0; k < len; ++k)
-                r.push_back(static_cast<int>(next(links)));
+            std::vector<int> r = random_route(next, links, 3);
             // Starts on a coarse grid (several flows at one instant) over about ten flow durations.
             starts.push_back(
-                {r, 1e6 * static_cast<double>(1 + next(20)), Time::ps(1'000'000'000 * next(40))});
+                {std::move(r), 1e6 * static_cast<double>(1 + next(20)), Time::ps(1'000'000'000 * next(40))});
         }
         auto run = [&](bool local, std::uint64_t& steps) {
             Simulator sim;
