@@ -126,6 +126,8 @@ class Executor {
         tp_private_ = options.private_tp_links && layout.tp > 1 && layout.tp == cluster.spec().gpus_per_node;
         map_observers(observers, layout);
         make_units(layout, program, scenario);
+        tp_shared_ports_ = !tp_private_ && options.private_tp_links && fold_ > 1 &&
+                           tp_ports_private_between_engagements(cluster, layout);
         if (attribute_) caused_.assign(units_.size(), 0.0);
         max_events_ = options.max_events;
         plan_run_ahead(options, program);
@@ -204,7 +206,7 @@ class Executor {
     /// declined: jitter, different compute factors, link perturbations) runs them ahead together
     /// (run_group_ahead) when none of its members is observed.
     void plan_run_ahead(const ExecutionOptions& options, const Program& program) {
-        ahead_ = options.run_local_ops_ahead && tp_private_;
+        ahead_ = options.run_local_ops_ahead && (tp_private_ || tp_shared_ports_);
         if (ahead_) {
             for (const StageProgram& st : program.stages) {
                 ahead_ok_.push_back(ahead_ok(st.ops));
@@ -307,6 +309,46 @@ class Executor {
     }
 
   private:
+    /// A TP group smaller than its node (tp < GPUs per node, e.g. TP 4 in a DGX of 8) shares its GPUs' NVLink
+    /// ports with the other groups of its members: a DP or CP ring's hop between two GPUs of the node, an EP
+    /// all-to-all. Every route on a GPU's own NVLink port links has that GPU as an endpoint (Cluster::route:
+    /// no relay through a third GPU outside rail-only fabrics), so a flow there belongs to a collective of a
+    /// group the GPU's unit is a member of, and it can only run between that unit's arrival at the collective
+    /// and its completion, while the unit is engaged on it (its DP queue or TP stream holds it), or to a P2P
+    /// transfer, whose receiver does not take part in starting it. So when no P2P route touches a TP group's
+    /// links, a unit that is engaged on nothing but its TP collectives has its TP links to itself: its local
+    /// ops may run ahead with private TP timings, exactly as when TP fills the node. Otherwise (engaged on a
+    /// DP collective) its TP collectives are flows on the network, where they share the ports. Checked here:
+    /// every TP group within one node, no rail-only relay, no PCIe-only node (P2P and DP flows cross the
+    /// GPU's PCIe link), and no P2P route on a TP group's links. ExecutionOptions::private_tp_links.
+    bool tp_ports_private_between_engagements(const Cluster& cluster, const Layout& layout) {
+        if (layout.tp <= 1 || cluster.spec().fabric == ScaleOutTopology::rail_only ||
+            cluster.spec().scale_up_kind == "pcie")
+            return false;
+        std::vector<char> tp_link(cluster.links().size(), 0);
+        for (Unit& s : units_) {
+            GroupCache& g = tp_cache(s);
+            if (!g.comm) return false;
+            for (int r : g.ranks)
+                if (cluster.node_of(r) != cluster.node_of(g.ranks.front())) return false;
+            for (const Route& r : g.comm->channel_routes)
+                for (int l : r.links)
+                    tp_link[static_cast<std::size_t>(l)] = 1;
+            for (int l : g.comm->nvls_route.links)
+                tp_link[static_cast<std::size_t>(l)] = 1;
+        }
+        if (layout.pp == 1) return true;
+        for (const Unit& s : units_)
+            for (int m : s.members)
+                for (int d : {1, -1}) {
+                    const int peer = pp_peer(m, (s.coord.pp + d + layout.pp) % layout.pp);
+                    if (peer == m) continue;
+                    for (int l : cluster.route(m, peer).links)
+                        if (tp_link[static_cast<std::size_t>(l)]) return false;
+                }
+        return true;
+    }
+
     /// TP folding needs every member of a TP group to run alike: no jitter, no link perturbation (a NIC,
     /// rail or leaf uplink serves one member of a group), one compute factor per TP group.
     static bool fold_symmetric(const Layout& layout, const ExecutionScenario& sc) {
@@ -408,10 +450,12 @@ class Executor {
         p.kind = op.collective;
         p.bytes = op.bytes;
         const Collectives::FlowPlan plan = Collectives::plan(op.collective, *g.comm, op.bytes);
-        if (!plan.route) throw InternalError("a private TP collective with several channels");
+        if (!plan.route || plan.side_route)
+            throw InternalError("a private TP collective with several channels");
         p.route = plan.route;
         p.flow_bytes = plan.flow_bytes;
         p.duration = plan.delay + net_.private_flow_time(*plan.route, plan.flow_bytes);
+        if (tp_shared_ports_) g.pool_off = true;  // other groups' flows add to some of the links' bytes
         if (!g.pool_off) {
             std::vector<int> links = plan.route->links;
             std::sort(links.begin(), links.end());
@@ -741,7 +785,8 @@ class Executor {
                 s.waiting_recv = false;
                 return;
             }
-            if (ahead_ && fold_ > 1 && s.tp_queue.empty() && (*s.ahead_ok)[s.pc] && !traced(s)) {
+            if (ahead_ && fold_ > 1 && s.tp_queue.empty() && (*s.ahead_ok)[s.pc] && !traced(s) &&
+                (!tp_shared_ports_ || s.dp_queue.empty())) {
                 if (run_ahead(s)) return;
                 continue;
             }
@@ -1098,7 +1143,10 @@ class Executor {
     FlowNetwork net_;
     Collectives coll_;
     int fold_ = 1;
-    bool tp_private_ = false;       ///< ExecutionOptions::private_tp_links applies to this layout
+    bool tp_private_ = false;  ///< ExecutionOptions::private_tp_links applies to this layout
+    /// TP smaller than the node: TP links private while a unit is engaged on no DP collective
+    /// (tp_ports_private_between_engagements)
+    bool tp_shared_ports_ = false;
     bool ahead_ = false;            ///< ExecutionOptions::run_local_ops_ahead applies to this layout
     std::uint64_t max_events_ = 0;  ///< ExecutionOptions::max_events (0: no bound)
     std::vector<std::vector<char>> ahead_ok_;      ///< [stage][pc], see ahead_ok()

@@ -164,6 +164,71 @@ TEST_CASE("executor: running compute and private TP collectives ahead gives the 
         }
 }
 
+TEST_CASE("executor: a TP group smaller than its node runs ahead only while its NVLink ports are its own") {
+    // tp < GPUs per node: DP rings (and CP collectives) hop between GPUs of one node, on the same NVLink
+    // ports as the TP collectives. A unit runs its local ops ahead with private TP timings only while it is
+    // engaged on no DP collective; the result must be the event-by-event one bit for bit, with DP buckets
+    // overlapping the backward (the DP flows share the TP links then), interleaving, SP, TP overlap and CP.
+    // With PP peers inside a node (P2P on the TP links) the shortcut declines.
+    struct Case {
+        int tp, pp, dp, cp, vpp, nodes;
+        bool tp_overlap;
+        bool engages;
+    };
+    const Case cases[] = {
+        {4, 2, 2, 1, 1, 2, false, true},   // MLPerf GPT-3's shape: TP 4 per half node, DP hop 0 <-> 4
+        {4, 2, 2, 1, 2, 2, true, true},    // interleaved, TP overlap
+        {2, 2, 4, 1, 1, 2, false, true},   // four TP groups per node
+        {2, 2, 2, 2, 1, 2, false, true},   // CP 2 inside the node, on the TP stream
+        {2, 2, 2, 1, 1, 1, false, false},  // PP peers in one node: declines
+    };
+    for (const char* gpu : {"A100-SXM4-80GB", "H100-SXM5-80GB"})
+        for (const Case& k : cases) {
+            CAPTURE(gpu);
+            CAPTURE(k.tp);
+            CAPTURE(k.cp);
+            CAPTURE(k.vpp);
+            Layout l;
+            l.tp = k.tp;
+            l.pp = k.pp;
+            l.dp = k.dp;
+            l.cp = k.cp;
+            l.vpp = k.vpp;
+            l.global_batch = 8 * k.dp;
+            l.sequence_parallel = true;
+            l.distributed_optimizer = true;
+            l.overlap_grad_reduce = true;
+            l.overlap_param_gather = true;
+            l.tp_comm_overlap = k.tp_overlap;
+            auto topo = small_topology(k.nodes, 8, 8);
+            topo.gpu = gpu;
+            const ModelSpec m = small_gpt(8, 4096, 32, 8192, 32000);
+            const Cluster c(topo);
+            Program p = build_program(m, l);
+            assign_durations(p, ComputeModel(c.gpu(), l.precision));
+            ExecutionOptions event_by_event;
+            event_by_event.run_local_ops_ahead = false;
+            const auto ahead = execute(c, l, p, {});
+            const auto events = execute(c, l, p, {}, event_by_event);
+            CHECK(ahead.step_time_s == events.step_time_s);
+            CHECK(ahead.ran_ahead == k.engages);
+            REQUIRE(ahead.ranks.size() == events.ranks.size());
+            for (std::size_t r = 0; r < ahead.ranks.size(); ++r) {
+                const RankTimes& a = ahead.ranks[r];
+                const RankTimes& e = events.ranks[r];
+                CHECK(a.compute_s == e.compute_s);
+                CHECK(a.tp_exposed_s == e.tp_exposed_s);
+                CHECK(a.cp_exposed_s == e.cp_exposed_s);
+                CHECK(a.pp_exposed_s == e.pp_exposed_s);
+                CHECK(a.bubble_s == e.bubble_s);
+                CHECK(a.dp_exposed_s == e.dp_exposed_s);
+                CHECK(a.finish_s == e.finish_s);
+            }
+            CHECK(ahead.flows == events.flows);
+            if (k.engages) CHECK(ahead.events < events.events);
+        }
+}
+
 TEST_CASE("calibration: constants override the catalog for their GPU only, and bad files are refused") {
     const auto j = nlohmann::json::parse(R"({"format": "trainsim-calibration/1", "source": "test",
         "gpus": {"A100-SXM4-80GB": {"gemm_max_efficiency": 0.5, "hbm_efficiency": 0.6}}})");
