@@ -1,7 +1,10 @@
 #include "trainsim/config.hpp"
 
+#include <cctype>
+
 #include <sys/stat.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -305,6 +308,21 @@ void blame_set(const InputError& e, const std::vector<std::string>& sets, const 
         for (const char* verb : {" = ", " holds ", " is ", " must "})
             if (after.rfind(verb, 0) == 0)
                 throw InputError(fmt::format("--set \"{}\": {}", clip_for_message(*it), rest));
+    }
+    // A check over several fields ("layout.tp * layout.pp * layout.dp = 2 * 5 * 512 ..."), one of them given
+    // by a --set: the file and that --set share it, and both are named.
+    auto is_name_char = [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '.';
+    };
+    for (auto it = sets.rbegin(); it != sets.rend(); ++it) {
+        const std::string key = it->substr(0, it->find('='));
+        if (key.empty()) continue;
+        for (std::size_t at = rest.find(key); at != std::string::npos; at = rest.find(key, at + 1)) {
+            const std::size_t end = at + key.size();
+            if ((at > 0 && is_name_char(rest[at - 1])) || (end < rest.size() && is_name_char(rest[end])))
+                continue;
+            throw InputError(fmt::format("{} with --set \"{}\": {}", file, clip_for_message(*it), rest));
+        }
     }
 }
 

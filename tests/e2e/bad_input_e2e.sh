@@ -233,6 +233,7 @@ bad "layout.zero_stage = 7" 2 "--set \"|layout.zero_stage = 7" -- run "${SMALL[@
 bad "layout.pipeline_layout from a --set" 2 "--set \"layout.pipeline_layout=t*2147483647\"|a repeat count is above the limit of 4096" -- run "${SMALL[@]}" --set "layout.pipeline_layout=t*2147483647"
 # An unexpanded pipeline layout was not bounded: 60 M '|' in a workload file made 60 M stages (17 s, 4 GB).
 bad "layout.pipeline_layout longer than 65536 characters" 2 "layout.pipeline_layout = \"||||||||||||||||||||||||||||||||||||||||||||||||||||||||||||||||||||||||||||||||...(65537 characters)\": is longer than 65536 characters" -- run "${SMALL[@]}" --set "layout.pipeline_layout=$(head -c 65537 /dev/zero | tr '\0' '|')"
+bad "a check over several fields, one from a --set" 2 "with --set \"layout.pp=4\"|layout.tp * layout.pp" -- run "${SMALL[@]}" --set layout.pp=4
 bad "layout.vpp = 3" 2 "--set \"layout.vpp=3\"|layout.vpp = 3" -- run "${SMALL[@]}" --set layout.vpp=3
 bad "layout.cp = 3" 2 "--set \"layout.cp=3\"|layout.cp = 3" -- run "${SMALL[@]}" --set layout.cp=3
 bad "layout.layers_per_stage wrong sum" 2 "small.json|layout.layers_per_stage sums to 9" -- run "${SMALL[@]}" --set 'layout.layers_per_stage=[4,5]'

@@ -223,10 +223,13 @@ TEST_CASE("config: blame_set names the --set that gave a refused value, not the 
     // the last --set of the field is blamed: its value is the one the loader saw
     CHECK(rethrown("w.json: layout.tp = 0 must be positive", "w.json") ==
           "--set \"layout.tp=0\": layout.tp = 0 must be positive");
-    // another file's error, a field no --set gave, or a message over several fields: left to the caller
+    // another file's error, or a field no --set gave: left to the caller
     CHECK(rethrown("t.json: layout.tp = 0 must be positive", "w.json") == "(returned)");
     CHECK(rethrown("w.json: layout.pp = 0 must be positive", "w.json") == "(returned)");
-    CHECK(rethrown("t.json: topology.nodes * topology.gpus_per_node = 9 is above", "t.json") == "(returned)");
+    // a message over several fields, one of them from a --set: the file and the --set are both named
+    CHECK(rethrown("t.json: topology.nodes * topology.gpus_per_node = 9 is above", "t.json") ==
+          "t.json with --set \"topology.nodes=2\": topology.nodes * topology.gpus_per_node = 9 is above");
+    CHECK(rethrown("w.json: layout.pp * layout.tpx = 9", "w.json") == "(returned)");
     // a key that only begins another's name ("layout.tp" in "layout.tpx") is not that field
     CHECK(rethrown("w.json: layout.tpx = 1 is not a known field", "w.json") == "(returned)");
 }
