@@ -174,6 +174,23 @@ class Collectives {
   public:
     Collectives(Simulator& sim, FlowNetwork& net, const Cluster& cluster);
 
+    /// The algorithm a FlowPlan runs (NCCL's names).
+    enum class Algorithm { ring, nvls, tree, sharp, nvls_tree };
+    /// How run(kind, comm, bytes, ...) moves a collective other than all-to-all (for a group of at least 2
+    /// ranks and bytes > 0): after `delay` (launch and pipeline fill), one flow of `flow_bytes` on `route`
+    /// (NVLS, or a ring of one channel), or, when `route` is null, one such flow on each route of `routes`
+    /// (comm.channel_routes, tree_routes, sharp_routes or nvls_tree_routes), and when `side_route` is set
+    /// (NVLS_TREE's NVLS part) one flow of `side_bytes` on it beside them. Throws InternalError for
+    /// all_to_all, which is a set of pairwise flows (all_to_all_flows).
+    struct FlowPlan {
+        Time delay;
+        double flow_bytes = 0;
+        const Route* route = nullptr;
+        const std::vector<Route>* routes = nullptr;
+        Algorithm algorithm = Algorithm::ring;
+        const Route* side_route = nullptr;
+        double side_bytes = 0;
+    };
     /// What a group's rings need, computed once per group (as NCCL sets up a communicator once). Stays valid
     /// (same address) as long as the Collectives object.
     struct Communicator {
@@ -196,6 +213,14 @@ class Collectives {
         int channels = 1;
         int size = 0;            ///< ranks in the group
         std::vector<int> ranks;  ///< the members (GPU ids), in ring order
+        /// plan()'s results by (kind, bytes), computed once each (planned()): a group runs a few sizes
+        /// thousands of times.
+        struct PlanMemo {
+            CollectiveKind kind;
+            double bytes;
+            FlowPlan plan;
+        };
+        mutable std::vector<PlanMemo> plans;
     };
     /// The communicator of `ranks` (in ring order), set up on first use.
     const Communicator& communicator(const std::vector<int>& ranks);
@@ -209,24 +234,10 @@ class Collectives {
     void run(CollectiveKind kind, const Communicator& comm, double bytes, Simulator::Callback done,
              bool private_links = false);
 
-    /// The algorithm a FlowPlan runs (NCCL's names).
-    enum class Algorithm { ring, nvls, tree, sharp, nvls_tree };
-    /// How run(kind, comm, bytes, ...) moves a collective other than all-to-all (for a group of at least 2
-    /// ranks and bytes > 0): after `delay` (launch and pipeline fill), one flow of `flow_bytes` on `route`
-    /// (NVLS, or a ring of one channel), or, when `route` is null, one such flow on each route of `routes`
-    /// (comm.channel_routes, tree_routes, sharp_routes or nvls_tree_routes), and when `side_route` is set
-    /// (NVLS_TREE's NVLS part) one flow of `side_bytes` on it beside them. Throws InternalError for
-    /// all_to_all, which is a set of pairwise flows (all_to_all_flows).
-    struct FlowPlan {
-        Time delay;
-        double flow_bytes = 0;
-        const Route* route = nullptr;
-        const std::vector<Route>* routes = nullptr;
-        Algorithm algorithm = Algorithm::ring;
-        const Route* side_route = nullptr;
-        double side_bytes = 0;
-    };
     static FlowPlan plan(CollectiveKind kind, const Communicator& comm, double bytes);
+    /// plan(), remembered in comm.plans (the same result; at most 64 per group). The reference is valid
+    /// until the next call.
+    static const FlowPlan& planned(CollectiveKind kind, const Communicator& comm, double bytes);
 
     /// One flow of an all-to-all: `bytes` from GPU `src` to GPU `dst`.
     struct PairFlow {
