@@ -394,6 +394,12 @@ bad "goodput --seeds past the study's work limit at one interval" 2 "--seeds = 1
 bad "goodput: one seed past the study's work limit" 2 "goodput: --seeds = 1: 1 runs of about 1.97e+11 checkpoints and failures each|not one seed fits here" -- goodput "${SMALL[@]}" --seeds 1 --days 36500 --checkpoint-interval 1
 bad "sweep --seeds past the study's work limit" 2 "sweep: --seeds = 100000: 100000 seeds of the|GPU layer passes per step in all|at most" -- sweep "${SMALL[@]}" --gpus 16 --jitter lognormal,sigma=0.05 --seeds 100000
 
+## Round 6 (2026-11-28): options ignored without their feature, importer values out of range, deep TOML keys.
+# A dotted key of 50,000 parts nests 50,000 tables: toml++ walks them recursively (signal 11).
+prep t.toml "[job]
+a$(printf '.a%.0s' $(seq 50000)) = 1"
+bad "import torchtitan: a key nested 50,000 tables deep" 2 "t.toml:2: tables and arrays nested deeper than 64 levels" -- import torchtitan t.toml
+
 ## Failed writes to stdout: exit 2, one line on stderr.
 new_case
 (cd "$CASE_DIR" && "$BIN" --version >/dev/full 2>"$TMP/err")

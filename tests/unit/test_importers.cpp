@@ -315,6 +315,30 @@ TEST_CASE("torchtitan: flavors, TP/PP split, float8, and refused settings") {
     CHECK(contains(err("[activation_checkpoint]\nmode = \"memory_budget\"\n"), "is not modeled"));
     CHECK(err("[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_layers_per_stage = 0\n") ==
           "t.toml: parallelism.pipeline_parallel_layers_per_stage = 0 must be at least 1");
+    // Tables nested past kMaxJsonDepth levels (a dotted key of 50,000 parts overflowed toml++'s recursion).
+    std::string deep = "[job]\nx = 1\na";
+    for (int i = 0; i < 50000; ++i)
+        deep += ".a";
+    CHECK(err(deep + " = 1\n") ==
+          "t.toml:3: tables and arrays nested deeper than 64 levels (dotted keys, headers, arrays and inline "
+          "tables)");
+    CHECK(
+        contains(err("[" + std::string(200, 'a') + std::string(100, '.') + "b]\n"), "t.toml:1: tables and"));
+    std::string dotted = "b";
+    for (int i = 0; i < 70; ++i)
+        dotted += ".c";
+    CHECK(contains(err("x = [{a = [{" + dotted + " = 1}]}]\n"),
+                   "t.toml:1: tables and arrays nested deeper than 64"));
+    // Dots in values, strings and comments are not keys; a long array of dotted inline tables is shallow.
+    std::string wide = "[model]\nflavor = \"8B\" # a.b.c\n[job]\ndescription = \"" + std::string(100, '.') +
+                       "\"\nfloats = [";
+    for (int i = 0; i < 100; ++i)
+        wide += "1.5, ";
+    wide += "]\ntables = [";
+    for (int i = 0; i < 100; ++i)
+        wide += "{a.b.c = 1.25}, ";
+    wide += "]\nnotes = '''\nx.y.z.w = 1\n'''\n";
+    CHECK(import_torchtitan(wide, "t.toml", target_of(64)).ignored.size() == 4);
 }
 
 TEST_CASE("megatron: NeMo 1.x Hydra overrides read as the Megatron flags they configure") {
