@@ -399,6 +399,12 @@ bad "sweep --seeds past the study's work limit" 2 "sweep: --seeds = 100000: 1000
 prep t.toml "[job]
 a$(printf '.a%.0s' $(seq 50000)) = 1"
 bad "import torchtitan: a key nested 50,000 tables deep" 2 "t.toml:2: tables and arrays nested deeper than 64 levels" -- import torchtitan t.toml
+# An unclosed quote in --args-file took every argument after it into one word: exit 0, the workload written
+# without the full recompute of line 3.
+prep a.txt '--bf16 --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --padded-vocab-size 64
+--micro-batch-size 1 --global-batch-size 8 --data-path "/data/x
+--recompute-granularity full --recompute-method uniform'
+bad "import megatron --args-file with an unclosed quote" 2 "a.txt: the arguments do not split into words (the quote opened on line 2 is not closed)" -- import megatron --gpus 8 --args-file a.txt
 
 ## Failed writes to stdout: exit 2, one line on stderr.
 new_case

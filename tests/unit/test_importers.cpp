@@ -195,6 +195,13 @@ TEST_CASE("megatron args files: continuations, quotes and comments") {
     CHECK(w == std::vector<std::string>{"--a", "1", "--b", "two words", "--c", "3", "--d"});
     CHECK(contains(message_of<InputError>([] { split_args_text("--a x\\q", "f.args"); }),
                    "f.args: the arguments do not split into words ("));
+    // An unclosed quote took every argument after it (split_unix does not throw): refused, naming its line.
+    CHECK(message_of<InputError>([] {
+              split_args_text("--a 1\n--data-path \"abc --b 2\n--c 3\n", "f.args");
+          }) == "f.args: the arguments do not split into words (the quote opened on line 2 is not closed)");
+    CHECK(contains(message_of<InputError>([] { split_args_text("--num-layers '32", "f.args"); }),
+                   "the quote opened on line 1 is not closed"));
+    CHECK(split_args_text("--a \\\" --b 2", "f") == std::vector<std::string>{"--a", "\"", "--b", "2"});
 }
 
 TEST_CASE("hf: Llama 3 8B and Mixtral 8x7B configs give the presets' models") {
