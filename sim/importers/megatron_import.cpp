@@ -67,8 +67,8 @@ ModelSpec dense_model(MegatronArgs& a, const ImportTarget& target, std::int64_t 
     m.ffn_hidden = a.integer("ffn-hidden-size")
                        .value_or(m.mlp == MlpKind::swiglu ? (4 * m.hidden * 2 / 3) / 64 * 64 : 4 * m.hidden);
     m.tied_embeddings = !a.flag("untie-embeddings-and-output-weights");
-    const double attention_dropout = a.number("attention-dropout").value_or(0.1);
-    const double hidden_dropout = a.number("hidden-dropout").value_or(0.1);
+    const double attention_dropout = a.number("attention-dropout", 0, 1).value_or(0.1);
+    const double hidden_dropout = a.number("hidden-dropout", 0, 1).value_or(0.1);
     m.dropout = attention_dropout > 0 || hidden_dropout > 0;
     const auto seq = a.integer("seq-length"), enc_seq = a.integer("encoder-seq-length");
     const auto max_pos = a.integer("max-position-embeddings");

@@ -405,6 +405,10 @@ prep a.txt '--bf16 --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq
 --micro-batch-size 1 --global-batch-size 8 --data-path "/data/x
 --recompute-granularity full --recompute-method uniform'
 bad "import megatron --args-file with an unclosed quote" 2 "a.txt: the arguments do not split into words (the quote opened on line 2 is not closed)" -- import megatron --gpus 8 --args-file a.txt
+bad "import megatron --attention-dropout above 1" 2 "megatron: --attention-dropout = \"1.5\" must be at most 1" -- import megatron --gpus 8 -- --bf16 --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --micro-batch-size 1 --global-batch-size 8 --padded-vocab-size 64 --attention-dropout 1.5
+new_case
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); d["attention_dropout"] = -1; json.dump(d, open(sys.argv[2], "w"))' "$ROOT/tests/data/importers/llama3_8b_config.json" "$CASE_DIR/c.json"
+bad "import hf: attention_dropout -1" 2 "c.json: attention_dropout = -1 must be 0 .. 1" -- import hf c.json --gpus 8
 
 ## Failed writes to stdout: exit 2, one line on stderr.
 new_case

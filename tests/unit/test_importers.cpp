@@ -176,6 +176,8 @@ TEST_CASE("megatron: malformed and unrepresentable values are one-line errors na
     CHECK(err(kGpt3Args + " --tensor-model-parallel-size 99999999999") ==
           "megatron: --tensor-model-parallel-size = \"99999999999\" must be at most 131072");
     CHECK(err(kGpt3Args + " --num-layers 5000") == "megatron: --num-layers = \"5000\" must be at most 4096");
+    CHECK(err(kGpt3Args + " --attention-dropout 5") ==
+          "megatron: --attention-dropout = \"5\" must be at most 1");
     CHECK(err(kGpt3Args + " --bf16=yes") ==
           "megatron: --bf16 = \"yes\" is given a value; the flag takes none");
     CHECK(contains(
@@ -261,6 +263,14 @@ TEST_CASE("hf: Qwen3-MoE and Qwen2-MoE sparse layers; bad configs") {
     bad["hidden_size"] = "2048";
     CHECK(message_of<InputError>([&] { import_hf_config(bad, "c.json", t); }) ==
           "c.json: hidden_size = \"2048\" is not an integer");
+    bad = q;
+    bad["attention_dropout"] = 3;  // a probability (was read as "dropout on")
+    CHECK(message_of<InputError>([&] { import_hf_config(bad, "c.json", t); }) ==
+          "c.json: attention_dropout = 3 must be 0 .. 1");
+    bad = q;
+    bad["hidden_dropout"] = -0.5;
+    CHECK(message_of<InputError>([&] { import_hf_config(bad, "c.json", t); }) ==
+          "c.json: hidden_dropout = -0.5 must be 0 .. 1");
 }
 
 TEST_CASE("torchtitan: the Llama 3 8B TOML gives the 8B model with FSDP and per-op selective AC") {
