@@ -409,6 +409,9 @@ bad "import megatron --attention-dropout above 1" 2 "megatron: --attention-dropo
 new_case
 python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); d["attention_dropout"] = -1; json.dump(d, open(sys.argv[2], "w"))' "$ROOT/tests/data/importers/llama3_8b_config.json" "$CASE_DIR/c.json"
 bad "import hf: attention_dropout -1" 2 "c.json: attention_dropout = -1 must be 0 .. 1" -- import hf c.json --gpus 8
+# Options that only act with another were ignored with exit 0.
+bad "goodput --spare-restart-s without --hot-spares" 2 "goodput: --spare-restart-s = \"60\" needs --hot-spares N (N >= 1)" -- goodput "${SMALL[@]}" --spare-restart-s 60
+bad "goodput --repair-h without --hot-spares" 2 "goodput: --repair-h = \"5\" needs --hot-spares N (N >= 1)" -- goodput "${SMALL[@]}" --repair-h 5 --hot-spares 0
 
 ## Failed writes to stdout: exit 2, one line on stderr.
 new_case
