@@ -412,6 +412,8 @@ bad "import hf: attention_dropout -1" 2 "c.json: attention_dropout = -1 must be 
 # Options that only act with another were ignored with exit 0.
 bad "goodput --spare-restart-s without --hot-spares" 2 "goodput: --spare-restart-s = \"60\" needs --hot-spares N (N >= 1)" -- goodput "${SMALL[@]}" --spare-restart-s 60
 bad "goodput --repair-h without --hot-spares" 2 "goodput: --repair-h = \"5\" needs --hot-spares N (N >= 1)" -- goodput "${SMALL[@]}" --repair-h 5 --hot-spares 0
+# A fraction drawn over a GPU that gpu= already slows multiplied the two slowdowns (GPU 0 at 6x, exit 0).
+bad "--straggler fraction=1 over a gpu= straggler" 2 "--straggler fraction=1,slowdown=3: 16 GPUs to slow, but 1 of the cluster's 16 are slowed by the other --straggler options" -- run "${SMALL[@]}" --straggler gpu=0,slowdown=2 --straggler fraction=1,slowdown=3
 
 ## Failed writes to stdout: exit 2, one line on stderr.
 new_case
