@@ -417,6 +417,8 @@ bad "--straggler fraction=1 over a gpu= straggler" 2 "--straggler fraction=1,slo
 # On GB200 NVL72 (144 trays of 4 GPUs in the file) a node of --link is an NVLink domain: "node 143 is not one of
 # the 8 nodes" contradicted the file without saying why.
 bad "--link on an NVL72 tray number names the domain" 2 "--link node143.nic3,down: node 143 is not one of the 8 nodes (scale_up.domain_gpus = 72: node<N> numbers the NVLink domains of 18 hosts, nic<K> a domain's 72 NICs)" -- run --topology "$ROOT/topologies/gb200-nvl72.json" --workload "$ROOT/workloads/deepseek-v3.json" --link node143.nic3,down
+# --set topology.nodes with --topology-out for a workload of another size wrote two files that do not run together.
+bad "import --topology-out: --set topology.nodes does not hold --gpus" 2 "import: --topology-out t.json: --set topology.nodes=4 gives 32 GPUs and the workload is for 64 (--gpus or layout.dp)" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" --gpus 64 --set topology.nodes=4 --topology-out t.json -o w.json
 bad "run --jobs without a perturbation" 2 "run: --jobs 2 applies to a what-if study's seeds" -- run "${SMALL[@]}" --jobs 2
 
 ## Failed writes to stdout: exit 2, one line on stderr.
