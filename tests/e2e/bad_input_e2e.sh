@@ -414,6 +414,7 @@ bad "goodput --spare-restart-s without --hot-spares" 2 "goodput: --spare-restart
 bad "goodput --repair-h without --hot-spares" 2 "goodput: --repair-h = \"5\" needs --hot-spares N (N >= 1)" -- goodput "${SMALL[@]}" --repair-h 5 --hot-spares 0
 # A fraction drawn over a GPU that gpu= already slows multiplied the two slowdowns (GPU 0 at 6x, exit 0).
 bad "--straggler fraction=1 over a gpu= straggler" 2 "--straggler fraction=1,slowdown=3: 16 GPUs to slow, but 1 of the cluster's 16 are slowed by the other --straggler options" -- run "${SMALL[@]}" --straggler gpu=0,slowdown=2 --straggler fraction=1,slowdown=3
+bad "sweep --straggler fraction=1 over a gpu= straggler (at once, not per layout)" 2 "--straggler fraction=1,slowdown=2: 16 GPUs to slow, but 1 of the cluster's 16" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --straggler gpu=3,slowdown=2 --straggler fraction=1,slowdown=2
 # On GB200 NVL72 (144 trays of 4 GPUs in the file) a node of --link is an NVLink domain: "node 143 is not one of
 # the 8 nodes" contradicted the file without saying why.
 bad "--link on an NVL72 tray number names the domain" 2 "--link node143.nic3,down: node 143 is not one of the 8 nodes (scale_up.domain_gpus = 72: node<N> numbers the NVLink domains of 18 hosts, nic<K> a domain's 72 NICs)" -- run --topology "$ROOT/topologies/gb200-nvl72.json" --workload "$ROOT/workloads/deepseek-v3.json" --link node143.nic3,down
