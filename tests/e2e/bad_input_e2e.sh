@@ -420,6 +420,9 @@ bad "sweep --straggler fraction=1 over a gpu= straggler (at once, not per layout
 bad "--link on an NVL72 tray number names the domain" 2 "--link node143.nic3,down: node 143 is not one of the 8 nodes (scale_up.domain_gpus = 72: node<N> numbers the NVLink domains of 18 hosts, nic<K> a domain's 72 NICs)" -- run --topology "$ROOT/topologies/gb200-nvl72.json" --workload "$ROOT/workloads/deepseek-v3.json" --link node143.nic3,down
 # --set topology.nodes with --topology-out for a workload of another size wrote two files that do not run together.
 bad "import --topology-out: --set topology.nodes does not hold --gpus" 2 "import: --topology-out t.json: --set topology.nodes=4 gives 32 GPUs and the workload is for 64 (--gpus or layout.dp)" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" --gpus 64 --set topology.nodes=4 --topology-out t.json -o w.json
+# A workload's measured step time of 1e-300 s printed a 300-digit error in the table (0: an error of null in --json).
+workload_with w.json 's/"layout": {/"measured": {"source": "x", "step_time_s": 1e-300, "tflops_per_gpu": 40, "tflops_convention": "megatron-model-flops"}, "layout": {/'
+bad "workload: measured step time 1e-300 s" 2 "w.json: measured.step_time_s = 1e-300 is below 1e-06 s" -- run --topology "$TOPO" --workload w.json --set topology.nodes=2
 bad "run --jobs without a perturbation" 2 "run: --jobs 2 applies to a what-if study's seeds" -- run "${SMALL[@]}" --jobs 2
 
 ## Failed writes to stdout: exit 2, one line on stderr.
