@@ -145,8 +145,9 @@ LinkPerturbation parse_link(const std::string& value);
 
 /// The GPUs slowed by `stragglers` on a cluster of `gpus` GPUs: their compute factor per GPU ([gpus], 1 for
 /// the others). `fraction` draws its GPUs from `seed` (the round(fraction·gpus) GPUs with the smallest
-/// counter_uniform(seed, kStragglerStream, gpu, index of the option)). Throws InputError for a GPU id out of
-/// range, naming the option.
+/// counter_uniform(seed, kStragglerStream, gpu, index of the option)) among the GPUs that no gpu= option and
+/// no earlier fraction slows: one GPU is slowed once. Throws InputError for a GPU id out of range, or a
+/// fraction needing more GPUs than the others leave, naming the option.
 std::vector<double> compute_factors(const std::vector<Straggler>& stragglers, int gpus, std::uint64_t seed);
 
 /// A link name split into its parts (see LinkPerturbation); parse_link checks the syntax, the cluster the

@@ -208,18 +208,28 @@ ResolvedPerturbations resolve_perturbations(const TopologySpec& spec, const Fabr
     for (const LinkPerturbation& p : perturbations) {
         const std::string option = fmt::format("--link {}", p.text.empty() ? p.name : p.text);
         const LinkName n = parse_link_name(p.name, option);
-        auto range = [&](int v, int count, const char* what, const char* whats) {
+        auto range = [&](int v, int count, const char* what, const char* whats,
+                         const std::string& note = "") {
             if (v >= count)
                 throw InputError(
-                    fmt::format("{}: {} {} is not one of the {} {}", option, what, v, count, whats));
+                    fmt::format("{}: {} {} is not one of the {} {}{}", option, what, v, count, whats, note));
         };
+        // An NVLink domain across hosts (GB200 NVL72: 18 trays of 4 GPUs) is one node of the cluster: the
+        // file's 144 nodes of 4 GPUs are 8 here ("node 143 is not one of the 8 nodes" did not say why).
+        const std::string domain =
+            spec.gpus_per_host > 0 && spec.gpus_per_host != spec.gpus_per_node
+                ? fmt::format(
+                      " (scale_up.domain_gpus = {}: node<N> numbers the NVLink domains of {} hosts, "
+                      "nic<K> a domain's {} NICs)",
+                      spec.gpus_per_node, spec.gpus_per_node / spec.gpus_per_host, f.nics)
+                : "";
         switch (n.kind) {
             case LinkName::Kind::node_nic:
-                range(n.a, spec.nodes, "node", "nodes");
-                range(n.b, f.nics, "NIC", "NICs per node");
+                range(n.a, spec.nodes, "node", "nodes", domain);
+                range(n.b, f.nics, "NIC", "NICs per node", domain);
                 break;
             case LinkName::Kind::node_nvlink:
-                range(n.a, spec.nodes, "node", "nodes");
+                range(n.a, spec.nodes, "node", "nodes", domain);
                 break;
             case LinkName::Kind::gpu_nvlink:
                 range(n.a, spec.gpus(), "GPU", "GPUs");

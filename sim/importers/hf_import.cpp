@@ -65,11 +65,16 @@ class Config {
         if (!v) throw InputError(fmt::format("{}: {} is missing", file_, key));
         return *v;
     }
-    std::optional<double> number(const std::string& key) {
+    /// A number in [min, max] (a dropout probability: 0 .. 1).
+    std::optional<double> number(const std::string& key, double min, double max) {
         const json* v = get(key);
         if (!v) return std::nullopt;
         if (!v->is_number()) importers_detail::bad_written_value(file_, key, v->dump(), "is not a number");
-        return v->get<double>();
+        const double x = v->get<double>();
+        if (!(x >= min && x <= max))
+            importers_detail::bad_written_value(file_, key, v->dump(),
+                                                fmt::format("must be {:g} .. {:g}", min, max));
+        return x;
     }
     std::optional<bool> boolean(const std::string& key) {
         const json* v = get(key);
@@ -169,7 +174,8 @@ Imported import_hf_config(const nlohmann::json& config, const std::string& file,
                                         m.mlp == MlpKind::swiglu ? "SwiGLU" : "GELU"));
     if (const auto hd = c.integer("head_dim"); hd && *hd * m.heads != m.hidden) m.head_dim_override = *hd;
     m.tied_embeddings = c.boolean("tie_word_embeddings").value_or(false);
-    m.dropout = c.number("attention_dropout").value_or(0) > 0 || c.number("hidden_dropout").value_or(0) > 0;
+    m.dropout = c.number("attention_dropout", 0, 1).value_or(0) > 0 ||
+                c.number("hidden_dropout", 0, 1).value_or(0) > 0;
     const auto max_pos = c.integer("max_position_embeddings");
     if (target.seq_len)
         m.seq_len = *target.seq_len;

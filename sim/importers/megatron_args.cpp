@@ -138,12 +138,13 @@ std::optional<std::int64_t> MegatronArgs::integer(const std::string& name, std::
     return v;
 }
 
-std::optional<double> MegatronArgs::number(const std::string& name, double min) {
+std::optional<double> MegatronArgs::number(const std::string& name, double min, double max) {
     const auto t = text(name);
     if (!t) return std::nullopt;
     const auto v = parse_number(*t);
     if (!v) bad_value(source_, "--" + name, *t, "is not a number");
     if (*v < min) bad_value(source_, "--" + name, *t, fmt::format("must be at least {:g}", min));
+    if (*v > max) bad_value(source_, "--" + name, *t, fmt::format("must be at most {:g}", max));
     return v;
 }
 

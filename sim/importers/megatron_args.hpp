@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -32,8 +33,9 @@ class MegatronArgs {
     /// "SOURCE: --NAME = "VALUE" is not an integer" / "must be at least MIN" / "must be at most MAX".
     std::optional<std::int64_t> integer(const std::string& name, std::int64_t min = 1,
                                         std::int64_t max = kMaxImportInteger);
-    /// The number value of `name` (at least `min`); nullopt when absent. Throws InputError.
-    std::optional<double> number(const std::string& name, double min = 0);
+    /// The number value of `name` (in min .. max); nullopt when absent. Throws InputError.
+    std::optional<double> number(const std::string& name, double min = 0,
+                                 double max = std::numeric_limits<double>::max());
     /// The value of `name`, one of `choices`; nullopt when absent. Throws InputError listing them.
     std::optional<std::string> choice(const std::string& name, const std::vector<std::string>& choices);
 

@@ -67,8 +67,8 @@ ModelSpec dense_model(MegatronArgs& a, const ImportTarget& target, std::int64_t 
     m.ffn_hidden = a.integer("ffn-hidden-size")
                        .value_or(m.mlp == MlpKind::swiglu ? (4 * m.hidden * 2 / 3) / 64 * 64 : 4 * m.hidden);
     m.tied_embeddings = !a.flag("untie-embeddings-and-output-weights");
-    const double attention_dropout = a.number("attention-dropout").value_or(0.1);
-    const double hidden_dropout = a.number("hidden-dropout").value_or(0.1);
+    const double attention_dropout = a.number("attention-dropout", 0, 1).value_or(0.1);
+    const double hidden_dropout = a.number("hidden-dropout", 0, 1).value_or(0.1);
     m.dropout = attention_dropout > 0 || hidden_dropout > 0;
     const auto seq = a.integer("seq-length"), enc_seq = a.integer("encoder-seq-length");
     const auto max_pos = a.integer("max-position-embeddings");
@@ -314,6 +314,26 @@ std::vector<std::string> split_args_text(std::string_view text, const std::strin
         if (!line.empty() && line.back() == '\\') line.back() = ' ';  // a continuation: the words go on
         joined += line + "\n";
     }
+    // split_unix takes an unclosed quote to the end of the text without a word: `--data-path "a` swallowed
+    // every argument after it (and `--num-layers '32` read "32\n"). It toggles quoting on either quote
+    // character, a backslash escaping the next one; so does this check.
+    bool quoted = false;
+    std::size_t line = 1, quote_line = 0;
+    for (std::size_t i = 0; i < joined.size(); ++i) {
+        const char c = joined[i];
+        if (c == '\\' && i + 1 < joined.size()) {
+            if (joined[++i] == '\n') ++line;
+        } else if (c == '\n') {
+            ++line;
+        } else if (c == '"' || c == '\'') {
+            quoted = !quoted;
+            quote_line = line;
+        }
+    }
+    if (quoted)
+        throw InputError(fmt::format(
+            "{}: the arguments do not split into words (the quote opened on line {} is not closed)", source,
+            quote_line));
     std::vector<std::string> words;
     try {
         for (auto& w : boost::program_options::split_unix(joined, " \t\n"))

@@ -44,10 +44,98 @@ std::int64_t ffn_hidden(const Flavor& f) {
     return f.multiple_of * ((h + f.multiple_of - 1) / f.multiple_of);
 }
 
+/// Deepest nesting of tables and arrays accepted in a TOML config (torchtitan's need 2 levels; as
+/// kMaxJsonDepth for the JSON inputs).
+constexpr int kMaxTomlDepth = 64;
+
+/// Refuses TOML `text` whose tables or arrays could nest deeper than kMaxTomlDepth, by a scan outside
+/// strings and comments before parsing: every dot of a table header or of a dotted key opens a table, and
+/// toml++ walks the parsed tree recursively (its parser's closing pass, the destructor), so a key of 40,000
+/// dotted parts overflowed the stack (signal 11, 2026-11-28). The bound at each point: the dots of the last
+/// header + the key dots on the path to the current value + the open arrays and inline tables.
+void check_toml_depth(std::string_view text, const std::string& file) {
+    int header_dots = 0, path_dots = 0, line = 1;
+    bool key = true, header = false, statement_start = true;
+    std::vector<std::pair<char, int>> open;  // open '[' / '{' with the path's key dots when opened
+    const auto check = [&] {
+        if (header_dots + path_dots + static_cast<int>(open.size()) > kMaxTomlDepth)
+            throw InputError(
+                fmt::format("{}:{}: tables and arrays nested deeper than {} levels (dotted keys, "
+                            "headers, arrays and inline tables)",
+                            file, line, kMaxTomlDepth));
+    };
+    // Skips a string opened at i by `quote` (one or three of them); the index of its last character.
+    const auto skip_string = [&](std::size_t i, char quote) {
+        const bool multi = text.compare(i, 3, std::string(3, quote)) == 0;
+        std::size_t j = i + (multi ? 3 : 1);
+        for (; j < text.size(); ++j) {
+            const char c = text[j];
+            if (c == '\n') {
+                if (!multi) return j - 1;  // an unterminated string: toml++ says so
+                ++line;
+            } else if (c == '\\' && quote == '"') {
+                if (j + 1 < text.size() && text[j + 1] == '\n') ++line;
+                ++j;
+            } else if (c == quote && (!multi || text.compare(j, 3, std::string(3, quote)) == 0)) {
+                if (!multi) return j;
+                j += 2;
+                for (int extra = 0; extra < 2 && j + 1 < text.size() && text[j + 1] == quote; ++extra)
+                    ++j;  // """a"""" : up to two quotes before the closing three belong to the string
+                return j;
+            }
+        }
+        return text.size();
+    };
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (c == '\n') {
+            ++line;
+            if (open.empty()) {
+                key = statement_start = true;
+                header = false;
+                path_dots = 0;
+            }
+            continue;
+        }
+        if (c == ' ' || c == '\t' || c == '\r') continue;
+        const bool at_start = statement_start;
+        statement_start = false;
+        if (c == '#') {
+            while (i + 1 < text.size() && text[i + 1] != '\n')
+                ++i;
+        } else if (c == '"' || c == '\'') {
+            i = skip_string(i, c);
+        } else if (c == '[' && at_start) {
+            header = true;
+            header_dots = 0;
+            if (i + 1 < text.size() && text[i + 1] == '[') ++i;
+        } else if (c == ']' && header) {
+            header = false;
+        } else if (c == '.' && (header || key)) {
+            ++(header ? header_dots : path_dots);
+            check();
+        } else if (c == '=' && key && !header) {
+            key = false;
+        } else if (c == '[' || c == '{') {
+            open.emplace_back(c, path_dots);
+            key = c == '{';
+            check();
+        } else if ((c == ']' || c == '}') && !open.empty()) {
+            path_dots = open.back().second;
+            open.pop_back();
+            key = false;
+        } else if (c == ',' && !open.empty()) {
+            path_dots = open.back().second;
+            key = open.back().first == '{';
+        }
+    }
+}
+
 /// The parsed TOML, read key by key ("section.key" paths); the keys never read are reported as ignored.
 class Toml {
   public:
     Toml(std::string_view text, std::string file) : file_(std::move(file)) {
+        check_toml_depth(text, file_);
         try {
             table_ = toml::parse(text, file_);
         } catch (const toml::parse_error& e) {

@@ -212,7 +212,17 @@ Workload parse_workload(const json& j, const std::string& file) {
         Measured meas;
         meas.source = m.string("source");
         meas.step_time_s = m.number_in("step_time_s", 0, 1e6, "s");
+        // As a measured-runs file's step time: 1 us and up (0 printed an error of null in --json, 1e-300 one
+        // of 300 digits in the table).
+        if (!(meas.step_time_s >= 1e-6))
+            m.fail(m.field("step_time_s"),
+                   fmt::format("= {:g} is below 1e-06 s, shorter than any training step", meas.step_time_s));
         meas.tflops_per_gpu = m.number_in("tflops_per_gpu", 0, 1e6);
+        // 0: not reported (no measured column); else at least 0.001 TFLOP/s (1e-300 printed a 300-digit
+        // error).
+        if (meas.tflops_per_gpu > 0 && meas.tflops_per_gpu < 1e-3)
+            m.fail(m.field("tflops_per_gpu"),
+                   fmt::format("= {:g} is below 0.001 TFLOP/s (0: not reported)", meas.tflops_per_gpu));
         meas.tflops_convention = m.choice("tflops_convention", {"narayanan2021-eq3", "megatron-model-flops"});
         m.finish();
         w.measured = meas;

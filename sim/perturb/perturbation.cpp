@@ -278,24 +278,38 @@ LinkPerturbation parse_link(const std::string& value) {
 
 std::vector<double> compute_factors(const std::vector<Straggler>& stragglers, int gpus, std::uint64_t seed) {
     std::vector<double> f(static_cast<std::size_t>(gpus), 1.0);
+    // One GPU slowed once: the named GPUs first, then each fraction drawn among the GPUs no other --straggler
+    // slows (`gpu=0,slowdown=2 --straggler fraction=1,slowdown=3` slowed GPU 0 by 6).
+    std::vector<char> slowed(static_cast<std::size_t>(gpus), 0);
+    for (const Straggler& s : stragglers) {
+        if (s.gpu < 0) continue;
+        if (s.gpu >= gpus)
+            throw InputError(fmt::format("--straggler {}: gpu = {} is not one of the cluster's {} GPUs",
+                                         s.text, s.gpu, gpus));
+        f[static_cast<std::size_t>(s.gpu)] *= s.slowdown;
+        slowed[static_cast<std::size_t>(s.gpu)] = 1;
+    }
     for (std::size_t i = 0; i < stragglers.size(); ++i) {
         const Straggler& s = stragglers[i];
-        if (s.gpu >= 0) {
-            if (s.gpu >= gpus)
-                throw InputError(fmt::format("--straggler {}: gpu = {} is not one of the cluster's {} GPUs",
-                                             s.text, s.gpu, gpus));
-            f[static_cast<std::size_t>(s.gpu)] *= s.slowdown;
-            continue;
-        }
+        if (s.gpu >= 0) continue;
         const auto k = static_cast<std::size_t>(
             std::clamp<long long>(std::llround(s.fraction * gpus), 1, static_cast<long long>(gpus)));
         std::vector<std::pair<double, int>> order;
         order.reserve(static_cast<std::size_t>(gpus));
         for (int g = 0; g < gpus; ++g)
-            order.emplace_back(counter_uniform(seed, kStragglerStream, static_cast<std::uint64_t>(g), i), g);
+            if (!slowed[static_cast<std::size_t>(g)])
+                order.emplace_back(counter_uniform(seed, kStragglerStream, static_cast<std::uint64_t>(g), i),
+                                   g);
+        if (k > order.size())
+            throw InputError(
+                fmt::format("--straggler {}: {} GPUs to slow, but {} of the cluster's {} are slowed by the "
+                            "other --straggler options (one GPU is slowed once)",
+                            s.text, k, gpus - static_cast<int>(order.size()), gpus));
         std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end());
-        for (std::size_t j = 0; j < k; ++j)
+        for (std::size_t j = 0; j < k; ++j) {
             f[static_cast<std::size_t>(order[j].second)] *= s.slowdown;
+            slowed[static_cast<std::size_t>(order[j].second)] = 1;
+        }
     }
     return f;
 }

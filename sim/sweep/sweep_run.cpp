@@ -485,6 +485,11 @@ Points enumerate_points(const TopologySpec& topology, const ModelSpec& model, co
                 fmt::format("--straggler {}: gpu = {} is not one of the {} GPUs of the smallest "
                             "cluster swept",
                             clip_for_message(st.text), st.gpu, pts.sizes.front()));
+    // So must the fractions' GPUs beside the named ones (one GPU slowed once; the counts do not depend on the
+    // seed): refused at once rather than once per layout.
+    if (!options.perturbations.stragglers.empty())
+        for (const int g : pts.sizes)
+            (void)compute_factors(options.perturbations.stragglers, g, options.seed);
     for (std::size_t s = 0; s < pts.sizes.size(); ++s) {
         TopologySpec t = topology;
         t.nodes = pts.sizes[s] / topology.gpus_per_node;

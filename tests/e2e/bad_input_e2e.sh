@@ -395,6 +395,37 @@ bad "goodput --seeds past the study's work limit at one interval" 2 "--seeds = 1
 bad "goodput: one seed past the study's work limit" 2 "goodput: --seeds = 1: 1 runs of about 1.97e+11 checkpoints and failures each|not one seed fits here" -- goodput "${SMALL[@]}" --seeds 1 --days 36500 --checkpoint-interval 1
 bad "sweep --seeds past the study's work limit" 2 "sweep: --seeds = 100000: 100000 seeds of the|GPU layer passes per step in all|at most" -- sweep "${SMALL[@]}" --gpus 16 --jitter lognormal,sigma=0.05 --seeds 100000
 
+## Round 6 (2026-11-28): options ignored without their feature, importer values out of range, deep TOML keys.
+# A dotted key of 50,000 parts nests 50,000 tables: toml++ walks them recursively (signal 11).
+prep t.toml "[job]
+a$(printf '.a%.0s' $(seq 50000)) = 1"
+bad "import torchtitan: a key nested 50,000 tables deep" 2 "t.toml:2: tables and arrays nested deeper than 64 levels" -- import torchtitan t.toml
+# An unclosed quote in --args-file took every argument after it into one word: exit 0, the workload written
+# without the full recompute of line 3.
+prep a.txt '--bf16 --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --padded-vocab-size 64
+--micro-batch-size 1 --global-batch-size 8 --data-path "/data/x
+--recompute-granularity full --recompute-method uniform'
+bad "import megatron --args-file with an unclosed quote" 2 "a.txt: the arguments do not split into words (the quote opened on line 2 is not closed)" -- import megatron --gpus 8 --args-file a.txt
+bad "import megatron --attention-dropout above 1" 2 "megatron: --attention-dropout = \"1.5\" must be at most 1" -- import megatron --gpus 8 -- --bf16 --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --micro-batch-size 1 --global-batch-size 8 --padded-vocab-size 64 --attention-dropout 1.5
+new_case
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); d["attention_dropout"] = -1; json.dump(d, open(sys.argv[2], "w"))' "$ROOT/tests/data/importers/llama3_8b_config.json" "$CASE_DIR/c.json"
+bad "import hf: attention_dropout -1" 2 "c.json: attention_dropout = -1 must be 0 .. 1" -- import hf c.json --gpus 8
+# Options that only act with another were ignored with exit 0.
+bad "goodput --spare-restart-s without --hot-spares" 2 "goodput: --spare-restart-s = \"60\" needs --hot-spares N (N >= 1)" -- goodput "${SMALL[@]}" --spare-restart-s 60
+bad "goodput --repair-h without --hot-spares" 2 "goodput: --repair-h = \"5\" needs --hot-spares N (N >= 1)" -- goodput "${SMALL[@]}" --repair-h 5 --hot-spares 0
+# A fraction drawn over a GPU that gpu= already slows multiplied the two slowdowns (GPU 0 at 6x, exit 0).
+bad "--straggler fraction=1 over a gpu= straggler" 2 "--straggler fraction=1,slowdown=3: 16 GPUs to slow, but 1 of the cluster's 16 are slowed by the other --straggler options" -- run "${SMALL[@]}" --straggler gpu=0,slowdown=2 --straggler fraction=1,slowdown=3
+bad "sweep --straggler fraction=1 over a gpu= straggler (at once, not per layout)" 2 "--straggler fraction=1,slowdown=2: 16 GPUs to slow, but 1 of the cluster's 16" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --straggler gpu=3,slowdown=2 --straggler fraction=1,slowdown=2
+# On GB200 NVL72 (144 trays of 4 GPUs in the file) a node of --link is an NVLink domain: "node 143 is not one of
+# the 8 nodes" contradicted the file without saying why.
+bad "--link on an NVL72 tray number names the domain" 2 "--link node143.nic3,down: node 143 is not one of the 8 nodes (scale_up.domain_gpus = 72: node<N> numbers the NVLink domains of 18 hosts, nic<K> a domain's 72 NICs)" -- run --topology "$ROOT/topologies/gb200-nvl72.json" --workload "$ROOT/workloads/deepseek-v3.json" --link node143.nic3,down
+# --set topology.nodes with --topology-out for a workload of another size wrote two files that do not run together.
+bad "import --topology-out: --set topology.nodes does not hold --gpus" 2 "import: --topology-out t.json: --set topology.nodes=4 gives 32 GPUs and the workload is for 64 (--gpus or layout.dp)" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" --gpus 64 --set topology.nodes=4 --topology-out t.json -o w.json
+# A workload's measured step time of 1e-300 s printed a 300-digit error in the table (0: an error of null in --json).
+workload_with w.json 's/"layout": {/"measured": {"source": "x", "step_time_s": 1e-300, "tflops_per_gpu": 40, "tflops_convention": "megatron-model-flops"}, "layout": {/'
+bad "workload: measured step time 1e-300 s" 2 "w.json: measured.step_time_s = 1e-300 is below 1e-06 s" -- run --topology "$TOPO" --workload w.json --set topology.nodes=2
+bad "run --jobs without a perturbation" 2 "run: --jobs 2 applies to a what-if study's seeds" -- run "${SMALL[@]}" --jobs 2
+
 ## Failed writes to stdout: exit 2, one line on stderr.
 new_case
 (cd "$CASE_DIR" && "$BIN" --version >/dev/full 2>"$TMP/err")

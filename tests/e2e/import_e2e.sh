@@ -78,6 +78,17 @@ check "import hf --gpus 64 on NVL72: no node count advised" \
 "$bin" import hf "$data/llama3_8b_config.json" --topology "$src/topologies/gb200-nvl72.json" --gpus 144 \
     >/dev/null 2>"$tmp/nvl144.err"
 check "import hf --gpus 144 on NVL72: nodes=36 advised" grep -q -- "--set topology.nodes=36" "$tmp/nvl144.err"
+# Without --gpus the model is laid out on the topology as its --set values leave it: 4 DGX A100 nodes are 32 GPUs
+# (it was laid out on the file's 1,024, the note advising --set topology.nodes=128, and --topology-out wrote 4).
+"$bin" import hf "$data/llama3_8b_config.json" --set topology.nodes=4 -o "$tmp/set4.json" \
+    --topology-out "$tmp/set4-topo.json" >/dev/null 2>"$tmp/set4.err"
+check "import hf --set topology.nodes=4: exits 0" test $? -eq 0
+check "import hf --set topology.nodes=4: DP 32" grep -q '"dp": 32' "$tmp/set4.json"
+check "import hf --set topology.nodes=4: no node count advised" \
+    sh -c "! grep -q 'topology.nodes=128' '$tmp/set4.err'"
+"$bin" run --workload "$tmp/set4.json" --topology "$tmp/set4-topo.json" --max-events 1000 >/dev/null 2>"$tmp/set4.run"
+check "import hf --set topology.nodes=4: the two files run together" \
+    grep -q "passed its bound of 1000 events" "$tmp/set4.run"
 
 # 4. Bad input: exit 2, one stderr line naming the flag / key and value, nothing on stdout, no file written.
 bad() {  # bad NAME EXPECTED_STDERR_REGEX ARGS...

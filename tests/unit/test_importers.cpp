@@ -176,6 +176,8 @@ TEST_CASE("megatron: malformed and unrepresentable values are one-line errors na
     CHECK(err(kGpt3Args + " --tensor-model-parallel-size 99999999999") ==
           "megatron: --tensor-model-parallel-size = \"99999999999\" must be at most 131072");
     CHECK(err(kGpt3Args + " --num-layers 5000") == "megatron: --num-layers = \"5000\" must be at most 4096");
+    CHECK(err(kGpt3Args + " --attention-dropout 5") ==
+          "megatron: --attention-dropout = \"5\" must be at most 1");
     CHECK(err(kGpt3Args + " --bf16=yes") ==
           "megatron: --bf16 = \"yes\" is given a value; the flag takes none");
     CHECK(contains(
@@ -195,6 +197,13 @@ TEST_CASE("megatron args files: continuations, quotes and comments") {
     CHECK(w == std::vector<std::string>{"--a", "1", "--b", "two words", "--c", "3", "--d"});
     CHECK(contains(message_of<InputError>([] { split_args_text("--a x\\q", "f.args"); }),
                    "f.args: the arguments do not split into words ("));
+    // An unclosed quote took every argument after it (split_unix does not throw): refused, naming its line.
+    CHECK(message_of<InputError>([] {
+              split_args_text("--a 1\n--data-path \"abc --b 2\n--c 3\n", "f.args");
+          }) == "f.args: the arguments do not split into words (the quote opened on line 2 is not closed)");
+    CHECK(contains(message_of<InputError>([] { split_args_text("--num-layers '32", "f.args"); }),
+                   "the quote opened on line 1 is not closed"));
+    CHECK(split_args_text("--a \\\" --b 2", "f") == std::vector<std::string>{"--a", "\"", "--b", "2"});
 }
 
 TEST_CASE("hf: Llama 3 8B and Mixtral 8x7B configs give the presets' models") {
@@ -254,6 +263,14 @@ TEST_CASE("hf: Qwen3-MoE and Qwen2-MoE sparse layers; bad configs") {
     bad["hidden_size"] = "2048";
     CHECK(message_of<InputError>([&] { import_hf_config(bad, "c.json", t); }) ==
           "c.json: hidden_size = \"2048\" is not an integer");
+    bad = q;
+    bad["attention_dropout"] = 3;  // a probability (was read as "dropout on")
+    CHECK(message_of<InputError>([&] { import_hf_config(bad, "c.json", t); }) ==
+          "c.json: attention_dropout = 3 must be 0 .. 1");
+    bad = q;
+    bad["hidden_dropout"] = -0.5;
+    CHECK(message_of<InputError>([&] { import_hf_config(bad, "c.json", t); }) ==
+          "c.json: hidden_dropout = -0.5 must be 0 .. 1");
 }
 
 TEST_CASE("torchtitan: the Llama 3 8B TOML gives the 8B model with FSDP and per-op selective AC") {
@@ -315,6 +332,30 @@ TEST_CASE("torchtitan: flavors, TP/PP split, float8, and refused settings") {
     CHECK(contains(err("[activation_checkpoint]\nmode = \"memory_budget\"\n"), "is not modeled"));
     CHECK(err("[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_layers_per_stage = 0\n") ==
           "t.toml: parallelism.pipeline_parallel_layers_per_stage = 0 must be at least 1");
+    // Tables nested past kMaxJsonDepth levels (a dotted key of 50,000 parts overflowed toml++'s recursion).
+    std::string deep = "[job]\nx = 1\na";
+    for (int i = 0; i < 50000; ++i)
+        deep += ".a";
+    CHECK(err(deep + " = 1\n") ==
+          "t.toml:3: tables and arrays nested deeper than 64 levels (dotted keys, headers, arrays and inline "
+          "tables)");
+    CHECK(
+        contains(err("[" + std::string(200, 'a') + std::string(100, '.') + "b]\n"), "t.toml:1: tables and"));
+    std::string dotted = "b";
+    for (int i = 0; i < 70; ++i)
+        dotted += ".c";
+    CHECK(contains(err("x = [{a = [{" + dotted + " = 1}]}]\n"),
+                   "t.toml:1: tables and arrays nested deeper than 64"));
+    // Dots in values, strings and comments are not keys; a long array of dotted inline tables is shallow.
+    std::string wide = "[model]\nflavor = \"8B\" # a.b.c\n[job]\ndescription = \"" + std::string(100, '.') +
+                       "\"\nfloats = [";
+    for (int i = 0; i < 100; ++i)
+        wide += "1.5, ";
+    wide += "]\ntables = [";
+    for (int i = 0; i < 100; ++i)
+        wide += "{a.b.c = 1.25}, ";
+    wide += "]\nnotes = '''\nx.y.z.w = 1\n'''\n";
+    CHECK(import_torchtitan(wide, "t.toml", target_of(64)).ignored.size() == 4);
 }
 
 TEST_CASE("megatron: NeMo 1.x Hydra overrides read as the Megatron flags they configure") {

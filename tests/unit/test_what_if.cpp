@@ -166,6 +166,29 @@ TEST_CASE("what-if: a fraction of stragglers is drawn from the seed") {
     one.slowdown = 1.2;
     one.text = "gpu=1000,slowdown=1.2";
     CHECK(contains(message_of<InputError>([&] { compute_factors({one}, 1000, 1); }), "gpu = 1000"));
+    // One GPU slowed once: a fraction is drawn among the GPUs the other options leave (GPU 0 at 2 x 3
+    // before).
+    Straggler g0;
+    g0.gpu = 0;
+    g0.slowdown = 2;
+    Straggler all;
+    all.fraction = 1;
+    all.slowdown = 3;
+    all.text = "fraction=1,slowdown=3";
+    CHECK(message_of<InputError>([&] {
+              compute_factors({g0, all}, 16, 1);
+          }) ==
+          "--straggler fraction=1,slowdown=3: 16 GPUs to slow, but 1 of the cluster's 16 are slowed by the "
+          "other "
+          "--straggler options (one GPU is slowed once)");
+    Straggler quarter = all;
+    quarter.fraction = 0.25;
+    for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+        const auto f = compute_factors({quarter, g0, quarter}, 16, seed);
+        CHECK(f[0] == 2);
+        CHECK(std::count(f.begin(), f.end(), 3.0) == 8);
+        CHECK(std::count(f.begin(), f.end(), 1.0) == 7);
+    }
 }
 
 TEST_CASE("what-if: a link name out of the cluster's range is refused naming it") {

@@ -205,6 +205,11 @@ void check_options(const po::variables_map& vm, Options& o) {
     check_range(vm, "repair-h", o.repair_h, 0, 1e5, false);
     if (vm.count("hot-spares") && (o.hot_spares < 0 || o.hot_spares > 1'000'000))
         bad("hot-spares", std::to_string(o.hot_spares), "must be 0 .. 1000000");
+    // Without a spare node no relaunch is onto a spare and no node is repaired into one: both were ignored.
+    if (o.hot_spares == 0 && vm.count("spare-restart-s"))
+        bad("spare-restart-s", fmt::format("{}", o.spare_restart_s), "needs --hot-spares N (N >= 1)");
+    if (o.hot_spares == 0 && vm.count("repair-h"))
+        bad("repair-h", fmt::format("{}", o.repair_h), "needs --hot-spares N (N >= 1)");
     o.days_given = vm.count("days") > 0;
 }
 

@@ -115,6 +115,13 @@ std::string topology_for(nlohmann::json topo, int gpus, const ImportOptions& o) 
             ? fmt::format("import: --topology-out {} ({} with the --set node count)", o.topology_out, from)
             : fmt::format("import: --topology-out {} ({} with nodes = {} for the workload's {} GPUs)",
                           o.topology_out, from, gpus / per_node, gpus));
+    // A node count of the user's that does not hold the workload: the two files would not run together.
+    if (nodes_set && topology_gpus(topo) != gpus)
+        throw InputError(
+            fmt::format("import: --topology-out {}: --set topology.nodes={} gives {} GPUs and the workload "
+                        "is for {} (--gpus "
+                        "or layout.dp); leave topology.nodes out to size the topology for the workload",
+                        o.topology_out, topo.value("nodes", 0LL), topology_gpus(topo), gpus));
     return topo.dump(2) + "\n";
 }
 
@@ -190,6 +197,19 @@ int import_workload_command(const std::vector<std::string>& all) {
     ImportTarget target;
     target.gpu = spec.gpu;
     target.cluster_gpus = topology_gpus(topo);
+    // The topology's GPUs after its --set values: `--set topology.nodes=4` lays the model out on the 32 GPUs
+    // it asks for (it was laid out on the file's 1,024, and the note advised topology.nodes=128). A --set the
+    // topology refuses is reported by finish_import below.
+    if (std::any_of(o.sets.begin(), o.sets.end(),
+                    [](const std::string& s) { return s.rfind("topology.", 0) == 0; })) {
+        nlohmann::json sized = topo, unused = nlohmann::json::object();
+        try {
+            for (const std::string& s : o.sets)
+                if (s.rfind("topology.", 0) == 0) apply_override(sized, unused, s);
+            target.cluster_gpus = parse_topology(sized, "the topology").gpus();
+        } catch (const InputError&) {
+        }
+    }
     if (vm.count("gpus") && o.gpus < 1)
         throw InputError(fmt::format("{}: --gpus = {} must be positive", command, o.gpus));
     if (vm.count("seq") && o.seq < 1)

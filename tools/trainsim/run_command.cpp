@@ -276,6 +276,12 @@ int run_command(const std::vector<std::string>& args) {
     options.seed = a.scenario.seed;
     if (options.perturbations.empty() && (vm.count("seeds") || vm.count("seed")))
         throw InputError("run: --seed and --seeds need a perturbation (--straggler, --jitter or --link)");
+    if (options.perturbations.empty() && vm.count("jobs"))
+        throw InputError(
+            fmt::format("run: --jobs {} applies to a what-if study's seeds; give a perturbation "
+                        "(--straggler, --jitter or "
+                        "--link)",
+                        a.jobs));
     const TraceSelection sel = trace_selection(a, vm);
     const auto training = training_args(a, vm);
     if (vm.count("trace")) check_output_path(a.trace_file);
