@@ -125,7 +125,7 @@ void add_run_options(po::options_description& desc, RunArgs& a) {
         "stop the simulation after N events with exit 2 and one line saying so (the input is valid, larger "
         "than asked for): a bound on the run's time, about 0.1-0.3 us of CPU per event, a step of the "
         "fabric's flow-rate updates counted as one (docs/performance.md); 0: no bound (the default, but "
-        "for a what-if study: 2^26 shared by its unperturbed run and its seeds, limits.hpp)");
+        "for a what-if study: 2^25 shared by its unperturbed run and its seeds, limits.hpp)");
     add_input_options(desc, a.inputs);
     add_scenario_options(desc, a.scenario, /*study=*/true);
     desc.add_options()("jobs,j", po::value(&a.jobs),
