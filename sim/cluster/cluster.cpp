@@ -504,6 +504,20 @@ VertexKind Cluster::vertex_kind(int v) const {
 
 void count_link_uses(Route& route) {
     auto uses = std::make_shared<LinkUses>();
+    constexpr std::size_t kShortRoute = 32;  // a scan of the links found so far beats an index by link id
+    if (route.links.size() <= kShortRoute) {
+        for (int l : route.links) {
+            const auto it = std::find(uses->links.begin(), uses->links.end(), l);
+            if (it == uses->links.end()) {
+                uses->links.push_back(l);
+                uses->uses.push_back(1);
+            } else {
+                ++uses->uses[static_cast<std::size_t>(it - uses->links.begin())];
+            }
+        }
+        route.link_uses = std::move(uses);
+        return;
+    }
     int most = -1;
     for (int l : route.links)
         most = std::max(most, l);

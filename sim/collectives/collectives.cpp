@@ -20,6 +20,7 @@ const Route& Collectives::route(int src, int dst) {
     for (auto& [d, r] : row)
         if (d == dst) return r;
     row.emplace_back(dst, cluster_.route(src, dst));
+    count_link_uses(row.back().second);  // counted once here, not per flow (FlowNetwork::set_distinct_links)
     return row.back().second;
 }
 
