@@ -152,12 +152,21 @@ void Collectives::run(CollectiveKind kind, const Communicator& comm, double byte
     auto one_done = [join] {
         if (--join->remaining == 0) join->done();
     };
+    batch_routes_.clear();
+    batch_bytes_.clear();
+    batch_done_.clear();
+    auto add = [&](const Route& r, double b) {
+        batch_routes_.push_back(&r);
+        batch_bytes_.push_back(b);
+        batch_done_.emplace_back(one_done);
+    };
     if (p.routes)
         for (const auto& r : *p.routes)
-            net_.start_flow_after(p.delay, r, p.flow_bytes, one_done);
+            add(r, p.flow_bytes);
     else
-        net_.start_flow_after(p.delay, *p.route, p.flow_bytes, one_done);
-    if (p.side_route) net_.start_flow_after(p.delay, *p.side_route, p.side_bytes, one_done);
+        add(*p.route, p.flow_bytes);
+    if (p.side_route) add(*p.side_route, p.side_bytes);
+    net_.start_flows_after(p.delay, batch_routes_, batch_bytes_, batch_done_);
 }
 
 std::vector<Collectives::PairFlow> Collectives::all_to_all_flows(const std::vector<int>& ranks,
@@ -196,6 +205,19 @@ void Collectives::run_all_to_all(const Communicator& comm, double bytes, Simulat
 void Collectives::send(int src, int dst, double bytes, Simulator::Callback done) {
     if (src == dst) throw InternalError(fmt::format("send from GPU {} to itself", src));
     net_.start_flow_after(Time::seconds(kNcclLaunchLatencyS), route(src, dst), bytes, std::move(done));
+}
+
+void Collectives::send_all(const std::vector<std::pair<int, int>>& pairs, double bytes,
+                           std::vector<Simulator::Callback>& done) {
+    batch_routes_.clear();
+    batch_bytes_.assign(pairs.size(), bytes);
+    for (const auto& [src, dst] : pairs) {
+        if (src == dst) throw InternalError(fmt::format("send from GPU {} to itself", src));
+        route(src, dst);  // cached first: a later insertion in the same row would move the earlier routes
+    }
+    for (const auto& [src, dst] : pairs)
+        batch_routes_.push_back(&route(src, dst));
+    net_.start_flows_after(Time::seconds(kNcclLaunchLatencyS), batch_routes_, batch_bytes_, done);
 }
 
 std::vector<double> link_capacities(const Cluster& cluster) {

@@ -948,8 +948,11 @@ class Executor {
         if (src.observed) begin_slice(src, Track::p2p_sends, p2p_name(op), start);
         Unit* sp = &src;
         const Op* opp = &op;
+        send_pairs_.clear();
+        send_done_.clear();
         for (int m : src.members) {
-            coll_.send(m, pp_peer(m, peer_pp), op.bytes, [this, key, dst_unit, sp, start, opp] {
+            send_pairs_.emplace_back(m, pp_peer(m, peer_pp));
+            send_done_.emplace_back([this, key, dst_unit, sp, start, opp] {
                 Message& arrived = messages_[key];
                 if (--arrived.flows_left > 0) return;
                 if (sp->observed) add_slice(*sp, Track::p2p_sends, p2p_name(*opp), start, sim_.now());
@@ -959,6 +962,7 @@ class Executor {
                 maybe_wake(units_[static_cast<std::size_t>(dst_unit)]);
             });
         }
+        coll_.send_all(send_pairs_, op.bytes, send_done_);  // one flow per member GPU, launched together
     }
 
     // ---- TP stream: a collective starts when every unit of the TP group has reached it ----
@@ -1172,6 +1176,8 @@ class Executor {
     std::vector<double> seg_secs_;  ///< [segment] seg_time_ in seconds
     std::vector<Unit> units_;
     std::unordered_map<std::uint64_t, Message> messages_;
+    std::vector<std::pair<int, int>> send_pairs_;  ///< scratch: start_transfer's (member, peer) pairs
+    std::vector<Simulator::Callback> send_done_;   ///< scratch: start_transfer's callbacks
     /// The communicator registry: [GroupKind][group index] (ParallelGroups::index), each kind's vector sized
     /// on first use and never resized (the units keep pointers into it).
     std::array<std::vector<GroupCache>, kGroupKindCount> groups_;

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <iterator>
 #include <limits>
@@ -54,6 +55,37 @@ void FlowNetwork::start_flow_after(Time delay, const Route& route, double bytes,
         ++flows_started_;
         activate(id);
     });
+}
+
+void FlowNetwork::start_flows_after(Time delay, const std::vector<const Route*>& routes,
+                                    const std::vector<double>& bytes,
+                                    std::vector<Simulator::Callback>& on_done) {
+    const std::size_t n = routes.size();
+    if (bytes.size() != n || on_done.size() != n)
+        throw InternalError("start_flows_after: routes, bytes and callbacks differ in number");
+    bool batch = n > 1 && n <= kMaxBatchedStarts;
+    for (std::size_t i = 0; i < n && batch; ++i)
+        batch = bytes[i] > 0 && !routes[i]->links.empty();
+    if (!batch) {
+        for (std::size_t i = 0; i < n; ++i)
+            start_flow_after(delay, *routes[i], bytes[i], std::move(on_done[i]));
+        return;
+    }
+    struct Starts {  // fits EventCallback's inline buffer (48 bytes)
+        FlowNetwork* self;
+        std::uint32_t count;
+        std::array<int, kMaxBatchedStarts> ids;
+        void operator()() const {
+            for (std::uint32_t i = 0; i < count; ++i) {
+                ++self->flows_started_;
+                self->activate(ids[i]);
+            }
+        }
+    };
+    Starts starts{this, static_cast<std::uint32_t>(n), {}};
+    for (std::size_t i = 0; i < n; ++i)
+        starts.ids[i] = new_flow(*routes[i], bytes[i], std::move(on_done[i]));
+    sim_.schedule_in(delay, Priority::kDefault, starts);
 }
 
 void FlowNetwork::start_private_flow_after(Time delay, const Route& route, double bytes,

@@ -86,9 +86,9 @@ check "import hf --set topology.nodes=4: exits 0" test $? -eq 0
 check "import hf --set topology.nodes=4: DP 32" grep -q '"dp": 32' "$tmp/set4.json"
 check "import hf --set topology.nodes=4: no node count advised" \
     sh -c "! grep -q 'topology.nodes=128' '$tmp/set4.err'"
-"$bin" run --workload "$tmp/set4.json" --topology "$tmp/set4-topo.json" --max-events 1000 >/dev/null 2>"$tmp/set4.run"
+"$bin" run --workload "$tmp/set4.json" --topology "$tmp/set4-topo.json" --max-events 100 >/dev/null 2>"$tmp/set4.run"
 check "import hf --set topology.nodes=4: the two files run together" \
-    grep -q "passed its bound of 1000 events" "$tmp/set4.run"
+    grep -q "passed its bound of 100 events" "$tmp/set4.run"
 
 # 4. Bad input: exit 2, one stderr line naming the flag / key and value, nothing on stdout, no file written.
 bad() {  # bad NAME EXPECTED_STDERR_REGEX ARGS...

@@ -454,3 +454,67 @@ TEST_CASE("network: local rate updates give the completions a recomputation of e
     // The local updates recomputed fewer flows (else the test checks nothing).
     CHECK(local_steps < full_steps);
 }
+
+TEST_CASE("network: flows started together complete as when started one by one, with fewer events") {
+    // start_flows_after runs the start_flow_after calls of several flows as one event: the same calls at the
+    // same instant in the same order. Random groups of 2-8 flows (some of 0 bytes or more than eight: one by
+    // one) start at random instants beside each other over shared links; every completion time and the
+    // order of the completions must be the same as with start_flow_after one by one.
+    Xorshift next{0x5851f42d4c957f2dULL};
+    for (int trial = 0; trial < 10; ++trial) {
+        CAPTURE(trial);
+        const std::size_t links = 10;
+        const std::vector<double> cap = random_capacities(next, links);
+        struct Group {
+            Time at, delay;
+            std::vector<Route> routes;
+            std::vector<double> bytes;
+        };
+        std::vector<Group> groups;
+        for (int g = 0; g < 12; ++g) {
+            Group grp;
+            grp.at = Time::seconds(1e-4 * static_cast<double>(next(20)));
+            grp.delay = Time::seconds(1e-6 * static_cast<double>(next(5)));
+            const auto n = 1 + next(10);
+            for (std::uint64_t k = 0; k < n; ++k) {
+                grp.routes.push_back(make_route(random_route(next, links, 3), Time::seconds(2e-6)));
+                grp.bytes.push_back(next(8) == 0 ? 0.0 : 1e5 * static_cast<double>(1 + next(100)));
+            }
+            groups.push_back(std::move(grp));
+        }
+        auto run = [&](bool together, std::uint64_t& events) {
+            Simulator sim;
+            FlowNetwork net(sim, cap);
+            std::vector<std::pair<Time, int>> done;  // (completion, flow) in completion order
+            int id = 0;
+            for (const Group& grp : groups) {
+                const int first = id;
+                id += static_cast<int>(grp.routes.size());
+                sim.schedule(grp.at, Priority::kDefault, [&, first, together, g = &grp] {
+                    std::vector<Simulator::Callback> cbs;
+                    for (std::size_t k = 0; k < g->routes.size(); ++k)
+                        cbs.emplace_back(
+                            [&, f = first + static_cast<int>(k)] { done.emplace_back(sim.now(), f); });
+                    if (together) {
+                        std::vector<const Route*> routes;
+                        for (const Route& r : g->routes)
+                            routes.push_back(&r);
+                        net.start_flows_after(g->delay, routes, g->bytes, cbs);
+                    } else {
+                        for (std::size_t k = 0; k < g->routes.size(); ++k)
+                            net.start_flow_after(g->delay, g->routes[k], g->bytes[k], std::move(cbs[k]));
+                    }
+                });
+            }
+            sim.run();
+            events = sim.events_executed();
+            CHECK(net.flows_started() == static_cast<std::uint64_t>(id));
+            return done;
+        };
+        std::uint64_t events_one = 0, events_together = 0;
+        const auto one_by_one = run(false, events_one);
+        const auto together = run(true, events_together);
+        CHECK(together == one_by_one);
+        CHECK(events_together < events_one);
+    }
+}
