@@ -82,9 +82,9 @@ class AloneCollectiveTimes {
 
 /// Phase 1 of `l` on `cluster`: rejected (reason, detail) or passed, with its program's hash, cost and bound.
 /// `held_floor` (pruning): out of memory already when its parameters, gradients and optimizer state alone
-/// pass the HBM on some stage (sweep_run.cpp held_piles_overflow).
+/// pass the HBM less `min_headroom` on some stage (sweep_run.cpp held_piles_overflow).
 PointCheck check_point(const Layout& l, const Cluster& cluster, const ModelSpec& model,
-                       AloneCollectiveTimes& alone, bool held_floor);
+                       AloneCollectiveTimes& alone, bool held_floor, double min_headroom);
 /// The early part of a passed point's memory walk (memory_peak_floor_bytes): a floor under its peak memory,
 /// bytes per GPU, at a fraction of check_memory's cost; 0 when its program is refused.
 double early_memory_floor(const Layout& l, const Cluster& cluster, const ModelSpec& model);

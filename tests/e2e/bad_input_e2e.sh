@@ -470,6 +470,27 @@ else
     failures=$((failures + 1))
 fi
 
+## Round 7 (2026-11-28): goodput --tokens read as run and sweep read it; a sweep none of whose layouts fits
+## under --min-headroom ends at once.
+# "15T" (run's and sweep's grammar) was refused as "not a number of tokens"; it is read now, and a bad suffix
+# named as in run and sweep.
+bad "goodput --tokens with a bad suffix" 2 "goodput: --tokens = \"15X\" is not a positive count" -- goodput "${SMALL[@]}" --tokens 15X
+bad "goodput --tokens above the limit, with a suffix" 2 "goodput: --tokens = 2000000T is above the limit of 1e+18" -- goodput "${SMALL[@]}" --tokens 2000000T
+# Parameters, gradients and optimizer state alone over the HBM less the headroom: out of memory without the
+# walk (it compared them with the whole HBM: at 99.99% every layout was walked, 46 s, exit 3).
+(cd "$TMP" && timeout 20 "$BIN" sweep --topology "$ROOT/topologies/dgx-h100.json" \
+    --workload "$ROOT/workloads/llama3-8b.json" --gpus 64 --min-headroom 99.99 >"$TMP/out" 2>"$TMP/err")
+rc=$?
+if [ "$rc" = 3 ] && [ "$(wc -l <"$TMP/err")" = 1 ] &&
+    grep -qF "sweep: no layout fits in 80.0 GiB of HBM with 99.99% headroom" "$TMP/err" &&
+    grep -q "under 99.99% headroom" "$TMP/out"; then
+    echo "PASS: sweep --min-headroom 99.99 ends at once (exit 3)"
+    passes=$((passes + 1))
+else
+    echo "FAIL: sweep --min-headroom 99.99: exit $rc, $(head -c 300 "$TMP/err")"
+    failures=$((failures + 1))
+fi
+
 ## A read-only output file of the user's is not replaced (the rename would need only the folder's permission).
 # Root may write it (as with `>`), so as root the case runs as nobody (setpriv), in a folder nobody may write.
 ro_dir=$TMP/readonly

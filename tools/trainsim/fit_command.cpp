@@ -58,11 +58,18 @@ nlohmann::json group_summary(const std::vector<FitResidual>& rows, const std::st
     return {{"rows", after.size()}, {"after", a}, {"before", b}};
 }
 
-/// The command as run, for the calibration file's `source`.
+/// The command as run, for the calibration file's `source`, less its --jobs (the fit does not depend on it,
+/// so neither does the file: `--jobs 1` and `--jobs 2` wrote files that differed in this line).
 std::string command_line(const std::vector<std::string>& args) {
     std::string cmd = "trainsim fit";
-    for (const auto& a : args)
-        cmd += " " + a;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        if (args[i] == "--jobs") {
+            ++i;  // and its value
+            continue;
+        }
+        if (args[i].rfind("--jobs=", 0) == 0) continue;
+        cmd += " " + args[i];
+    }
     return cmd;
 }
 

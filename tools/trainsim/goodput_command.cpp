@@ -19,6 +19,7 @@
 #include "trainsim/goodput.hpp"
 #include "trainsim/limits.hpp"
 #include "trainsim/simulate.hpp"
+#include "trainsim/units.hpp"
 
 namespace po = boost::program_options;
 
@@ -120,7 +121,7 @@ po::options_description goodput_options(Options& o) {
         "days", po::value(&o.days),
         "wall-clock length of the run, days (default 54; with --tokens: a limit)")(
         "tokens", po::value(&o.tokens_text),
-        "train this many tokens (e.g. 15.6e12) and report the time it takes (the run ends with a "
+        "train this many tokens (15T, 300B, 15.6e12) and report the time it takes (the run ends with a "
         "checkpoint)")(
         "checkpoint-interval", po::value(&o.interval),
         "steps between checkpoints, or auto (default): sweep intervals around Young/Daly's and mark the "
@@ -159,9 +160,6 @@ std::optional<T> parse_whole(const std::string& text, T (*parse)(const std::stri
     return used == text.size() ? std::optional<T>(v) : std::nullopt;
 }
 
-double to_double(const std::string& s, std::size_t* used) {
-    return std::stod(s, used);
-}
 long long to_long_long(const std::string& s, std::size_t* used) {
     return std::stoll(s, used);
 }
@@ -176,9 +174,9 @@ void check_options(const po::variables_map& vm, Options& o) {
     o.jobs = std::max(o.jobs, 1);
     check_range(vm, "days", o.days, 0, 36500, true);
     if (vm.count("tokens")) {
-        o.tokens = parse_whole<double>(o.tokens_text, to_double);
-        if (!o.tokens || !std::isfinite(*o.tokens) || !(*o.tokens > 0) || *o.tokens > limits::kMaxTrainTokens)
-            bad("tokens", o.tokens_text, "must be a number of tokens > 0 and <= 1e18");
+        // As run and sweep read it (15T, 300B, 2.5e12): "15T" was refused here as not a number of tokens.
+        o.tokens = parse_count(o.tokens_text, "goodput: --tokens");
+        check_tokens(*o.tokens, o.tokens_text, "goodput");
     }
     if (o.interval != "auto") {
         const auto v = parse_whole<long long>(o.interval, to_long_long);
