@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <tuple>
 #include <vector>
 
@@ -103,15 +104,27 @@ class CachingAllocator {
         double size = 0;
         std::int64_t segment = 0;
         double offset = 0;
-        std::int64_t id = 0;
+        mutable std::int64_t id = 0;  ///< not part of the order
         bool operator<(const FreeEntry& o) const {
             return std::tie(size, segment, offset) < std::tie(o.size, o.segment, o.offset);
         }
     };
-    /// Free blocks by pool, sorted (FreeEntry::operator<): a pool caches few free blocks at a time, so a
-    /// sorted vector's binary search and short moves cost less than a tree's node allocations (which took a
-    /// third of an HTML sweep's memory walks).
-    std::vector<std::vector<FreeEntry>> free_;
+    /// A pool's free blocks, ordered (FreeEntry::operator<): a sorted vector while the pool caches a few
+    /// (its binary search and short moves cost less than a tree's node allocations: 18% of the README's HTML
+    /// sweep), a tree past kMaxSortedFree (the vector's moves were quadratic: a token-dropping MoE layer of
+    /// 16,384 experts took 11 s, 65,536 past 2 minutes; 0.24 s with the tree).
+    struct FreeList {
+        static constexpr std::size_t kMaxSortedFree = 512;
+        std::vector<FreeEntry> sorted;
+        std::set<FreeEntry> tree;
+        bool in_tree = false;
+        /// Adds e, or sets the id of the entry equal to it.
+        void add(const FreeEntry& e);
+        void erase(const FreeEntry& e);
+        /// Takes out the smallest entry not below e and returns its id; -1 when there is none.
+        std::int64_t take_not_below(const FreeEntry& e);
+    };
+    std::vector<FreeList> free_;
     void add_free(int pool, double size, std::int64_t segment, double offset, std::int64_t id);
     void erase_free(int pool, double size, std::int64_t segment, double offset);
 };

@@ -34,21 +34,56 @@ CachingAllocator::Block& CachingAllocator::block(std::int64_t id) {
     return blocks_[static_cast<std::size_t>(id)];
 }
 
+void CachingAllocator::FreeList::add(const FreeEntry& e) {
+    if (in_tree) {
+        const auto [pos, added] = tree.insert(e);
+        if (!added) pos->id = e.id;
+        return;
+    }
+    const auto pos = std::lower_bound(sorted.begin(), sorted.end(), e);
+    if (pos != sorted.end() && !(e < *pos)) {
+        pos->id = e.id;
+        return;
+    }
+    sorted.insert(pos, e);
+    if (sorted.size() > kMaxSortedFree) {
+        tree.insert(sorted.begin(), sorted.end());
+        sorted.clear();
+        in_tree = true;
+    }
+}
+
+void CachingAllocator::FreeList::erase(const FreeEntry& e) {
+    if (in_tree) {
+        tree.erase(e);
+        return;
+    }
+    const auto pos = std::lower_bound(sorted.begin(), sorted.end(), e);
+    if (pos != sorted.end() && !(e < *pos)) sorted.erase(pos);
+}
+
+std::int64_t CachingAllocator::FreeList::take_not_below(const FreeEntry& e) {
+    std::int64_t id = -1;
+    if (in_tree) {
+        const auto it = tree.lower_bound(e);
+        if (it == tree.end()) return -1;
+        id = it->id;
+        tree.erase(it);
+        return id;
+    }
+    const auto it = std::lower_bound(sorted.begin(), sorted.end(), e);
+    if (it == sorted.end()) return -1;
+    id = it->id;
+    sorted.erase(it);
+    return id;
+}
+
 void CachingAllocator::add_free(int pool, double size, std::int64_t segment, double offset, std::int64_t id) {
-    auto& fl = free_[static_cast<std::size_t>(pool)];
-    const FreeEntry e{size, segment, offset, id};
-    const auto pos = std::lower_bound(fl.begin(), fl.end(), e);
-    if (pos != fl.end() && !(e < *pos))
-        pos->id = id;
-    else
-        fl.insert(pos, e);
+    free_[static_cast<std::size_t>(pool)].add(FreeEntry{size, segment, offset, id});
 }
 
 void CachingAllocator::erase_free(int pool, double size, std::int64_t segment, double offset) {
-    auto& fl = free_[static_cast<std::size_t>(pool)];
-    const FreeEntry e{size, segment, offset, -1};
-    const auto pos = std::lower_bound(fl.begin(), fl.end(), e);
-    if (pos != fl.end() && !(e < *pos)) fl.erase(pos);
+    free_[static_cast<std::size_t>(pool)].erase(FreeEntry{size, segment, offset, -1});
 }
 
 void CachingAllocator::retire(std::int64_t id) {
@@ -101,13 +136,8 @@ std::int64_t CachingAllocator::allocate(double bytes, AllocStream stream) {
     const bool small = size <= kAllocatorSmallRequestBytes;
     const int pool = static_cast<int>(stream) * 2 + (small ? 1 : 0);
     if (free_.size() < static_cast<std::size_t>(2 * kAllocStreams)) free_.resize(2 * kAllocStreams);
-    auto& fl = free_[static_cast<std::size_t>(pool)];
-    const auto it = std::lower_bound(fl.begin(), fl.end(), FreeEntry{size, -1, -1.0, -1});
-    std::int64_t id;
-    if (it != fl.end()) {
-        id = it->id;
-        fl.erase(it);
-    } else {
+    std::int64_t id = free_[static_cast<std::size_t>(pool)].take_not_below(FreeEntry{size, -1, -1.0, -1});
+    if (id < 0) {
         const double seg_bytes = segment_size(size);
         if (reserved_ + seg_bytes > limit_ && freed_since_release_) {
             release_free_segments();

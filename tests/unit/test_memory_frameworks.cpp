@@ -59,6 +59,34 @@ TEST_CASE("caching allocator: rounding, segment sizes, best fit, splitting and c
     CHECK_THROWS_AS(a.free(w), InternalError);
 }
 
+TEST_CASE("caching allocator: a pool caching thousands of free blocks picks the same best fit") {
+    // Past CachingAllocator::FreeList::kMaxSortedFree free blocks a pool keeps them in a tree instead of a
+    // sorted vector: the same order, so the same choices. 2,000 blocks of distinct sizes in their own
+    // segments are freed (every one cached), then each request takes the smallest free block that holds it:
+    // nothing new is reserved, and a request above every cached block takes a new segment.
+    CachingAllocator a(1e15);
+    std::vector<std::int64_t> blocks;
+    for (int k = 0; k < 2000; ++k)
+        blocks.push_back(a.allocate((12.0 + 2.0 * k) * MiB));  // one segment each, >= 10 MiB: not split
+    const double reserved = a.reserved_bytes();
+    for (const auto b : blocks)
+        a.free(b);
+    CHECK(a.allocated_bytes() == 0);
+    for (int k = 1999; k >= 0; k -= 3) {  // best fit: exactly the block of that size, from the top down
+        const auto b = a.allocate((12.0 + 2.0 * k) * MiB);
+        CHECK(a.reserved_bytes() == reserved);
+        CHECK(a.allocated_bytes() > 0);
+        a.free(b);
+    }
+    const auto big = a.allocate(5000.0 * MiB);  // above every cached block: a new segment
+    CHECK(a.reserved_bytes() == reserved + 5000.0 * MiB);
+    a.free(big);
+    const auto mid = a.allocate(13.0 * MiB);  // rounded to 13 MiB: the 14 MiB block (best fit), not split
+    CHECK(a.reserved_bytes() == reserved + 5000.0 * MiB);
+    CHECK(a.allocated_bytes() == doctest::Approx(14.0 * MiB));
+    a.free(mid);
+}
+
 TEST_CASE("caching allocator: streams keep their own caches; a failed cudaMalloc releases free segments") {
     CachingAllocator a(100 * MiB);
     const auto g = a.allocate(40 * MiB, AllocStream::all_gather);
