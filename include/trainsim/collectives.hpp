@@ -235,9 +235,8 @@ class Collectives {
              bool private_links = false);
 
     static FlowPlan plan(CollectiveKind kind, const Communicator& comm, double bytes);
-    /// plan(), remembered in comm.plans (the same result; at most 64 per group). The reference is valid
-    /// until the next call.
-    static const FlowPlan& planned(CollectiveKind kind, const Communicator& comm, double bytes);
+    /// plan(), remembered in comm.plans (the same result; at most 64 per group).
+    static FlowPlan planned(CollectiveKind kind, const Communicator& comm, double bytes);
 
     /// One flow of an all-to-all: `bytes` from GPU `src` to GPU `dst`.
     struct PairFlow {

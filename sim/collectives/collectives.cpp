@@ -134,7 +134,7 @@ void Collectives::run(CollectiveKind kind, const Communicator& comm, double byte
         run_all_to_all(comm, bytes, std::move(done));
         return;
     }
-    const FlowPlan p = planned(kind, comm, bytes);  // a copy: a later planned() may move the memo
+    const FlowPlan p = planned(kind, comm, bytes);
     if (p.route && !p.side_route) {
         if (private_links)
             net_.start_private_flow_after(p.delay, *p.route, p.flow_bytes, std::move(done));

@@ -125,18 +125,13 @@ Collectives::FlowPlan Collectives::plan(CollectiveKind kind, const Communicator&
     return best.plan;
 }
 
-const Collectives::FlowPlan& Collectives::planned(CollectiveKind kind, const Communicator& comm,
-                                                  double bytes) {
+Collectives::FlowPlan Collectives::planned(CollectiveKind kind, const Communicator& comm, double bytes) {
     for (const Communicator::PlanMemo& m : comm.plans)
         if (m.kind == kind && m.bytes == bytes) return m.plan;
     constexpr std::size_t kMaxPlans = 64;  // a group runs a few sizes; past this many, no memo grows
-    if (comm.plans.size() >= kMaxPlans) {
-        thread_local FlowPlan scratch;
-        scratch = plan(kind, comm, bytes);
-        return scratch;
-    }
-    comm.plans.push_back(Communicator::PlanMemo{kind, bytes, plan(kind, comm, bytes)});
-    return comm.plans.back().plan;
+    const FlowPlan p = plan(kind, comm, bytes);
+    if (comm.plans.size() < kMaxPlans) comm.plans.push_back(Communicator::PlanMemo{kind, bytes, p});
+    return p;
 }
 
 }  // namespace trainsim

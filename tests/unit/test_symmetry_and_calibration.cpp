@@ -28,6 +28,36 @@ ExecutionResult run(const TopologySpec& t, const ModelSpec& m, const Layout& l, 
     o.private_tp_links = private_tp;
     return execute(c, l, p, {}, o);
 }
+
+/// The layout's program run with local ops ahead and event by event (ExecutionOptions::run_local_ops_ahead):
+/// the same step time, the same accounts on every rank and the same flows. Returns both results.
+std::pair<ExecutionResult, ExecutionResult> check_ahead_matches_events(const TopologySpec& topo,
+                                                                       const ModelSpec& m, const Layout& l) {
+    const Cluster c(topo);
+    Program p = build_program(m, l);
+    assign_durations(p, ComputeModel(c.gpu(), l.precision));
+    ExecutionOptions event_by_event;
+    event_by_event.run_local_ops_ahead = false;
+    auto ahead = execute(c, l, p, {});
+    auto events = execute(c, l, p, {}, event_by_event);
+    CHECK(ahead.step_time_s == events.step_time_s);
+    REQUIRE(ahead.ranks.size() == events.ranks.size());
+    for (std::size_t r = 0; r < ahead.ranks.size(); ++r) {
+        const RankTimes& a = ahead.ranks[r];
+        const RankTimes& e = events.ranks[r];
+        CHECK(a.compute_s == e.compute_s);
+        CHECK(a.tp_exposed_s == e.tp_exposed_s);
+        CHECK(a.cp_exposed_s == e.cp_exposed_s);
+        CHECK(a.pp_exposed_s == e.pp_exposed_s);
+        CHECK(a.bubble_s == e.bubble_s);
+        CHECK(a.dp_exposed_s == e.dp_exposed_s);
+        CHECK(a.idle_s == e.idle_s);
+        CHECK(a.finish_s == e.finish_s);
+        CHECK(a.compute_by_phase_s == e.compute_by_phase_s);
+    }
+    CHECK(ahead.flows == events.flows);
+    return {std::move(ahead), std::move(events)};
+}
 }  // namespace
 
 TEST_CASE("executor: folding TP groups gives the same step time as simulating every GPU") {
@@ -137,29 +167,8 @@ TEST_CASE("executor: running compute and private TP collectives ahead gives the 
             l.zero_stage = k.zero;
             auto topo = small_topology(4, 8, 8);
             topo.gpu = gpu;
-            const ModelSpec m = small_gpt(8, 4096, 32, 8192, 32000);
-            const Cluster c(topo);
-            Program p = build_program(m, l);
-            assign_durations(p, ComputeModel(c.gpu(), l.precision));
-            ExecutionOptions event_by_event;
-            event_by_event.run_local_ops_ahead = false;
-            const auto ahead = execute(c, l, p, {});
-            const auto events = execute(c, l, p, {}, event_by_event);
-            CHECK(ahead.step_time_s == events.step_time_s);
-            REQUIRE(ahead.ranks.size() == events.ranks.size());
-            for (std::size_t r = 0; r < ahead.ranks.size(); ++r) {
-                const RankTimes& a = ahead.ranks[r];
-                const RankTimes& e = events.ranks[r];
-                CHECK(a.compute_s == e.compute_s);
-                CHECK(a.tp_exposed_s == e.tp_exposed_s);
-                CHECK(a.pp_exposed_s == e.pp_exposed_s);
-                CHECK(a.bubble_s == e.bubble_s);
-                CHECK(a.dp_exposed_s == e.dp_exposed_s);
-                CHECK(a.idle_s == e.idle_s);
-                CHECK(a.finish_s == e.finish_s);
-                CHECK(a.compute_by_phase_s == e.compute_by_phase_s);
-            }
-            CHECK(ahead.flows == events.flows);
+            const auto [ahead, events] =
+                check_ahead_matches_events(topo, small_gpt(8, 4096, 32, 8192, 32000), l);
             CHECK(ahead.events < events.events);
         }
 }
@@ -202,29 +211,9 @@ TEST_CASE("executor: a TP group smaller than its node runs ahead only while its 
             l.tp_comm_overlap = k.tp_overlap;
             auto topo = small_topology(k.nodes, 8, 8);
             topo.gpu = gpu;
-            const ModelSpec m = small_gpt(8, 4096, 32, 8192, 32000);
-            const Cluster c(topo);
-            Program p = build_program(m, l);
-            assign_durations(p, ComputeModel(c.gpu(), l.precision));
-            ExecutionOptions event_by_event;
-            event_by_event.run_local_ops_ahead = false;
-            const auto ahead = execute(c, l, p, {});
-            const auto events = execute(c, l, p, {}, event_by_event);
-            CHECK(ahead.step_time_s == events.step_time_s);
+            const auto [ahead, events] =
+                check_ahead_matches_events(topo, small_gpt(8, 4096, 32, 8192, 32000), l);
             CHECK(ahead.ran_ahead == k.engages);
-            REQUIRE(ahead.ranks.size() == events.ranks.size());
-            for (std::size_t r = 0; r < ahead.ranks.size(); ++r) {
-                const RankTimes& a = ahead.ranks[r];
-                const RankTimes& e = events.ranks[r];
-                CHECK(a.compute_s == e.compute_s);
-                CHECK(a.tp_exposed_s == e.tp_exposed_s);
-                CHECK(a.cp_exposed_s == e.cp_exposed_s);
-                CHECK(a.pp_exposed_s == e.pp_exposed_s);
-                CHECK(a.bubble_s == e.bubble_s);
-                CHECK(a.dp_exposed_s == e.dp_exposed_s);
-                CHECK(a.finish_s == e.finish_s);
-            }
-            CHECK(ahead.flows == events.flows);
             if (k.engages) CHECK(ahead.events < events.events);
         }
 }
