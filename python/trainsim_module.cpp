@@ -138,7 +138,7 @@ std::string validate(const std::vector<Source>& files, double tolerance_pct,
         options.only = std::set<std::string>(only.begin(), only.end());
         options.profile_file = profile;
         options.jobs = jobs > 0 ? jobs : hardware_jobs();
-        return validation_json(validate_sources(sources, calibration, options)).dump(2);
+        return validation_json_text(validate_sources(sources, calibration, options));
     });
 }
 

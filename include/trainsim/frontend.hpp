@@ -129,5 +129,15 @@ std::set<std::string> uncalibrated_notes(const ValidationResult& res);
 
 /// The document of `validate --json`: "runs", "summary", "collectives", "notes".
 nlohmann::json validation_json(const ValidationResult& res);
+/// validation_json(res) as `validate --json` prints it: nlohmann's dump(2) layout with "runs" first, so
+/// that the runs can be printed as they are compared (validation_json_head, validation_json_run, then
+/// validation_json_tail give the same text).
+std::string validation_json_text(const ValidationResult& res);
+/// The text before the first run: the document opened and its "runs" array.
+std::string validation_json_head();
+/// One element of "runs" as printed, after `runs_before` elements (its separator included).
+std::string validation_json_run(const RunValidation& r, std::size_t runs_before);
+/// The text after the last run of `runs_printed`: the array closed, validation_json's other keys.
+std::string validation_json_tail(const ValidationResult& res, std::size_t runs_printed);
 
 }  // namespace trainsim

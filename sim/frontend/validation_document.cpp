@@ -34,6 +34,32 @@ nlohmann::json stats_json(const ErrorStats& s) {
     return {{"mape_pct", s.mape_pct()}, {"max_abs_error_pct", s.max_abs_pct}, {"within_tolerance", s.within}};
 }
 
+nlohmann::json collective_json(const CollectiveValidation& c) {
+    nlohmann::json j = {{"id", c.id}, {"op", op_name(c.op)}, {"gpus", c.gpus}, {"bytes", c.bytes}};
+    if (c.error) {
+        j["status"] = "error";
+        j["reason"] = *c.error;
+        return j;
+    }
+    j["status"] = "ok";
+    j["predicted_busbw_GBps"] = c.predicted_busbw_GBps;
+    j["predicted_algbw_GBps"] = c.predicted_algbw_GBps;
+    j["measured_busbw_GBps"] = or_null(c.measured_busbw_GBps);
+    j["error_pct"] = or_null(c.error_pct);
+    return j;
+}
+
+/// `text` with every line after the first indented by `spaces`: a value dumped with indent 2, nested in a
+/// document dumped so.
+std::string nested(const std::string& text, std::size_t spaces) {
+    std::string out;
+    for (char c : text) {
+        out += c;
+        if (c == '\n') out.append(spaces, ' ');
+    }
+    return out;
+}
+
 nlohmann::json run_validation_json(const RunValidation& r) {
     nlohmann::json j = {{"id", r.id},        {"metrics", nlohmann::json::array()}, {"ignored", r.ignored},
                         {"notes", r.notes},  {"status", to_string(r.status)},      {"reason", r.reason},
@@ -52,21 +78,6 @@ nlohmann::json run_validation_json(const RunValidation& r) {
                                 {"measured", *r.measured_peak_gib},
                                 {"predicted", *r.predicted_peak_gib},
                                 {"error_pct", *r.peak_error_pct}});
-    return j;
-}
-
-nlohmann::json collective_json(const CollectiveValidation& c) {
-    nlohmann::json j = {{"id", c.id}, {"op", op_name(c.op)}, {"gpus", c.gpus}, {"bytes", c.bytes}};
-    if (c.error) {
-        j["status"] = "error";
-        j["reason"] = *c.error;
-        return j;
-    }
-    j["status"] = "ok";
-    j["predicted_busbw_GBps"] = c.predicted_busbw_GBps;
-    j["predicted_algbw_GBps"] = c.predicted_algbw_GBps;
-    j["measured_busbw_GBps"] = or_null(c.measured_busbw_GBps);
-    j["error_pct"] = or_null(c.error_pct);
     return j;
 }
 
@@ -106,6 +117,31 @@ nlohmann::json validation_json(const ValidationResult& res) {
                                     {"collectives_busbw", stats_json(s.collectives_busbw)},
                                     {"collective_errors", s.collective_errors}};
     return {{"runs", runs}, {"summary", summary}, {"collectives", collectives}, {"notes", notes}};
+}
+
+std::string validation_json_head() {
+    return "{\n  \"runs\": [";
+}
+
+std::string validation_json_run(const RunValidation& r, std::size_t runs_before) {
+    return (runs_before ? ",\n    " : "\n    ") + nested(run_validation_json(r).dump(2), 4);
+}
+
+std::string validation_json_tail(const ValidationResult& res, std::size_t runs_printed) {
+    std::string text = runs_printed ? "\n  ]" : "]";
+    const nlohmann::json document = validation_json(res);
+    for (const auto& [key, value] : document.items())
+        if (key != "runs") text += ",\n  " + nlohmann::json(key).dump() + ": " + nested(value.dump(2), 2);
+    return text + "\n}\n";
+}
+
+std::string validation_json_text(const ValidationResult& res) {
+    std::string text = validation_json_head();
+    std::size_t count = 0;
+    for (const auto& file : res.files)
+        for (const auto& r : file.runs)
+            text += validation_json_run(r, count++);
+    return text + validation_json_tail(res, count);
 }
 
 ValidationResult validate_sources(const std::vector<RunsSource>& sources, const std::string& calibration_file,

@@ -3,6 +3,9 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "trainsim/frontend.hpp"
 #include "trainsim/validation.hpp"
 
 using namespace trainsim;
@@ -103,4 +106,29 @@ TEST_CASE("evaluate_gate: MAPE, tolerance, oom and errors") {
     CHECK(*v.mape_message == "step-time MAPE 11.67% exceeds --max-mape 11.00%");
     gate.max_mape_pct = 12.0;
     CHECK(evaluate_gate(s, gate).pass);
+}
+
+TEST_CASE("validation_json_text: validation_json's value, \"runs\" first, as head + runs + tail") {
+    ValidationResult res;
+    res.files = hand_made();
+    res.files[0].notes = {"a file note"};
+    res.summary = summarize_validation(res.files, 15.0);
+    const std::string text = validation_json_text(res);
+    CHECK(nlohmann::json::parse(text) == validation_json(res));
+    CHECK(text.rfind("{\n  \"runs\": [\n    {\n      \"id\": \"a\"", 0) == 0);
+    // Printed piece by piece (as `validate --json` streams it): the same text.
+    std::string pieces = validation_json_head();
+    std::size_t n = 0;
+    for (const auto& file : res.files)
+        for (const auto& r : file.runs)
+            pieces += validation_json_run(r, n++);
+    CHECK(pieces + validation_json_tail(res, n) == text);
+    // Every member laid out as nlohmann's dump(2) lays out the whole document (only the key order differs).
+    CHECK(text.size() == validation_json(res).dump(2).size() + 1);
+    // No run: an empty array, as dump(2) writes one.
+    ValidationResult empty;
+    empty.summary = summarize_validation(empty.files, 15.0);
+    const std::string none = validation_json_text(empty);
+    CHECK(none.rfind("{\n  \"runs\": [],\n", 0) == 0);
+    CHECK(nlohmann::json::parse(none) == validation_json(empty));
 }

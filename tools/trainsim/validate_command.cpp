@@ -88,6 +88,18 @@ void stream_table(ValidationOptions& options) {
     };
 }
 
+/// Prints the document of `validate --json` while validate_runs fills it (validation_json_text's layout):
+/// "runs" first, each run as soon as it and every run before it are compared (on_run), flushed; the caller
+/// then prints validation_json_tail.
+void stream_json(ValidationOptions& options, std::shared_ptr<std::size_t> runs_printed) {
+    options.on_ids = [](const std::vector<std::string>&) {
+        std::cout << validation_json_head() << std::flush;
+    };
+    options.on_run = [runs_printed](const RunValidation& r) {
+        std::cout << validation_json_run(r, (*runs_printed)++) << std::flush;
+    };
+}
+
 /// The notes: each file's own, then what was ignored or assumed for its runs that were simulated, then
 /// once per GPU type the uncalibrated-constants note of the simulated runs' GPUs.
 std::string notes_text(const ValidationResult& res) {
@@ -224,10 +236,14 @@ int validate_command(const std::vector<std::string>& args) {
         sources.push_back({file, std::nullopt});
     options.processes = processes();  // under mpirun: the runs spread over the processes
     const bool json = vm.count("json") > 0;
-    if (!json) stream_table(options);
+    const auto runs_printed = std::make_shared<std::size_t>(0);
+    if (json)
+        stream_json(options, runs_printed);
+    else
+        stream_table(options);
     const ValidationResult res = validate_sources(sources, calibration_file, options);
     if (json)
-        std::cout << validation_json(res).dump(2) << "\n";
+        std::cout << validation_json_tail(res, *runs_printed);
     else
         std::cout << after_table_text(res, options.tolerance_pct);
     const GateVerdict verdict = evaluate_gate(res.summary, gate);
