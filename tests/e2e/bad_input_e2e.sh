@@ -510,6 +510,15 @@ if [ "$(id -u)" != 0 ] || command -v setpriv >/dev/null; then
     fi
 fi
 
+## Round 8 (2026-11-29): an option's error names the command; a --set of a topology field, of a field the file
+## leaves out or that empties one is blamed on that --set; what the program builder does not model is refused
+## with the layout checks; a calibration for another GPU is refused as a profile for another GPU is.
+bad "validate --max-mape negative names the command" 2 "validate: --max-mape = -5 must be a percentage" -- validate "$RUNS" --max-mape -5
+bad "validate -j 0 names the command" 2 "validate: --jobs = 0 must be 1 .. 1024" -- validate "$RUNS" -j 0
+bad "fit --jobs 0 names the command" 2 "fit: --jobs = 0 must be 1 .. 1024" -- fit "$RUNS" --gpu A100-SXM4-80GB --jobs 0
+bad "run --seeds 0 names the command" 2 "run: --seeds 0: must be at least 1" -- run "${SMALL[@]}" --jitter lognormal,sigma=0.1 --seeds 0
+bad "sweep --fix not a number names the command" 2 "sweep: --fix tp: \"abc\" is not a positive integer" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --fix tp=abc
+
 ## --version and `help CMD` (issue 14's small things; exit 0).
 if "$BIN" --version | grep -qE '^trainsim [0-9]+\.[0-9]+\.[0-9]+$'; then
     echo "PASS: --version"
