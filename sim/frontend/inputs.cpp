@@ -6,6 +6,7 @@
 #include "trainsim/config.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/frontend.hpp"
+#include "trainsim/layout.hpp"
 #include "trainsim/measured_runs.hpp"
 
 namespace trainsim {
@@ -93,15 +94,22 @@ Inputs resolve_inputs(const InputSources& o) {
         if (work.measured && o.sets.empty()) in.measured = work.measured;
         // A layout a --set made invalid (a pipeline_layout, a tp the heads do not divide) is blamed on the
         // --set that gave the field (blame_set), not on the file: checked here, before the simulation would.
-        if (!o.sets.empty())
-            parse_blaming_sets(o.sets, in.label, [&] {
-                try {
-                    check_layout(in.model, in.layout, in.topology.gpus());
-                } catch (const InputError& e) {
-                    throw InputError(fmt::format("{}: {}", in.label, e.what()));
-                }
-                return 0;
-            });
+        if (!o.sets.empty()) {
+            const auto violations = layout_violations(in.model, in.layout, in.topology.gpus());
+            if (!violations.empty()) {
+                const LayoutViolation& first = violations.front();
+                const InputError e(fmt::format("{}: {}", in.label, first.message));
+                blame_set(e, o.sets, in.label);
+                // The cluster's GPUs, which the message does not name by field, from a --set of the topology.
+                if (first.check == LayoutCheck::gpu_count)
+                    for (auto it = o.sets.rbegin(); it != o.sets.rend(); ++it)
+                        if (it->rfind("topology.nodes=", 0) == 0 ||
+                            it->rfind("topology.gpus_per_node=", 0) == 0)
+                            throw InputError(fmt::format("{} with --set \"{}\": {}", in.label,
+                                                         clip_for_message(*it), first.message));
+                throw e;
+            }
+        }
     }
     if (calibration) apply_calibration(*calibration, in.topology);
     const std::string cluster_label = !o.topology_file.empty() ? o.topology_file

@@ -512,12 +512,24 @@ fi
 
 ## Round 8 (2026-11-29): an option's error names the command; a --set of a topology field, of a field the file
 ## leaves out or that empties one is blamed on that --set; what the program builder does not model is refused
-## with the layout checks; a calibration for another GPU is refused as a profile for another GPU is.
+## with the layout checks; a calibration for another GPU is refused as a profile for another GPU is; a sweep
+## --set that the grid would override, or that another option contradicts, is refused.
 bad "validate --max-mape negative names the command" 2 "validate: --max-mape = -5 must be a percentage" -- validate "$RUNS" --max-mape -5
 bad "validate -j 0 names the command" 2 "validate: --jobs = 0 must be 1 .. 1024" -- validate "$RUNS" -j 0
 bad "fit --jobs 0 names the command" 2 "fit: --jobs = 0 must be 1 .. 1024" -- fit "$RUNS" --gpu A100-SXM4-80GB --jobs 0
 bad "run --seeds 0 names the command" 2 "run: --seeds 0: must be at least 1" -- run "${SMALL[@]}" --jitter lognormal,sigma=0.1 --seeds 0
 bad "sweep --fix not a number names the command" 2 "sweep: --fix tp: \"abc\" is not a positive integer" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --fix tp=abc
+bad "--set emptying DeepSeek-V3's pipeline_layout names the --set" 2 "deepseek-v3.json with --set \"layout.pipeline_layout=\"\"\"|layout.pp = 9 does not divide model.layers = 61|layout.pipeline_layout" -- run --topology "$ROOT/topologies/gb200-nvl72.json" --workload "$ROOT/workloads/deepseek-v3.json" --set 'layout.pipeline_layout=""'
+bad "--set topology.nodes off the NVL72 domain names the --set" 2 "gb200-nvl72.json with --set \"topology.nodes=20\"|topology.nodes = 20 must be a multiple of it" -- run --topology "$ROOT/topologies/gb200-nvl72.json" --workload "$ROOT/workloads/deepseek-v3.json" --set topology.nodes=20
+bad "--set topology.gpus_per_node below the NICs names the --set" 2 "dgx-a100.json with --set \"topology.gpus_per_node=4\"|nics_per_node = 8 must be between 1 and topology.gpus_per_node = 4" -- run "${SMALL[@]}" --set topology.gpus_per_node=4
+bad "--set topology.nodes the layout does not fill names the --set" 2 "small.json with --set \"topology.nodes=1\"|layout.tp * layout.pp * layout.dp = 2 * 2 * 4 = 16 does not equal the cluster's GPUs = 8" -- run "${SMALL[@]}" --set topology.nodes=1
+bad "--set topology.scale_out.tiers=3 without pods names the --set" 2 "dgx-a100.json with --set \"topology.scale_out.tiers=3\"|topology.scale_out.nodes_per_pod = 0" -- run "${SMALL[@]}" --set topology.scale_out.tiers=3
+bad "--set topology.scale_up.kind=pcie over NVLink bandwidth names the --set" 2 "dgx-a100.json with --set \"topology.scale_up.kind=pcie\"|above PCIe Gen6" -- run "${SMALL[@]}" --set topology.scale_up.kind=pcie
+bad "--set an MLA field on a dense model names the --set" 2 "--set \"model.kv_lora_rank=512\": model.kv_lora_rank = 512: |need model.attention_type = \"mla\"" -- run "${SMALL[@]}" --set model.kv_lora_rank=512
+bad "--set ZeRO-3 on an MoE model is refused before simulating, naming the --set" 2 "--set \"layout.zero_stage=3\": layout.zero_stage = 3: ZeRO-3 / FSDP with an MoE model (model.num_experts = 16) is not modelled" -- memory --topology "$TOPO" --workload "$DATA/tiny_moe.json" --set topology.nodes=2 --set layout.zero_stage=3
+bad "--set LoRA on MLA is refused before simulating, naming the --set" 2 "--set \"layout.adapter=lora\": layout.adapter = \"lora\" with model.attention_type = \"mla\"" -- run --topology "$ROOT/topologies/gb200-nvl72.json" --workload "$ROOT/workloads/deepseek-v3.json" --set layout.adapter=lora
+bad "import --set layout.pp off the GPUs names the --set" 2 "--set \"layout.pp=3\": 64 GPUs are not a multiple of TP x PP x CP = 1 x 3 x 1 = 3" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" --gpus 64 --set layout.pp=3
+bad "sweep --fix tp off the GPUs says so (not layout.dp = 0)" 2 "sweep: every layout is rejected|layout.tp * layout.pp * layout.cp = 3 * 1 * 1 = 3 does not divide the cluster's GPUs = 16" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --fix tp=3 --fix pp=1
 
 ## --version and `help CMD` (issue 14's small things; exit 0).
 if "$BIN" --version | grep -qE '^trainsim [0-9]+\.[0-9]+\.[0-9]+$'; then

@@ -255,3 +255,39 @@ TEST_CASE("Time: conversions and arithmetic refuse overflow with an InputError")
     CHECK(Time::seconds_up(1.5e-12) == Time::ps(2));
     CHECK(Time::ps(5).times(3) == Time::ps(15));
 }
+
+TEST_CASE("layout checks, round 8: the sweep's dp = 0 named, MLA fields named, what the builder cannot do") {
+    const ModelSpec dense = trainsim::test::small_gpt();
+    // A rank grid that does not divide the GPUs (the sweep's derived dp = 0) says so; a dp of 0 that the grid
+    // would divide is still "must be positive".
+    Layout l = trainsim::test::tp2_pp2_dp4();
+    l.tp = 4;
+    l.pp = 3;
+    l.dp = 0;
+    CHECK(
+        contains(message_of<InputError>([&] { check_layout(dense, l, 16); }),
+                 "layout.tp * layout.pp * layout.cp = 4 * 3 * 1 = 12 does not divide the cluster's GPUs = 16 "
+                 "(layout.dp = 0)"));
+    l = trainsim::test::tp2_pp2_dp4();
+    l.dp = 0;
+    CHECK(contains(message_of<InputError>([&] { check_layout(dense, l, 16); }),
+                   "layout.dp = 0 must be positive"));
+    // An MLA field on a dense model is named with its value first (a --set of it is then blamed on the
+    // --set).
+    ModelSpec mla_fields = dense;
+    mla_fields.kv_lora_rank = 512;
+    CHECK(message_of<InputError>([&] {
+              check_layout(mla_fields, trainsim::test::tp2_pp2_dp4(), 16);
+          }).rfind("model.kv_lora_rank = 512: ", 0) == 0);
+    // ZeRO-3 over DP > 1 with an MoE model: refused by check_layout, as the program builder refuses it.
+    ModelSpec moe = dense;
+    moe.num_experts = 4;
+    moe.moe_top_k = 2;
+    moe.moe_ffn_hidden = 1024;
+    l = trainsim::test::tp2_pp2_dp4();
+    CHECK_NOTHROW(check_layout(moe, l, 16));
+    l.zero_stage = 3;
+    CHECK(contains(message_of<InputError>([&] { check_layout(moe, l, 16); }),
+                   "layout.zero_stage = 3: ZeRO-3 / FSDP with an MoE model (model.num_experts = 4) is not "
+                   "modelled"));
+}
