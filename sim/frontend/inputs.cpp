@@ -111,10 +111,13 @@ Inputs resolve_inputs(const InputSources& o) {
             }
         }
     }
-    if (calibration) apply_calibration(*calibration, in.topology);
     const std::string cluster_label = !o.topology_file.empty() ? o.topology_file
                                       : o.topology_text        ? o.topology_text->name
                                                                : in.label;
+    if (calibration) {
+        check_calibration_gpu(*calibration, o.calibration_file, in.topology.gpu, cluster_label);
+        apply_calibration(*calibration, in.topology);
+    }
     if (!o.profile_file.empty())
         in.topology.profile = load_profile(o.profile_file, in.topology.gpu, cluster_label);
     return in;

@@ -530,6 +530,8 @@ bad "--set ZeRO-3 on an MoE model is refused before simulating, naming the --set
 bad "--set LoRA on MLA is refused before simulating, naming the --set" 2 "--set \"layout.adapter=lora\": layout.adapter = \"lora\" with model.attention_type = \"mla\"" -- run --topology "$ROOT/topologies/gb200-nvl72.json" --workload "$ROOT/workloads/deepseek-v3.json" --set layout.adapter=lora
 bad "import --set layout.pp off the GPUs names the --set" 2 "--set \"layout.pp=3\": 64 GPUs are not a multiple of TP x PP x CP = 1 x 3 x 1 = 3" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" --gpus 64 --set layout.pp=3
 bad "sweep --fix tp off the GPUs says so (not layout.dp = 0)" 2 "sweep: every layout is rejected|layout.tp * layout.pp * layout.cp = 3 * 1 * 1 = 3 does not divide the cluster's GPUs = 16" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --fix tp=3 --fix pp=1
+bad "run --calibration for another GPU" 2 "h100-fit.json: the calibration has constants for H100-SXM5-80GB|A100-SXM4-80GB" -- run "${SMALL[@]}" --calibration "$ROOT/calibration/h100-fit.json"
+bad "sweep --calibration for another GPU" 2 "h100-fit.json: the calibration has constants for H100-SXM5-80GB|A100-SXM4-80GB" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --calibration "$ROOT/calibration/h100-fit.json"
 
 ## --version and `help CMD` (issue 14's small things; exit 0).
 if "$BIN" --version | grep -qE '^trainsim [0-9]+\.[0-9]+\.[0-9]+$'; then

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "test_helpers.hpp"
+#include "trainsim/calibration.hpp"
 #include "trainsim/cluster.hpp"
 #include "trainsim/config.hpp"
 #include "trainsim/errors.hpp"
@@ -290,4 +291,14 @@ TEST_CASE("layout checks, round 8: the sweep's dp = 0 named, MLA fields named, w
     CHECK(contains(message_of<InputError>([&] { check_layout(moe, l, 16); }),
                    "layout.zero_stage = 3: ZeRO-3 / FSDP with an MoE model (model.num_experts = 4) is not "
                    "modelled"));
+}
+
+TEST_CASE("check_calibration_gpu: a calibration with no constants for the cluster's GPU is refused") {
+    Calibration c;
+    c.gpus["H100-SXM5-80GB"]["hbm_efficiency"] = 0.8;
+    CHECK_NOTHROW(check_calibration_gpu(c, "c.json", "H100-SXM5-80GB", "t.json"));
+    CHECK(
+        message_of<InputError>([&] { check_calibration_gpu(c, "c.json", "A100-SXM4-80GB", "t.json"); }) ==
+        "c.json: the calibration has constants for H100-SXM5-80GB, none for GPU A100-SXM4-80GB of t.json: it "
+        "would change nothing");
 }

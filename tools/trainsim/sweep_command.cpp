@@ -225,8 +225,12 @@ std::pair<TopologySpec, Workload> sweep_inputs(const SweepArgs& a, std::optional
     const std::string work_name = a.workload_file.empty() ? "embedded gpt3-175b" : a.workload_file;
     TopologySpec topo =
         parse_blaming_sets(a.sets, topo_name, [&] { return parse_topology(topo_json, topo_name); });
-    if (!a.calibration_file.empty())
-        apply_calibration(parse_calibration(read_json_file(a.calibration_file), a.calibration_file), topo);
+    if (!a.calibration_file.empty()) {
+        const Calibration calibration =
+            parse_calibration(read_json_file(a.calibration_file), a.calibration_file);
+        check_calibration_gpu(calibration, a.calibration_file, topo.gpu, topo_name);
+        apply_calibration(calibration, topo);
+    }
     if (gpus && *gpus % topo.gpus_per_node != 0)
         throw InputError(fmt::format("sweep: --gpus = {} is not a multiple of {}: {}", *gpus, topo_name,
                                      topo.node_gpus_field()));
