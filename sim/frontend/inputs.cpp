@@ -1,13 +1,19 @@
 // The inputs of a simulation resolved from files or JSON text (include/trainsim/frontend.hpp).
+#include <initializer_list>
+#include <string>
+#include <vector>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "trainsim/calibration.hpp"
+#include "trainsim/cluster.hpp"
 #include "trainsim/config.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/frontend.hpp"
 #include "trainsim/layout.hpp"
 #include "trainsim/measured_runs.hpp"
+#include "trainsim/simulate.hpp"
 
 namespace trainsim {
 
@@ -58,6 +64,42 @@ nlohmann::json read_input(const std::string& file, const std::optional<JsonText>
     return embedded();
 }
 
+/// Throws `message` (a check of the workload `in.label` failed) blamed on the --set that gave a field it
+/// names (blame_set), else on the last --set of one of `topology_keys` (a size or GPU of the topology the
+/// message gives by value), else on the file.
+[[noreturn]] void throw_blaming_sets(const Inputs& in, const std::vector<std::string>& sets,
+                                     const std::string& message,
+                                     std::initializer_list<const char*> topology_keys) {
+    const InputError e(fmt::format("{}: {}", in.label, message));
+    blame_set(e, sets, in.label);
+    for (auto it = sets.rbegin(); it != sets.rend(); ++it)
+        for (const char* key : topology_keys)
+            if (it->rfind(std::string(key) + "=", 0) == 0)
+                throw InputError(
+                    fmt::format("{} with --set \"{}\": {}", in.label, clip_for_message(*it), message));
+    throw e;
+}
+
+/// A layout a --set made invalid (a pipeline_layout, a tp the heads do not divide, a GPU without the
+/// precision) is blamed on the --set that gave the field, not on the file: checked here, before the
+/// simulation would.
+void check_set_layout(const Inputs& in, const std::vector<std::string>& sets) {
+    const auto violations = layout_violations(in.model, in.layout, in.topology.gpus());
+    if (!violations.empty()) {
+        const LayoutViolation& first = violations.front();
+        // The cluster's GPUs, which the message gives by value, from a --set of the topology.
+        if (first.check == LayoutCheck::gpu_count)
+            throw_blaming_sets(in, sets, first.message, {"topology.nodes", "topology.gpus_per_node"});
+        throw_blaming_sets(in, sets, first.message, {});
+    }
+    // The precision or FP8 recipe the GPU lacks (`--set topology.gpu=A100-SXM4-80GB` under an FP8 workload).
+    try {
+        (void)run_compute_model(in.topology, topology_gpu(in.topology), in.layout);
+    } catch (const InputError& e) {
+        throw_blaming_sets(in, sets, e.what(), {"topology.gpu"});
+    }
+}
+
 }  // namespace
 
 std::shared_ptr<const Profile> load_profile(const std::string& file, const std::string& gpu,
@@ -92,24 +134,7 @@ Inputs resolve_inputs(const InputSources& o) {
         in.layout = work.layout;
         in.name = work.name;
         if (work.measured && o.sets.empty()) in.measured = work.measured;
-        // A layout a --set made invalid (a pipeline_layout, a tp the heads do not divide) is blamed on the
-        // --set that gave the field (blame_set), not on the file: checked here, before the simulation would.
-        if (!o.sets.empty()) {
-            const auto violations = layout_violations(in.model, in.layout, in.topology.gpus());
-            if (!violations.empty()) {
-                const LayoutViolation& first = violations.front();
-                const InputError e(fmt::format("{}: {}", in.label, first.message));
-                blame_set(e, o.sets, in.label);
-                // The cluster's GPUs, which the message does not name by field, from a --set of the topology.
-                if (first.check == LayoutCheck::gpu_count)
-                    for (auto it = o.sets.rbegin(); it != o.sets.rend(); ++it)
-                        if (it->rfind("topology.nodes=", 0) == 0 ||
-                            it->rfind("topology.gpus_per_node=", 0) == 0)
-                            throw InputError(fmt::format("{} with --set \"{}\": {}", in.label,
-                                                         clip_for_message(*it), first.message));
-                throw e;
-            }
-        }
+        if (!o.sets.empty()) check_set_layout(in, o.sets);
     }
     const std::string cluster_label = !o.topology_file.empty() ? o.topology_file
                                       : o.topology_text        ? o.topology_text->name
