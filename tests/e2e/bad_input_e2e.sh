@@ -539,6 +539,16 @@ bad "sweep --global-batch against a --set layout.global_batch" 2 "sweep: --set \
 bad "run --calibration for another GPU" 2 "h100-fit.json: the calibration has constants for H100-SXM5-80GB|A100-SXM4-80GB" -- run "${SMALL[@]}" --calibration "$ROOT/calibration/h100-fit.json"
 bad "sweep --calibration for another GPU" 2 "h100-fit.json: the calibration has constants for H100-SXM5-80GB|A100-SXM4-80GB" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --calibration "$ROOT/calibration/h100-fit.json"
 
+# An input that is not a regular file is read without blocking: a FIFO nobody writes to reads as empty; one a
+# writer holds open without writing (as a pipe never closed: `sleep 30 | trainsim run --workload /dev/stdin`)
+# is given up after 10 s (limits.hpp kMaxInputStreamSeconds); both hung past 20 s.
+new_case; mkfifo "$CASE_DIR/ff"
+bad "input: a FIFO nobody writes to" 2 "ff: not valid JSON" -- run --topology "$TOPO" --workload ff
+new_case; mkfifo "$CASE_DIR/held"
+exec 3<>"$CASE_DIR/held"
+bad "input: a FIFO held open without data is given up after 10 s" 2 "held: not a regular file, and its input did not end within 10 s" -- run --topology "$TOPO" --workload held
+exec 3>&-
+
 ## --version and `help CMD` (issue 14's small things; exit 0).
 if "$BIN" --version | grep -qE '^trainsim [0-9]+\.[0-9]+\.[0-9]+$'; then
     echo "PASS: --version"

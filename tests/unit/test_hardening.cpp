@@ -302,3 +302,12 @@ TEST_CASE("check_calibration_gpu: a calibration with no constants for the cluste
         "c.json: the calibration has constants for H100-SXM5-80GB, none for GPU A100-SXM4-80GB of t.json: it "
         "would change nothing");
 }
+
+TEST_CASE("read_input_file: a FIFO or device is read without blocking") {
+    const TempDir dir;
+    const std::string fifo = dir / "in.json";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    CHECK(read_input_file(fifo).empty());  // no writer: the end at once (it hung in open())
+    CHECK(read_input_file("/dev/null").empty());
+    CHECK(contains(message_of<InputError>([] { (void)read_input_file("/dev/zero"); }), "larger than"));
+}
