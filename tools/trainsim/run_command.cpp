@@ -68,17 +68,19 @@ void warn_trace_size(const Inputs& in, const TraceSelection& sel, const std::str
     } catch (const std::exception&) {
         return;
     }
+    // What writes less: --trace-ranks stages was advised when it was the selection already.
+    const char* less = sel.ranks == TraceRanks::stages
+                           ? "--trace-window START,END writes less"
+                           : "--trace-ranks stages or --trace-window START,END writes less";
     if (e.bytes > limits::kMaxTraceBytes)
         throw InputError(fmt::format(
-            "--trace {}: the trace would be about {:.0f} MB ({:.1f} M events of {} GPUs), past the limit of "
-            "{:.0f} MB (limits.hpp); --trace-ranks stages or --trace-window START,END writes less",
+            "--trace {}: the trace would be about {:.0f} MB ({:.1f} M events of {} GPUs), past the "
+            "limit of {:.0f} MB (limits.hpp); {}",
             trace_file, e.bytes / 1e6, static_cast<double>(e.events) / 1e6, e.gpus,
-            limits::kMaxTraceBytes / 1e6));
+            limits::kMaxTraceBytes / 1e6, less));
     if (e.bytes <= kWarnBytes) return;
-    std::cerr << fmt::format(
-        "trainsim: the trace will be about {:.0f} MB ({:.1f} M events of {} GPUs); --trace-ranks stages or "
-        "--trace-window writes less\n",
-        e.bytes / 1e6, static_cast<double>(e.events) / 1e6, e.gpus);
+    std::cerr << fmt::format("trainsim: the trace will be about {:.0f} MB ({:.1f} M events of {} GPUs); {}\n",
+                             e.bytes / 1e6, static_cast<double>(e.events) / 1e6, e.gpus, less);
 }
 
 /// The options of `trainsim run` as given.
