@@ -33,7 +33,16 @@ Inputs run_inputs(const InputSources& o) {
     const MeasuredRun* run = nullptr;
     for (const auto& r : parsed.runs)
         if (r.id == o.run_id) run = &r;
-    if (!run) throw InputError(fmt::format("{}: --id \"{}\" names no run", o.runs_file, o.run_id));
+    if (!run) {
+        for (const auto& c : parsed.collectives)
+            if (c.id == o.run_id)
+                throw InputError(
+                    fmt::format("{}: --id \"{}\" names a collective row, not a training run "
+                                "(`trainsim validate` simulates it)",
+                                o.runs_file, clip_for_message(o.run_id)));
+        throw InputError(
+            fmt::format("{}: --id \"{}\" names no run", o.runs_file, clip_for_message(o.run_id)));
+    }
     if (run->error) throw InputError(*run->error);
     if (run->unsupported)
         throw InputError(fmt::format("{}: run \"{}\" uses {}, which trainsim does not simulate yet",

@@ -543,6 +543,7 @@ bad "sweep --calibration for another GPU" 2 "h100-fit.json: the calibration has 
 bad "run --trace past 1 GB at --trace-ranks stages advises the window only" 2 "run: --trace t.json: the trace would be about 1043 MB|; --trace-window START,END writes less" -- run --topology "$ROOT/topologies/dgx-h100.json" --workload "$ROOT/workloads/llama3-8b.json" --set topology.nodes=1 --set layout.tp=1 --set layout.pp=8 --set layout.dp=1 --set layout.global_batch=16384 --set model.layers=128 --trace t.json --trace-ranks stages
 # The trace's size note came before the run: a run then stopped by its bound had two lines on stderr.
 bad "run --trace past 100 MB stopped by --max-events: one line" 2 "passed its bound of 1000 events" -- run --topology "$ROOT/topologies/dgx-h100.json" --workload "$ROOT/workloads/llama3-8b.json" --set topology.nodes=1 --set layout.tp=1 --set layout.pp=8 --set layout.dp=1 --set layout.global_batch=16384 --trace t.json --trace-ranks stages --max-events 1000
+bad "run --from-runs --id of a collective row says so" 2 "public_runs.json: --id \"dgxc_h100_1node_allreduce_1048576\" names a collective row, not a training run" -- run --from-runs "$ROOT/tests/validation/public_runs.json" --id dgxc_h100_1node_allreduce_1048576
 # An input that is not a regular file is read without blocking: a FIFO nobody writes to reads as empty; one a
 # writer holds open without writing (as a pipe never closed: `sleep 30 | trainsim run --workload /dev/stdin`)
 # is given up after 10 s (limits.hpp kMaxInputStreamSeconds); both hung past 20 s.
