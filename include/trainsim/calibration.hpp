@@ -36,6 +36,12 @@ nlohmann::json to_json(const Calibration& c);
 GpuSpec apply_calibration(const Calibration& c, const GpuSpec& gpu);
 /// Sets topology.gpu_calibrated when the calibration has constants for its GPU.
 void apply_calibration(const Calibration& c, TopologySpec& topology);
+/// Refuses (InputError naming `file`, the GPUs it has constants for, `gpu` and `cluster_label`) a calibration
+/// with no constants for `gpu`, the GPU of the one cluster a command simulates (run, memory, goodput, sweep):
+/// applied to it, it would change nothing, as a profile of another GPU would not (load_profile refuses that).
+/// `validate` applies one calibration to runs on several GPUs and does not call it.
+void check_calibration_gpu(const Calibration& c, const std::string& file, const std::string& gpu,
+                           const std::string& cluster_label);
 
 /// Reads or writes one named constant of a GpuSpec. Throws InputError for an unknown name.
 double& gpu_constant(GpuSpec& gpu, const std::string& name);

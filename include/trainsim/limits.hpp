@@ -140,4 +140,10 @@ inline constexpr double kMaxGpuHourPriceUsd = 1e6;
 /// 25 s and 4.6 GB. The shipped files have 100 rows at most.
 inline constexpr std::int64_t kMaxMeasuredRows = 65536;
 
+/// Seconds an input that is not a regular file (a pipe such as `--workload /dev/stdin`, a FIFO, a device) is
+/// waited for: one that is never closed hung the command (`sleep 30 | trainsim run --workload /dev/stdin` and
+/// a FIFO nobody writes to, past 20 s, 2026-11-29). A pipe that delivers its text and closes is read as a
+/// file.
+inline constexpr int kMaxInputStreamSeconds = 10;
+
 }  // namespace trainsim::limits

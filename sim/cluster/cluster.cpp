@@ -68,20 +68,23 @@ void check_tiers(const TopologySpec& spec) {
     if (spec.tiers != 2 && spec.tiers != 3)
         throw InputError(fmt::format("topology.scale_out.tiers = {} must be 2 or 3", spec.tiers));
     if (spec.tiers == 2 && spec.nodes_per_pod != 0)
-        throw InputError(fmt::format(
-            "topology.scale_out.nodes_per_pod = {} needs scale_out.tiers = 3 (pods are the third tier)",
-            spec.nodes_per_pod));
+        throw InputError(
+            fmt::format("topology.scale_out.nodes_per_pod = {} needs topology.scale_out.tiers = 3 (pods are "
+                        "the third tier)",
+                        spec.nodes_per_pod));
     if (spec.tiers == 2 && spec.spine_oversubscription != 1.0)
         throw InputError(
-            fmt::format("topology.scale_out.spine_oversubscription = {} needs scale_out.tiers = 3",
+            fmt::format("topology.scale_out.spine_oversubscription = {} needs topology.scale_out.tiers = 3",
                         spec.spine_oversubscription));
     if (spec.tiers == 2) return;
     if (spec.fabric != ScaleOutTopology::fat_tree)
-        throw InputError("topology.scale_out.tiers = 3 needs scale_out.topology = rail-optimized-fat-tree");
+        throw InputError(
+            "topology.scale_out.tiers = 3 needs topology.scale_out.topology = rail-optimized-fat-tree");
     if (spec.nodes_per_pod <= 0 || spec.nodes_per_leaf <= 0 || spec.nodes_per_pod % spec.nodes_per_leaf != 0)
         throw InputError(
             fmt::format("topology.scale_out.nodes_per_pod = {} must be a positive multiple of "
-                        "scale_out.nodes_per_leaf = {}",
+                        "topology.scale_out.nodes_per_leaf = {} (topology.scale_out.tiers = 3: pods of leaf "
+                        "groups)",
                         spec.nodes_per_pod, spec.nodes_per_leaf));
     if (!(spec.spine_oversubscription >= 1.0) || spec.spine_oversubscription > limits::kMaxOversubscription)
         throw InputError(
@@ -97,9 +100,9 @@ void check_topology(const TopologySpec& spec) {
     if (spec.gpus_per_node <= 0)
         throw InputError(fmt::format("topology.gpus_per_node = {} must be positive", spec.gpus_per_node));
     if (spec.nics_per_node <= 0 || spec.nics_per_node > spec.gpus_per_node)
-        throw InputError(
-            fmt::format("topology.scale_out.nics_per_node = {} must be between 1 and gpus_per_node = {}",
-                        spec.nics_per_node, spec.gpus_per_node));
+        throw InputError(fmt::format(
+            "topology.scale_out.nics_per_node = {} must be between 1 and topology.gpus_per_node = {}",
+            spec.nics_per_node, spec.gpus_per_node));
     if (spec.nodes_per_leaf <= 0)
         throw InputError(
             fmt::format("topology.scale_out.nodes_per_leaf = {} must be positive", spec.nodes_per_leaf));
@@ -107,19 +110,20 @@ void check_topology(const TopologySpec& spec) {
         throw InputError(
             fmt::format("topology.scale_out.oversubscription = {} must be >= 1", spec.oversubscription));
     if (spec.sharp && spec.scale_out_kind != "infiniband")
-        throw InputError(
-            fmt::format("topology.scale_out.sharp = true needs scale_out.kind = infiniband (SHARP is an "
-                        "InfiniBand switch "
-                        "feature), not {}",
-                        spec.scale_out_kind));
-    if (spec.scale_up_kind == "pcie" && spec.gpus_per_host > 0 && spec.gpus_per_host != spec.gpus_per_node)
         throw InputError(fmt::format(
-            "topology.scale_up.domain_gpus = {}: a PCIe-only node (scale_up.kind = pcie) cannot span hosts",
-            spec.gpus_per_node));
+            "topology.scale_out.sharp = true needs topology.scale_out.kind = infiniband (SHARP is an "
+            "InfiniBand switch "
+            "feature), not {}",
+            spec.scale_out_kind));
+    if (spec.scale_up_kind == "pcie" && spec.gpus_per_host > 0 && spec.gpus_per_host != spec.gpus_per_node)
+        throw InputError(
+            fmt::format("topology.scale_up.domain_gpus = {}: a PCIe-only node (topology.scale_up.kind = "
+                        "pcie) cannot span hosts",
+                        spec.gpus_per_node));
     if (spec.scale_up_kind == "pcie" && spec.nvlink_bandwidth.bytes_per_s > kMaxPcieBandwidthPerGpu)
         throw InputError(fmt::format(
             "topology.scale_up.bandwidth_per_gpu = {} GB/s is above PCIe Gen6 x16's 128 GB/s per direction "
-            "(scale_up.kind = pcie)",
+            "(topology.scale_up.kind = pcie)",
             spec.nvlink_bandwidth.bytes_per_s / 1e9));
     check_tiers(spec);
     if (spec.gpus_per_node > limits::kMaxGpusPerNode)

@@ -12,19 +12,20 @@ void apply_scale_up_domain(TopologySpec& spec, int domain_gpus) {
         throw InputError(fmt::format("topology.scale_up.domain_gpus = {} {}", domain_gpus, why));
     };
     if (domain_gpus <= 0 || host <= 0 || domain_gpus % host != 0)
-        fail(fmt::format("must be a positive multiple of gpus_per_node = {} (the GPUs of one host)", host));
+        fail(fmt::format("must be a positive multiple of topology.gpus_per_node = {} (the GPUs of one host)",
+                         host));
     const int hosts = domain_gpus / host;
     if (spec.nodes <= 0 || spec.nodes % hosts != 0)
-        fail(fmt::format("spans {} hosts of {} GPUs; nodes = {} must be a multiple of it", hosts, host,
-                         spec.nodes));
+        fail(fmt::format("spans {} hosts of {} GPUs; topology.nodes = {} must be a multiple of it", hosts,
+                         host, spec.nodes));
     if (spec.nodes_per_leaf <= 0 || spec.nodes_per_leaf % hosts != 0)
-        fail(
-            fmt::format("spans {} hosts; scale_out.nodes_per_leaf = {} must be a multiple of it (whole "
-                        "domains per leaf group)",
-                        hosts, spec.nodes_per_leaf));
+        fail(fmt::format(
+            "spans {} hosts; topology.scale_out.nodes_per_leaf = {} must be a multiple of it (whole "
+            "domains per leaf group)",
+            hosts, spec.nodes_per_leaf));
     if (spec.nodes_per_pod % hosts != 0)  // a multiple of nodes_per_leaf once check_topology has passed
-        fail(fmt::format("spans {} hosts; scale_out.nodes_per_pod = {} must be a multiple of it", hosts,
-                         spec.nodes_per_pod));
+        fail(fmt::format("spans {} hosts; topology.scale_out.nodes_per_pod = {} must be a multiple of it",
+                         hosts, spec.nodes_per_pod));
     spec.gpus_per_host = host;
     spec.gpus_per_node = domain_gpus;
     spec.nodes /= hosts;

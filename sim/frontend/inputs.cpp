@@ -1,12 +1,19 @@
 // The inputs of a simulation resolved from files or JSON text (include/trainsim/frontend.hpp).
+#include <initializer_list>
+#include <string>
+#include <vector>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "trainsim/calibration.hpp"
+#include "trainsim/cluster.hpp"
 #include "trainsim/config.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/frontend.hpp"
+#include "trainsim/layout.hpp"
 #include "trainsim/measured_runs.hpp"
+#include "trainsim/simulate.hpp"
 
 namespace trainsim {
 
@@ -26,7 +33,16 @@ Inputs run_inputs(const InputSources& o) {
     const MeasuredRun* run = nullptr;
     for (const auto& r : parsed.runs)
         if (r.id == o.run_id) run = &r;
-    if (!run) throw InputError(fmt::format("{}: --id \"{}\" names no run", o.runs_file, o.run_id));
+    if (!run) {
+        for (const auto& c : parsed.collectives)
+            if (c.id == o.run_id)
+                throw InputError(
+                    fmt::format("{}: --id \"{}\" names a collective row, not a training run "
+                                "(`trainsim validate` simulates it)",
+                                o.runs_file, clip_for_message(o.run_id)));
+        throw InputError(
+            fmt::format("{}: --id \"{}\" names no run", o.runs_file, clip_for_message(o.run_id)));
+    }
     if (run->error) throw InputError(*run->error);
     if (run->unsupported)
         throw InputError(fmt::format("{}: run \"{}\" uses {}, which trainsim does not simulate yet",
@@ -55,6 +71,42 @@ nlohmann::json read_input(const std::string& file, const std::optional<JsonText>
     }
     name = default_name;
     return embedded();
+}
+
+/// Throws `message` (a check of the workload `in.label` failed) blamed on the --set that gave a field it
+/// names (blame_set), else on the last --set of one of `topology_keys` (a size or GPU of the topology the
+/// message gives by value), else on the file.
+[[noreturn]] void throw_blaming_sets(const Inputs& in, const std::vector<std::string>& sets,
+                                     const std::string& message,
+                                     std::initializer_list<const char*> topology_keys) {
+    const InputError e(fmt::format("{}: {}", in.label, message));
+    blame_set(e, sets, in.label);
+    for (auto it = sets.rbegin(); it != sets.rend(); ++it)
+        for (const char* key : topology_keys)
+            if (it->rfind(std::string(key) + "=", 0) == 0)
+                throw InputError(
+                    fmt::format("{} with --set \"{}\": {}", in.label, clip_for_message(*it), message));
+    throw e;
+}
+
+/// A layout a --set made invalid (a pipeline_layout, a tp the heads do not divide, a GPU without the
+/// precision) is blamed on the --set that gave the field, not on the file: checked here, before the
+/// simulation would.
+void check_set_layout(const Inputs& in, const std::vector<std::string>& sets) {
+    const auto violations = layout_violations(in.model, in.layout, in.topology.gpus());
+    if (!violations.empty()) {
+        const LayoutViolation& first = violations.front();
+        // The cluster's GPUs, which the message gives by value, from a --set of the topology.
+        if (first.check == LayoutCheck::gpu_count)
+            throw_blaming_sets(in, sets, first.message, {"topology.nodes", "topology.gpus_per_node"});
+        throw_blaming_sets(in, sets, first.message, {});
+    }
+    // The precision or FP8 recipe the GPU lacks (`--set topology.gpu=A100-SXM4-80GB` under an FP8 workload).
+    try {
+        (void)run_compute_model(in.topology, topology_gpu(in.topology), in.layout);
+    } catch (const InputError& e) {
+        throw_blaming_sets(in, sets, e.what(), {"topology.gpu"});
+    }
 }
 
 }  // namespace
@@ -91,22 +143,15 @@ Inputs resolve_inputs(const InputSources& o) {
         in.layout = work.layout;
         in.name = work.name;
         if (work.measured && o.sets.empty()) in.measured = work.measured;
-        // A layout a --set made invalid (a pipeline_layout, a tp the heads do not divide) is blamed on the
-        // --set that gave the field (blame_set), not on the file: checked here, before the simulation would.
-        if (!o.sets.empty())
-            parse_blaming_sets(o.sets, in.label, [&] {
-                try {
-                    check_layout(in.model, in.layout, in.topology.gpus());
-                } catch (const InputError& e) {
-                    throw InputError(fmt::format("{}: {}", in.label, e.what()));
-                }
-                return 0;
-            });
+        if (!o.sets.empty()) check_set_layout(in, o.sets);
     }
-    if (calibration) apply_calibration(*calibration, in.topology);
     const std::string cluster_label = !o.topology_file.empty() ? o.topology_file
                                       : o.topology_text        ? o.topology_text->name
                                                                : in.label;
+    if (calibration) {
+        check_calibration_gpu(*calibration, o.calibration_file, in.topology.gpu, cluster_label);
+        apply_calibration(*calibration, in.topology);
+    }
     if (!o.profile_file.empty())
         in.topology.profile = load_profile(o.profile_file, in.topology.gpu, cluster_label);
     return in;

@@ -109,10 +109,19 @@ void finish_import(Imported& imp, const std::vector<std::string>& sets, nlohmann
         grid.tp = static_cast<int>(layout_int(layout, "tp", 1));
         grid.pp = static_cast<int>(layout_int(layout, "pp", 1));
         grid.cp = static_cast<int>(layout_int(layout, "cp", 1));
-        if (dp_set)
+        if (dp_set) {
             imp.gpus = static_cast<int>(grid.tp * grid.pp * grid.cp * layout_int(layout, "dp", 1));
-        else
-            layout["dp"] = importers_detail::derive_dp(imp.gpus, grid, name);
+        } else {
+            // A grid a --set gave that does not divide the GPUs is that --set's fault, not the source's.
+            std::string source = name;
+            for (auto it = sets.rbegin(); it != sets.rend(); ++it)
+                if (it->rfind("layout.tp=", 0) == 0 || it->rfind("layout.pp=", 0) == 0 ||
+                    it->rfind("layout.cp=", 0) == 0) {
+                    source = fmt::format("--set \"{}\"", clip_for_message(*it));
+                    break;
+                }
+            layout["dp"] = importers_detail::derive_dp(imp.gpus, grid, source);
+        }
     }
     // A topology value an assignment made invalid is refused here, as `run` would (import wrote it with exit
     // 0 when no --topology-out was asked for).

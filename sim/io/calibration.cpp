@@ -110,6 +110,18 @@ GpuSpec apply_calibration(const Calibration& c, const GpuSpec& gpu) {
     return g;
 }
 
+void check_calibration_gpu(const Calibration& c, const std::string& file, const std::string& gpu,
+                           const std::string& cluster_label) {
+    if (c.gpus.count(gpu)) return;
+    std::string names;
+    for (const auto& entry : c.gpus)
+        names += (names.empty() ? "" : ", ") + entry.first;
+    throw InputError(
+        fmt::format("{}: the calibration has constants for {}, none for GPU {} of {}: it would "
+                    "change nothing",
+                    file, names.empty() ? "no GPU" : names, gpu, cluster_label));
+}
+
 void apply_calibration(const Calibration& c, TopologySpec& topology) {
     if (!c.gpus.count(topology.gpu)) return;
     const GpuSpec& base = topology_gpu(topology);

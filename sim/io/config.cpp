@@ -2,10 +2,15 @@
 
 #include <cctype>
 
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -134,11 +139,56 @@ json parse_json_text(std::string_view text, const std::string& name) {
     }
 }
 
+namespace {
+
+/// An input that is not a regular file (a pipe, a FIFO, a device), read without blocking: to its end, within
+/// kMaxInputFileBytes, for at most limits::kMaxInputStreamSeconds (a pipe never closed, a FIFO that a writer
+/// holds open without writing, a terminal). A FIFO with no writer reads as empty.
+std::string read_input_stream(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) throw InputError(fmt::format("{}: cannot open the file ({})", path, std::strerror(errno)));
+    struct Close {
+        int fd;
+        ~Close() { ::close(fd); }
+    } close_fd{fd};
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(limits::kMaxInputStreamSeconds);
+    std::string text;
+    char buf[65536];
+    while (true) {
+        const ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n > 0) {
+            text.append(buf, static_cast<std::size_t>(n));
+            if (text.size() > kMaxInputFileBytes)
+                throw InputError(fmt::format("{}: larger than the {} bytes an input file may have", path,
+                                             kMaxInputFileBytes));
+            continue;
+        }
+        if (n == 0) return text;  // the end of the input
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            throw InputError(fmt::format("{}: reading failed ({})", path, std::strerror(errno)));
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now())
+                .count();
+        if (left <= 0)
+            throw InputError(
+                fmt::format("{}: not a regular file, and its input did not end within {} s (a pipe "
+                            "or FIFO left open?); give a file",
+                            path, limits::kMaxInputStreamSeconds));
+        pollfd p{fd, POLLIN, 0};
+        (void)::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
+    }
+}
+
+}  // namespace
+
 std::string read_input_file(const std::string& path, const char* kind) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0)
         throw InputError(fmt::format("{}: cannot open the file ({})", path, std::strerror(errno)));
     if (S_ISDIR(st.st_mode)) throw InputError(fmt::format("{}: is a directory, not a {}", path, kind));
+    if (!S_ISREG(st.st_mode)) return read_input_stream(path);
     if (S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) > kMaxInputFileBytes)
         throw InputError(fmt::format("{}: {} bytes is larger than the {} bytes an input file may have", path,
                                      st.st_size, kMaxInputFileBytes));

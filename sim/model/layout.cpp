@@ -255,13 +255,24 @@ bool model_size_violations(const ModelSpec& m, Violations& v) {
 
 /// The layout's sizes, limits and recompute settings; sets `bad_size` (a limit exceeded) and returns true
 /// when a size the later checks divide by is not positive.
-bool layout_size_violations(const ModelSpec& m, const Layout& l, Violations& v, bool& bad_size) {
+bool layout_size_violations(const ModelSpec& m, const Layout& l, int cluster_gpus, Violations& v,
+                            bool& bad_size) {
     using C = LayoutCheck;
     const std::size_t before_positive = v.list.size();
     v.positive(C::positive, "layout.tp", l.tp);
     v.positive(C::positive, "layout.pp", l.pp);
-    // dp = 0 is what a rank grid of tp * pp * cp not dividing the GPUs gives (the sweep's derived dp).
-    v.positive(C::gpu_count, "layout.dp", l.dp);
+    // dp = 0 is what a rank grid of tp * pp * cp not dividing the GPUs gives (the sweep's derived dp): said
+    // so, with the sizes that do not divide (a sweep's `--fix tp=3` on 64 GPUs read "layout.dp = 0 must be
+    // positive").
+    const std::int64_t cells = std::int64_t{l.tp} * l.pp * l.cp;
+    if (l.dp == 0 && l.tp > 0 && l.pp > 0 && l.cp > 0 && cluster_gpus > 0 && cluster_gpus % cells != 0)
+        v.add(
+            C::gpu_count,
+            fmt::format("layout.tp * layout.pp * layout.cp = {} * {} * {} = {} does not divide the cluster's "
+                        "GPUs = {} (layout.dp = 0)",
+                        l.tp, l.pp, l.cp, cells, cluster_gpus));
+    else
+        v.positive(C::gpu_count, "layout.dp", l.dp);
     bool not_positive = v.list.size() > before_positive;
     bad_size = false;
     {
@@ -412,7 +423,8 @@ void split_violations(const ModelSpec& m, const Layout& l, Violations& v) {
             v.add(C::pp_layers, accounted
                                     ? fmt::format("layout.pp = {} does not divide {}", l.pp, counted)
                                     : fmt::format("layout.pp = {} does not divide model.layers = {}; state "
-                                                  "the uneven split in layout.layers_per_stage",
+                                                  "the uneven split in layout.layers_per_stage or "
+                                                  "layout.pipeline_layout",
                                                   l.pp, m.layers));
         if ((split / l.pp) % l.vpp != 0)
             v.add(C::vpp_layers,
@@ -531,10 +543,32 @@ void moe_mla_violations(const ModelSpec& m, const Layout& l, Violations& v) {
                   "model.qk_layernorm = true with model.attention_type = \"mla\": MLA's q / kv latent norms "
                   "are part of its attention (leave qk_layernorm false)");
     } else if (m.q_lora_rank > 0 || m.kv_lora_rank > 0 || m.qk_rope_head_dim > 0 || m.v_head_dim > 0) {
-        v.add(C::mla_shape,
-              "model.q_lora_rank, kv_lora_rank, qk_rope_head_dim and v_head_dim need model.attention_type = "
-              "\"mla\"");
+        // Each field given is named with its value (a --set of one is then blamed on that --set).
+        std::string given;
+        for (const auto& [name, value] : {std::pair<const char*, std::int64_t>{"q_lora_rank", m.q_lora_rank},
+                                          {"kv_lora_rank", m.kv_lora_rank},
+                                          {"qk_rope_head_dim", m.qk_rope_head_dim},
+                                          {"v_head_dim", m.v_head_dim}})
+            if (value > 0) given += fmt::format("{}model.{} = {}", given.empty() ? "" : ", ", name, value);
+        v.add(C::mla_shape, given +
+                                ": model.q_lora_rank, kv_lora_rank, qk_rope_head_dim and v_head_dim need "
+                                "model.attention_type = \"mla\"");
     }
+    // What the program builder does not model, refused here with the same words so that a --set that asks
+    // for it is blamed on that --set (resolve_inputs), not on the file, and before any simulation.
+    if (m.moe() && l.zero_stage >= 3 && l.dp > 1)
+        v.add(C::zero_stage,
+              fmt::format("layout.zero_stage = {}: ZeRO-3 / FSDP with an MoE model (model.num_experts "
+                          "= {}) is not modelled",
+                          l.zero_stage, m.num_experts));
+    if (m.mla() && l.adapter != Adapter::none)
+        v.add(C::adapter, fmt::format("layout.adapter = \"{}\" with model.attention_type = \"mla\": adapters "
+                                      "on multi-head latent attention are not modelled",
+                                      to_string(l.adapter)));
+    if (m.mla() && l.framework == Framework::deepspeed && l.zero_stage >= 3 && l.dp > 1)
+        v.add(C::mla_shape,
+              "model.attention_type = \"mla\" with DeepSpeed ZeRO-3 (layout.framework = \"deepspeed\", "
+              "zero_stage 3): its per-module weight fetches are not modelled for MLA");
 }
 
 }  // namespace
@@ -543,7 +577,8 @@ std::vector<LayoutViolation> layout_violations(const ModelSpec& m, const Layout&
     Violations v;
     if (!model_size_violations(m, v)) return v.list;
     bool bad_size = false;
-    if (layout_size_violations(m, l, v, bad_size)) return v.list;  // the checks below divide by these
+    if (layout_size_violations(m, l, cluster_gpus, v, bad_size))
+        return v.list;  // the checks below divide by these
     grid_violations(m, l, cluster_gpus, bad_size, v);
     split_violations(m, l, v);
     option_violations(m, l, v);

@@ -510,6 +510,50 @@ if [ "$(id -u)" != 0 ] || command -v setpriv >/dev/null; then
     fi
 fi
 
+## Round 8 (2026-11-29): an option's error names the command; a --set of a topology field, of a field the file
+## leaves out or that empties one is blamed on that --set; what the program builder does not model is refused
+## with the layout checks; a calibration for another GPU is refused as a profile for another GPU is; a sweep
+## --set that the grid would override, or that another option contradicts, is refused.
+bad "validate --max-mape negative names the command" 2 "validate: --max-mape = -5 must be a percentage" -- validate "$RUNS" --max-mape -5
+bad "validate -j 0 names the command" 2 "validate: --jobs = 0 must be 1 .. 1024" -- validate "$RUNS" -j 0
+bad "fit --jobs 0 names the command" 2 "fit: --jobs = 0 must be 1 .. 1024" -- fit "$RUNS" --gpu A100-SXM4-80GB --jobs 0
+bad "run --seeds 0 names the command" 2 "run: --seeds 0: must be at least 1" -- run "${SMALL[@]}" --jitter lognormal,sigma=0.1 --seeds 0
+bad "sweep --fix not a number names the command" 2 "sweep: --fix tp: \"abc\" is not a positive integer" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --fix tp=abc
+bad "--set emptying DeepSeek-V3's pipeline_layout names the --set" 2 "deepseek-v3.json with --set \"layout.pipeline_layout=\"\"\"|layout.pp = 9 does not divide model.layers = 61|layout.pipeline_layout" -- run --topology "$ROOT/topologies/gb200-nvl72.json" --workload "$ROOT/workloads/deepseek-v3.json" --set 'layout.pipeline_layout=""'
+bad "--set topology.nodes off the NVL72 domain names the --set" 2 "gb200-nvl72.json with --set \"topology.nodes=20\"|topology.nodes = 20 must be a multiple of it" -- run --topology "$ROOT/topologies/gb200-nvl72.json" --workload "$ROOT/workloads/deepseek-v3.json" --set topology.nodes=20
+bad "--set topology.gpus_per_node below the NICs names the --set" 2 "dgx-a100.json with --set \"topology.gpus_per_node=4\"|nics_per_node = 8 must be between 1 and topology.gpus_per_node = 4" -- run "${SMALL[@]}" --set topology.gpus_per_node=4
+bad "--set topology.nodes the layout does not fill names the --set" 2 "small.json with --set \"topology.nodes=1\"|layout.tp * layout.pp * layout.dp = 2 * 2 * 4 = 16 does not equal the cluster's GPUs = 8" -- run "${SMALL[@]}" --set topology.nodes=1
+bad "--set topology.scale_out.tiers=3 without pods names the --set" 2 "dgx-a100.json with --set \"topology.scale_out.tiers=3\"|topology.scale_out.nodes_per_pod = 0" -- run "${SMALL[@]}" --set topology.scale_out.tiers=3
+bad "--set topology.scale_up.kind=pcie over NVLink bandwidth names the --set" 2 "dgx-a100.json with --set \"topology.scale_up.kind=pcie\"|above PCIe Gen6" -- run "${SMALL[@]}" --set topology.scale_up.kind=pcie
+bad "--set an MLA field on a dense model names the --set" 2 "--set \"model.kv_lora_rank=512\": model.kv_lora_rank = 512: |need model.attention_type = \"mla\"" -- run "${SMALL[@]}" --set model.kv_lora_rank=512
+bad "--set ZeRO-3 on an MoE model is refused before simulating, naming the --set" 2 "--set \"layout.zero_stage=3\": layout.zero_stage = 3: ZeRO-3 / FSDP with an MoE model (model.num_experts = 16) is not modelled" -- memory --topology "$TOPO" --workload "$DATA/tiny_moe.json" --set topology.nodes=2 --set layout.zero_stage=3
+bad "--set LoRA on MLA is refused before simulating, naming the --set" 2 "--set \"layout.adapter=lora\": layout.adapter = \"lora\" with model.attention_type = \"mla\"" -- run --topology "$ROOT/topologies/gb200-nvl72.json" --workload "$ROOT/workloads/deepseek-v3.json" --set layout.adapter=lora
+bad "import --set layout.pp off the GPUs names the --set" 2 "--set \"layout.pp=3\": 64 GPUs are not a multiple of TP x PP x CP = 1 x 3 x 1 = 3" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" --gpus 64 --set layout.pp=3
+bad "sweep --fix tp off the GPUs says so (not layout.dp = 0)" 2 "sweep: every layout is rejected|layout.tp * layout.pp * layout.cp = 3 * 1 * 1 = 3 does not divide the cluster's GPUs = 16" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --fix tp=3 --fix pp=1
+bad "--set topology.gpu without the workload's FP8 names the --set" 2 "qwen3-30b-a3b.json with --set \"topology.gpu=A100-SXM4-80GB\"|layout.precision = \"fp8\" is not supported by GPU A100-SXM4-80GB" -- run --topology "$ROOT/topologies/dgx-h100.json" --workload "$ROOT/workloads/qwen3-30b-a3b.json" --set topology.nodes=2 --set topology.gpu=A100-SXM4-80GB
+bad "--set layout.precision=fp8 on A100 names the --set" 2 "--set \"layout.precision=fp8\": layout.precision = \"fp8\" is not supported by GPU A100-SXM4-80GB" -- memory "${SMALL[@]}" --set layout.precision=fp8
+bad "sweep --set of a field the grid sweeps (cp 1 was swept, the value ignored)" 2 "sweep: --set \"layout.cp=2\": the sweep sets layout.cp at each point of its grid|--fix cp=VALUE" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --set layout.cp=2
+bad "sweep --set layout.zero_stage (every layout is ZeRO stage 0)" 2 "sweep: --set \"layout.zero_stage=3\": the sweep's layouts are all ZeRO stage 0" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --set layout.zero_stage=3
+bad "sweep --gpus against a --set topology.nodes of another size" 2 "sweep: --set \"topology.nodes=4\" makes the cluster 32 GPUs and --gpus 16 another size" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --set topology.nodes=4
+bad "sweep --global-batch against a --set layout.global_batch" 2 "sweep: --set \"layout.global_batch=64\" and --global-batch 32 give two global batches" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --set layout.global_batch=64 --global-batch 32
+bad "run --calibration for another GPU" 2 "h100-fit.json: the calibration has constants for H100-SXM5-80GB|A100-SXM4-80GB" -- run "${SMALL[@]}" --calibration "$ROOT/calibration/h100-fit.json"
+bad "sweep --calibration for another GPU" 2 "h100-fit.json: the calibration has constants for H100-SXM5-80GB|A100-SXM4-80GB" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --calibration "$ROOT/calibration/h100-fit.json"
+
+# A trace past 1 GB already at --trace-ranks stages: the line advised --trace-ranks stages.
+bad "run --trace past 1 GB at --trace-ranks stages advises the window only" 2 "run: --trace t.json: the trace would be about 1043 MB|; --trace-window START,END writes less" -- run --topology "$ROOT/topologies/dgx-h100.json" --workload "$ROOT/workloads/llama3-8b.json" --set topology.nodes=1 --set layout.tp=1 --set layout.pp=8 --set layout.dp=1 --set layout.global_batch=16384 --set model.layers=128 --trace t.json --trace-ranks stages
+# The trace's size note came before the run: a run then stopped by its bound had two lines on stderr.
+bad "run --trace past 100 MB stopped by --max-events: one line" 2 "passed its bound of 1000 events" -- run --topology "$ROOT/topologies/dgx-h100.json" --workload "$ROOT/workloads/llama3-8b.json" --set topology.nodes=1 --set layout.tp=1 --set layout.pp=8 --set layout.dp=1 --set layout.global_batch=16384 --trace t.json --trace-ranks stages --max-events 1000
+bad "run --from-runs --id of a collective row says so" 2 "public_runs.json: --id \"dgxc_h100_1node_allreduce_1048576\" names a collective row, not a training run" -- run --from-runs "$ROOT/tests/validation/public_runs.json" --id dgxc_h100_1node_allreduce_1048576
+# An input that is not a regular file is read without blocking: a FIFO nobody writes to reads as empty; one a
+# writer holds open without writing (as a pipe never closed: `sleep 30 | trainsim run --workload /dev/stdin`)
+# is given up after 10 s (limits.hpp kMaxInputStreamSeconds); both hung past 20 s.
+new_case; mkfifo "$CASE_DIR/ff"
+bad "input: a FIFO nobody writes to" 2 "ff: not valid JSON" -- run --topology "$TOPO" --workload ff
+new_case; mkfifo "$CASE_DIR/held"
+exec 3<>"$CASE_DIR/held"
+bad "input: a FIFO held open without data is given up after 10 s" 2 "held: not a regular file, and its input did not end within 10 s" -- run --topology "$TOPO" --workload held
+exec 3>&-
+
 ## --version and `help CMD` (issue 14's small things; exit 0).
 if "$BIN" --version | grep -qE '^trainsim [0-9]+\.[0-9]+\.[0-9]+$'; then
     echo "PASS: --version"

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "test_helpers.hpp"
+#include "trainsim/calibration.hpp"
 #include "trainsim/cluster.hpp"
 #include "trainsim/config.hpp"
 #include "trainsim/errors.hpp"
@@ -254,4 +255,59 @@ TEST_CASE("Time: conversions and arithmetic refuse overflow with an InputError")
     CHECK(contains(message_of<InputError>([&] { big.times(1000); }), "passed the supported range"));
     CHECK(Time::seconds_up(1.5e-12) == Time::ps(2));
     CHECK(Time::ps(5).times(3) == Time::ps(15));
+}
+
+TEST_CASE("layout checks, round 8: the sweep's dp = 0 named, MLA fields named, what the builder cannot do") {
+    const ModelSpec dense = trainsim::test::small_gpt();
+    // A rank grid that does not divide the GPUs (the sweep's derived dp = 0) says so; a dp of 0 that the grid
+    // would divide is still "must be positive".
+    Layout l = trainsim::test::tp2_pp2_dp4();
+    l.tp = 4;
+    l.pp = 3;
+    l.dp = 0;
+    CHECK(
+        contains(message_of<InputError>([&] { check_layout(dense, l, 16); }),
+                 "layout.tp * layout.pp * layout.cp = 4 * 3 * 1 = 12 does not divide the cluster's GPUs = 16 "
+                 "(layout.dp = 0)"));
+    l = trainsim::test::tp2_pp2_dp4();
+    l.dp = 0;
+    CHECK(contains(message_of<InputError>([&] { check_layout(dense, l, 16); }),
+                   "layout.dp = 0 must be positive"));
+    // An MLA field on a dense model is named with its value first (a --set of it is then blamed on the
+    // --set).
+    ModelSpec mla_fields = dense;
+    mla_fields.kv_lora_rank = 512;
+    CHECK(message_of<InputError>([&] {
+              check_layout(mla_fields, trainsim::test::tp2_pp2_dp4(), 16);
+          }).rfind("model.kv_lora_rank = 512: ", 0) == 0);
+    // ZeRO-3 over DP > 1 with an MoE model: refused by check_layout, as the program builder refuses it.
+    ModelSpec moe = dense;
+    moe.num_experts = 4;
+    moe.moe_top_k = 2;
+    moe.moe_ffn_hidden = 1024;
+    l = trainsim::test::tp2_pp2_dp4();
+    CHECK_NOTHROW(check_layout(moe, l, 16));
+    l.zero_stage = 3;
+    CHECK(contains(message_of<InputError>([&] { check_layout(moe, l, 16); }),
+                   "layout.zero_stage = 3: ZeRO-3 / FSDP with an MoE model (model.num_experts = 4) is not "
+                   "modelled"));
+}
+
+TEST_CASE("check_calibration_gpu: a calibration with no constants for the cluster's GPU is refused") {
+    Calibration c;
+    c.gpus["H100-SXM5-80GB"]["hbm_efficiency"] = 0.8;
+    CHECK_NOTHROW(check_calibration_gpu(c, "c.json", "H100-SXM5-80GB", "t.json"));
+    CHECK(
+        message_of<InputError>([&] { check_calibration_gpu(c, "c.json", "A100-SXM4-80GB", "t.json"); }) ==
+        "c.json: the calibration has constants for H100-SXM5-80GB, none for GPU A100-SXM4-80GB of t.json: it "
+        "would change nothing");
+}
+
+TEST_CASE("read_input_file: a FIFO or device is read without blocking") {
+    const TempDir dir;
+    const std::string fifo = dir / "in.json";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    CHECK(read_input_file(fifo).empty());  // no writer: the end at once (it hung in open())
+    CHECK(read_input_file("/dev/null").empty());
+    CHECK(contains(message_of<InputError>([] { (void)read_input_file("/dev/zero"); }), "larger than"));
 }

@@ -46,8 +46,30 @@ exit codes: 0 success, 1 internal error (a bug in trainsim), 2 bad input (messag
             4 validate: a run outside the tolerance, predicted out of memory, or a malformed row
 )";
 
-/// Runs the command `cmd` with `args`; exit code. Throws for an unknown command.
+int dispatch_command(const std::string& cmd, const std::vector<std::string>& args);
+
+/// Runs the command `cmd` with `args`; exit code. Throws for an unknown command. An error about an option
+/// ("--jobs = 0 must be ...", "--straggler ...", "--seeds ...") is given the command's name, as most of the
+/// commands' own messages are ("sweep: --jobs = 0 ..."): `validate --max-mape -5` said only "--max-mape = -5
+/// must be ..." (docs/reliability.md, round 8). A message about where an input came from (`--set "K=V": ...`,
+/// `--from-runs F: ...`, `--id ...`) stands as a file's does: the Python module gives the same words.
 int dispatch(const std::string& cmd, const std::vector<std::string>& args) {
+    try {
+        return dispatch_command(cmd, args);
+    } catch (const trainsim::EventLimitExceeded&) {
+        throw;
+    } catch (const trainsim::InputError& e) {
+        const std::string what = e.what();
+        const bool option = what.rfind("--", 0) == 0;
+        bool input_source = false;
+        for (const char* source : {"--set ", "--from-runs ", "--id "})
+            input_source = input_source || what.rfind(source, 0) == 0;
+        if (option && !input_source) throw trainsim::InputError(cmd + ": " + what);
+        throw;
+    }
+}
+
+int dispatch_command(const std::string& cmd, const std::vector<std::string>& args) {
     if (cmd == "run") return trainsim::cli::run_command(args);
     if (cmd == "validate") return trainsim::cli::validate_command(args);
     if (cmd == "fit") return trainsim::cli::fit_command(args);

@@ -55,30 +55,34 @@ TraceSelection parse_trace_window(const std::string& text, TraceSelection sel) {
     return sel;
 }
 
-/// Prints an estimate of the trace's size to stderr when it would pass 100 MB (from the program of the run:
-/// estimate_trace, the whole iteration; not with --trace-window, whose share of the iteration is not known
-/// before the run). A layout the program cannot be built for prints nothing (the simulation reports it).
-/// Refuses (InputError) a trace estimated past limits::kMaxTraceBytes.
-void warn_trace_size(const Inputs& in, const TraceSelection& sel, const std::string& trace_file) {
+/// The note on the trace's size (a line for stderr) when it passes 100 MB, estimated from the program of the
+/// run (estimate_trace, the whole iteration; none with --trace-window, whose share of the iteration is not
+/// known before the run); "" otherwise, and for a layout the program cannot be built for (the simulation
+/// reports it). Refuses (InputError) a trace estimated past limits::kMaxTraceBytes. The caller prints the
+/// note once the trace is written: printed before the run, a run that then failed (exit 2: its event bound)
+/// left two lines on stderr (2026-11-29).
+std::string trace_size_note(const Inputs& in, const TraceSelection& sel, const std::string& trace_file) {
     constexpr double kWarnBytes = 100e6;
     TraceEstimate e;
     try {
         check_layout(in.model, in.layout, in.topology.gpus());
         e = estimate_trace(build_program(in.model, in.layout), in.layout, sel.ranks);
     } catch (const std::exception&) {
-        return;
+        return "";
     }
+    // What writes less: --trace-ranks stages was advised when it was the selection already.
+    const char* less = sel.ranks == TraceRanks::stages
+                           ? "--trace-window START,END writes less"
+                           : "--trace-ranks stages or --trace-window START,END writes less";
     if (e.bytes > limits::kMaxTraceBytes)
         throw InputError(fmt::format(
-            "--trace {}: the trace would be about {:.0f} MB ({:.1f} M events of {} GPUs), past the limit of "
-            "{:.0f} MB (limits.hpp); --trace-ranks stages or --trace-window START,END writes less",
+            "--trace {}: the trace would be about {:.0f} MB ({:.1f} M events of {} GPUs), past the "
+            "limit of {:.0f} MB (limits.hpp); {}",
             trace_file, e.bytes / 1e6, static_cast<double>(e.events) / 1e6, e.gpus,
-            limits::kMaxTraceBytes / 1e6));
-    if (e.bytes <= kWarnBytes) return;
-    std::cerr << fmt::format(
-        "trainsim: the trace will be about {:.0f} MB ({:.1f} M events of {} GPUs); --trace-ranks stages or "
-        "--trace-window writes less\n",
-        e.bytes / 1e6, static_cast<double>(e.events) / 1e6, e.gpus);
+            limits::kMaxTraceBytes / 1e6, less));
+    if (e.bytes <= kWarnBytes) return "";
+    return fmt::format("trainsim: the trace is about {:.0f} MB ({:.1f} M events of {} GPUs); {}\n",
+                       e.bytes / 1e6, static_cast<double>(e.events) / 1e6, e.gpus, less);
 }
 
 /// The options of `trainsim run` as given.
@@ -175,8 +179,9 @@ SimulationResult simulate_run(const Inputs& in, const RunArgs& a, const po::vari
                               std::optional<ScenarioStudy>& study, PipelineTimeline* timeline) {
     std::unique_ptr<OutputFile> trace_out;
     std::unique_ptr<ChromeTraceWriter> trace_writer;
+    std::string trace_note;
     if (vm.count("trace")) {
-        if (!vm.count("trace-window")) warn_trace_size(in, sel, a.trace_file);
+        if (!vm.count("trace-window")) trace_note = trace_size_note(in, sel, a.trace_file);
         trace_out = std::make_unique<OutputFile>(a.trace_file);
         trace_writer = std::make_unique<ChromeTraceWriter>(
             in.layout, sel,
@@ -220,6 +225,7 @@ SimulationResult simulate_run(const Inputs& in, const RunArgs& a, const po::vari
     res.report.topology_name = in.topology.name;
     // The trace first: if it cannot be written, the run fails (exit 2) with nothing on stdout.
     if (trace_out) trace_out->commit();
+    std::cerr << trace_note;
     return res;
 }
 

@@ -148,7 +148,9 @@ void add_sweep_options(po::options_description& desc, SweepArgs& a) {
         "profile", po::value(&a.profile_file), kProfileHelp)(
         "set", po::value(&a.sets)->composing(),
         "override a field of the topology or workload before the sweep, as for run: model.seq_len=8192, "
-        "layout.recompute=\"full\" (repeatable; --gpus sets topology.nodes)")(
+        "layout.precision=\"fp8\" (repeatable; --gpus sets topology.nodes; a field the grid sweeps, "
+        "layout.tp, dp, cp, micro_batch, recompute, sequence_parallel, distributed_optimizer, zero_stage, is "
+        "refused: --fix pins it)")(
         "calibration", po::value(&a.calibration_file),
         "GPU model constants measured or fitted (format trainsim-calibration/1), applied over the catalog");
     add_scenario_options(desc, a.scenario, /*study=*/true);
@@ -211,6 +213,28 @@ double parse_headroom(const std::string& text) {
     return pct / 100.0;
 }
 
+/// Refuses a --set that the sweep would silently override (2026-11-29: `--set layout.cp=2` swept cp 1 only,
+/// `--set layout.zero_stage=3` swept without ZeRO-3, exit 0): a field every grid point sets (--fix pins it).
+/// layout.pp and layout.vpp stay: the workload's pp joins the grid with its layers_per_stage, and its
+/// pipeline_layout is kept at its pp and vpp.
+void refuse_swept_sets(const std::vector<std::string>& sets) {
+    for (const std::string& set : sets) {
+        const std::string key = set.substr(0, set.find('='));
+        for (const char* swept :
+             {"tp", "dp", "cp", "micro_batch", "recompute", "sequence_parallel", "distributed_optimizer"})
+            if (key == std::string("layout.") + swept)
+                throw InputError(fmt::format(
+                    "sweep: --set \"{}\": the sweep sets {} at each point of its grid, so the value would "
+                    "be ignored; pin it with --fix {}=VALUE (or list values with --vary)",
+                    clip_for_message(set), key, swept));
+        if (key == "layout.zero_stage")
+            throw InputError(
+                fmt::format("sweep: --set \"{}\": the sweep's layouts are all ZeRO stage 0 (it "
+                            "sweeps distributed_optimizer), so the value would be ignored",
+                            clip_for_message(set)));
+    }
+}
+
 /// The topology (calibration and profile applied, its size the smallest of --gpus, or its own without
 /// --gpus) and the workload, with the --set overrides.
 std::pair<TopologySpec, Workload> sweep_inputs(const SweepArgs& a, std::optional<int> gpus,
@@ -225,16 +249,41 @@ std::pair<TopologySpec, Workload> sweep_inputs(const SweepArgs& a, std::optional
     const std::string work_name = a.workload_file.empty() ? "embedded gpt3-175b" : a.workload_file;
     TopologySpec topo =
         parse_blaming_sets(a.sets, topo_name, [&] { return parse_topology(topo_json, topo_name); });
-    if (!a.calibration_file.empty())
-        apply_calibration(parse_calibration(read_json_file(a.calibration_file), a.calibration_file), topo);
+    if (!a.calibration_file.empty()) {
+        const Calibration calibration =
+            parse_calibration(read_json_file(a.calibration_file), a.calibration_file);
+        check_calibration_gpu(calibration, a.calibration_file, topo.gpu, topo_name);
+        apply_calibration(calibration, topo);
+    }
     if (gpus && *gpus % topo.gpus_per_node != 0)
         throw InputError(fmt::format("sweep: --gpus = {} is not a multiple of {}: {}", *gpus, topo_name,
                                      topo.node_gpus_field()));
+    // Two sizes asked for: --gpus sets topology.nodes, over a --set of it that gave another size.
+    if (gpus)
+        for (auto it = a.sets.rbegin(); it != a.sets.rend(); ++it)
+            if (it->rfind("topology.nodes=", 0) == 0) {
+                if (topo.gpus() != *gpus)
+                    throw InputError(fmt::format(
+                        "sweep: --set \"{}\" makes the cluster {} GPUs and --gpus {} another size; --gpus "
+                        "sets topology.nodes: give one of them",
+                        clip_for_message(*it), topo.gpus(), clip_for_message(a.gpus_text)));
+                break;
+            }
     if (gpus) topo.nodes = *gpus / topo.gpus_per_node;
     if (!a.profile_file.empty()) topo.profile = load_profile(a.profile_file, topo.gpu, topo_name);
     Workload work =
         parse_blaming_sets(a.sets, work_name, [&] { return parse_workload(work_json, work_name); });
-    if (vm.count("global-batch")) work.layout.global_batch = a.global_batch;
+    if (vm.count("global-batch")) {
+        for (auto it = a.sets.rbegin(); it != a.sets.rend(); ++it)
+            if (it->rfind("layout.global_batch=", 0) == 0) {
+                if (work.layout.global_batch != a.global_batch)
+                    throw InputError(fmt::format(
+                        "sweep: --set \"{}\" and --global-batch {} give two global batches; give one",
+                        clip_for_message(*it), a.global_batch));
+                break;
+            }
+        work.layout.global_batch = a.global_batch;
+    }
     // The grid varies neither the precision nor the FP8 recipe: one the GPU lacks is the workload's error
     // (run_sweep refuses it too, without the file's name).
     try {
@@ -369,6 +418,7 @@ int sweep_command(const std::vector<std::string>& args) {
     // --top 0 lists no layout; the text alone would then simulate every layout for nothing (no pruning).
     if (a.top_k == 0 && a.csv_file.empty() && a.html_file.empty() && !vm.count("json"))
         throw InputError("sweep: --top = 0 lists no layout: give --top N >= 1, or --csv, --html or --json");
+    refuse_swept_sets(a.sets);
     SweepGrid grid;
     for (const auto& f : a.fixes)
         restrict_sweep_grid(grid, f, "--fix");
