@@ -332,7 +332,8 @@ int report_sweep(const SweepResult& res, const SweepArgs& a, bool json) {
     if (res.simulated == 0 && res.out_of_memory == 0) {
         if (res.entries.empty()) throw InputError("sweep: the grid is empty (check --fix and --vary)");
         // The reasons are counted with their numbers as N; the first such layout's own message names them.
-        const auto& [reason, count] = res.reject_counts.front();
+        const std::string& reason = res.reject_counts.front().first;  // a plain reference: lambdas capture it
+        const auto count = res.reject_counts.front().second;
         const auto example = std::find_if(res.entries.begin(), res.entries.end(), [&](const SweepEntry& e) {
             return e.reason == reason && !e.detail.empty();
         });
