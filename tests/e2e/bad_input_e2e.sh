@@ -439,6 +439,24 @@ else
 fi
 CASE_DIR=""
 
+# validate streams its table (and its --json document) row by row: the first failed write stops it (no run
+# started after it), with the same one line.
+for fmt in table json; do
+    new_case
+    args=(validate "$RUNS")
+    [ "$fmt" = json ] && args+=(--json)
+    (cd "$CASE_DIR" && "$BIN" "${args[@]}" >/dev/full 2>"$TMP/err")
+    rc=$?
+    if [ "$rc" = 2 ] && [ "$(wc -l <"$TMP/err")" = 1 ] && grep -q "^trainsim: error: writing failed: standard output$" "$TMP/err"; then
+        echo "PASS: validate ($fmt) to /dev/full"
+        passes=$((passes + 1))
+    else
+        echo "FAIL: validate ($fmt) to /dev/full: exit $rc, stderr $(head -c 300 "$TMP/err")"
+        failures=$((failures + 1))
+    fi
+    CASE_DIR=""
+done
+
 ## A run stopped by SIGTERM while it streams its trace leaves no temporary file (output_file.cpp's handler).
 new_case
 (cd "$CASE_DIR" && timeout -s TERM 1 "$BIN" run --topology "$ROOT/topologies/dgx-h100.json" \

@@ -75,6 +75,13 @@ std::string table_row(std::size_t id_width, const RunValidation& r, double toler
                       gib(r.predicted_peak_gib), error(r.peak_error_pct), status_text(r, tolerance));
 }
 
+/// Stops the validation once standard output is gone (`validate F | head`: a closed pipe; a full disk): the
+/// runs not yet started would be simulated for nothing (the 100 rows of public_runs_2026.json ran on for a
+/// minute). validate_runs starts no run after a throwing on_run; the message is main's finish_stdout's.
+void check_stdout() {
+    if (!std::cout) throw InputError("writing failed: standard output");
+}
+
 /// Prints the runs table while validate_runs fills it (ValidationOptions::on_ids, on_run), one line at a
 /// time and flushed: a long validation shows its first rows at once and stops with what it has printed.
 void stream_table(ValidationOptions& options) {
@@ -82,9 +89,11 @@ void stream_table(ValidationOptions& options) {
     options.on_ids = [width](const std::vector<std::string>& ids) {
         *width = id_column_width(ids);
         std::cout << table_header(*width) << std::flush;
+        check_stdout();
     };
     options.on_run = [width, tolerance = options.tolerance_pct](const RunValidation& r) {
         std::cout << table_row(*width, r, tolerance) << std::flush;
+        check_stdout();
     };
 }
 
@@ -94,9 +103,11 @@ void stream_table(ValidationOptions& options) {
 void stream_json(ValidationOptions& options, std::shared_ptr<std::size_t> runs_printed) {
     options.on_ids = [](const std::vector<std::string>&) {
         std::cout << validation_json_head() << std::flush;
+        check_stdout();
     };
     options.on_run = [runs_printed](const RunValidation& r) {
         std::cout << validation_json_run(r, (*runs_printed)++) << std::flush;
+        check_stdout();
     };
 }
 
