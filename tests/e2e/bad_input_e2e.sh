@@ -554,6 +554,11 @@ exec 3<>"$CASE_DIR/held"
 bad "input: a FIFO held open without data is given up after 10 s" 2 "held: not a regular file, and its input did not end within 10 s" -- run --topology "$TOPO" --workload held
 exec 3>&-
 
+## Round 9 (2026-11-29): a repeated item of a list option was taken once without a word; a goodput span
+## shorter than one step printed a goodput of 1.0000.
+bad "validate --only with a repeated id" 2 "validate: --only = \"a,b,a\" names run id \"a\" twice" -- validate "$RUNS" --only a,b,a
+bad "sweep --gpus with a repeated size" 2 "sweep: --gpus = \"16,32,16\" names 16 GPUs twice" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16,32,16
+
 ## --version and `help CMD` (issue 14's small things; exit 0).
 if "$BIN" --version | grep -qE '^trainsim [0-9]+\.[0-9]+\.[0-9]+$'; then
     echo "PASS: --version"
