@@ -558,6 +558,7 @@ exec 3>&-
 ## shorter than one step printed a goodput of 1.0000.
 bad "validate --only with a repeated id" 2 "validate: --only = \"a,b,a\" names run id \"a\" twice" -- validate "$RUNS" --only a,b,a
 bad "sweep --gpus with a repeated size" 2 "sweep: --gpus = \"16,32,16\" names 16 GPUs twice" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16,32,16
+bad "goodput --days shorter than one step" 2 "goodput: --days = \"1e-12\" (8.64e-08 s) is shorter than one training step (" -- goodput "${SMALL[@]}" --days 1e-12
 
 ## --version and `help CMD` (issue 14's small things; exit 0).
 if "$BIN" --version | grep -qE '^trainsim [0-9]+\.[0-9]+\.[0-9]+$'; then
