@@ -109,7 +109,29 @@ std::string sweep(const Source& topology, const Source& workload, const std::vec
             restrict_sweep_grid(grid, f, "fix");
         for (const auto& v : varies)
             restrict_sweep_grid(grid, v, "vary");
-        Inputs in = resolve_inputs(sources_of(topology, workload, sets, calibration, profile));
+        refuse_swept_sets(sets);  // as `trainsim sweep --set`: a field the grid sets at each point
+        InputSources sources = sources_of(topology, workload, sets, calibration, profile);
+        sources.check_set_layout = false;  // the sweep sets the layout and the size
+        Inputs in = resolve_inputs(sources);
+        // Two values for one thing, as `trainsim sweep` refuses: gpus over a topology.nodes override of
+        // another size, global_batch over a layout.global_batch override.
+        for (auto it = sets.rbegin(); it != sets.rend(); ++it)
+            if (gpus > 0 && it->rfind("topology.nodes=", 0) == 0) {
+                if (in.topology.gpus() != gpus)
+                    throw InputError(
+                        fmt::format("sweep: --set \"{}\" makes the cluster {} GPUs and gpus = {} "
+                                    "another size; gpus sets topology.nodes: give one of them",
+                                    clip_for_message(*it), in.topology.gpus(), gpus));
+                break;
+            }
+        for (auto it = sets.rbegin(); it != sets.rend(); ++it)
+            if (global_batch > 0 && it->rfind("layout.global_batch=", 0) == 0) {
+                if (in.layout.global_batch != global_batch)
+                    throw InputError(fmt::format(
+                        "sweep: --set \"{}\" and global_batch = {} give two global batches; give one",
+                        clip_for_message(*it), global_batch));
+                break;
+            }
         // 0: the topology's own size, as `sweep` without --gpus.
         if (gpus > 0 && gpus % in.topology.gpus_per_node != 0)
             throw InputError(
@@ -135,7 +157,10 @@ std::string validate(const std::vector<Source>& files, double tolerance_pct,
             sources.push_back({f.file, f.json_text()});
         ValidationOptions options;
         options.tolerance_pct = tolerance_pct;
-        options.only = std::set<std::string>(only.begin(), only.end());
+        for (const auto& id : only)
+            if (!options.only.insert(id).second)
+                throw InputError(
+                    fmt::format("validate: only names run id \"{}\" twice", clip_for_message(id)));
         options.profile_file = profile;
         options.jobs = jobs > 0 ? jobs : hardware_jobs();
         return validation_json_text(validate_sources(sources, calibration, options));

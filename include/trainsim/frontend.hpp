@@ -43,6 +43,10 @@ struct InputSources {
     std::string topology_file, workload_file, runs_file, run_id, calibration_file, profile_file;
     std::optional<JsonText> topology_text, workload_text;  ///< used when the file is empty
     std::vector<std::string> sets;                         ///< "key=value" as --set
+    /// With sets: check the layout they give against the cluster, blaming a --set (check_set_layout). A
+    /// sweep sets the layout and the size itself, as `trainsim sweep --set` does not check it: false there
+    /// (the Python module's sweep refused every override of a layout not of the topology's size, 2026-11-29).
+    bool check_set_layout = true;
 };
 
 /// What to simulate, resolved from the sources.
@@ -63,6 +67,12 @@ std::shared_ptr<const Profile> load_profile(const std::string& file, const std::
 /// Reads the files (or parses the texts) and applies overrides, calibration and profile. Throws InputError
 /// naming the file and field.
 Inputs resolve_inputs(const InputSources& o);
+
+/// Refuses a --set that a sweep would silently override (2026-11-29: `--set layout.cp=2` swept cp 1 only,
+/// `--set layout.zero_stage=3` swept without ZeRO-3, exit 0): a field every grid point sets (--fix pins
+/// it). layout.pp and layout.vpp stay: the workload's pp joins the grid with its layers_per_stage, and its
+/// pipeline_layout is kept at its pp and vpp. Shared by `trainsim sweep` and the Python module's sweep().
+void refuse_swept_sets(const std::vector<std::string>& sets);
 
 /// Runs `f()`; an InputError it throws is rethrown with the inputs' label in front ("FILE: message").
 template <class F>

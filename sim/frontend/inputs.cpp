@@ -143,7 +143,7 @@ Inputs resolve_inputs(const InputSources& o) {
         in.layout = work.layout;
         in.name = work.name;
         if (work.measured && o.sets.empty()) in.measured = work.measured;
-        if (!o.sets.empty()) check_set_layout(in, o.sets);
+        if (!o.sets.empty() && o.check_set_layout) check_set_layout(in, o.sets);
     }
     const std::string cluster_label = !o.topology_file.empty() ? o.topology_file
                                       : o.topology_text        ? o.topology_text->name
@@ -155,6 +155,24 @@ Inputs resolve_inputs(const InputSources& o) {
     if (!o.profile_file.empty())
         in.topology.profile = load_profile(o.profile_file, in.topology.gpu, cluster_label);
     return in;
+}
+
+void refuse_swept_sets(const std::vector<std::string>& sets) {
+    for (const std::string& set : sets) {
+        const std::string key = set.substr(0, set.find('='));
+        for (const char* swept :
+             {"tp", "dp", "cp", "micro_batch", "recompute", "sequence_parallel", "distributed_optimizer"})
+            if (key == std::string("layout.") + swept)
+                throw InputError(fmt::format(
+                    "sweep: --set \"{}\": the sweep sets {} at each point of its grid, so the value would "
+                    "be ignored; pin it with --fix {}=VALUE (or list values with --vary)",
+                    clip_for_message(set), key, swept));
+        if (key == "layout.zero_stage")
+            throw InputError(
+                fmt::format("sweep: --set \"{}\": the sweep's layouts are all ZeRO stage 0 (it "
+                            "sweeps distributed_optimizer), so the value would be ignored",
+                            clip_for_message(set)));
+    }
 }
 
 SimulationResult simulate_inputs(const Inputs& in, const SimulationOptions& options) {

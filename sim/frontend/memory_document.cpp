@@ -13,6 +13,8 @@ MemoryStudy study_memory(const Inputs& in, std::uint64_t max_events, bool what_i
     MemoryStudy s;
     s.max_events = max_events;
     with_label(in, [&] {
+        // A study too large is refused before the layout is simulated (limits.hpp).
+        if (what_if) check_what_if_size(in.topology, in.model, in.layout);
         SimulationOptions so = with_timeline(observers);
         so.execution.max_events = max_events;
         try {

@@ -8,6 +8,7 @@
 #include "trainsim/cluster.hpp"
 #include "trainsim/compute.hpp"
 #include "trainsim/errors.hpp"
+#include "trainsim/layout.hpp"
 #include "trainsim/memory.hpp"
 #include "trainsim/parallel_map.hpp"
 #include "trainsim/program.hpp"
@@ -104,11 +105,35 @@ Remedy evaluate_remedy(const what_if::Candidate& c, const WhatIf& w, const Topol
 
 }  // namespace
 
+void check_what_if_size(const TopologySpec& topology, const ModelSpec& model, const Layout& layout) {
+    check_layout(model, layout, topology.gpus());
+    std::int64_t passes = program_layer_passes(model, layout);
+    int layouts = 1;
+    for (const what_if::Candidate& c : what_if::standard_remedies(model, layout)) {
+        if (!c.already.empty()) continue;
+        Layout l = layout;
+        c.apply(l);
+        try {
+            check_layout(model, l, topology.gpus());
+        } catch (const InputError&) {
+            continue;  // not applicable: neither walked nor simulated
+        }
+        passes += program_layer_passes(model, l);
+        ++layouts;
+    }
+    if (passes > limits::kMaxWhatIfProgramLayerPasses)
+        throw InputError(fmt::format(
+            "memory --what-if: the layout and its {} remedies hold {} program layer passes ((model.layers "
+            "+ model.mtp_layers) * micro-batches per step = {} for the layout), above the limit of {} for a "
+            "what-if study (trainsim/what_if.hpp); memory without --what-if studies the layout alone",
+            layouts - 1, passes, program_layer_passes(model, layout), limits::kMaxWhatIfProgramLayerPasses));
+}
+
 WhatIf memory_what_if(const TopologySpec& topology, const ModelSpec& model, const Layout& layout,
                       const std::string& name, const WhatIfOptions& options) {
     WhatIf w;
     w.max_events = options.max_events;
-    check_layout(model, layout, topology.gpus());
+    check_what_if_size(topology, model, layout);
     const GpuSpec gpu = topology_gpu(topology);
     set_baseline(w, topology, gpu, model, layout, name, options);
     // The remedies are independent simulations: spread over options.jobs threads, each result at its index

@@ -572,6 +572,15 @@ exec 3<>"$CASE_DIR/held"
 bad "input: a FIFO held open without data is given up after 10 s" 2 "held: not a regular file, and its input did not end within 10 s" -- run --topology "$TOPO" --workload held
 exec 3>&-
 
+## Round 9 (2026-11-29): a repeated item of a list option was taken once without a word; a goodput span
+## shorter than one step printed a goodput of 1.0000.
+bad "validate --only with a repeated id" 2 "validate: --only = \"a,b,a\" names run id \"a\" twice" -- validate "$RUNS" --only a,b,a
+bad "sweep --gpus with a repeated size" 2 "sweep: --gpus = \"16,32,16\" names 16 GPUs twice" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16,32,16
+# memory --what-if walks and simulates the layout and up to nine remedies: at 2^21 program layer passes
+# (inside the per-step limits; memory alone 11-14 s) it ran past 25 s; the study is held to 2^22.
+bad "memory --what-if past the study's program layer passes" 2 "memory --what-if: the layout and its|program layer passes|= 2097152 for the layout), above the limit of 4194304" -- memory --what-if --topology "$ROOT/topologies/dgx-h100.json" --workload "$SMALL_W" --set model.layers=4096 --set topology.nodes=512 --set layout.tp=1 --set layout.pp=4096 --set layout.dp=1 --set layout.global_batch=512
+bad "goodput --days shorter than one step" 2 "goodput: --days = \"1e-12\" (8.64e-08 s) is shorter than one training step (" -- goodput "${SMALL[@]}" --days 1e-12
+
 ## --version and `help CMD` (issue 14's small things; exit 0).
 if "$BIN" --version | grep -qE '^trainsim [0-9]+\.[0-9]+\.[0-9]+$'; then
     echo "PASS: --version"

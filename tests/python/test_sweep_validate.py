@@ -83,6 +83,28 @@ class SweepTest(unittest.TestCase):
         with self.assertRaisesRegex(trainsim.InputError, "fix"):
             trainsim.sweep(TOPOLOGY, WORKLOAD, gpus=16, fix={"tpp": 2})
 
+    def test_sweep_refuses_an_override_the_grid_sets(self):
+        # As `trainsim sweep --set` (round 8): the grid would override it at every point, silently.
+        for key, value in (("layout.cp", 2), ("layout.recompute", "full"), ("layout.tp", 2)):
+            with self.assertRaisesRegex(trainsim.InputError, "the sweep sets " + key + " at each point"):
+                trainsim.sweep(TOPOLOGY, WORKLOAD, {key: value}, gpus=16)
+        with self.assertRaisesRegex(trainsim.InputError, "all ZeRO stage 0"):
+            trainsim.sweep(TOPOLOGY, WORKLOAD, {"layout.zero_stage": 3}, gpus=16)
+        # An override of a layout not of the topology's size is swept as the CLI sweeps it (it was refused:
+        # "... does not equal the cluster's GPUs = 1024").
+        fix = {"tp": 2, "pp": 2, "micro_batch": 1, "recompute": "none"}
+        _, expected = cli_json("sweep", "--topology", TOPOLOGY, "--workload", WORKLOAD, "--set",
+                               "model.seq_len=1024", "--gpus", "16", "--fix", "tp=2", "--fix", "pp=2", "--fix",
+                               "micro_batch=1", "--fix", "recompute=none", "--jobs", "1",
+                               "--exhaustive")
+        self.assertEqual(trainsim.sweep_report(TOPOLOGY, WORKLOAD, {"model.seq_len": 1024}, gpus=16, fix=fix,
+                                               jobs=1), expected)
+        # Two values for one thing: the keyword silently won.
+        with self.assertRaisesRegex(trainsim.InputError, "makes the cluster 32 GPUs and gpus = 16"):
+            trainsim.sweep(TOPOLOGY, WORKLOAD, {"topology.nodes": 4}, gpus=16)
+        with self.assertRaisesRegex(trainsim.InputError, "give two global batches"):
+            trainsim.sweep(TOPOLOGY, WORKLOAD, {"layout.global_batch": 64}, gpus=16, global_batch=32)
+
 
 class ValidateTest(unittest.TestCase):
     def test_validate_equals_validate_json(self):
@@ -109,6 +131,8 @@ class ValidateTest(unittest.TestCase):
         self.assertEqual(by_path, expected)
         with self.assertRaisesRegex(trainsim.InputError, "no run or collective"):
             trainsim.validate(RUNS, only=["no-such-run"])
+        with self.assertRaisesRegex(trainsim.InputError, "names run id \"a\" twice"):
+            trainsim.validate(RUNS, only=["a", "a"])
 
 
 if __name__ == "__main__":

@@ -407,6 +407,12 @@ int goodput_command(const std::vector<std::string>& args) {
         return kExitOutOfMemory;
     }
     GoodputRun run{in, o, ckpt, configure(in, res.report.step_time_s, ckpt, o), {}};
+    // A span shorter than one step completes no step: its work was counted as it accrued, so --days 1e-12
+    // printed a goodput of 1.0000 (2026-11-29). Refused: no step's worth of training is in it.
+    if (run.c.horizon_s > 0 && run.c.horizon_s < run.c.step_s)
+        bad("days", fmt::format("{}", o.days),
+            fmt::format("({:.4g} s) is shorter than one training step ({:.4g} s): no step would complete",
+                        run.c.horizon_s, run.c.step_s));
     try {
         run.study = study_checkpoint_intervals(run.c, o.interval_steps, o.first_seed, o.seeds, o.jobs);
     } catch (const InputError& e) {

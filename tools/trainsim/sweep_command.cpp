@@ -194,6 +194,10 @@ std::vector<int> parse_gpus(const std::string& text) {
         if (g <= 0) throw InputError(fmt::format("sweep: --gpus = {} must be positive", g));
         if (g > limits::kMaxGpus)
             throw InputError(fmt::format("sweep: --gpus = {} is above the limit of {}", g, limits::kMaxGpus));
+        // A repeated size was swept once without a word (2026-11-29).
+        if (std::find(sizes.begin(), sizes.end(), static_cast<int>(g)) != sizes.end())
+            throw InputError(
+                fmt::format("sweep: --gpus = \"{}\" names {} GPUs twice", clip_for_message(text), g));
         sizes.push_back(static_cast<int>(g));
         if (comma == std::string::npos) return sizes;
         start = comma + 1;
@@ -211,28 +215,6 @@ double parse_headroom(const std::string& text) {
         throw InputError(fmt::format("sweep: --min-headroom = \"{}\" is not a percentage of HBM in [0, 100)",
                                      clip_for_message(text)));
     return pct / 100.0;
-}
-
-/// Refuses a --set that the sweep would silently override (2026-11-29: `--set layout.cp=2` swept cp 1 only,
-/// `--set layout.zero_stage=3` swept without ZeRO-3, exit 0): a field every grid point sets (--fix pins it).
-/// layout.pp and layout.vpp stay: the workload's pp joins the grid with its layers_per_stage, and its
-/// pipeline_layout is kept at its pp and vpp.
-void refuse_swept_sets(const std::vector<std::string>& sets) {
-    for (const std::string& set : sets) {
-        const std::string key = set.substr(0, set.find('='));
-        for (const char* swept :
-             {"tp", "dp", "cp", "micro_batch", "recompute", "sequence_parallel", "distributed_optimizer"})
-            if (key == std::string("layout.") + swept)
-                throw InputError(fmt::format(
-                    "sweep: --set \"{}\": the sweep sets {} at each point of its grid, so the value would "
-                    "be ignored; pin it with --fix {}=VALUE (or list values with --vary)",
-                    clip_for_message(set), key, swept));
-        if (key == "layout.zero_stage")
-            throw InputError(
-                fmt::format("sweep: --set \"{}\": the sweep's layouts are all ZeRO stage 0 (it "
-                            "sweeps distributed_optimizer), so the value would be ignored",
-                            clip_for_message(set)));
-    }
 }
 
 /// The topology (calibration and profile applied, its size the smallest of --gpus, or its own without

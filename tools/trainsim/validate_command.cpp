@@ -176,12 +176,15 @@ std::string after_table_text(const ValidationResult& res, double tolerance) {
     return text;
 }
 
+/// --only's ids; a repeated one is refused (it was taken once without a word, 2026-11-29).
 std::set<std::string> comma_separated(const std::string& list) {
     std::set<std::string> out;
     std::stringstream ss(list);
     std::string id;
     while (std::getline(ss, id, ','))
-        if (!id.empty()) out.insert(id);
+        if (!id.empty() && !out.insert(id).second)
+            throw InputError(fmt::format("validate: --only = \"{}\" names run id \"{}\" twice",
+                                         clip_for_message(list), clip_for_message(id)));
     return out;
 }
 
