@@ -125,6 +125,15 @@ inline constexpr std::int64_t kMaxSweepPoints = 500000;
 /// presets' default sweeps hold 0.09 M (Llama 3 405B on 16,384 H100) to 10.5 M (Llama 3 8B on 64 H100);
 /// the 14-size Qwen3-30B-A3B sweep on B200 (8 to 65,536 GPUs, 154 M, 98 s on 2 cores) is refused.
 inline constexpr std::int64_t kMaxSweepProgramLayerPasses = std::int64_t{1} << 25;
+/// Program layer passes of a `memory --what-if` study: program_layer_passes ((model.layers +
+/// model.mtp_layers) * micro-batches per step) of the layout and of each applicable remedy's layout, summed
+/// (docs/reliability.md, the limits table; checked by what_if.hpp check_what_if_size). Each is built, timed
+/// and walked for memory (and simulated): about 5 us of CPU per pass, whatever the event bound. Before it
+/// (2026-11-29), a tiny model at PP 4,096 over 4,096 layers and 512 micro-batches (2^21 passes, inside the
+/// per-step limits; `memory` alone 11-14 s) and 128 layers at PP 8, VPP 16 with 16,384 micro-batches ran past
+/// 25 s with
+/// --what-if; 2^22 is about 21 s of CPU, 11 s on 2 cores.
+inline constexpr std::int64_t kMaxWhatIfProgramLayerPasses = std::int64_t{1} << 22;
 /// Worker threads of one command (`--jobs` of run, sweep, validate, fit, goodput): each thread holds its own
 /// simulation state; `sweep -j 100000` failed to create its threads (exit 1) and `-j 2147483647` passed 15 GB
 /// before this limit.

@@ -50,17 +50,6 @@ struct WhatIfOptions {
     int jobs = 1;
 };
 
-namespace limits {
-/// Program layer passes of a `memory --what-if` study: program_layer_passes ((model.layers +
-/// model.mtp_layers) * micro-batches per step) of the layout and of each applicable remedy's layout, summed
-/// (docs/reliability.md, the limits table; kept here beside the check). Each is built, timed and walked for
-/// memory (and simulated): about 5 us of CPU per pass, whatever the event bound. Before it (2026-11-29), a
-/// tiny model at PP 4,096 over 4,096 layers and 512 micro-batches (2^21 passes, inside the per-step limits;
-/// `memory` alone 11-14 s) and 128 layers at PP 8, VPP 16 with 16,384 micro-batches ran past 25 s with
-/// --what-if; 2^22 is about 21 s of CPU, 11 s on 2 cores.
-inline constexpr std::int64_t kMaxWhatIfProgramLayerPasses = std::int64_t{1} << 22;
-}  // namespace limits
-
 /// Refuses a what-if study whose program layer passes (the layout's and each applicable remedy's,
 /// program_layer_passes) pass limits::kMaxWhatIfProgramLayerPasses: InputError naming --what-if, the passes
 /// and the limit. memory_what_if calls it; a caller calls it first to refuse before simulating the layout.

@@ -9,6 +9,7 @@
 #include "trainsim/compute.hpp"
 #include "trainsim/errors.hpp"
 #include "trainsim/layout.hpp"
+#include "trainsim/limits.hpp"
 #include "trainsim/memory.hpp"
 #include "trainsim/parallel_map.hpp"
 #include "trainsim/program.hpp"
