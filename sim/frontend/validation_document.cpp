@@ -91,14 +91,14 @@ std::set<std::string> uncalibrated_notes(const ValidationResult& res) {
     return out;
 }
 
-nlohmann::json validation_json(const ValidationResult& res) {
-    nlohmann::json runs = nlohmann::json::array(), collectives = nlohmann::json::array(),
-                   notes = nlohmann::json::array();
+namespace {
+
+/// validation_json without its "runs": "summary", "collectives", "notes".
+nlohmann::json validation_json_without_runs(const ValidationResult& res) {
+    nlohmann::json collectives = nlohmann::json::array(), notes = nlohmann::json::array();
     for (const auto& file : res.files) {
         for (const auto& n : file.notes)
             notes.push_back(n);
-        for (const auto& r : file.runs)
-            runs.push_back(run_validation_json(r));
         for (const auto& c : file.collectives)
             collectives.push_back(collective_json(c));
     }
@@ -116,7 +116,18 @@ nlohmann::json validation_json(const ValidationResult& res) {
                                     {"peak_memory_GiB", stats_json(s.peak_memory)},
                                     {"collectives_busbw", stats_json(s.collectives_busbw)},
                                     {"collective_errors", s.collective_errors}};
-    return {{"runs", runs}, {"summary", summary}, {"collectives", collectives}, {"notes", notes}};
+    return {{"summary", summary}, {"collectives", collectives}, {"notes", notes}};
+}
+
+}  // namespace
+
+nlohmann::json validation_json(const ValidationResult& res) {
+    nlohmann::json document = validation_json_without_runs(res);
+    nlohmann::json& runs = document["runs"] = nlohmann::json::array();
+    for (const auto& file : res.files)
+        for (const auto& r : file.runs)
+            runs.push_back(run_validation_json(r));
+    return document;
 }
 
 std::string validation_json_head() {
@@ -129,9 +140,9 @@ std::string validation_json_run(const RunValidation& r, std::size_t runs_before)
 
 std::string validation_json_tail(const ValidationResult& res, std::size_t runs_printed) {
     std::string text = runs_printed ? "\n  ]" : "]";
-    const nlohmann::json document = validation_json(res);
-    for (const auto& [key, value] : document.items())
-        if (key != "runs") text += ",\n  " + nlohmann::json(key).dump() + ": " + nested(value.dump(2), 2);
+    const nlohmann::json rest = validation_json_without_runs(res);
+    for (const auto& [key, value] : rest.items())
+        text += ",\n  " + nlohmann::json(key).dump() + ": " + nested(value.dump(2), 2);
     return text + "\n}\n";
 }
 

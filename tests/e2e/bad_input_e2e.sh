@@ -426,36 +426,28 @@ workload_with w.json 's/"layout": {/"measured": {"source": "x", "step_time_s": 1
 bad "workload: measured step time 1e-300 s" 2 "w.json: measured.step_time_s = 1e-300 is below 1e-06 s" -- run --topology "$TOPO" --workload w.json --set topology.nodes=2
 bad "run --jobs without a perturbation" 2 "run: --jobs 2 applies to a what-if study's seeds" -- run "${SMALL[@]}" --jobs 2
 
-## Failed writes to stdout: exit 2, one line on stderr.
-new_case
-(cd "$CASE_DIR" && "$BIN" --version >/dev/full 2>"$TMP/err")
-rc=$?
-if [ "$rc" = 2 ] && [ "$(wc -l <"$TMP/err")" = 1 ] && grep -q "writing failed" "$TMP/err"; then
-    echo "PASS: stdout to /dev/full"
-    passes=$((passes + 1))
-else
-    echo "FAIL: stdout to /dev/full: exit $rc, stderr $(head -c 300 "$TMP/err")"
-    failures=$((failures + 1))
-fi
-CASE_DIR=""
-
+## Failed writes to stdout: exit 2, one line on stderr ("trainsim: error: writing failed: standard output").
 # validate streams its table (and its --json document) row by row: the first failed write stops it (no run
-# started after it), with the same one line.
-for fmt in table json; do
+# started after it), with the same line.
+stdout_full() {  # NAME ARGS...
+    local name=$1
+    shift
     new_case
-    args=(validate "$RUNS")
-    [ "$fmt" = json ] && args+=(--json)
-    (cd "$CASE_DIR" && "$BIN" "${args[@]}" >/dev/full 2>"$TMP/err")
-    rc=$?
-    if [ "$rc" = 2 ] && [ "$(wc -l <"$TMP/err")" = 1 ] && grep -q "^trainsim: error: writing failed: standard output$" "$TMP/err"; then
-        echo "PASS: validate ($fmt) to /dev/full"
+    (cd "$CASE_DIR" && "$BIN" "$@" >/dev/full 2>"$TMP/err")
+    local rc=$?
+    if [ "$rc" = 2 ] && [ "$(wc -l <"$TMP/err")" = 1 ] &&
+        grep -q "^trainsim: error: writing failed: standard output$" "$TMP/err"; then
+        echo "PASS: $name to /dev/full"
         passes=$((passes + 1))
     else
-        echo "FAIL: validate ($fmt) to /dev/full: exit $rc, stderr $(head -c 300 "$TMP/err")"
+        echo "FAIL: $name to /dev/full: exit $rc, stderr $(head -c 300 "$TMP/err")"
         failures=$((failures + 1))
     fi
     CASE_DIR=""
-done
+}
+stdout_full "stdout" --version
+stdout_full "validate (table)" validate "$RUNS"
+stdout_full "validate (json)" validate "$RUNS" --json
 
 ## A run stopped by SIGTERM while it streams its trace leaves no temporary file (output_file.cpp's handler).
 new_case
