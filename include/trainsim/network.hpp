@@ -26,6 +26,8 @@
 #include <utility>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
+
 #include "trainsim/cluster.hpp"
 #include "trainsim/engine.hpp"
 
@@ -90,6 +92,8 @@ class FlowNetwork {
     void set_local_updates_for_testing(bool on) { local_updates_ = on; }
 
   private:
+    static constexpr std::size_t kInlineLinks = 6;
+    using SmallInts = boost::container::small_vector<int, kInlineLinks>;
     struct Flow {
         double remaining = 0;  ///< bytes
         double rate = 0;       ///< bytes/s
@@ -111,12 +115,12 @@ class FlowNetwork {
         // the per-link lists (prepare_lists): distinct_is_shared[j]:
         // another flow also uses link j, kept up to date as flows join and leave; shared_distinct: those
         // indices, ascending, rebuilt from the flags when read after a change (shared_stale; shared_links()).
-        std::vector<int> distinct_links, distinct_uses, shared_distinct;
-        std::vector<double> distinct_solo_share;
-        std::vector<char> distinct_is_shared;
+        SmallInts distinct_links, distinct_uses, shared_distinct;
+        boost::container::small_vector<double, kInlineLinks> distinct_solo_share;
+        boost::container::small_vector<char, kInlineLinks> distinct_is_shared;
         /// distinct_slot[j]: the flow's entry's index in the list of its distinct link j (flows_on_link_),
         /// so that leaving the list is a swap with the last entry, not a search
-        std::vector<int> distinct_slot;
+        SmallInts distinct_slot;
         bool shared_stale = false;
     };
     /// An entry of a link's flow list: the flow and the link's distinct index in that flow's route. A flow
@@ -153,7 +157,7 @@ class FlowNetwork {
     void push_on_link(int link, int flow_id, int index);
     void set_shared(int flow_id, int index, bool shared);
     /// The flow's shared_distinct, rebuilt from distinct_is_shared if a set_shared changed it since.
-    const std::vector<int>& shared_links(Flow& f);
+    const SmallInts& shared_links(Flow& f);
     void visit(int flow_id);
     void mark_dirty(int link);
     void request_update();
@@ -193,7 +197,8 @@ class FlowNetwork {
 
     Simulator& sim_;
     std::vector<double> capacity_;
-    std::vector<std::vector<LinkEntry>> flows_on_link_;
+    /// [link]: the listed flows on it; most links carry one or two, kept inline (no allocation to reach).
+    std::vector<boost::container::small_vector<LinkEntry, 2>> flows_on_link_;
     std::vector<int> link_owner_;  ///< the flow alone on the link and not in its list, or -1
     std::vector<int> use_count_;   ///< scratch
     std::vector<double> link_bytes_;

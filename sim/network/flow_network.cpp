@@ -3,6 +3,7 @@
 #include <cmath>
 #include <iterator>
 #include <limits>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -255,7 +256,7 @@ void FlowNetwork::set_shared(int fid, int j, bool shared) {
     f.shared_stale = true;  // a flow on thousands of links is toggled many times between two reads
 }
 
-const std::vector<int>& FlowNetwork::shared_links(Flow& f) {
+const FlowNetwork::SmallInts& FlowNetwork::shared_links(Flow& f) {
     if (f.shared_stale) {
         f.shared_distinct.clear();
         for (std::size_t j = 0; j < f.distinct_is_shared.size(); ++j)
@@ -304,8 +305,8 @@ void FlowNetwork::visit(int fid) {
     // The search pushes the flow's links not yet seen, in route order (first uses). The links it has to
     // itself can only have been seen as dirty links (dirty_solo_links_); the others form runs that are
     // pushed, and so popped, as blocks: nothing but their positions and smallest share is needed from them.
-    const std::vector<int>& shared = shared_links(f);
-    const std::vector<int>* splits = &shared;
+    const SmallInts& shared = shared_links(f);
+    std::span<const int> splits(shared.data(), shared.size());
     if (!dirty_solo_links_.empty()) {
         // dirty_solo_links_ is sorted by (flow, index) (find_component): this flow's entries, ascending.
         solo_splits_.clear();
@@ -319,11 +320,11 @@ void FlowNetwork::visit(int fid) {
             splits_.clear();
             std::merge(solo_splits_.begin(), solo_splits_.end(), shared.begin(), shared.end(),
                        std::back_inserter(splits_));
-            splits = &splits_;
+            splits = splits_;
         }
     }
     int run_start = 0;
-    for (int j : *splits) {
+    for (int j : splits) {
         if (j > run_start) search_stack_.push_back(SearchItem{fid, run_start, j, 0});
         if (f.distinct_is_shared[static_cast<std::size_t>(j)]) {
             const int l = f.distinct_links[static_cast<std::size_t>(j)];
@@ -572,7 +573,7 @@ void FlowNetwork::freeze(int fid, double rate, std::size_t& unfrozen) {
     f.frozen = true;
     f.rate = rate;
     --unfrozen;
-    const std::vector<int>& shared = shared_links(f);
+    const SmallInts& shared = shared_links(f);
     rate_update_work_ += shared.size();
     for (int j : shared) {
         const auto l2 = static_cast<std::size_t>(f.distinct_links[static_cast<std::size_t>(j)]);
