@@ -249,11 +249,10 @@ class Collectives {
 
     /// Point-to-point transfer of `bytes` from GPU `src` to GPU `dst` (src != dst).
     void send(int src, int dst, double bytes, Simulator::Callback done);
-    /// send(pairs[i].first, pairs[i].second, bytes, std::move(done[i])) for each i, launched together (one
-    /// event: FlowNetwork::start_flows_after): a P2P message split over the GPUs of a TP group. `done` is
-    /// moved from.
-    void send_all(const std::vector<std::pair<int, int>>& pairs, double bytes,
-                  std::vector<Simulator::Callback>& done);
+    /// A P2P message split over the GPUs of a TP group: a flow of `bytes` from pairs[i].first to
+    /// pairs[i].second for each i (as send()), launched together (one event), `done` running once when the
+    /// last has arrived (FlowNetwork::start_joined_flows_after).
+    void send_all(const std::vector<std::pair<int, int>>& pairs, double bytes, Simulator::Callback done);
 
     /// The ring edges (src, dst) of channel `c` of `channels` for `ranks` (channels > 1: each node's members
     /// rotated by c - k, k the node's index, whatever the members per node); exposed for tests.
@@ -283,10 +282,9 @@ class Collectives {
     FlowNetwork& net_;
     const Cluster& cluster_;
     std::vector<std::vector<std::pair<int, Route>>> route_cache_;  ///< [src] -> (dst, route)
-    // scratch: the flows started together (FlowNetwork::start_flows_after)
+    // scratch: the flows started together (FlowNetwork::start_joined_flows_after)
     std::vector<const Route*> batch_routes_;
     std::vector<double> batch_bytes_;
-    std::vector<Simulator::Callback> batch_done_;
     std::map<std::vector<int>, Communicator> communicators_;
     /// all_to_all_route's cache, by communicator (entries of communicators_ never move).
     std::unordered_map<const Communicator*, Route> all_to_all_routes_;

@@ -20,6 +20,7 @@
 // recomputation's.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -54,6 +55,20 @@ class FlowNetwork {
     void start_flows_after(Time delay, const std::vector<const Route*>& routes,
                            const std::vector<double>& bytes, std::vector<Simulator::Callback>& on_done);
     static constexpr std::size_t kMaxBatchedStarts = 8;
+    /// The flows of one transfer (a P2P message's flows, one per member GPU of the sender; a collective's
+    /// channels), started as start_flows_after starts them, with one `on_done` for all of them: it runs when
+    /// the last one has arrived, in the event and at the place in the order where the last of per-flow
+    /// callbacks that count down (and act at zero) would have run, so the simulation is the same. What is
+    /// saved: the completion events of the flows that are not the last. A flow that shares a link ends its
+    /// drain in one event (finish) and arrives in another, after the route latency; when its drain ends while
+    /// another flow of the transfer is still draining (or in the lists, or alone with its drain ahead), that
+    /// one arrives later (the flows have equal latencies), so its own arrival would only have counted down:
+    /// it is counted at once and gets no event. A flow alone on its links arrives in its one event
+    /// (finish_alone) as before. With routes of different latencies, an empty flow or route, or more than
+    /// kMaxBatchedStarts flows, each flow keeps its arrival event (start_flows_after with counting
+    /// callbacks).
+    void start_joined_flows_after(Time delay, const std::vector<const Route*>& routes,
+                                  const std::vector<double>& bytes, Simulator::Callback on_done);
 
     /// A flow on links that no other flow uses while it runs (the caller guarantees it, e.g. the NVLink links
     /// of a TP group that fills its node): the completion times of start_flow_after for a flow alone on its
@@ -122,6 +137,16 @@ class FlowNetwork {
         /// so that leaving the list is a swap with the last entry, not a search
         SmallInts distinct_slot;
         bool shared_stale = false;
+        int join = -1;       ///< its transfer's entry in joins_ (start_joined_flows_after), or -1
+        int join_slot = -1;  ///< its index among that transfer's flows
+    };
+    /// A transfer of start_joined_flows_after: its callback, the arrivals still to count, and its flows.
+    struct Join {
+        Simulator::Callback on_done;
+        int remaining = 0;  ///< flows not yet arrived (counted down as per-flow callbacks would)
+        std::uint32_t count = 0;
+        std::uint32_t finished = 0;  ///< bit i: flow i has left its links (finish or finish_alone ran)
+        std::array<int, kMaxBatchedStarts> flows{};
     };
     /// An entry of a link's flow list: the flow and the link's distinct index in that flow's route. A flow
     /// has one entry per link however many times its route uses the link (the uses: Flow::distinct_uses).
@@ -149,6 +174,13 @@ class FlowNetwork {
     };
 
     int new_flow(const Route& route, double bytes, Simulator::Callback on_done);
+    /// Schedules the start of flows ids[0 .. n-1] (n <= kMaxBatchedStarts), in that order, as one event.
+    void schedule_starts(Time delay, const int* ids, std::size_t n);
+    /// Whether every flow of join `j` but `fid` has ended its drain by now: it left its links (finish,
+    /// finish_alone), or it is alone on them with its drain ended (its arrival event is still ahead).
+    bool others_drained(const Join& j, int fid) const;
+    /// Counts one arrival of join `jid`; at the last, frees the join and runs its on_done.
+    void join_arrived(int jid);
     /// The flow's distinct links, their uses and solo shares: from the route's link_uses, else counted.
     void set_distinct_links(Flow& f, const Route& route);
     void activate(int flow_id);
@@ -207,6 +239,9 @@ class FlowNetwork {
     /// (free_long_ids_) go to long routes only, so that the room of a DP ring's flow (tens of thousands of
     /// links) is not held by a short flow while the next ring's flow allocates its own.
     std::vector<int> free_ids_, free_long_ids_;
+    std::vector<Join> joins_;
+    std::vector<int> free_joins_;
+    std::vector<Simulator::Callback> join_done_;  ///< scratch: counting callbacks (start_joined_flows_after)
     static constexpr std::size_t kLongRouteLinks = 4096;
     std::vector<int> dirty_links_;
     std::vector<char> link_dirty_;

@@ -143,22 +143,11 @@ void Collectives::run(CollectiveKind kind, const Communicator& comm, double byte
         return;
     }
     // Several channels: `done` runs when the last one has finished.
-    struct Join {
-        int remaining;
-        Simulator::Callback done;
-    };
-    const int flows = (p.routes ? static_cast<int>(p.routes->size()) : 1) + (p.side_route ? 1 : 0);
-    auto join = std::make_shared<Join>(Join{flows, std::move(done)});
-    auto one_done = [join] {
-        if (--join->remaining == 0) join->done();
-    };
     batch_routes_.clear();
     batch_bytes_.clear();
-    batch_done_.clear();
     auto add = [&](const Route& r, double b) {
         batch_routes_.push_back(&r);
         batch_bytes_.push_back(b);
-        batch_done_.emplace_back(one_done);
     };
     if (p.routes)
         for (const auto& r : *p.routes)
@@ -166,7 +155,7 @@ void Collectives::run(CollectiveKind kind, const Communicator& comm, double byte
     else
         add(*p.route, p.flow_bytes);
     if (p.side_route) add(*p.side_route, p.side_bytes);
-    net_.start_flows_after(p.delay, batch_routes_, batch_bytes_, batch_done_);
+    net_.start_joined_flows_after(p.delay, batch_routes_, batch_bytes_, std::move(done));
 }
 
 std::vector<Collectives::PairFlow> Collectives::all_to_all_flows(const std::vector<int>& ranks,
@@ -208,7 +197,7 @@ void Collectives::send(int src, int dst, double bytes, Simulator::Callback done)
 }
 
 void Collectives::send_all(const std::vector<std::pair<int, int>>& pairs, double bytes,
-                           std::vector<Simulator::Callback>& done) {
+                           Simulator::Callback done) {
     batch_routes_.clear();
     batch_bytes_.assign(pairs.size(), bytes);
     for (const auto& [src, dst] : pairs) {
@@ -217,7 +206,8 @@ void Collectives::send_all(const std::vector<std::pair<int, int>>& pairs, double
     }
     for (const auto& [src, dst] : pairs)
         batch_routes_.push_back(&route(src, dst));
-    net_.start_flows_after(Time::seconds(kNcclLaunchLatencyS), batch_routes_, batch_bytes_, done);
+    net_.start_joined_flows_after(Time::seconds(kNcclLaunchLatencyS), batch_routes_, batch_bytes_,
+                                  std::move(done));
 }
 
 std::vector<double> link_capacities(const Cluster& cluster) {

@@ -38,7 +38,6 @@ struct Message {
     double bytes = 0;
     const Op* op = nullptr;
     Time started_at;
-    int flows_left = 0;  ///< flows of the transfer (one per member GPU of the sender) not yet arrived
 };
 
 /// A private TP collective's time from its start to its completion (Collectives::plan's delay plus
@@ -944,25 +943,21 @@ class Executor {
         const int peer_pp = (src.coord.pp + op.direction + layout_.pp) % layout_.pp;
         const int dst_unit = unit_of(pp_peer(src.members.front(), peer_pp)).id;
         const Time start = sim_.now();
-        msg.flows_left = static_cast<int>(src.members.size());
         if (src.observed) begin_slice(src, Track::p2p_sends, p2p_name(op), start);
         Unit* sp = &src;
         const Op* opp = &op;
         send_pairs_.clear();
-        send_done_.clear();
-        for (int m : src.members) {
+        for (int m : src.members)
             send_pairs_.emplace_back(m, pp_peer(m, peer_pp));
-            send_done_.emplace_back([this, key, dst_unit, sp, start, opp] {
-                Message& arrived = messages_[key];
-                if (--arrived.flows_left > 0) return;
-                if (sp->observed) add_slice(*sp, Track::p2p_sends, p2p_name(*opp), start, sim_.now());
-                arrived.arrived = true;
-                --sp->outstanding_sends;
-                maybe_wake(*sp);
-                maybe_wake(units_[static_cast<std::size_t>(dst_unit)]);
-            });
-        }
-        coll_.send_all(send_pairs_, op.bytes, send_done_);  // one flow per member GPU, launched together
+        // One flow per member GPU, launched together; the message arrives with the last of them.
+        coll_.send_all(send_pairs_, op.bytes, [this, key, dst_unit, sp, start, opp] {
+            Message& arrived = messages_[key];
+            if (sp->observed) add_slice(*sp, Track::p2p_sends, p2p_name(*opp), start, sim_.now());
+            arrived.arrived = true;
+            --sp->outstanding_sends;
+            maybe_wake(*sp);
+            maybe_wake(units_[static_cast<std::size_t>(dst_unit)]);
+        });
     }
 
     // ---- TP stream: a collective starts when every unit of the TP group has reached it ----
@@ -1177,7 +1172,6 @@ class Executor {
     std::vector<Unit> units_;
     std::unordered_map<std::uint64_t, Message> messages_;
     std::vector<std::pair<int, int>> send_pairs_;  ///< scratch: start_transfer's (member, peer) pairs
-    std::vector<Simulator::Callback> send_done_;   ///< scratch: start_transfer's callbacks
     /// The communicator registry: [GroupKind][group index] (ParallelGroups::index), each kind's vector sized
     /// on first use and never resized (the units keep pointers into it).
     std::array<std::vector<GroupCache>, kGroupKindCount> groups_;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <iterator>
 #include <limits>
+#include <memory>
 #include <span>
 
 #include <fmt/format.h>
@@ -72,6 +73,13 @@ void FlowNetwork::start_flows_after(Time delay, const std::vector<const Route*>&
             start_flow_after(delay, *routes[i], bytes[i], std::move(on_done[i]));
         return;
     }
+    std::array<int, kMaxBatchedStarts> ids{};
+    for (std::size_t i = 0; i < n; ++i)
+        ids[i] = new_flow(*routes[i], bytes[i], std::move(on_done[i]));
+    schedule_starts(delay, ids.data(), n);
+}
+
+void FlowNetwork::schedule_starts(Time delay, const int* ids, std::size_t n) {
     struct Starts {  // fits EventCallback's inline buffer (48 bytes)
         FlowNetwork* self;
         std::uint32_t count;
@@ -84,9 +92,79 @@ void FlowNetwork::start_flows_after(Time delay, const std::vector<const Route*>&
         }
     };
     Starts starts{this, static_cast<std::uint32_t>(n), {}};
-    for (std::size_t i = 0; i < n; ++i)
-        starts.ids[i] = new_flow(*routes[i], bytes[i], std::move(on_done[i]));
+    std::copy(ids, ids + n, starts.ids.begin());
     sim_.schedule_in(delay, Priority::kDefault, starts);
+}
+
+void FlowNetwork::start_joined_flows_after(Time delay, const std::vector<const Route*>& routes,
+                                           const std::vector<double>& bytes, Simulator::Callback on_done) {
+    const std::size_t n = routes.size();
+    if (n == 0 || bytes.size() != n)
+        throw InternalError("start_joined_flows_after: no flows, or bytes differ");
+    if (n == 1) {
+        start_flow_after(delay, *routes[0], bytes[0], std::move(on_done));
+        return;
+    }
+    bool joined = n <= kMaxBatchedStarts;
+    for (std::size_t i = 0; i < n && joined; ++i)
+        joined = bytes[i] > 0 && !routes[i]->links.empty() && routes[i]->latency == routes[0]->latency;
+    if (!joined) {
+        // A counting callback per flow, each arriving in its own event.
+        struct Count {
+            int left;
+            Simulator::Callback done;
+        };
+        auto count = std::make_shared<Count>(Count{static_cast<int>(n), std::move(on_done)});
+        join_done_.clear();
+        for (std::size_t i = 0; i < n; ++i)
+            join_done_.emplace_back([count] {
+                if (--count->left == 0) count->done();
+            });
+        start_flows_after(delay, routes, bytes, join_done_);
+        return;
+    }
+    int jid;
+    if (!free_joins_.empty()) {
+        jid = free_joins_.back();
+        free_joins_.pop_back();
+    } else {
+        jid = static_cast<int>(joins_.size());
+        joins_.emplace_back();
+    }
+    std::array<int, kMaxBatchedStarts> ids{};
+    for (std::size_t i = 0; i < n; ++i) {
+        ids[i] = new_flow(*routes[i], bytes[i], Simulator::Callback{});
+        Flow& f = flows_[static_cast<std::size_t>(ids[i])];
+        f.join = jid;
+        f.join_slot = static_cast<int>(i);
+    }
+    Join& j = joins_[static_cast<std::size_t>(jid)];
+    j.on_done = std::move(on_done);
+    j.remaining = static_cast<int>(n);
+    j.count = static_cast<std::uint32_t>(n);
+    j.finished = 0;
+    std::copy(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), j.flows.begin());
+    schedule_starts(delay, ids.data(), n);
+}
+
+bool FlowNetwork::others_drained(const Join& j, int fid) const {
+    for (std::uint32_t i = 0; i < j.count; ++i) {
+        if ((j.finished >> i) & 1u) continue;
+        const int id = j.flows[i];
+        if (id == fid) continue;
+        const Flow& g = flows_[static_cast<std::size_t>(id)];
+        // Listed: its drain ends in its own finish(), not yet run. Alone: it ended at drain_end.
+        if (g.listed || g.drain_end > sim_.now()) return false;
+    }
+    return true;
+}
+
+void FlowNetwork::join_arrived(int jid) {
+    Join& j = joins_[static_cast<std::size_t>(jid)];
+    if (--j.remaining > 0) return;
+    Simulator::Callback done = std::move(j.on_done);  // on_done may start a transfer that takes this join
+    free_joins_.push_back(jid);
+    done();
 }
 
 void FlowNetwork::start_private_flow_after(Time delay, const Route& route, double bytes,
@@ -142,6 +220,8 @@ int FlowNetwork::new_flow(const Route& route, double bytes, Simulator::Callback 
     f.rate = 0;
     f.latency = route.latency;
     f.on_done = std::move(on_done);
+    f.join = -1;
+    f.join_slot = -1;
     return id;
 }
 
@@ -655,6 +735,13 @@ void FlowNetwork::finish_alone(int fid, std::uint64_t version) {
     for (int l : f.distinct_links)
         if (link_owner_[static_cast<std::size_t>(l)] == fid) link_owner_[static_cast<std::size_t>(l)] = -1;
     release_id(fid);
+    if (f.join >= 0) {
+        const int jid = f.join;
+        f.join = -1;
+        joins_[static_cast<std::size_t>(jid)].finished |= 1u << f.join_slot;
+        join_arrived(jid);
+        return;
+    }
     Simulator::Callback done = std::move(f.on_done);  // on_done may start flows that take this id
     done();
 }
@@ -692,6 +779,21 @@ void FlowNetwork::finish(int fid, std::uint64_t version) {
         request_update();
     }
     release_id(fid);
+    if (f.join >= 0) {
+        // One flow of a joined transfer (start_joined_flows_after): while another of its flows still drains,
+        // that one arrives after this one (equal latencies; at equal times its event comes later), so this
+        // arrival is counted now and needs no event; the last to drain arrives in its event, as it would.
+        const int jid = f.join;
+        f.join = -1;
+        Join& j = joins_[static_cast<std::size_t>(jid)];
+        j.finished |= 1u << f.join_slot;
+        if (!others_drained(j, fid)) {
+            --j.remaining;
+            return;
+        }
+        sim_.schedule_in(f.latency, Priority::kFlowCompletion, [this, jid] { join_arrived(jid); });
+        return;
+    }
     sim_.schedule_in(f.latency, Priority::kFlowCompletion, std::move(f.on_done));
 }
 
