@@ -89,9 +89,11 @@ struct ExecutionOptions {
     /// links (FlowNetwork::start_private_flow_after), one event instead of three. Same times; a test checks
     /// on == off. A TP group smaller than its node (TP 4 in a DGX of 8) shares its GPUs' NVLink ports with
     /// the DP, CP and EP collectives of its members, whose flows can only be there while the unit is engaged
-    /// on them: its local ops then run ahead with private TP timings only while its DP stream is empty, and
-    /// only where no P2P route crosses a TP group's links (PP peers in other nodes), no relay GPU forwards
-    /// (rail-only fabrics) and the node is not PCIe-only; elsewhere its TP collectives are network flows.
+    /// on them: its local ops then run ahead with private TP timings only while its DP stream is empty (an
+    /// unfolded TP group: only from the ops where, by the program's structure, every DP collective launched
+    /// before has been waited for), and only where no P2P route crosses a TP group's links (PP peers in other
+    /// nodes), no relay GPU forwards (rail-only fabrics) and the node is not PCIe-only; elsewhere its TP
+    /// collectives are network flows.
     /// Same times; a test checks ahead == event by event.
     bool private_tp_links = true;
     /// With TP folding and private TP links, a unit's compute and TP collectives between two ops that involve

@@ -125,7 +125,11 @@ class Executor {
         tp_private_ = options.private_tp_links && layout.tp > 1 && layout.tp == cluster.spec().gpus_per_node;
         map_observers(observers, layout);
         make_units(layout, program, scenario);
-        tp_shared_ports_ = !tp_private_ && options.private_tp_links && fold_ > 1 &&
+        // Folded, a unit runs ahead alone while its DP queue is empty (advance); unfolded, its TP group runs
+        // ahead together only from the ops where no DP collective is outstanding by the program's structure
+        // (group_starts with dp_settled), so every member decides alike.
+        tp_shared_ports_ = !tp_private_ && options.private_tp_links &&
+                           (fold_ > 1 || options.run_local_ops_ahead) &&
                            tp_ports_private_between_engagements(cluster, layout);
         if (attribute_) caused_.assign(units_.size(), 0.0);
         max_events_ = options.max_events;
@@ -202,14 +206,16 @@ class Executor {
     }
 
     /// Whether local ops run ahead: a folded unit runs them ahead alone; an unfolded TP group (folding
-    /// declined: jitter, different compute factors, link perturbations) runs them ahead together
-    /// (run_group_ahead) when none of its members is observed.
+    /// declined: jitter, different compute factors, link perturbations, expert TP != TP) runs them ahead
+    /// together (run_group_ahead) when none of its members is observed: with private TP links (TP fills the
+    /// node), or with TP smaller than the node (tp_shared_ports_) from the ops where no DP collective is
+    /// outstanding by the program's structure (group_starts).
     void plan_run_ahead(const ExecutionOptions& options, const Program& program) {
         ahead_ = options.run_local_ops_ahead && (tp_private_ || tp_shared_ports_);
         if (ahead_) {
             for (const StageProgram& st : program.stages) {
                 ahead_ok_.push_back(ahead_ok(st.ops));
-                group_starts_.push_back(group_starts(st.ops, ahead_ok_.back()));
+                group_starts_.push_back(group_starts(st.ops, ahead_ok_.back(), tp_shared_ports_));
             }
             for (auto& s : units_)
                 s.ahead_ok = &ahead_ok_[static_cast<std::size_t>(s.coord.pp)];
@@ -317,9 +323,20 @@ class Executor {
     /// transfer, whose receiver does not take part in starting it. So when no P2P route touches a TP group's
     /// links, a unit that is engaged on nothing but its TP collectives has its TP links to itself: its local
     /// ops may run ahead with private TP timings, exactly as when TP fills the node. Otherwise (engaged on a
-    /// DP collective) its TP collectives are flows on the network, where they share the ports. Checked here:
-    /// every TP group within one node, no rail-only relay, no PCIe-only node (P2P and DP flows cross the
-    /// GPU's PCIe link), and no P2P route on a TP group's links. ExecutionOptions::private_tp_links.
+    /// DP collective) its TP collectives are flows on the network, where they share the ports. A folded unit
+    /// checks that as it goes (advance: its DP queue and TP stream empty). Unfolded (folding declined, e.g.
+    /// expert TP != TP), the members of a TP group must all decide alike at a given op, or the ones that park
+    /// wait for ones that do not: their DP collectives complete at different times (one DP group per TP
+    /// index), so the check is the program's structure instead (group_starts with dp_settled): a run starts
+    /// only where every DP collective launched before it has been waited for by a dp_wait (dp_target) and
+    /// every TP-stream collective (EP, CP, ETP, tied embeddings) too, so every member's DP queue and TP
+    /// stream are empty there whatever the timing; the run itself holds no DP, P2P or other-group op, and
+    /// every private TP collective of it starts after its last member parked and ends before its members
+    /// resume. The private flows' bytes are counted link by link (private_timing: pool_off), in the same
+    /// order as the flows' would be: another flow on those links ends before a member parks or starts after
+    /// it resumes. Checked here: every TP group within one node, no rail-only relay, no PCIe-only node (P2P
+    /// and DP flows cross the GPU's PCIe link), and no P2P route on a TP group's links.
+    /// ExecutionOptions::private_tp_links.
     bool tp_ports_private_between_engagements(const Cluster& cluster, const Layout& layout) {
         if (layout.tp <= 1 || cluster.spec().fabric == ScaleOutTopology::rail_only ||
             cluster.spec().scale_up_kind == "pcie")
@@ -530,10 +547,15 @@ class Executor {
     // caused summed in the same order (add_caused).
 
     /// [pc]: a TP group may run the local ops from pc ahead together: pc starts a run of local ops (the op
-    /// before it involves other units), the run launches a TP collective and waits for all it launches
-    /// (`ok`), and every collective on the TP stream before pc (TP, CP, tied embeddings) has been waited for,
-    /// so that every member's TP stream is idle there whatever the timing.
-    static std::vector<char> group_starts(const std::vector<Op>& ops, const std::vector<char>& ok) {
+    /// before it involves other units, or is the TP wait for a collective of another group: an EP dispatch or
+    /// combine, a CP or tied-embedding collective), the run launches a TP collective and waits for all it
+    /// launches (`ok`), and every collective on the TP stream before pc (TP, CP, EP, ETP, tied embeddings)
+    /// has been waited for, so that every member's TP stream is idle there whatever the timing. With
+    /// `dp_settled` (TP smaller than the node: tp_ports_private_between_engagements) also every DP collective
+    /// launched before pc has been waited for (a dp_wait before pc with dp_target >= their count), so that
+    /// every member's DP queue is empty there.
+    static std::vector<char> group_starts(const std::vector<Op>& ops, const std::vector<char>& ok,
+                                          bool dp_settled) {
         std::vector<char> out(ops.size(), 0);
         std::vector<char> launches(ops.size(), 0);  // the run of local ops from i launches a TP collective
         char launch = 0;
@@ -544,12 +566,23 @@ class Executor {
                 launch = 1;
             launches[i] = launch;
         }
-        bool pending = false;  // a TP-stream collective launched and not yet waited for
+        bool pending = false;        // a TP-stream collective launched and not yet waited for
+        bool other_pending = false;  // one of them over another group than TP (EP, CP, ETP, embedding)
+        bool after_other = false;    // ops[i - 1] is a TP wait for such a collective
+        int dp_launched = 0;         // DP collectives launched before i
+        int dp_waited = 0;           // the most of them a dp_wait before i waited for (its dp_target)
         for (std::size_t i = 0; i < ops.size(); ++i) {
-            const bool start = i == 0 || !local_op(ops[i - 1]);
-            out[i] = start && !pending && ok[i] && launches[i] ? 1 : 0;
-            if (ops[i].kind == OpKind::tp_launch) pending = true;
-            if (ops[i].kind == OpKind::tp_wait) pending = false;
+            const bool start = i == 0 || !local_op(ops[i - 1]) || after_other;
+            const bool dp_idle = !dp_settled || dp_launched <= dp_waited;
+            out[i] = start && !pending && dp_idle && ok[i] && launches[i] ? 1 : 0;
+            after_other = ops[i].kind == OpKind::tp_wait && other_pending;
+            if (ops[i].kind == OpKind::tp_launch) {
+                pending = true;
+                if (!local_op(ops[i])) other_pending = true;
+            }
+            if (ops[i].kind == OpKind::tp_wait) pending = other_pending = false;
+            if (ops[i].kind == OpKind::dp_launch) ++dp_launched;
+            if (ops[i].kind == OpKind::dp_wait) dp_waited = std::max(dp_waited, ops[i].dp_target);
         }
         return out;
     }
@@ -1144,7 +1177,7 @@ class Executor {
     int fold_ = 1;
     bool tp_private_ = false;  ///< ExecutionOptions::private_tp_links applies to this layout
     /// TP smaller than the node: TP links private while a unit is engaged on no DP collective
-    /// (tp_ports_private_between_engagements)
+    /// (tp_ports_private_between_engagements); folded, or unfolded running ahead per TP group
     bool tp_shared_ports_ = false;
     bool ahead_ = false;            ///< ExecutionOptions::run_local_ops_ahead applies to this layout
     std::uint64_t max_events_ = 0;  ///< ExecutionOptions::max_events (0: no bound)

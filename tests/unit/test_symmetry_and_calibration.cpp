@@ -218,6 +218,93 @@ TEST_CASE("executor: a TP group smaller than its node runs ahead only while its 
         }
 }
 
+TEST_CASE(
+    "executor: an unfolded TP group smaller than its node runs ahead together where no DP collective is "
+    "outstanding") {
+    // MoE with expert TP 1 != TP 2: folding declines (the members' EP and expert-DP groups differ), so each
+    // TP group runs its local ops ahead together (run_group_ahead) from the ops where, by the program's
+    // structure, every DP collective launched before has been waited for and no EP collective is on the TP
+    // stream (after the wait for a dispatch or combine). The DP rings and the EP all-to-all hop between the
+    // node's GPUs on the TP links; every output must be the event-by-event one bit for bit: step time, every
+    // rank's accounts, the waiting caused and the bytes on every link.
+    // (With overlap_param_gather the expert parameters' all-gather is waited for only at the end of the step
+    // in a stage of one model chunk: a group there never starts running ahead.)
+    struct Case {
+        int tp, pp, dp, ep, vpp;
+        bool overlap_param_gather;
+        const char* gpu;
+    };
+    const Case cases[] = {
+        {2, 2, 4, 4, 1, false, "H100-SXM5-80GB"},  // Qwen3-235B's shape in small: TP 2, ETP 1, EP 4 per node
+        {2, 2, 4, 8, 2, true,
+         "H100-SXM5-80GB"},  // EP 8 over the node, interleaved, parameters gathered early
+        {4, 2, 2, 4, 1, false, "A100-SXM4-80GB"},  // TP 4, ETP 1: two TP groups per node
+    };
+    ModelSpec m = small_gpt(4, 1024, 16, 512);
+    m.tied_embeddings = false;
+    m.num_experts = 8;
+    m.moe_top_k = 2;
+    m.moe_ffn_hidden = 1024;
+    m.moe_first_dense_layers = 1;
+    for (const Case& k : cases) {
+        CAPTURE(k.tp);
+        CAPTURE(k.ep);
+        CAPTURE(k.vpp);
+        Layout l;
+        l.tp = k.tp;
+        l.pp = k.pp;
+        l.dp = k.dp;
+        l.ep = k.ep;
+        l.etp = 1;
+        l.vpp = k.vpp;
+        l.micro_batch = 1;
+        l.global_batch = 8 * k.dp;
+        l.sequence_parallel = true;
+        l.distributed_optimizer = true;
+        l.overlap_grad_reduce = true;
+        l.overlap_param_gather = k.overlap_param_gather;
+        auto topo = small_topology(2, 8, 8);  // PP peers in the other node: no P2P on the TP links
+        topo.gpu = k.gpu;
+        const Cluster c(topo);
+        Program p = build_program(m, l);
+        assign_durations(p, ComputeModel(c.gpu(), l.precision));
+        ExecutionScenario attributed;
+        attributed.attribute = true;
+        ExecutionOptions event_by_event;
+        event_by_event.run_local_ops_ahead = false;
+        const auto ahead = execute(c, l, p, {}, {}, attributed);
+        const auto events = execute(c, l, p, {}, event_by_event, attributed);
+        CHECK_FALSE(ahead.tp_folded);
+        CHECK(ahead.ran_ahead);
+        CHECK_FALSE(events.ran_ahead);
+        CHECK(ahead.events < events.events);
+        CHECK(ahead.step_time_s == events.step_time_s);
+        CHECK(ahead.flows == events.flows);
+        REQUIRE(ahead.ranks.size() == events.ranks.size());
+        for (std::size_t r = 0; r < ahead.ranks.size(); ++r) {
+            CAPTURE(r);
+            const RankTimes& a = ahead.ranks[r];
+            const RankTimes& e = events.ranks[r];
+            CHECK(a.compute_s == e.compute_s);
+            CHECK(a.compute_by_phase_s == e.compute_by_phase_s);
+            CHECK(a.tp_exposed_s == e.tp_exposed_s);
+            CHECK(a.tp_wait_s == e.tp_wait_s);
+            CHECK(a.ep_exposed_s == e.ep_exposed_s);
+            CHECK(a.ep_wait_s == e.ep_wait_s);
+            CHECK(a.pp_exposed_s == e.pp_exposed_s);
+            CHECK(a.bubble_s == e.bubble_s);
+            CHECK(a.dp_exposed_s == e.dp_exposed_s);
+            CHECK(a.dp_wait_s == e.dp_wait_s);
+            CHECK(a.idle_s == e.idle_s);
+            CHECK(a.finish_s == e.finish_s);
+        }
+        CHECK(ahead.caused_wait_s == events.caused_wait_s);
+        REQUIRE(ahead.link_bytes.size() == events.link_bytes.size());
+        for (std::size_t i = 0; i < ahead.link_bytes.size(); ++i)
+            CHECK(ahead.link_bytes[i] == events.link_bytes[i]);
+    }
+}
+
 TEST_CASE("calibration: constants override the catalog for their GPU only, and bad files are refused") {
     const auto j = nlohmann::json::parse(R"({"format": "trainsim-calibration/1", "source": "test",
         "gpus": {"A100-SXM4-80GB": {"gemm_max_efficiency": 0.5, "hbm_efficiency": 0.6}}})");
