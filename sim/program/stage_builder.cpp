@@ -331,15 +331,27 @@ void StageBuilder::launch_param_gather(int chunk) {
     }
 }
 
-void StageBuilder::wait_for_group(int chunk, int group) {
-    // Before the forward of param group `group` (backward-order index) of `chunk`: wait for its bucket.
-    const auto& bs = buckets_[static_cast<std::size_t>(chunk)];
+void StageBuilder::wait_for_group(int chunk, int group, bool experts) {
+    // The chunk's gathers were launched from gather_base_: its dense buckets in forward order (the last
+    // bucket first), then its expert buckets likewise (launch_param_gather); the DP stream completes them in
+    // that order, so the wait's target counts up to the bucket's gather.
+    const auto ci = static_cast<std::size_t>(chunk);
+    const auto& bs = buckets_[ci];
+    int target = 0;
     for (std::size_t k = 0; k < bs.size(); ++k)
         if (group <= bs[k].closes_after) {
-            dp_wait(gather_base_[static_cast<std::size_t>(chunk)] + static_cast<int>(bs.size() - k),
-                    Phase::forward);
-            return;
+            target = gather_base_[ci] + static_cast<int>(bs.size() - k);
+            break;
         }
+    if (experts && edp_reduce_ && layout_.sharded_optimizer()) {
+        const auto& es = expert_buckets_[ci];
+        for (std::size_t k = 0; k < es.size(); ++k)
+            if (group <= es[k].closes_after) {
+                target = std::max(target, gather_base_[ci] + static_cast<int>(bs.size() + es.size() - k));
+                break;
+            }
+    }
+    if (target > 0) dp_wait(target, Phase::forward);
 }
 
 void StageBuilder::p2p(OpKind kind, int direction, int vs, int mb, Phase phase) {
@@ -476,7 +488,7 @@ void StageBuilder::forward_pass(const ScheduleItem& item) {
         zero3_release(k++);
     }
     for (int i = 0; i < chunk_layers; ++i) {
-        if (first) wait_for_group(c, (vs == shape_.last_vs ? 1 : 0) + chunk_layers - 1 - i);
+        if (first) wait_for_group(c, (vs == shape_.last_vs ? 1 : 0) + chunk_layers - 1 - i, moe_layer(c, i));
         zero3_gather(k);
         const std::size_t begin = sp_.ops.size();
         append(sp_.ops, moe_layer(c, i) ? tpl_.moe_fwd : tpl_.layer_fwd, Phase::forward, mb);

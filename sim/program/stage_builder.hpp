@@ -111,7 +111,13 @@ class StageBuilder {
     /// True when layer `index` (0-based, forward order) of model chunk `chunk` is an MoE layer.
     bool moe_layer(int chunk, int index) const;
     void launch_param_gather(int chunk);
-    void wait_for_group(int chunk, int group);
+    /// Before the first forward of param group `group` (backward-order index) of `chunk` with overlapped
+    /// parameter gathers: waits for the all-gather of its bucket, and with `experts` (an MoE layer whose
+    /// expert parameters are gathered over expert DP) for its expert bucket's too. Megatron-Core's forward
+    /// pre-hook waits for the bucket group of every parameter of the module (`finish_param_sync`), dense
+    /// and expert buffers alike (distributed_data_parallel.py `_make_forward_pre_hook`, param_to_bucket_group
+    /// built for both).
+    void wait_for_group(int chunk, int group, bool experts = false);
     /// A P2P op (send or recv) of one activation or gradient message with virtual stage `vs`.
     void p2p(OpKind kind, int direction, int vs, int mb, Phase phase);
     void recv(int direction, int vs, int mb, Phase phase);

@@ -207,3 +207,45 @@ TEST_CASE(
     for (const Op& op : dense_program.stages[0].ops)
         CHECK(op.group != CommGroup::ep);
 }
+
+TEST_CASE(
+    "moe: with overlapped parameter gathers, an MoE layer's first forward waits for its experts' gather") {
+    // Megatron-Core's forward pre-hook waits for the all-gather of the bucket group of every parameter of the
+    // module it runs (distributed_data_parallel.py _make_forward_pre_hook -> finish_param_sync), for the
+    // expert buffers' bucket groups as for the dense ones. So the first dispatch of the first MoE layer comes
+    // after a DP wait that covers the gather of that layer's expert bucket (before 2026-11-29 only the dense
+    // buckets were waited for and the experts' gather only at the end of the step).
+    const ModelSpec m = tiny_moe();
+    Layout l = ep_layout(4, 2);  // expert DP 2: the experts' parameters gathered over it
+    l.distributed_optimizer = true;
+    l.overlap_grad_reduce = true;
+    l.overlap_param_gather = true;
+    const Program p = build_program(m, l);
+    REQUIRE(p.stages.size() == 1u);
+    int launched = 0, first_expert_gather = 0, waited = 0;
+    bool checked = false;
+    for (const Op& op : p.stages[0].ops) {
+        if (op.kind == OpKind::dp_launch) {
+            ++launched;
+            if (op.group == CommGroup::edp && op.collective == CollectiveKind::all_gather &&
+                !first_expert_gather)
+                first_expert_gather = launched;
+        }
+        if (op.kind == OpKind::dp_wait) waited = std::max(waited, op.dp_target);
+        if (op.kind == OpKind::tp_launch && op.group == CommGroup::ep) {
+            REQUIRE(first_expert_gather > 0);  // the gathers are launched before the first forward
+            CHECK(waited >= first_expert_gather);
+            checked = true;
+            break;
+        }
+    }
+    CHECK(checked);
+    // Without expert DP (EP = DP) nothing is gathered over it, and the layer waits for the dense buckets
+    // only.
+    Layout no_edp = l;
+    no_edp.ep = 4;
+    const Program without = build_program(m, no_edp);
+    for (const Op& op : without.stages[0].ops)
+        CHECK_FALSE((op.kind == OpKind::dp_launch && op.group == CommGroup::edp &&
+                     op.collective == CollectiveKind::all_gather));
+}

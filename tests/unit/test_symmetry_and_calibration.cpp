@@ -227,8 +227,9 @@ TEST_CASE(
     // stream (after the wait for a dispatch or combine). The DP rings and the EP all-to-all hop between the
     // node's GPUs on the TP links; every output must be the event-by-event one bit for bit: step time, every
     // rank's accounts, the waiting caused and the bytes on every link.
-    // (With overlap_param_gather the expert parameters' all-gather is waited for only at the end of the step
-    // in a stage of one model chunk: a group there never starts running ahead.)
+    // (With overlap_param_gather the first forward of an MoE layer waits for its expert bucket's all-gather,
+    // as Megatron-Core's forward pre-hook does; before 2026-11-29 that gather was waited for only at the end
+    // of the step, so in a stage of one model chunk a group there never started running ahead.)
     struct Case {
         int tp, pp, dp, ep, vpp;
         bool overlap_param_gather;
