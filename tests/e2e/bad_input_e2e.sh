@@ -598,6 +598,10 @@ bad "a JSON file in UTF-16" 2 "w.json: not valid JSON: it starts with a UTF-16 b
 bad "run --workload with an empty name" 2 "run: --workload needs a file name" -- run --topology "$TOPO" --workload ""
 bad "validate --calibration with an empty name" 2 "validate: --calibration needs a file name" -- validate "$RUNS" --calibration ""
 bad "import megatron --args-file with an empty name" 2 "import megatron: --args-file needs a file name" -- import megatron --args-file ""
+# A sweep copied the workload's layers_per_stage into every layout, a wrong length included (run refuses it):
+# 6 M entries passed 25 s and gigabytes; 3 entries at pp 2 were swept, every layout at pp 2 rejected.
+workload_with w.json 's/"tp": 2, "pp": 2,/"tp": 2, "pp": 2, "layers_per_stage": [2, 2, 4],/'
+bad "sweep of a layers_per_stage of another length than pp" 2 "w.json: layout.layers_per_stage has 3 entries; layout.pp = 2" -- sweep --topology "$TOPO" --workload w.json --gpus 16
 # An input file that cannot be read says why (as nobody: root reads it anyway).
 if [ "$(id -u)" != 0 ] || command -v setpriv >/dev/null; then
     noread_dir=$TMP/noread
