@@ -18,6 +18,7 @@
 
 #include "trainsim/errors.hpp"
 #include "trainsim/frontend.hpp"
+#include "trainsim/limits.hpp"
 #include "trainsim/sweep.hpp"
 
 namespace py = pybind11;
@@ -68,6 +69,15 @@ int hardware_jobs() {
     return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
+/// The threads of `jobs` (0: the hardware's); as the CLI's --jobs, at most limits::kMaxJobs. A negative count
+/// ran on the hardware's threads without a word, and 5,000 was taken (2026-11-29).
+int jobs_or_hardware(long long jobs, const char* command) {
+    if (jobs < 0 || jobs > limits::kMaxJobs)
+        throw InputError(fmt::format("{}: jobs = {} must be 1 .. {} (None or 0: the hardware's threads)",
+                                     command, jobs, limits::kMaxJobs));
+    return jobs > 0 ? static_cast<int>(jobs) : hardware_jobs();
+}
+
 /// `run --json` (the plain run: no perturbation, no trace).
 std::string run(const Source& topology, const Source& workload, const std::vector<std::string>& sets,
                 const std::string& calibration, const std::string& profile, const std::string& runs_file,
@@ -97,11 +107,15 @@ std::string memory(const Source& topology, const Source& workload, const std::ve
 
 /// `sweep --gpus N --json` with --fix, --vary, --global-batch and --jobs; gpus 0: the topology's size.
 std::string sweep(const Source& topology, const Source& workload, const std::vector<std::string>& sets,
-                  const std::string& calibration, const std::string& profile, int gpus,
+                  const std::string& calibration, const std::string& profile, long long gpus,
                   const std::vector<std::string>& fixes, const std::vector<std::string>& varies,
-                  long long global_batch, int jobs) {
+                  long long global_batch, long long jobs) {
     return without_gil([&] {
         if (gpus < 0) throw InputError(fmt::format("sweep: gpus = {} must be positive", gpus));
+        if (gpus > limits::kMaxGpus)  // as `sweep --gpus`; past 2^31 it was pybind11's TypeError
+            throw InputError(
+                fmt::format("sweep: gpus = {} is above the limit of {}", gpus, limits::kMaxGpus));
+        const int threads = jobs_or_hardware(jobs, "sweep");
         if (global_batch < 0)
             throw InputError(fmt::format("sweep: global_batch = {} must be positive", global_batch));
         SweepGrid grid;
@@ -136,10 +150,10 @@ std::string sweep(const Source& topology, const Source& workload, const std::vec
         if (gpus > 0 && gpus % in.topology.gpus_per_node != 0)
             throw InputError(
                 fmt::format("sweep: gpus = {} is not a multiple of {}", gpus, in.topology.node_gpus_field()));
-        if (gpus > 0) in.topology.nodes = gpus / in.topology.gpus_per_node;
+        if (gpus > 0) in.topology.nodes = static_cast<int>(gpus / in.topology.gpus_per_node);
         if (global_batch > 0) in.layout.global_batch = global_batch;
         SweepOptions options;
-        options.jobs = jobs > 0 ? jobs : hardware_jobs();
+        options.jobs = threads;
         return sweep_json(run_sweep(in.topology, in.model, in.layout, grid, in.name, options)).dump(2);
     });
 }
@@ -147,11 +161,14 @@ std::string sweep(const Source& topology, const Source& workload, const std::vec
 /// `validate --json FILE...` with --tolerance, --only, --calibration, --profile, --jobs.
 std::string validate(const std::vector<Source>& files, double tolerance_pct,
                      const std::vector<std::string>& only, const std::string& calibration,
-                     const std::string& profile, int jobs) {
+                     const std::string& profile, long long jobs) {
     return without_gil([&] {
         if (files.empty()) throw InputError("validate: no measured-run file given");
-        if (!(tolerance_pct >= 0))
-            throw InputError(fmt::format("validate: tolerance = {} must be >= 0", tolerance_pct));
+        // As `validate --tolerance`: inf was taken.
+        if (!(tolerance_pct >= 0 && tolerance_pct <= 1e6))
+            throw InputError(
+                fmt::format("validate: tolerance = {} must be a percentage from 0 to 1e6", tolerance_pct));
+        const int threads = jobs_or_hardware(jobs, "validate");
         std::vector<RunsSource> sources;
         for (const auto& f : files)
             sources.push_back({f.file, f.json_text()});
@@ -162,7 +179,7 @@ std::string validate(const std::vector<Source>& files, double tolerance_pct,
                 throw InputError(
                     fmt::format("validate: only names run id \"{}\" twice", clip_for_message(id)));
         options.profile_file = profile;
-        options.jobs = jobs > 0 ? jobs : hardware_jobs();
+        options.jobs = threads;
         return validation_json_text(validate_sources(sources, calibration, options));
     });
 }

@@ -17,6 +17,7 @@ threads may simulate in parallel.
 """
 
 import json
+import operator
 import os
 from collections.abc import Iterable, Mapping
 
@@ -54,6 +55,26 @@ def _path(value, what):
 def _value(v):
     """A value as --set / --fix / --vary read it: a str as written, a bool as true/false, else JSON."""
     return v if isinstance(v, str) else json.dumps(v)
+
+
+def _int(value, what):
+    """An integer argument (an int, or a float or str holding a whole number) for the core's 64-bit
+    parameters. A fraction (gpus=16.5 was cut to 16), NaN or a value past 64 bits (2**70 gave pybind11's
+    "incompatible function arguments") is an InputError naming it; a type that is no number stays a TypeError."""
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise InputError(f"{what} = {value} must be an integer")
+        value = int(value)
+    elif isinstance(value, str):
+        try:
+            value = int(value)
+        except ValueError:
+            raise InputError(f"{what} = {value[:80]!r} must be an integer") from None
+    else:
+        value = operator.index(value)
+    if not -2**63 <= value < 2**63:
+        raise InputError(f"{what} = {value} is out of range")
+    return value
 
 
 def _assignments(pairs, what, join_lists=False):
@@ -96,7 +117,8 @@ def memory(topology=None, workload=None, overrides=None, *, what_if=False, timel
     what_if=True adds the remedies (--what-if), timeline=True every sample (--timeline); max_events as
     --max-events (0: no bound)."""
     return json.loads(_core.memory(**_common(topology, workload, overrides, calibration, profile),
-                                   what_if=bool(what_if), timeline=bool(timeline), max_events=int(max_events)))
+                                   what_if=bool(what_if), timeline=bool(timeline),
+                                   max_events=_int(max_events, "memory: max_events")))
 
 
 def sweep_report(topology=None, workload=None, overrides=None, *, gpus=None, fix=None, vary=None,
@@ -105,12 +127,14 @@ def sweep_report(topology=None, workload=None, overrides=None, *, gpus=None, fix
     without --gpus): `trainsim sweep --gpus N --json` as a dict (format trainsim-sweep/1: counts,
     reject_reasons, layouts ranked by step time, best). fix={"tp": 8} as --fix tp=8; vary={"tp": [4, 8]} as
     --vary tp=4,8; jobs: threads (default: the hardware's; the result does not depend on it)."""
-    if gpus is not None and int(gpus) <= 0:
+    gpus = None if gpus is None else _int(gpus, "sweep: gpus")
+    if gpus is not None and gpus <= 0:
         raise InputError(f"sweep: gpus = {gpus} must be positive")
     return json.loads(_core.sweep(**_common(topology, workload, overrides, calibration, profile),
-                                  gpus=int(gpus or 0), fix=_assignments(fix, "fix", join_lists=True),
+                                  gpus=gpus or 0, fix=_assignments(fix, "fix", join_lists=True),
                                   vary=_assignments(vary, "vary", join_lists=True),
-                                  global_batch=int(global_batch or 0), jobs=int(jobs or 0)))
+                                  global_batch=_int(global_batch or 0, "sweep: global_batch"),
+                                  jobs=_int(jobs or 0, "sweep: jobs")))
 
 
 def sweep(topology=None, workload=None, overrides=None, *, gpus=None, fix=None, vary=None, global_batch=None,
@@ -143,4 +167,4 @@ def validate(runs, *, tolerance=_core.DEFAULT_TOLERANCE_PCT, only=None, calibrat
     only = [only] if isinstance(only, str) else list(only or [])
     return json.loads(_core.validate(files=files, tolerance_pct=float(tolerance), only=only,
                                      calibration=_path(calibration, "calibration"),
-                                     profile=_path(profile, "profile"), jobs=int(jobs or 0)))
+                                     profile=_path(profile, "profile"), jobs=_int(jobs or 0, "validate: jobs")))

@@ -129,6 +129,22 @@ class DuplicateKeys final : public json::json_sax_t {
 }  // namespace
 
 json parse_json_text(std::string_view text, const std::string& name) {
+    // A NUL byte ended nlohmann's input: `{...}` followed by a NUL and anything (garbage, a second document)
+    // was read as the document alone, exit 0 (2026-11-29). JSON text holds none (a string's U+0000 is written
+    // \u0000); UTF-16 and UTF-32 text holds one in every ASCII character, and is named so.
+    const auto byte = [&](std::size_t i) {
+        return i < text.size() ? static_cast<unsigned char>(text[i]) : 0;
+    };
+    if ((byte(0) == 0xff && byte(1) == 0xfe) || (byte(0) == 0xfe && byte(1) == 0xff))
+        throw InputError(
+            fmt::format("{}: not valid JSON: it starts with a UTF-16 byte-order mark ({:02X} {:02X}); "
+                        "save it as UTF-8",
+                        name, byte(0), byte(1)));
+    if (const std::size_t nul = text.find('\0'); nul != std::string_view::npos)
+        throw InputError(
+            fmt::format("{}: not valid JSON: a NUL byte at offset {} (UTF-16 or UTF-32 text, or "
+                        "binary data? JSON is UTF-8 text)",
+                        name, nul));
     check_json_depth(text, name);
     DuplicateKeys duplicates(name);
     json::sax_parse(text, &duplicates);
@@ -192,8 +208,11 @@ std::string read_input_file(const std::string& path, const char* kind) {
     if (S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) > kMaxInputFileBytes)
         throw InputError(fmt::format("{}: {} bytes is larger than the {} bytes an input file may have", path,
                                      st.st_size, kMaxInputFileBytes));
+    errno = 0;
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw InputError(fmt::format("{}: cannot open the file", path));
+    if (!in)  // the reason (Permission denied) where open() gave one
+        throw InputError(fmt::format("{}: cannot open the file{}", path,
+                                     errno != 0 ? fmt::format(" ({})", std::strerror(errno)) : ""));
     // Read at most one byte past the limit: a device or pipe (/dev/zero) is refused rather than read forever.
     std::string text;
     char buf[65536];

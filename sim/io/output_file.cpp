@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -52,9 +53,14 @@ Target resolve_target(const std::string& path) {
     if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
         std::error_code ec;
         const fs::path resolved = fs::canonical(path, ec);  // follows every link; fails on a dangling one
-        if (ec)  // dangling, or a loop: refused rather than replaced by a regular file
+        if (ec) {  // dangling, or a loop: refused rather than replaced by a regular file
+            // A link the kernel resolves though no path names its end (/dev/stdout, /proc/self/fd/1 of a
+            // pipe: "pipe:[N]") is named by what it is: "is a symbolic link to a missing file" misled.
+            if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+                throw InputError(fmt::format("{}: {}; not written", path, refused_kind(st.st_mode)));
             throw InputError(
                 fmt::format("{}: is a symbolic link to a missing file or a loop; not written", path));
+        }
         t.file = resolved.string();
     }
     if (::stat(t.file.c_str(), &st) == 0) {
@@ -101,6 +107,17 @@ void check_output_path(const std::string& path) {
     if (::access(dir_name.c_str(), W_OK | X_OK) != 0)
         throw InputError(
             fmt::format("{}: cannot write the file (folder {}: {})", path, dir_name, errno_text(errno)));
+    // In a sticky folder (/tmp) only the file's or the folder's owner may rename over the file: another
+    // user's world-writable file there failed at the rename, after the whole simulation (round 10).
+    struct stat dir_st {
+    }, file_st{};
+    if (t.exists && ::geteuid() != 0 && ::stat(dir_name.c_str(), &dir_st) == 0 &&
+        (dir_st.st_mode & S_ISVTX) && ::stat(t.file.c_str(), &file_st) == 0 &&
+        file_st.st_uid != ::geteuid() && dir_st.st_uid != ::geteuid())
+        throw InputError(
+            fmt::format("{}: cannot replace the file (another user's, in the sticky folder {}); "
+                        "not replaced",
+                        path, dir_name));
 }
 
 namespace {
@@ -111,12 +128,15 @@ namespace {
 // (unlink, signal, raise).
 constexpr int kCleanupSlots = 16;
 constexpr std::size_t kCleanupPathBytes = 4096;
+// A slot is free (0), taken by a thread writing its path (1), or holds a path to remove (2): a slot is
+// claimed before its path is copied, so two threads never write one slot and the handler never reads a path
+// being written (the copy came before the claim, and two threads could both fill slot 0, 2026-11-29).
 char cleanup_path[kCleanupSlots][kCleanupPathBytes];
-std::atomic<bool> cleanup_used[kCleanupSlots];
+std::atomic<int> cleanup_state[kCleanupSlots];
 
 extern "C" void remove_temporaries_and_reraise(int sig) {
     for (int i = 0; i < kCleanupSlots; ++i)
-        if (cleanup_used[i].load()) ::unlink(cleanup_path[i]);
+        if (cleanup_state[i].load() == 2) ::unlink(cleanup_path[i]);
     std::signal(sig, SIG_DFL);
     std::raise(sig);
 }
@@ -132,16 +152,17 @@ int register_temporary(const std::string& tmp) {
     (void)installed;
     if (tmp.size() >= kCleanupPathBytes) return -1;
     for (int i = 0; i < kCleanupSlots; ++i) {
-        if (cleanup_used[i].load()) continue;
+        int expected = 0;
+        if (!cleanup_state[i].compare_exchange_strong(expected, 1)) continue;
         std::memcpy(cleanup_path[i], tmp.c_str(), tmp.size() + 1);
-        bool expected = false;
-        if (cleanup_used[i].compare_exchange_strong(expected, true)) return i;
+        cleanup_state[i].store(2);
+        return i;
     }
     return -1;
 }
 
 void unregister_temporary(int slot) {
-    if (slot >= 0) cleanup_used[slot].store(false);
+    if (slot >= 0) cleanup_state[slot].store(0);
 }
 
 }  // namespace
@@ -183,7 +204,16 @@ OutputFile::OutputFile(const std::string& path) : path_(path) {
     target_ = t.file;
     const fs::path target(t.file);
     const fs::path dir = target.parent_path();
-    const std::string templ = (dir / fmt::format(".{}.trainsim-XXXXXX", target.filename().string())).string();
+    // ".NAME.trainsim-XXXXXX" is 17 bytes longer than NAME: a name of 239 to 255 bytes (which `>` writes)
+    // made a temporary name past NAME_MAX, and the output was refused ("File name too long"). The name in it
+    // is cut to fit in a file name and in PATH_MAX; it is only there to tell the user what the file was.
+    constexpr std::size_t kExtra = 17, kNameMax = 255, kPathMax = 4095;
+    const std::string name_part = target.filename().string();
+    const std::size_t dir_bytes = dir.empty() ? 0 : dir.string().size() + 1;
+    std::size_t keep = std::min(name_part.size(), kNameMax - kExtra);
+    keep = dir_bytes + kExtra >= kPathMax ? 0 : std::min(keep, kPathMax - dir_bytes - kExtra);
+    const std::string templ =
+        (dir / fmt::format(".{}.trainsim-XXXXXX", std::string_view(name_part).substr(0, keep))).string();
     std::vector<char> name(templ.begin(), templ.end());
     name.push_back('\0');
     fd_ = ::mkstemp(name.data());

@@ -573,6 +573,70 @@ bad "sweep --gpus with a repeated size" 2 "sweep: --gpus = \"16,32,16\" names 16
 bad "memory --what-if past the study's program layer passes" 2 "memory --what-if: the layout and its|program layer passes|= 2097152 for the layout), above the limit of 4194304" -- memory --what-if --topology "$ROOT/topologies/dgx-h100.json" --workload "$SMALL_W" --set model.layers=4096 --set topology.nodes=512 --set layout.tp=1 --set layout.pp=4096 --set layout.dp=1 --set layout.global_batch=512
 bad "goodput --days shorter than one step" 2 "goodput: --days = \"1e-12\" (8.64e-08 s) is shorter than one training step (" -- goodput "${SMALL[@]}" --days 1e-12
 
+## Round 10 (2026-11-29): hostile environments and encodings.
+# A write past the file-size limit (`ulimit -f`) killed trainsim with SIGXFSZ (exit 153) and left the output's
+# temporary file half-written; a full disk's write failure blamed the workload file ("small.json: t.json:
+# writing failed"). Now the write fails (EFBIG): exit 2, one line naming the option and the file, nothing left.
+FSIZE_BIN=$TMP/trainsim-ulimit-f
+printf '#!/usr/bin/env bash\nulimit -f "$FSIZE_BLOCKS"\nexec "%s" "$@"\n' "$BIN" >"$FSIZE_BIN"
+chmod +x "$FSIZE_BIN"
+FSIZE_BLOCKS=64 BIN=$FSIZE_BIN bad "run --trace past ulimit -f: no signal, no temporary file" 2 "run: --trace t.json: writing failed (File too large)" -- run "${SMALL[@]}" --trace t.json
+FSIZE_BLOCKS=16 BIN=$FSIZE_BIN bad "sweep --csv past ulimit -f" 2 "s.csv: writing failed (File too large)" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --csv s.csv
+# import wrote --topology-out, then failed on -o: the topology was left behind, and the notes ("ignored: ...")
+# made the error the third line. Both files are written before either is put in place; the notes come after.
+FSIZE_BLOCKS=2 BIN=$FSIZE_BIN bad "import -o failing after --topology-out leaves neither" 2 "w.json: writing failed (File too large)" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" --name "$(printf 'n%.0s' {1..3000})" -o w.json --topology-out t.json
+# A standard output that fails (a closed pipe, /dev/full) after notes printed on stderr: one line still.
+stdout_full "import hf" import hf "$ROOT/tests/data/importers/llama3_8b_config.json"
+stdout_full "fit" fit "$RUNS" --gpu A100-SXM4-80GB --constants gemm_max_efficiency
+stdout_full "fit --profile" fit --profile "$PROFILE"
+# A NUL byte ended the JSON reader's input: a document, a NUL and anything after it was read as the document.
+new_case; printf '{}\0{"name": 1}' >"$CASE_DIR/w.json"
+bad "a JSON file with a NUL byte after the document" 2 "w.json: not valid JSON: a NUL byte at offset 2" -- run --topology "$TOPO" --workload w.json
+new_case; printf '\xff\xfe{\0}\0' >"$CASE_DIR/w.json"
+bad "a JSON file in UTF-16" 2 "w.json: not valid JSON: it starts with a UTF-16 byte-order mark (FF FE); save it as UTF-8" -- run --topology "$TOPO" --workload w.json
+# An empty input file name was the option left out: `run --workload ""` simulated the default workload, exit 0.
+bad "run --workload with an empty name" 2 "run: --workload needs a file name" -- run --topology "$TOPO" --workload ""
+bad "validate --calibration with an empty name" 2 "validate: --calibration needs a file name" -- validate "$RUNS" --calibration ""
+bad "import megatron --args-file with an empty name" 2 "import megatron: --args-file needs a file name" -- import megatron --args-file ""
+# A sweep copied the workload's layers_per_stage into every layout, a wrong length included (run refuses it):
+# 6 M entries passed 25 s and gigabytes; 3 entries at pp 2 were swept, every layout at pp 2 rejected.
+workload_with w.json 's/"tp": 2, "pp": 2,/"tp": 2, "pp": 2, "layers_per_stage": [2, 2, 4],/'
+bad "sweep of a layers_per_stage of another length than pp" 2 "w.json: layout.layers_per_stage has 3 entries; layout.pp = 2" -- sweep --topology "$TOPO" --workload w.json --gpus 16
+# An input file that cannot be read says why (as nobody: root reads it anyway).
+if [ "$(id -u)" != 0 ] || command -v setpriv >/dev/null; then
+    noread_dir=$TMP/noread
+    mkdir -p "$noread_dir" && chmod 777 "$noread_dir" && printf '{}' >"$noread_dir/w.json" &&
+        chmod 000 "$noread_dir/w.json"
+    (cd "$noread_dir" && "${as_user[@]}" "$BIN" run --topology "$TOPO" --workload w.json >"$TMP/out" 2>"$TMP/err")
+    rc=$?
+    if [ "$rc" = 2 ] && [ ! -s "$TMP/out" ] && [ "$(wc -l <"$TMP/err")" = 1 ] &&
+        grep -qF "w.json: cannot open the file (Permission denied)" "$TMP/err"; then
+        echo "PASS: an input without read permission says so"
+        passes=$((passes + 1))
+    else
+        echo "FAIL: an input without read permission: exit $rc, $(head -c 300 "$TMP/err")"
+        failures=$((failures + 1))
+    fi
+    # Another user's world-writable file in a sticky folder (/tmp) cannot be renamed over: it failed after the
+    # simulation ("cannot put the file in place"); refused before it now, the file kept.
+    sticky_dir=$TMP/sticky
+    mkdir -p "$sticky_dir" && chmod 1777 "$sticky_dir" && printf 'keep' >"$sticky_dir/t.json" &&
+        chmod 666 "$sticky_dir/t.json"
+    if [ "$(id -u)" = 0 ]; then
+        (cd "$sticky_dir" && "${as_user[@]}" "$BIN" run "${SMALL[@]}" --trace t.json >"$TMP/out" 2>"$TMP/err")
+        rc=$?
+        if [ "$rc" = 2 ] && [ ! -s "$TMP/out" ] && [ "$(wc -l <"$TMP/err")" = 1 ] &&
+            [ "$(cat "$sticky_dir/t.json")" = keep ] && [ "$(ls -A "$sticky_dir")" = t.json ] &&
+            grep -qF "t.json: cannot replace the file (another user's, in the sticky folder .)" "$TMP/err"; then
+            echo "PASS: another user's file in a sticky folder is refused before the run"
+            passes=$((passes + 1))
+        else
+            echo "FAIL: another user's file in a sticky folder: exit $rc, $(head -c 300 "$TMP/err")"
+            failures=$((failures + 1))
+        fi
+    fi
+fi
+
 ## --version and `help CMD` (issue 14's small things; exit 0).
 if "$BIN" --version | grep -qE '^trainsim [0-9]+\.[0-9]+\.[0-9]+$'; then
     echo "PASS: --version"

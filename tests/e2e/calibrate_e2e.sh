@@ -34,6 +34,13 @@ check "--plan: QKV forward, dgrad and wgrad" bash -c "grep -q 'gemm bf16 4096x61
 check "--plan: the run's attention" grep -q 'attention b=1 heads=16 kv_heads=16 seq=4096 head_dim=128 causal' "$tmp/plan.txt"
 check "--plan: collectives 1 KiB to 4 GiB" grep -q '23 sizes from 1024 to 4294967296 bytes' "$tmp/plan.txt"
 
+# A failed write to standard output (a full disk, a closed pipe) is exit 2 with one line: --plan > /dev/full
+# ended with exit 0, and SIGPIPE / SIGXFSZ killed it (round 10, docs/reliability.md).
+"$bin" --plan --no-grid >/dev/full 2>"$tmp/err.txt"
+check "--plan to /dev/full: exit 2" test $? -eq 2
+check "--plan to /dev/full: one line naming standard output" \
+    grep -qx 'trainsim-calibrate: error: writing failed: standard output' "$tmp/err.txt"
+
 # (Each start loads cuBLAS and NCCL, about a second: a few representative cases only.)
 expect_input_error "unknown --gpu" '--gpu = "X100" is not a known GPU' --gpu X100
 expect_input_error "unwritable --out" 'cannot write the file' --out "$tmp/no/such/dir/p.json" --workload \

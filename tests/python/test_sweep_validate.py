@@ -83,6 +83,22 @@ class SweepTest(unittest.TestCase):
         with self.assertRaisesRegex(trainsim.InputError, "fix"):
             trainsim.sweep(TOPOLOGY, WORKLOAD, gpus=16, fix={"tpp": 2})
 
+    def test_sweep_numeric_arguments_out_of_range(self):
+        # Round 10: gpus=16.5 was cut to 16, jobs=-1 and 5000 ran on the hardware's threads (the CLI refuses
+        # both), and an int past 32 or 64 bits gave pybind11's multi-line TypeError.
+        cases = ((dict(gpus=16.5), "sweep: gpus = 16.5 must be an integer"),
+                 (dict(gpus=float("nan")), "sweep: gpus = nan must be an integer"),
+                 (dict(gpus=2**40), "sweep: gpus = 1099511627776 is above the limit of 131072"),
+                 (dict(gpus=2**70), "sweep: gpus = 1180591620717411303424 is out of range"),
+                 (dict(gpus=16, jobs=-1), r"sweep: jobs = -1 must be 1 \.\. 1024"),
+                 (dict(gpus=16, jobs=5000), r"sweep: jobs = 5000 must be 1 \.\. 1024"),
+                 (dict(gpus=16, global_batch=2**70), "sweep: global_batch = .* is out of range"))
+        for kwargs, message in cases:
+            with self.assertRaisesRegex(trainsim.InputError, message):
+                trainsim.sweep_report(TOPOLOGY, WORKLOAD, **kwargs)
+        with self.assertRaisesRegex(trainsim.InputError, "memory: max_events = 1180591620717411303424 is out of"):
+            trainsim.memory(TOPOLOGY, WORKLOAD, max_events=2**70)
+
     def test_sweep_refuses_an_override_the_grid_sets(self):
         # As `trainsim sweep --set` (round 8): the grid would override it at every point, silently.
         for key, value in (("layout.cp", 2), ("layout.recompute", "full"), ("layout.tp", 2)):
@@ -133,6 +149,11 @@ class ValidateTest(unittest.TestCase):
             trainsim.validate(RUNS, only=["no-such-run"])
         with self.assertRaisesRegex(trainsim.InputError, "names run id \"a\" twice"):
             trainsim.validate(RUNS, only=["a", "a"])
+        # Round 10: as `validate --tolerance` and `--jobs` (inf and -3 were taken).
+        with self.assertRaisesRegex(trainsim.InputError, "tolerance = inf must be a percentage from 0 to 1e6"):
+            trainsim.validate(RUNS, tolerance=float("inf"))
+        with self.assertRaisesRegex(trainsim.InputError, r"validate: jobs = -3 must be 1 \.\. 1024"):
+            trainsim.validate(RUNS, jobs=-3)
 
 
 if __name__ == "__main__":

@@ -109,6 +109,35 @@ TEST_CASE("write_output_file: /dev/full is refused as a device, not replaced by 
     CHECK(contains(message_of<InputError>([] { write_output_file("/dev/full", "x"); }), "is a device"));
 }
 
+TEST_CASE("write_output_file: names of 239 to 255 bytes are written (the temporary name is cut to fit)") {
+    // ".NAME.trainsim-XXXXXX" passed NAME_MAX for a name of 239 bytes or more: refused "File name too long"
+    // where `>` writes it (round 10).
+    TempDir d;
+    for (const std::size_t n : {238, 239, 250, 255}) {
+        const std::string name = std::string(n - 5, 'a') + ".json";
+        write_output_file(d / name, "x\n");
+        CHECK(read_text(d / name) == "x\n");
+    }
+    CHECK(entries(d.path) == 4);
+    CHECK(contains(message_of<InputError>([&] { write_output_file(d / std::string(256, 'b'), "x"); }),
+                   "File name too long"));
+    CHECK(entries(d.path) == 4);
+}
+
+TEST_CASE("parse_json_text: a NUL byte or a UTF-16 byte-order mark is refused, naming the offset") {
+    // A NUL ended nlohmann's input: the document before it was read and the rest ignored (round 10).
+    using namespace std::string_literals;
+    CHECK(message_of<InputError>([] { parse_json_text("{}\0{\"name\": 1}"s, "w.json"); }) ==
+          "w.json: not valid JSON: a NUL byte at offset 2 (UTF-16 or UTF-32 text, or binary data? JSON is "
+          "UTF-8 "
+          "text)");
+    CHECK(contains(message_of<InputError>([] { parse_json_text("\xff\xfe{\0}\0"s, "u.json"); }),
+                   "u.json: not valid JSON: it starts with a UTF-16 byte-order mark (FF FE)"));
+    CHECK(contains(message_of<InputError>([] { parse_json_text("{\0\"\0}"s, "b.json"); }), "offset 1"));
+    // A UTF-8 byte-order mark is skipped, as RFC 8259 allows.
+    CHECK(parse_json_text("\xef\xbb\xbf{\"a\": 1}", "bom.json").at("a") == 1);
+}
+
 TEST_CASE("clip_for_message: values cut at 80 characters, NUL and newlines escaped") {
     const std::string big(100000, 'x');
     const std::string c = clip_for_message(big);

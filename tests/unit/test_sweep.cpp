@@ -90,6 +90,36 @@ TEST_CASE(
     }
 }
 
+TEST_CASE(
+    "sweep: the base's pipeline_layout and layers_per_stage are held only at its pp and vpp (round 10)") {
+    // Each layout copied them and cleared them at another pp or vpp, keeping their capacity: a
+    // 65,000-character pipeline_layout cost 64 KB in every layout (1.5 GB for 23,000). A layers_per_stage of
+    // another length than pp (check_layout refuses it) is refused at once: 6 M entries passed 25 s.
+    const ModelSpec m = trainsim::test::small_gpt(8);
+    Layout base = base_layout(32);
+    base.pp = 2;
+    base.vpp = 1;
+    base.pipeline_layout = std::string(5000, 't');
+    std::size_t kept = 0;
+    for (const auto& l : enumerate_layouts(m, base, SweepGrid{}, 16, 8)) {
+        const bool at_base = l.pp == 2 && l.vpp == 1;
+        CHECK(l.pipeline_layout.size() == (at_base ? 5000u : 0u));
+        if (!at_base) CHECK(l.pipeline_layout.capacity() < 5000u);
+        kept += at_base ? 1 : 0;
+    }
+    CHECK(kept > 0);
+    Layout split = base_layout(32);
+    split.pp = 2;
+    split.layers_per_stage = {3, 5};
+    for (const auto& l : enumerate_layouts(m, split, SweepGrid{}, 16, 8)) {
+        CHECK(l.layers_per_stage.size() == (l.pp == 2 ? 2u : 0u));
+        if (l.pp != 2) CHECK(l.layers_per_stage.capacity() == 0u);
+    }
+    split.layers_per_stage = {2, 2, 4};
+    CHECK(message_of<InputError>([&] { enumerate_layouts(m, split, SweepGrid{}, 16, 8); }) ==
+          "sweep: layout.layers_per_stage has 3 entries; layout.pp = 2");
+}
+
 TEST_CASE("sweep: the default tp stops at 8 in an NVLink domain of 72 (GB200 NVL72); --vary reaches beyond") {
     const ModelSpec m = trainsim::test::small_gpt(8);
     auto tps = [&](const SweepGrid& grid, int gpus, int gpus_per_node) {

@@ -3,6 +3,7 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <fstream>
@@ -292,8 +293,19 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    // As trainsim's main: a closed pipe (`--plan | head -1`) or a write past `ulimit -f` is a failed write
+    // (exit 2, one line), not a death by SIGPIPE or SIGXFSZ; standard output is checked at the end (`--plan >
+    // /dev/full` ended with exit 0).
+    std::signal(SIGPIPE, SIG_IGN);
+    std::signal(SIGXFSZ, SIG_IGN);
     try {
-        return run(argc, argv);
+        const int code = run(argc, argv);
+        std::cout.flush();
+        if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout)) {
+            std::cerr << "trainsim-calibrate: error: writing failed: standard output\n";
+            return kExitBadInput;
+        }
+        return code;
     } catch (const InputError& e) {
         std::cerr << "trainsim-calibrate: error: " << e.what() << "\n";
         return kExitBadInput;

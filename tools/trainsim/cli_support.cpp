@@ -1,4 +1,5 @@
 // Shared helpers of the CLI commands: command-line parsing of file commands and atomic file writing.
+#include <cstdio>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -54,6 +55,13 @@ bool parse_command(const std::vector<std::string>& args,
         const auto parsed = parser.run();
         refuse_negative_counts(parsed, command);
         for (const auto& o : parsed.options) {
+            // An empty input file name was taken as the option left out: `run --workload ""` simulated the
+            // default workload, exit 0 (round 10), where an empty output name is refused.
+            for (const char* name :
+                 {"topology", "workload", "from-runs", "calibration", "profile", "args-file"})
+                if (o.string_key == name && (o.value.empty() || o.value.front().empty()))
+                    throw InputError(
+                        fmt::format("{}: --{} needs a file name (it is empty: \"\")", command, name));
             if (!files && o.position_key >= 0 && !o.original_tokens.empty())
                 throw InputError(
                     fmt::format("{}: unexpected argument \"{}\" (files are given with --topology "
@@ -95,6 +103,12 @@ void check_output_option(const boost::program_options::variables_map& vm, const 
 
 void write_file_atomically(const std::string& path, const std::string& text) {
     write_output_file(path, text);
+}
+
+void flush_stdout() {
+    std::cout.flush();
+    if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout))
+        throw InputError("writing failed: standard output");
 }
 
 }  // namespace trainsim::cli

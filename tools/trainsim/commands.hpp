@@ -54,4 +54,11 @@ void check_output_option(const boost::program_options::variables_map& vm, const 
 /// rename; devices, FIFOs and directories refused). Throws InputError.
 void write_file_atomically(const std::string& path, const std::string& text);
 
+/// Flushes standard output and throws InputError "writing failed: standard output" (main's finish_stdout's
+/// line) when a write to it failed (a closed pipe, /dev/full). A command calls it before the notes it prints
+/// on stderr after its output (import's "ignored:", profile import's summary, fit's progress and table):
+/// they came before the error, so a failed write gave 2 to 46 lines on stderr (docs/reliability.md, round
+/// 10).
+void flush_stdout();
+
 }  // namespace trainsim::cli

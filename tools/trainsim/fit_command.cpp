@@ -189,6 +189,7 @@ int fit_profile(const std::vector<std::string>& args, const std::string& profile
         {"rows", rows}};
     if (out_file.empty()) {
         std::cout << j.dump(1) << "\n";
+        flush_stdout();  // else a failed write ended with the table's 45 lines on stderr before its error
         std::cerr << text;
     } else {
         write_file_atomically(out_file, j.dump(1) + "\n");
@@ -296,19 +297,22 @@ int fit_command(const std::vector<std::string>& args) {
             options.constants.size()));
     const StepTimeFit fit = fit_step_time_constants(runs, catalog, options);
     const nlohmann::json fitted = step_time_fit_json(fit, options.constants, command_line(args));
-    // Before the progress lines: a refused fit is one line on stderr.
+    // Before the progress lines: a refused fit is one line on stderr; so is a failed write (a full disk, a
+    // closed standard output), the lines coming after the output.
     refuse_out_of_range(fitted, fmt::format("{}", fmt::join(files, ", ")));
+    const std::string text = fitted.dump(2) + "\n";
+    if (out_file.empty()) {
+        std::cout << text;
+        flush_stdout();
+    } else {
+        write_file_atomically(out_file, text);
+    }
     for (std::size_t i = 0; i < fit.steps.size(); ++i)
         std::cerr << fmt::format("fit: iteration {}: rms log error {:.4f} -> {}\n", i + 1,
                                  fit.steps[i].rms_log_error_before,
                                  std::isfinite(fit.steps[i].rms_log_error_after)
                                      ? fmt::format("{:.4f}", fit.steps[i].rms_log_error_after)
                                      : std::string("(a run past the simulated range: step rejected)"));
-    const std::string text = fitted.dump(2) + "\n";
-    if (out_file.empty())
-        std::cout << text;
-    else
-        write_file_atomically(out_file, text);
     return kExitOk;
 }
 

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -238,12 +239,24 @@ int import_workload_command(const std::vector<std::string>& all) {
     }
     const std::string text = workload_text(imp.workload);
     const std::string topo_text = o.topology_out.empty() ? "" : topology_for(topo, imp.gpus, o);
-    report(imp, topo, o);
-    if (!o.topology_out.empty()) write_file_atomically(o.topology_out, topo_text);
-    if (o.out.empty())
+    // Both files are written in full before either is put in place, and the notes ("ignored: ...") come
+    // after the output: a full disk under -o left --topology-out's file behind, and the notes made the
+    // error of a failed write (a full disk, a closed standard output) the third line on stderr.
+    std::optional<OutputFile> topo_file, workload_file;
+    if (!o.topology_out.empty()) {
+        topo_file.emplace(o.topology_out);
+        topo_file->write(topo_text);
+    }
+    if (!o.out.empty()) {
+        workload_file.emplace(o.out);
+        workload_file->write(text);
+    } else {
         std::cout << text;
-    else
-        write_file_atomically(o.out, text);
+        flush_stdout();
+    }
+    if (topo_file) topo_file->commit();
+    if (workload_file) workload_file->commit();
+    report(imp, topo, o);
     return kExitOk;
 }
 

@@ -119,8 +119,11 @@ int run_main(std::vector<std::string> args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    // A closed pipe is a failed write (exit 2 below), not a silent death by SIGPIPE.
+    // A closed pipe is a failed write (exit 2 below), not a silent death by SIGPIPE; so is a write past the
+    // file-size limit (`ulimit -f`): SIGXFSZ killed the process (exit 153) and left the output's temporary
+    // file behind, half-written (2026-11-29); ignored, the write fails with EFBIG and the file is removed.
     std::signal(SIGPIPE, SIG_IGN);
+    std::signal(SIGXFSZ, SIG_IGN);
     try {
         trainsim::cli::start_processes();  // under mpirun: MPI, and rank 0 alone prints (processes.hpp)
         return finish_stdout(run_main(std::vector<std::string>(argv + 1, argv + argc)));

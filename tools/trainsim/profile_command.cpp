@@ -80,10 +80,12 @@ int import_command(const std::vector<std::string>& args) {
             fmt::format("{}: the profile would be {:.0f} MiB, past the {} MiB an input file may hold "
                         "(config.hpp); give fewer kernel rows",
                         in, static_cast<double>(text.size()) / (1 << 20), kMaxInputFileBytes >> 20));
-    if (out_file.empty())
+    if (out_file.empty()) {
         std::cout << text;
-    else
+        flush_stdout();  // the summary below came before the error of a failed write: 2 lines
+    } else {
         write_file_atomically(out_file, text);
+    }
     std::cerr << fmt::format(
         "profile import: {} gemm, {} attention, {} memory-bound, {} layer rows for {} ({}, {})\n",
         p.gemm.size(), p.attention.size(), p.memory_bound.size(), p.layers.size(), p.gpu, p.device.name,

@@ -192,7 +192,13 @@ SimulationResult simulate_run(const Inputs& in, const RunArgs& a, const po::vari
                         "--trace {}: the trace passed the limit of {:.0f} MB (limits.hpp) and was stopped; "
                         "--trace-ranks stages or a shorter --trace-window START,END writes less",
                         file, limits::kMaxTraceBytes / 1e6));
-                out->write(piece);
+                // The write's error names the file alone; "--trace" keeps the workload file from being
+                // blamed for a full disk ("small.json: t.json: writing failed (No space left ...)").
+                try {
+                    out->write(piece);
+                } catch (const InputError& e) {
+                    throw InputError(fmt::format("--trace {}", e.what()));
+                }
             });
         options.observers.push_back(trace_writer.get());
         options.memory_timeline = true;

@@ -273,6 +273,13 @@ std::pair<TopologySpec, Workload> sweep_inputs(const SweepArgs& a, std::optional
     } catch (const InputError& e) {
         throw InputError(fmt::format("{}: {}", work_name, e.what()));
     }
+    // So is a layers_per_stage of another length than its pp (run_sweep refuses it too, without the name):
+    // it was copied into every layout of that pp (6 M entries: past 25 s and gigabytes).
+    const Layout& l = work.layout;
+    if (!l.layers_per_stage.empty() && l.pipeline_layout.empty() &&
+        static_cast<std::int64_t>(l.layers_per_stage.size()) != l.pp)
+        throw InputError(fmt::format("{}: layout.layers_per_stage has {} entries; layout.pp = {}", work_name,
+                                     l.layers_per_stage.size(), l.pp));
     return {std::move(topo), std::move(work)};
 }
 
