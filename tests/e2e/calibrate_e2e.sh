@@ -43,6 +43,8 @@ check "--plan to /dev/full: one line naming standard output" \
 
 # (Each start loads cuBLAS and NCCL, about a second: a few representative cases only.)
 expect_input_error "unknown --gpu" '--gpu = "X100" is not a known GPU' --gpu X100
+expect_input_error "unknown option, the command named once" \
+    "^trainsim-calibrate: error: unrecognised option '--bogus'$" --bogus
 expect_input_error "unwritable --out" 'cannot write the file' --out "$tmp/no/such/dir/p.json" --workload \
     "$src/workloads/llama3-8b.json"
 expect_input_error "bad workload file" 'no_such.json' --workload "$tmp/no_such.json"

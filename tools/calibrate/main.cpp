@@ -10,6 +10,7 @@
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -307,7 +308,12 @@ int main(int argc, char** argv) {
         }
         return code;
     } catch (const InputError& e) {
-        std::cerr << "trainsim-calibrate: error: " << e.what() << "\n";
+        // The option errors of the shared parser name the command already ("trainsim-calibrate: unrecognised
+        // option ..."): once is enough (round 10 found it twice).
+        std::string_view what = e.what();
+        constexpr std::string_view self = "trainsim-calibrate: ";
+        if (what.starts_with(self)) what.remove_prefix(self.size());
+        std::cerr << "trainsim-calibrate: error: " << what << "\n";
         return kExitBadInput;
     } catch (const DeviceError& e) {
         std::cerr << "trainsim-calibrate: error: " << e.what() << "\n";
