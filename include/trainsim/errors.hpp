@@ -35,6 +35,30 @@ class InternalError : public std::logic_error {
     using std::logic_error::logic_error;
 };
 
+/// The length in bytes (2 to 4) of the well-formed UTF-8 character that `s` starts with, or 0 when its first
+/// byte (>= 0x80) starts none: RFC 3629, section 4 (no overlong forms, no surrogates, nothing past U+10FFFF).
+inline std::size_t utf8_sequence_length(std::string_view s) {
+    const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(s[i]); };
+    const unsigned char c = byte(0);
+    std::size_t n = 0;
+    unsigned char lo = 0x80, hi = 0xbf;  // the range of the second byte
+    if (c >= 0xc2 && c <= 0xdf) {
+        n = 2;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        n = 3;
+        if (c == 0xe0) lo = 0xa0;
+        if (c == 0xed) hi = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        n = 4;
+        if (c == 0xf0) lo = 0x90;
+        if (c == 0xf4) hi = 0x8f;
+    }
+    if (n == 0 || s.size() < n || byte(1) < lo || byte(1) > hi) return 0;
+    for (std::size_t i = 2; i < n; ++i)
+        if (byte(i) < 0x80 || byte(i) > 0xbf) return 0;
+    return n;
+}
+
 /// `value` as echoed in an error message: control characters (NUL, newline, ...) written as \xHH or \n so the
 /// message stays one line and is not cut at a NUL, and a value longer than `max_chars` cut there, with its
 /// length told ("...(100000 characters)").
@@ -42,14 +66,25 @@ inline std::string clip_for_message(std::string_view value, std::size_t max_char
     std::string out;
     for (std::size_t i = 0; i < value.size() && i < max_chars; ++i) {
         const auto c = static_cast<unsigned char>(value[i]);
-        if (c == '\n')
+        if (c == '\n') {
             out += "\\n";
-        else if (c == '\t')
+        } else if (c == '\t') {
             out += "\\t";
-        else if (c < 0x20 || c == 0x7f)
+        } else if (c < 0x20 || c == 0x7f) {
             out += fmt::format("\\x{:02x}", c);
-        else
+        } else if (c >= 0x80) {
+            // A whole UTF-8 character is kept (even one that crosses the cut); a byte that starts none (a
+            // file in Latin-1, a broken byte) is escaped, so the message stays valid UTF-8 text.
+            const std::size_t n = utf8_sequence_length(value.substr(i));
+            if (n == 0) {
+                out += fmt::format("\\x{:02x}", c);
+            } else {
+                out.append(value.substr(i, n));
+                i += n - 1;
+            }
+        } else {
             out += static_cast<char>(c);
+        }
     }
     if (value.size() > max_chars) out += fmt::format("...({} characters)", value.size());
     return out;

@@ -243,6 +243,8 @@ bad "layout.lora_targets unknown" 2 "--set \"|layout.lora_targets holds \"mlp\""
 bad "a 100,000-character value is cut" 2 "--set \"|layout.precision = \"aaaaaaaa|...(100000 characters)" -- run "${SMALL[@]}" --set "layout.precision=$(printf '%*s' 100000 '' | tr ' ' a)"
 workload_with w.json 's/"precision": "bf16"/"precision": "bf\\u0000x"/'
 bad "a NUL byte in a value is shown, not a cut message" 2 "w.json|layout.precision = \"bf\\x00x\" is not one of" -- run --topology "$TOPO" --workload w.json --set topology.nodes=2
+workload_with w.json 's/"precision": "bf16"/"precision": "bf\xe9"/'
+bad "a byte of invalid UTF-8 is shown escaped, the line valid UTF-8" 2 "w.json|not valid JSON|last read: '\"bf\\xe9" -- run --topology "$TOPO" --workload w.json --set topology.nodes=2
 workload_with w.json 's/"layers": 8/"layers": 8, "layers\\u0000x": 1/'
 bad "a NUL byte in a key is shown" 2 "w.json|model.layers\\x00x is not a known field" -- run --topology "$TOPO" --workload w.json --set topology.nodes=2
 workload_with w.json 's/"tp": 2/"tp": 18446744073709551615/'

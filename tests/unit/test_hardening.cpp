@@ -340,3 +340,18 @@ TEST_CASE("read_input_file: a FIFO or device is read without blocking") {
     CHECK(read_input_file("/dev/null").empty());
     CHECK(contains(message_of<InputError>([] { (void)read_input_file("/dev/zero"); }), "larger than"));
 }
+
+TEST_CASE("clip_for_message: a byte that starts no UTF-8 character is escaped, whole characters kept") {
+    // A Latin-1 file or a broken byte echoed in an error line made the line invalid UTF-8 (round 10).
+    CHECK(clip_for_message("\xff\xfe") == "\\xff\\xfe");
+    CHECK(clip_for_message("caf\xe9") == "caf\\xe9");                                   // Latin-1 é
+    CHECK(clip_for_message("caf\xc3\xa9 \xe2\x82\xac") == "caf\xc3\xa9 \xe2\x82\xac");  // é, €: kept
+    CHECK(clip_for_message("\xf0\x9f\x98\x80") == "\xf0\x9f\x98\x80");                  // a 4-byte character
+    CHECK(clip_for_message("\xc0\xaf") == "\\xc0\\xaf");                                // overlong '/'
+    CHECK(clip_for_message("\xed\xa0\x80") == "\\xed\\xa0\\x80");                       // a surrogate
+    CHECK(clip_for_message("\xe2\x82") == "\\xe2\\x82");                                // cut short
+    // A character that crosses the cut is kept whole: the message never ends inside one.
+    const std::string euros = std::string(79, 'a') + "\xe2\x82\xac";
+    CHECK(clip_for_message(euros).substr(0, 82) == euros);
+    CHECK(one_line("bad value \"\xff\"") == "bad value \"\\xff\"");
+}
