@@ -335,6 +335,8 @@ bad "sweep where every layout is rejected (no CSV written)" 2 "sweep: every layo
 bad "unknown command" 2 "unknown command \"frobnicate\"" -- frobnicate
 bad "help of an unknown command" 2 "unknown command \"frobnicate\"" -- help frobnicate
 bad "unknown option" 2 "run: unrecognised option '--bogus'" -- run --bogus
+bad "--trace - (standard output) is refused, no file named -" 2 "run: --trace - :|give a file name" -- run --trace -
+bad "sweep --csv - is refused" 2 "sweep: --csv - :" -- sweep --csv -
 bad "unexpected argument" 2 "run: unexpected argument \"extra\"" -- run extra
 bad "--trace-ranks unknown" 2 "--trace-ranks = \"some\"" -- run "${SMALL[@]}" --trace-ranks some
 bad "a 3,000-character --link value cut at 80" 2 "--link nnnnnnnnnn|...(3001 characters) unknown link name" -- run "${SMALL[@]}" --link "$(printf 'n%.0s' $(seq 3000))"

@@ -98,6 +98,13 @@ void check_output_option(const boost::program_options::variables_map& vm, const 
     if (!vm.count(option)) return;
     if (path.empty())
         throw InputError(fmt::format("{}: --{} needs a file name (it is empty: \"\")", command, option));
+    // "-" is standard output by the Unix convention, which these outputs do not support (the report goes
+    // there): a file named "-" was written instead (round 10).
+    if (path == "-")
+        throw InputError(
+            fmt::format("{}: --{} - : this output is written to a file, not to standard output; "
+                        "give a file name (./- for a file named -)",
+                        command, option));
     check_output_path(path);
 }
 

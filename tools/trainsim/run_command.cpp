@@ -296,7 +296,7 @@ int run_command(const std::vector<std::string>& args) {
                         a.jobs));
     const TraceSelection sel = trace_selection(a, vm);
     const auto training = training_args(a, vm);
-    if (vm.count("trace")) check_output_path(a.trace_file);
+    check_output_option(vm, "trace", a.trace_file, "run");
     check_output_option(vm, "html", a.html_file, "run");
     check_distinct_outputs({{"--trace", a.trace_file}, {"--html", a.html_file}}, input_files(a.inputs));
     const Inputs in = resolve_inputs(a.inputs);
