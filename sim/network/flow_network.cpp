@@ -13,6 +13,20 @@
 
 namespace trainsim {
 
+namespace {
+/// The last index freed in `free` (taken from it), else the index of a new default item appended to `items`.
+template <class T>
+int reuse_or_append(std::vector<int>& free, std::vector<T>& items) {
+    if (!free.empty()) {
+        const int id = free.back();
+        free.pop_back();
+        return id;
+    }
+    items.emplace_back();
+    return static_cast<int>(items.size()) - 1;
+}
+}  // namespace
+
 FlowNetwork::FlowNetwork(Simulator& sim, std::vector<double> link_bandwidth)
     : sim_(sim), capacity_(std::move(link_bandwidth)) {
     const auto n = capacity_.size();
@@ -123,14 +137,7 @@ void FlowNetwork::start_joined_flows_after(Time delay, const std::vector<const R
         start_flows_after(delay, routes, bytes, join_done_);
         return;
     }
-    int jid;
-    if (!free_joins_.empty()) {
-        jid = free_joins_.back();
-        free_joins_.pop_back();
-    } else {
-        jid = static_cast<int>(joins_.size());
-        joins_.emplace_back();
-    }
+    const int jid = reuse_or_append(free_joins_, joins_);
     std::array<int, kMaxBatchedStarts> ids{};
     for (std::size_t i = 0; i < n; ++i) {
         ids[i] = new_flow(*routes[i], bytes[i], Simulator::Callback{});
@@ -204,16 +211,9 @@ Time FlowNetwork::private_flow_time(const Route& route, double bytes) {
 }
 
 int FlowNetwork::new_flow(const Route& route, double bytes, Simulator::Callback on_done) {
-    int id;
     std::vector<int>& free =
         route.links.size() >= kLongRouteLinks && !free_long_ids_.empty() ? free_long_ids_ : free_ids_;
-    if (!free.empty()) {
-        id = free.back();
-        free.pop_back();
-    } else {
-        id = static_cast<int>(flows_.size());
-        flows_.emplace_back();
-    }
+    const int id = reuse_or_append(free, flows_);
     Flow& f = flows_[static_cast<std::size_t>(id)];
     set_distinct_links(f, route);
     f.remaining = bytes;

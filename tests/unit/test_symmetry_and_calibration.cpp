@@ -279,30 +279,7 @@ TEST_CASE(
         CHECK(ahead.ran_ahead);
         CHECK_FALSE(events.ran_ahead);
         CHECK(ahead.events < events.events);
-        CHECK(ahead.step_time_s == events.step_time_s);
-        CHECK(ahead.flows == events.flows);
-        REQUIRE(ahead.ranks.size() == events.ranks.size());
-        for (std::size_t r = 0; r < ahead.ranks.size(); ++r) {
-            CAPTURE(r);
-            const RankTimes& a = ahead.ranks[r];
-            const RankTimes& e = events.ranks[r];
-            CHECK(a.compute_s == e.compute_s);
-            CHECK(a.compute_by_phase_s == e.compute_by_phase_s);
-            CHECK(a.tp_exposed_s == e.tp_exposed_s);
-            CHECK(a.tp_wait_s == e.tp_wait_s);
-            CHECK(a.ep_exposed_s == e.ep_exposed_s);
-            CHECK(a.ep_wait_s == e.ep_wait_s);
-            CHECK(a.pp_exposed_s == e.pp_exposed_s);
-            CHECK(a.bubble_s == e.bubble_s);
-            CHECK(a.dp_exposed_s == e.dp_exposed_s);
-            CHECK(a.dp_wait_s == e.dp_wait_s);
-            CHECK(a.idle_s == e.idle_s);
-            CHECK(a.finish_s == e.finish_s);
-        }
-        CHECK(ahead.caused_wait_s == events.caused_wait_s);
-        REQUIRE(ahead.link_bytes.size() == events.link_bytes.size());
-        for (std::size_t i = 0; i < ahead.link_bytes.size(); ++i)
-            CHECK(ahead.link_bytes[i] == events.link_bytes[i]);
+        test::check_identical(ahead, events);
     }
 }
 

@@ -19,6 +19,7 @@
 #include "trainsim/sweep.hpp"
 
 using namespace trainsim;
+using trainsim::test::check_identical;
 using trainsim::test::contains;
 using trainsim::test::message_of;
 using trainsim::test::small_gpt;
@@ -56,34 +57,6 @@ void check_same(const ExecutionResult& a, const ExecutionResult& b) {
         CHECK(a.ranks[i].dp_exposed_s == doctest::Approx(b.ranks[i].dp_exposed_s).epsilon(1e-9));
         CHECK(a.ranks[i].finish_s == doctest::Approx(b.ranks[i].finish_s).epsilon(1e-12));
     }
-}
-
-/// The two results are the same, bit for bit: step time, every rank's accounts, the waiting each GPU caused
-/// and the bytes on every link.
-void check_identical(const ExecutionResult& a, const ExecutionResult& b) {
-    REQUIRE(a.ranks.size() == b.ranks.size());
-    CHECK(a.step_time_s == b.step_time_s);
-    CHECK(a.flows == b.flows);
-    for (std::size_t i = 0; i < a.ranks.size(); ++i) {
-        CAPTURE(i);
-        const RankTimes &x = a.ranks[i], &y = b.ranks[i];
-        CHECK(x.compute_s == y.compute_s);
-        CHECK(x.compute_by_phase_s == y.compute_by_phase_s);
-        CHECK(x.tp_exposed_s == y.tp_exposed_s);
-        CHECK(x.tp_wait_s == y.tp_wait_s);
-        CHECK(x.pp_exposed_s == y.pp_exposed_s);
-        CHECK(x.bubble_s == y.bubble_s);
-        CHECK(x.dp_exposed_s == y.dp_exposed_s);
-        CHECK(x.dp_wait_s == y.dp_wait_s);
-        CHECK(x.idle_s == y.idle_s);
-        CHECK(x.finish_s == y.finish_s);
-    }
-    REQUIRE(a.caused_wait_s.size() == b.caused_wait_s.size());
-    for (std::size_t g = 0; g < a.caused_wait_s.size(); ++g)
-        CHECK(a.caused_wait_s[g] == b.caused_wait_s[g]);
-    REQUIRE(a.link_bytes.size() == b.link_bytes.size());
-    for (std::size_t k = 0; k < a.link_bytes.size(); ++k)
-        CHECK(a.link_bytes[k] == b.link_bytes[k]);
 }
 
 ExecutionResult run_with(const TopologySpec& t, const ModelSpec& m, const Layout& l,
