@@ -24,6 +24,8 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -109,6 +111,18 @@ class FlowNetwork {
   private:
     static constexpr std::size_t kInlineLinks = 6;
     using SmallInts = boost::container::small_vector<int, kInlineLinks>;
+    /// A route's distinct links in order of first use (links), how many times the route uses each (uses),
+    /// and capacity / uses (solo_share: the link's share while it carries one flow of the route alone).
+    /// Computed once per route (its link_uses) and read by all its flows.
+    struct RouteLinks {
+        std::vector<int> links, uses;
+        std::vector<double> solo_share;
+    };
+    /// route_links_'s entry: the route's LinkUses, held so that its address is not reused while cached.
+    struct CachedRouteLinks {
+        std::shared_ptr<const LinkUses> uses;
+        std::unique_ptr<RouteLinks> links;
+    };
     struct Flow {
         double remaining = 0;  ///< bytes
         double rate = 0;       ///< bytes/s
@@ -124,14 +138,14 @@ class FlowNetwork {
         bool listed = false;     ///< entered in flows_on_link_ (else alone on its links: their owner)
         double solo_share = 0;   ///< scratch: smallest share among the links it has to itself
         int solo_position = -1;  ///< scratch: position of that link in the component (-1: none)
-        // Set with the flow (set_distinct_links): its route's distinct links in order of first use
-        // (distinct_links), how many times the route uses each (distinct_uses), and capacity / uses
-        // (distinct_solo_share: the link's share while it carries this flow alone). Set when the flow enters
-        // the per-link lists (prepare_lists): distinct_is_shared[j]:
-        // another flow also uses link j, kept up to date as flows join and leave; shared_distinct: those
-        // indices, ascending, rebuilt from the flags when read after a change (shared_stale; shared_links()).
-        SmallInts distinct_links, distinct_uses, shared_distinct;
-        boost::container::small_vector<double, kInlineLinks> distinct_solo_share;
+        /// Set with the flow (set_distinct_links): its route's distinct links, their uses and solo shares,
+        /// shared by every flow of the route (route_links_) or, for a route without link_uses, own_links.
+        const RouteLinks* links = nullptr;
+        std::unique_ptr<RouteLinks> own_links;  ///< kept for the id's next flow
+        // Set when the flow enters the per-link lists (prepare_lists): distinct_is_shared[j]: another flow
+        // also uses link j, kept up to date as flows join and leave; shared_distinct: those indices,
+        // ascending, rebuilt from the flags when read after a change (shared_stale; shared_links()).
+        SmallInts shared_distinct;
         boost::container::small_vector<char, kInlineLinks> distinct_is_shared;
         /// distinct_slot[j]: the flow's entry's index in the list of its distinct link j (flows_on_link_),
         /// so that leaving the list is a swap with the last entry, not a search
@@ -149,7 +163,7 @@ class FlowNetwork {
         std::array<int, kMaxBatchedStarts> flows{};
     };
     /// An entry of a link's flow list: the flow and the link's distinct index in that flow's route. A flow
-    /// has one entry per link however many times its route uses the link (the uses: Flow::distinct_uses).
+    /// has one entry per link however many times its route uses the link (the uses: RouteLinks::uses).
     struct LinkEntry {
         int flow;
         int index;
@@ -181,7 +195,8 @@ class FlowNetwork {
     bool others_drained(const Join& j, int fid) const;
     /// Counts one arrival of join `jid`; at the last, frees the join and runs its on_done.
     void join_arrived(int jid);
-    /// The flow's distinct links, their uses and solo shares: from the route's link_uses, else counted.
+    /// The flow's distinct links, their uses and solo shares: those of the route's link_uses, computed at
+    /// its first flow (route_links_), else counted into the flow's own_links.
     void set_distinct_links(Flow& f, const Route& route);
     void activate(int flow_id);
     void enter_in_lists(int flow_id);
@@ -250,10 +265,14 @@ class FlowNetwork {
     std::vector<int> unfrozen_on_link_;  ///< scratch: uses of the link by flows not yet frozen
     std::vector<double> share_;          ///< scratch: capacity_left_ / unfrozen_on_link_ of a shared link
     std::vector<int> distinct_index_;    ///< scratch, -1
-    std::vector<int> component_flows_;   ///< scratch: the flows of the component, in discovery order
-    std::vector<int> solo_flows_;        ///< scratch: the component's flows with a link of their own
-    std::vector<int> splits_;            ///< scratch
-    std::vector<int> solo_splits_;       ///< scratch: a flow's dirty links it has to itself
+    /// Each route's distinct links, by its link_uses (set_distinct_links), and the last one looked up.
+    std::unordered_map<const LinkUses*, CachedRouteLinks> route_links_;
+    const LinkUses* last_uses_ = nullptr;
+    const RouteLinks* last_links_ = nullptr;
+    std::vector<int> component_flows_;  ///< scratch: the flows of the component, in discovery order
+    std::vector<int> solo_flows_;       ///< scratch: the component's flows with a link of their own
+    std::vector<int> splits_;           ///< scratch
+    std::vector<int> solo_splits_;      ///< scratch: a flow's dirty links it has to itself
     std::vector<SearchItem> search_stack_, component_items_;  ///< scratch
     /// scratch: progressive filling's candidates, a binary min-heap on (share, position) (later_candidate):
     /// the shared links at their share when last computed and the flows' own-link bounds; entries that no

@@ -98,6 +98,7 @@ const Collectives::Communicator& Collectives::communicator(const std::vector<int
                 comm.nvls_bandwidth =
                     std::min(comm.nvls_bandwidth, links[static_cast<std::size_t>(l)].bandwidth.bytes_per_s);
         }
+        count_link_uses(comm.nvls_route);  // counted once here, not per flow
     }
     const auto nodes = detail::members_by_node(ranks, gpn);
     if (nodes.size() > 1 && detail::regular(nodes)) {

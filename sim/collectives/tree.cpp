@@ -83,6 +83,7 @@ void Collectives::add_tree(Communicator& comm, const std::vector<std::vector<int
                     }
                 }
         }
+        count_link_uses(r);  // counted once here, not per flow (FlowNetwork::set_distinct_links)
         comm.tree_routes.push_back(std::move(r));
     }
     comm.tree_bandwidth = detail::joint_rate(comm.tree_routes, cluster_.links());
@@ -111,6 +112,7 @@ void Collectives::add_sharp(Communicator& comm, const std::vector<std::vector<in
                 }
         const double rate = detail::coupled_rate(r, cluster_.links());
         comm.sharp_bandwidth = c == 0 ? rate : std::min(comm.sharp_bandwidth, rate);
+        count_link_uses(r);
         comm.sharp_routes.push_back(std::move(r));
     }
 }
@@ -126,6 +128,7 @@ void Collectives::add_nvls_tree(Communicator& comm, const std::vector<std::vecto
         Route r;
         for (int t = 0; t < 2; ++t)
             append_tree(r, wire, nodes, c, t);
+        count_link_uses(r);
         comm.nvls_tree_routes.push_back(std::move(r));
     }
     comm.nvls_tree_bandwidth = detail::joint_rate(comm.nvls_tree_routes, cluster_.links());
@@ -136,6 +139,7 @@ void Collectives::add_nvls_tree(Communicator& comm, const std::vector<std::vecto
             detail::append_edge(comm.nvls_tree_nvlink, route(members[static_cast<std::size_t>(j)],
                                                              members[static_cast<std::size_t>((j + 1) % g)]));
     comm.nvls_tree_nvlink_bandwidth = detail::coupled_rate(comm.nvls_tree_nvlink, cluster_.links());
+    count_link_uses(comm.nvls_tree_nvlink);
 }
 
 }  // namespace trainsim

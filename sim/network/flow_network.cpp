@@ -227,29 +227,47 @@ int FlowNetwork::new_flow(const Route& route, double bytes, Simulator::Callback 
 
 void FlowNetwork::set_distinct_links(Flow& f, const Route& route) {
     // Everything after works on the distinct links (a coupled all-to-all's route lists every pair's links:
-    // tens of thousands of entries over a few hundred links).
+    // tens of thousands of entries over a few hundred links). A route's are computed once (most routes are
+    // cached by Collectives and carry many flows: P2P messages, a communicator's channels).
+    const auto fill_solo = [this](RouteLinks& rl) {
+        rl.solo_share.clear();
+        for (std::size_t j = 0; j < rl.links.size(); ++j)  // as bound_shares computes a solo link's share
+            rl.solo_share.push_back(capacity_[static_cast<std::size_t>(rl.links[j])] / rl.uses[j]);
+    };
     if (route.link_uses) {
-        f.distinct_links.assign(route.link_uses->links.begin(), route.link_uses->links.end());
-        f.distinct_uses.assign(route.link_uses->uses.begin(), route.link_uses->uses.end());
-    } else {
-        f.distinct_links.clear();
-        f.distinct_uses.clear();
-        for (int l : route.links) {
-            int& j = distinct_index_[static_cast<std::size_t>(l)];
-            if (j < 0) {
-                j = static_cast<int>(f.distinct_links.size());
-                f.distinct_links.push_back(l);
-                f.distinct_uses.push_back(0);
+        const LinkUses* key = route.link_uses.get();
+        if (key != last_uses_) {
+            CachedRouteLinks& c = route_links_[key];
+            if (!c.links) {
+                c.uses = route.link_uses;
+                c.links = std::make_unique<RouteLinks>();
+                c.links->links = key->links;
+                c.links->uses = key->uses;
+                fill_solo(*c.links);
             }
-            ++f.distinct_uses[static_cast<std::size_t>(j)];
+            last_uses_ = key;
+            last_links_ = c.links.get();
         }
-        for (int l : f.distinct_links)
-            distinct_index_[static_cast<std::size_t>(l)] = -1;
+        f.links = last_links_;
+        return;
     }
-    f.distinct_solo_share.clear();
-    for (std::size_t j = 0; j < f.distinct_links.size(); ++j)  // as bound_shares computes a solo link's share
-        f.distinct_solo_share.push_back(capacity_[static_cast<std::size_t>(f.distinct_links[j])] /
-                                        f.distinct_uses[j]);
+    if (!f.own_links) f.own_links = std::make_unique<RouteLinks>();
+    RouteLinks& rl = *f.own_links;
+    rl.links.clear();
+    rl.uses.clear();
+    for (int l : route.links) {
+        int& j = distinct_index_[static_cast<std::size_t>(l)];
+        if (j < 0) {
+            j = static_cast<int>(rl.links.size());
+            rl.links.push_back(l);
+            rl.uses.push_back(0);
+        }
+        ++rl.uses[static_cast<std::size_t>(j)];
+    }
+    for (int l : rl.links)
+        distinct_index_[static_cast<std::size_t>(l)] = -1;
+    fill_solo(rl);
+    f.links = &rl;
 }
 
 void FlowNetwork::activate(int id) {
@@ -260,10 +278,11 @@ void FlowNetwork::activate(int id) {
     f.active = true;
     ++active_count_;
     bool alone = true;
-    for (std::size_t j = 0; j < f.distinct_links.size(); ++j) {
-        const auto lu = static_cast<std::size_t>(f.distinct_links[j]);
-        link_bytes_[lu] += bytes * f.distinct_uses[j];  // the flow's bytes once per use
-        if (!flows_on_link_[lu].empty() || owner_live(f.distinct_links[j])) alone = false;
+    const RouteLinks& rl = *f.links;
+    for (std::size_t j = 0; j < rl.links.size(); ++j) {
+        const auto lu = static_cast<std::size_t>(rl.links[j]);
+        link_bytes_[lu] += bytes * rl.uses[j];  // the flow's bytes once per use
+        if (!flows_on_link_[lu].empty() || owner_live(rl.links[j])) alone = false;
     }
     if (alone) {
         // No other flow on its links: its component is itself, and progressive filling gives it the smallest
@@ -273,9 +292,9 @@ void FlowNetwork::activate(int id) {
         // been entered now: it was the first on each of its links), then marks the links dirty, and the
         // batched update recomputes both.
         double rate = std::numeric_limits<double>::infinity();
-        for (double share : f.distinct_solo_share)
+        for (double share : rl.solo_share)
             rate = std::min(rate, share);
-        for (int l : f.distinct_links)
+        for (int l : rl.links)
             link_owner_[static_cast<std::size_t>(l)] = id;
         f.listed = false;
         f.rate = rate;
@@ -285,7 +304,7 @@ void FlowNetwork::activate(int id) {
                       [this, id, v] { finish_alone(id, v); });
         return;
     }
-    for (int l : f.distinct_links) {
+    for (int l : rl.links) {
         const int owner = link_owner_[static_cast<std::size_t>(l)];
         if (owner >= 0 && owner_live(l)) {
             enter_in_lists(owner);
@@ -294,10 +313,10 @@ void FlowNetwork::activate(int id) {
     }
     joined_.push_back(id);
     prepare_lists(f);
-    for (std::size_t j = 0; j < f.distinct_links.size(); ++j)
-        push_on_link(f.distinct_links[j], id, static_cast<int>(j));
+    for (std::size_t j = 0; j < rl.links.size(); ++j)
+        push_on_link(rl.links[j], id, static_cast<int>(j));
     f.listed = true;
-    for (int l : f.distinct_links)
+    for (int l : rl.links)
         mark_dirty(l);
     request_update();
 }
@@ -313,9 +332,10 @@ bool FlowNetwork::owner_live(int link) {
 void FlowNetwork::enter_in_lists(int fid) {
     Flow& f = flows_[static_cast<std::size_t>(fid)];
     prepare_lists(f);
-    for (std::size_t j = 0; j < f.distinct_links.size(); ++j) {
-        push_on_link(f.distinct_links[j], fid, static_cast<int>(j));
-        link_owner_[static_cast<std::size_t>(f.distinct_links[j])] = -1;
+    const RouteLinks& rl = *f.links;
+    for (std::size_t j = 0; j < rl.links.size(); ++j) {
+        push_on_link(rl.links[j], fid, static_cast<int>(j));
+        link_owner_[static_cast<std::size_t>(rl.links[j])] = -1;
     }
     f.listed = true;
 }
@@ -324,8 +344,8 @@ void FlowNetwork::prepare_lists(Flow& f) {
     // The distinct links, their uses and solo shares were set with the flow (set_distinct_links).
     f.shared_distinct.clear();
     f.shared_stale = false;
-    f.distinct_is_shared.assign(f.distinct_links.size(), 0);
-    f.distinct_slot.assign(f.distinct_links.size(), -1);
+    f.distinct_is_shared.assign(f.links->links.size(), 0);
+    f.distinct_slot.assign(f.links->links.size(), -1);
 }
 
 void FlowNetwork::set_shared(int fid, int j, bool shared) {
@@ -347,7 +367,7 @@ const FlowNetwork::SmallInts& FlowNetwork::shared_links(Flow& f) {
 }
 
 void FlowNetwork::push_on_link(int link, int fid, int j) {
-    // One entry per flow and link, however many times its route uses the link (Flow::distinct_uses).
+    // One entry per flow and link, however many times its route uses the link (RouteLinks::uses).
     auto& v = flows_on_link_[static_cast<std::size_t>(link)];
     if (v.size() == 1) set_shared(v.front().flow, v.front().index, true);  // it had the link to itself
     if (!v.empty()) set_shared(fid, j, true);
@@ -407,7 +427,7 @@ void FlowNetwork::visit(int fid) {
     for (int j : splits) {
         if (j > run_start) search_stack_.push_back(SearchItem{fid, run_start, j, 0});
         if (f.distinct_is_shared[static_cast<std::size_t>(j)]) {
-            const int l = f.distinct_links[static_cast<std::size_t>(j)];
+            const int l = f.links->links[static_cast<std::size_t>(j)];
             if (!link_seen_[static_cast<std::size_t>(l)]) {
                 link_seen_[static_cast<std::size_t>(l)] = 1;
                 search_stack_.push_back(SearchItem{l, 0, -1, 0});
@@ -415,7 +435,7 @@ void FlowNetwork::visit(int fid) {
         }
         run_start = j + 1;
     }
-    const int n = static_cast<int>(f.distinct_links.size());
+    const int n = static_cast<int>(f.links->links.size());
     if (run_start < n) search_stack_.push_back(SearchItem{fid, run_start, n, 0});
 }
 
@@ -432,7 +452,7 @@ double FlowNetwork::link_load(int link, int except) const {
     for (const LinkEntry& e : flows_on_link_[static_cast<std::size_t>(link)]) {
         if (e.flow == except) continue;
         const Flow& g = flows_[static_cast<std::size_t>(e.flow)];
-        load += g.rate * g.distinct_uses[static_cast<std::size_t>(e.index)];
+        load += g.rate * g.links->uses[static_cast<std::size_t>(e.index)];
     }
     return load;
 }
@@ -471,13 +491,14 @@ bool FlowNetwork::update_locally() {
         Flow& f = flows_[static_cast<std::size_t>(fid)];
         double rate = std::numeric_limits<double>::infinity();
         int at = -1;
-        for (std::size_t j = 0; j < f.distinct_links.size(); ++j) {
-            const int l = f.distinct_links[j];
+        const RouteLinks& rl = *f.links;
+        for (std::size_t j = 0; j < rl.links.size(); ++j) {
+            const int l = rl.links[j];
             const auto lu = static_cast<std::size_t>(l);
             ++rate_update_work_;
             const double spare = capacity_[lu] - (f.distinct_is_shared[j] ? link_load(l, fid) : 0.0);
             if (!(spare > kSaturatedMargin * capacity_[lu])) return false;
-            const double share = spare / f.distinct_uses[j];
+            const double share = spare / rl.uses[j];
             if (share < rate) {
                 rate = share;
                 at = l;
@@ -606,10 +627,11 @@ void FlowNetwork::bound_shares() {
             // A run, visited from hi-1 down to lo: its smallest share, at its first link in that order.
             const Flow& f = flows_[static_cast<std::size_t>(item.link_or_flow)];
             int smallest = item.hi - 1;
-            double share = f.distinct_solo_share[static_cast<std::size_t>(smallest)];
+            const std::vector<double>& solo = f.links->solo_share;
+            double share = solo[static_cast<std::size_t>(smallest)];
             for (int j = item.hi - 2; j >= item.lo; --j)
-                if (f.distinct_solo_share[static_cast<std::size_t>(j)] < share) {
-                    share = f.distinct_solo_share[static_cast<std::size_t>(j)];
+                if (solo[static_cast<std::size_t>(j)] < share) {
+                    share = solo[static_cast<std::size_t>(j)];
                     smallest = j;
                 }
             bound_by_solo_link(item.link_or_flow, share, item.position + (item.hi - 1 - smallest));
@@ -621,7 +643,7 @@ void FlowNetwork::bound_shares() {
         const auto& on_link = flows_on_link_[lu];
         int uses = 0;
         for (const LinkEntry& e : on_link)
-            uses += flows_[static_cast<std::size_t>(e.flow)].distinct_uses[static_cast<std::size_t>(e.index)];
+            uses += flows_[static_cast<std::size_t>(e.flow)].links->uses[static_cast<std::size_t>(e.index)];
         unfrozen_on_link_[lu] = uses;
         if (on_link.empty()) continue;
         const int first = on_link.front().flow;
@@ -656,8 +678,8 @@ void FlowNetwork::freeze(int fid, double rate, std::size_t& unfrozen) {
     const SmallInts& shared = shared_links(f);
     rate_update_work_ += shared.size();
     for (int j : shared) {
-        const auto l2 = static_cast<std::size_t>(f.distinct_links[static_cast<std::size_t>(j)]);
-        for (int m = f.distinct_uses[static_cast<std::size_t>(j)]; m > 0; --m) {
+        const auto l2 = static_cast<std::size_t>(f.links->links[static_cast<std::size_t>(j)]);
+        for (int m = f.links->uses[static_cast<std::size_t>(j)]; m > 0; --m) {
             capacity_left_[l2] -= rate;
             --unfrozen_on_link_[l2];
         }
@@ -724,7 +746,7 @@ void FlowNetwork::fill_progressively() {
 
 void FlowNetwork::release_id(int fid) {
     const Flow& f = flows_[static_cast<std::size_t>(fid)];
-    (f.distinct_links.capacity() >= kLongRouteLinks ? free_long_ids_ : free_ids_).push_back(fid);
+    (f.distinct_slot.capacity() >= kLongRouteLinks ? free_long_ids_ : free_ids_).push_back(fid);
 }
 
 void FlowNetwork::finish_alone(int fid, std::uint64_t version) {
@@ -732,7 +754,7 @@ void FlowNetwork::finish_alone(int fid, std::uint64_t version) {
     if (!f.active || f.version != version) return;  // it entered the lists: finish() ends it
     f.active = false;
     --active_count_;
-    for (int l : f.distinct_links)
+    for (int l : f.links->links)
         if (link_owner_[static_cast<std::size_t>(l)] == fid) link_owner_[static_cast<std::size_t>(l)] = -1;
     release_id(fid);
     if (f.join >= 0) {
@@ -753,8 +775,9 @@ void FlowNetwork::finish(int fid, std::uint64_t version) {
     --active_count_;
     // A listed flow (one alone on its links until the end is ended by finish_alone): it leaves its lists.
     bool changed = false;
-    for (std::size_t j = 0; j < f.distinct_links.size(); ++j) {
-        const int l = f.distinct_links[j];
+    const RouteLinks& rl = *f.links;
+    for (std::size_t j = 0; j < rl.links.size(); ++j) {
+        const int l = rl.links[j];
         auto& v = flows_on_link_[static_cast<std::size_t>(l)];
         const auto slot = static_cast<std::size_t>(f.distinct_slot[j]);
         if (slot >= v.size() || v[slot].flow != fid) throw InternalError("flow missing from its link");
@@ -769,7 +792,7 @@ void FlowNetwork::finish(int fid, std::uint64_t version) {
         if (!v.empty()) {
             mark_dirty(l);
             changed = true;
-            left_links_.emplace_back(l, f.distinct_uses[j]);
+            left_links_.emplace_back(l, rl.uses[j]);
             if (v.size() == 1) set_shared(v.front().flow, v.front().index, false);  // it has it to itself
         }
     }
