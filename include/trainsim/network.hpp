@@ -162,6 +162,17 @@ class FlowNetwork {
         std::uint32_t finished = 0;  ///< bit i: flow i has left its links (finish or finish_alone ran)
         std::array<int, kMaxBatchedStarts> flows{};
     };
+    /// Flows of one joined transfer, started in one event and alone on their links with the same end
+    /// (drain_end + latency): their finish_alone events would have run one after the other (same time and
+    /// priority, consecutive sequence numbers, as schedule_starts activates them in order), and the first
+    /// ones only count down, so one event runs them in that order (finish_alone_group).
+    struct AloneGroup {
+        Time end;
+        std::uint32_t count = 0;
+        int join = -1;
+        std::array<int, kMaxBatchedStarts> flows{};
+        std::array<std::uint64_t, kMaxBatchedStarts> versions{};
+    };
     /// An entry of a link's flow list: the flow and the link's distinct index in that flow's route. A flow
     /// has one entry per link however many times its route uses the link (the uses: RouteLinks::uses).
     struct LinkEntry {
@@ -236,6 +247,11 @@ class FlowNetwork {
     /// still owns and runs on_done, one event where a listed flow takes two (the drain's end, then the
     /// completion after the latency). Nothing if the flow has entered the lists since (version).
     void finish_alone(int flow_id, std::uint64_t version);
+    /// finish_alone(flow, version) of each flow of alone_groups_[group], in order, as their events would.
+    void finish_alone_group(int group);
+    /// Schedules finish_alone of flow `fid` (alone on its links) at drain_end + latency: in a group of its
+    /// transfer's flows started in the same event (AloneGroup) when one ends at the same time, else its own.
+    void schedule_finish_alone(int fid);
     /// Whether link `link`'s owner (a flow alone on it) still holds it: a flow whose drain has ended by now
     /// has left it (its bytes are gone; only the latency is left), as if its end had been an event then,
     /// and the link's owner is cleared.
@@ -256,6 +272,11 @@ class FlowNetwork {
     std::vector<int> free_ids_, free_long_ids_;
     std::vector<Join> joins_;
     std::vector<int> free_joins_;
+    std::vector<AloneGroup> alone_groups_;
+    std::vector<int> free_alone_groups_;
+    /// While schedule_starts' event activates its flows: the alone groups it opened (alone_groups_ ids).
+    bool in_starts_ = false;
+    boost::container::small_vector<int, kMaxBatchedStarts> open_groups_;
     std::vector<Simulator::Callback> join_done_;  ///< scratch: counting callbacks (start_joined_flows_after)
     static constexpr std::size_t kLongRouteLinks = 4096;
     std::vector<int> dirty_links_;

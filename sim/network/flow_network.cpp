@@ -99,10 +99,13 @@ void FlowNetwork::schedule_starts(Time delay, const int* ids, std::size_t n) {
         std::uint32_t count;
         std::array<int, kMaxBatchedStarts> ids;
         void operator()() const {
+            self->in_starts_ = true;
+            self->open_groups_.clear();
             for (std::uint32_t i = 0; i < count; ++i) {
                 ++self->flows_started_;
                 self->activate(ids[i]);
             }
+            self->in_starts_ = false;
         }
     };
     Starts starts{this, static_cast<std::uint32_t>(n), {}};
@@ -299,9 +302,7 @@ void FlowNetwork::activate(int id) {
         f.listed = false;
         f.rate = rate;
         f.drain_end = sim_.now() + Time::seconds_up(bytes / rate);  // as schedule_completion computes it
-        const std::uint64_t v = f.version;
-        sim_.schedule(f.drain_end + f.latency, Priority::kFlowCompletion,
-                      [this, id, v] { finish_alone(id, v); });
+        schedule_finish_alone(id);
         return;
     }
     for (int l : rl.links) {
@@ -766,6 +767,43 @@ void FlowNetwork::finish_alone(int fid, std::uint64_t version) {
     }
     Simulator::Callback done = std::move(f.on_done);  // on_done may start flows that take this id
     done();
+}
+
+void FlowNetwork::schedule_finish_alone(int fid) {
+    const Flow& f = flows_[static_cast<std::size_t>(fid)];
+    const Time end = f.drain_end + f.latency;
+    const std::uint64_t v = f.version;
+    if (f.join < 0 || !in_starts_) {
+        sim_.schedule(end, Priority::kFlowCompletion, [this, fid, v] { finish_alone(fid, v); });
+        return;
+    }
+    // Within one schedule_starts event nothing else is scheduled at `end` (> now) with this priority: the
+    // flows' events would be consecutive in the order at `end`, so a group stands for them.
+    for (int g : open_groups_) {
+        AloneGroup& group = alone_groups_[static_cast<std::size_t>(g)];
+        if (group.join == f.join && group.end == end) {
+            group.flows[group.count] = fid;
+            group.versions[group.count] = v;
+            ++group.count;
+            return;
+        }
+    }
+    const int g = reuse_or_append(free_alone_groups_, alone_groups_);
+    AloneGroup& group = alone_groups_[static_cast<std::size_t>(g)];
+    group.end = end;
+    group.join = f.join;
+    group.count = 1;
+    group.flows[0] = fid;
+    group.versions[0] = v;
+    open_groups_.push_back(g);
+    sim_.schedule(end, Priority::kFlowCompletion, [this, g] { finish_alone_group(g); });
+}
+
+void FlowNetwork::finish_alone_group(int g) {
+    const AloneGroup group = alone_groups_[static_cast<std::size_t>(g)];  // the last may start a transfer
+    free_alone_groups_.push_back(g);
+    for (std::uint32_t i = 0; i < group.count; ++i)
+        finish_alone(group.flows[i], group.versions[i]);
 }
 
 void FlowNetwork::finish(int fid, std::uint64_t version) {

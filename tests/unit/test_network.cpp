@@ -602,3 +602,77 @@ TEST_CASE("network: a joined transfer arrives as its flows' counting callbacks w
     }
     CHECK(saved > 0);  // some arrivals needed no event (else the test checks nothing)
 }
+
+TEST_CASE("network: a joined transfer's flows alone on their links and ending together arrive in one event") {
+    // Like a P2P message of a TP group: one flow per rail, equal bytes and capacities, so the flows alone on
+    // their links end at the same instant and their finish_alone events would be consecutive; one event runs
+    // them (FlowNetwork::AloneGroup). Other transfers and single flows start on the same rails at random
+    // instants, so that some flows of a group enter the per-link lists before their end (another flow came)
+    // and leave the group. Arrivals (time and order) must be those of per-flow counting callbacks.
+    Xorshift next{0x9e3779b97f4a7c15ULL};
+    std::uint64_t saved = 0;
+    for (int trial = 0; trial < 20; ++trial) {
+        CAPTURE(trial);
+        const std::size_t rails = 4 + next(5);
+        const std::vector<double> cap(2 * rails, 25e9);  // rail k: links k (send side) and rails + k
+        struct Transfer {
+            Time at;
+            std::vector<Route> routes;
+            std::vector<double> bytes;
+        };
+        std::vector<Transfer> transfers;
+        for (int t = 0; t < 24; ++t) {
+            Transfer tr;
+            tr.at = Time::seconds(2e-6 * static_cast<double>(next(40)));
+            const bool single = next(4) == 0;  // a lone flow (joins a rail of a transfer under way)
+            const std::size_t n = single ? 1 : 2 + next(rails - 1);
+            const std::size_t first = next(rails);
+            const double bytes = 1e5 * static_cast<double>(1 + next(3));
+            for (std::size_t k = 0; k < n; ++k) {
+                const auto rail = static_cast<int>((first + k) % rails);
+                tr.routes.push_back(make_route({rail, static_cast<int>(rails) + rail}, Time::seconds(3e-6)));
+                tr.bytes.push_back(bytes);
+            }
+            transfers.push_back(std::move(tr));
+        }
+        auto run = [&](bool joined, std::uint64_t& events) {
+            Simulator sim;
+            FlowNetwork net(sim, cap);
+            std::vector<std::pair<Time, int>> log;
+            for (int t = 0; t < static_cast<int>(transfers.size()); ++t) {
+                sim.schedule(transfers[static_cast<std::size_t>(t)].at, Priority::kDefault, [&, t, joined] {
+                    const Transfer& tr = transfers[static_cast<std::size_t>(t)];
+                    auto arrived = [&, t] { log.emplace_back(sim.now(), t); };
+                    std::vector<const Route*> routes;
+                    for (const Route& r : tr.routes)
+                        routes.push_back(&r);
+                    if (joined) {
+                        net.start_joined_flows_after(Time::seconds(1e-6), routes, tr.bytes, arrived);
+                        return;
+                    }
+                    auto left = std::make_shared<int>(static_cast<int>(routes.size()));
+                    std::vector<Simulator::Callback> cbs;
+                    for (std::size_t k = 0; k < routes.size(); ++k)
+                        cbs.emplace_back([left, arrived] {
+                            if (--*left == 0) arrived();
+                        });
+                    if (routes.size() == 1)
+                        net.start_flow_after(Time::seconds(1e-6), *routes[0], tr.bytes[0], std::move(cbs[0]));
+                    else
+                        net.start_flows_after(Time::seconds(1e-6), routes, tr.bytes, cbs);
+                });
+            }
+            sim.run();
+            events = sim.events_executed();
+            return log;
+        };
+        std::uint64_t events_counting = 0, events_joined = 0;
+        const auto counting = run(false, events_counting);
+        const auto joined = run(true, events_joined);
+        CHECK(joined.size() == transfers.size());
+        CHECK(joined == counting);
+        CHECK(events_joined <= events_counting);
+        saved += events_counting - events_joined;
+    }
+    CHECK(saved > 100);  // groups of alone flows took one event (else the test checks nothing)
+}
