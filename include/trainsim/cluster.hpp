@@ -197,6 +197,11 @@ struct Link {
 struct LinkUses {
     std::vector<int> links;
     std::vector<int> uses;
+    /// Filled by the flow network that runs the route's flows (FlowNetwork::set_distinct_links, at its
+    /// first flow): capacity / uses of each link, its share while it carries one flow of the route alone;
+    /// solo_share_owner: that network. The routes of a simulation (its Collectives) serve one network.
+    mutable std::vector<double> solo_share;
+    mutable const void* solo_share_owner = nullptr;
 };
 
 struct Route {

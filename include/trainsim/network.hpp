@@ -25,7 +25,6 @@
 #include <functional>
 #include <limits>
 #include <memory>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -111,18 +110,6 @@ class FlowNetwork {
   private:
     static constexpr std::size_t kInlineLinks = 6;
     using SmallInts = boost::container::small_vector<int, kInlineLinks>;
-    /// A route's distinct links in order of first use (links), how many times the route uses each (uses),
-    /// and capacity / uses (solo_share: the link's share while it carries one flow of the route alone).
-    /// Computed once per route (its link_uses) and read by all its flows.
-    struct RouteLinks {
-        std::vector<int> links, uses;
-        std::vector<double> solo_share;
-    };
-    /// route_links_'s entry: the route's LinkUses, held so that its address is not reused while cached.
-    struct CachedRouteLinks {
-        std::shared_ptr<const LinkUses> uses;
-        std::unique_ptr<RouteLinks> links;
-    };
     struct Flow {
         double remaining = 0;  ///< bytes
         double rate = 0;       ///< bytes/s
@@ -138,10 +125,11 @@ class FlowNetwork {
         bool listed = false;     ///< entered in flows_on_link_ (else alone on its links: their owner)
         double solo_share = 0;   ///< scratch: smallest share among the links it has to itself
         int solo_position = -1;  ///< scratch: position of that link in the component (-1: none)
-        /// Set with the flow (set_distinct_links): its route's distinct links, their uses and solo shares,
-        /// shared by every flow of the route (route_links_) or, for a route without link_uses, own_links.
-        const RouteLinks* links = nullptr;
-        std::unique_ptr<RouteLinks> own_links;  ///< kept for the id's next flow
+        /// Set with the flow (set_distinct_links): its route's distinct links in order of first use, how
+        /// many times the route uses each, and their solo shares (LinkUses::solo_share): the route's
+        /// link_uses, shared by its flows, or, for a route without them, own_links, counted.
+        std::shared_ptr<const LinkUses> links;
+        std::shared_ptr<LinkUses> own_links;  ///< kept for the id's next flow
         // Set when the flow enters the per-link lists (prepare_lists): distinct_is_shared[j]: another flow
         // also uses link j, kept up to date as flows join and leave; shared_distinct: those indices,
         // ascending, rebuilt from the flags when read after a change (shared_stale; shared_links()).
@@ -174,7 +162,7 @@ class FlowNetwork {
         std::array<std::uint64_t, kMaxBatchedStarts> versions{};
     };
     /// An entry of a link's flow list: the flow and the link's distinct index in that flow's route. A flow
-    /// has one entry per link however many times its route uses the link (the uses: RouteLinks::uses).
+    /// has one entry per link however many times its route uses the link (the uses: LinkUses::uses).
     struct LinkEntry {
         int flow;
         int index;
@@ -206,8 +194,8 @@ class FlowNetwork {
     bool others_drained(const Join& j, int fid) const;
     /// Counts one arrival of join `jid`; at the last, frees the join and runs its on_done.
     void join_arrived(int jid);
-    /// The flow's distinct links, their uses and solo shares: those of the route's link_uses, computed at
-    /// its first flow (route_links_), else counted into the flow's own_links.
+    /// The flow's distinct links, their uses and solo shares: the route's link_uses (its solo shares
+    /// computed at its first flow), else counted into the flow's own_links.
     void set_distinct_links(Flow& f, const Route& route);
     void activate(int flow_id);
     void enter_in_lists(int flow_id);
@@ -286,14 +274,10 @@ class FlowNetwork {
     std::vector<int> unfrozen_on_link_;  ///< scratch: uses of the link by flows not yet frozen
     std::vector<double> share_;          ///< scratch: capacity_left_ / unfrozen_on_link_ of a shared link
     std::vector<int> distinct_index_;    ///< scratch, -1
-    /// Each route's distinct links, by its link_uses (set_distinct_links), and the last one looked up.
-    std::unordered_map<const LinkUses*, CachedRouteLinks> route_links_;
-    const LinkUses* last_uses_ = nullptr;
-    const RouteLinks* last_links_ = nullptr;
-    std::vector<int> component_flows_;  ///< scratch: the flows of the component, in discovery order
-    std::vector<int> solo_flows_;       ///< scratch: the component's flows with a link of their own
-    std::vector<int> splits_;           ///< scratch
-    std::vector<int> solo_splits_;      ///< scratch: a flow's dirty links it has to itself
+    std::vector<int> component_flows_;   ///< scratch: the flows of the component, in discovery order
+    std::vector<int> solo_flows_;        ///< scratch: the component's flows with a link of their own
+    std::vector<int> splits_;            ///< scratch
+    std::vector<int> solo_splits_;       ///< scratch: a flow's dirty links it has to itself
     std::vector<SearchItem> search_stack_, component_items_;  ///< scratch
     /// scratch: progressive filling's candidates, a binary min-heap on (share, position) (later_candidate):
     /// the shared links at their share when last computed and the flows' own-link bounds; entries that no

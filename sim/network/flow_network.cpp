@@ -230,47 +230,43 @@ int FlowNetwork::new_flow(const Route& route, double bytes, Simulator::Callback 
 
 void FlowNetwork::set_distinct_links(Flow& f, const Route& route) {
     // Everything after works on the distinct links (a coupled all-to-all's route lists every pair's links:
-    // tens of thousands of entries over a few hundred links). A route's are computed once (most routes are
-    // cached by Collectives and carry many flows: P2P messages, a communicator's channels).
-    const auto fill_solo = [this](RouteLinks& rl) {
-        rl.solo_share.clear();
-        for (std::size_t j = 0; j < rl.links.size(); ++j)  // as bound_shares computes a solo link's share
-            rl.solo_share.push_back(capacity_[static_cast<std::size_t>(rl.links[j])] / rl.uses[j]);
+    // tens of thousands of entries over a few hundred links). A route's are counted once (most routes are
+    // cached by Collectives and carry many flows: P2P messages, a communicator's channels), and so are its
+    // solo shares.
+    const auto fill_solo = [this](const LinkUses& u) {
+        u.solo_share.clear();
+        for (std::size_t j = 0; j < u.links.size(); ++j)  // as bound_shares computes a solo link's share
+            u.solo_share.push_back(capacity_[static_cast<std::size_t>(u.links[j])] / u.uses[j]);
+        u.solo_share_owner = this;
     };
-    if (route.link_uses) {
-        const LinkUses* key = route.link_uses.get();
-        if (key != last_uses_) {
-            CachedRouteLinks& c = route_links_[key];
-            if (!c.links) {
-                c.uses = route.link_uses;
-                c.links = std::make_unique<RouteLinks>();
-                c.links->links = key->links;
-                c.links->uses = key->uses;
-                fill_solo(*c.links);
-            }
-            last_uses_ = key;
-            last_links_ = c.links.get();
-        }
-        f.links = last_links_;
+    if (route.link_uses &&
+        (route.link_uses->solo_share_owner == this || route.link_uses->solo_share_owner == nullptr)) {
+        if (route.link_uses->solo_share_owner == nullptr) fill_solo(*route.link_uses);
+        f.links = route.link_uses;
         return;
     }
-    if (!f.own_links) f.own_links = std::make_unique<RouteLinks>();
-    RouteLinks& rl = *f.own_links;
-    rl.links.clear();
-    rl.uses.clear();
-    for (int l : route.links) {
-        int& j = distinct_index_[static_cast<std::size_t>(l)];
-        if (j < 0) {
-            j = static_cast<int>(rl.links.size());
-            rl.links.push_back(l);
-            rl.uses.push_back(0);
+    if (!f.own_links) f.own_links = std::make_shared<LinkUses>();
+    LinkUses& own = *f.own_links;
+    if (route.link_uses) {  // counted, with another network's shares
+        own.links = route.link_uses->links;
+        own.uses = route.link_uses->uses;
+    } else {
+        own.links.clear();
+        own.uses.clear();
+        for (int l : route.links) {
+            int& j = distinct_index_[static_cast<std::size_t>(l)];
+            if (j < 0) {
+                j = static_cast<int>(own.links.size());
+                own.links.push_back(l);
+                own.uses.push_back(0);
+            }
+            ++own.uses[static_cast<std::size_t>(j)];
         }
-        ++rl.uses[static_cast<std::size_t>(j)];
+        for (int l : own.links)
+            distinct_index_[static_cast<std::size_t>(l)] = -1;
     }
-    for (int l : rl.links)
-        distinct_index_[static_cast<std::size_t>(l)] = -1;
-    fill_solo(rl);
-    f.links = &rl;
+    fill_solo(own);
+    f.links = f.own_links;
 }
 
 void FlowNetwork::activate(int id) {
@@ -281,7 +277,7 @@ void FlowNetwork::activate(int id) {
     f.active = true;
     ++active_count_;
     bool alone = true;
-    const RouteLinks& rl = *f.links;
+    const LinkUses& rl = *f.links;
     for (std::size_t j = 0; j < rl.links.size(); ++j) {
         const auto lu = static_cast<std::size_t>(rl.links[j]);
         link_bytes_[lu] += bytes * rl.uses[j];  // the flow's bytes once per use
@@ -333,7 +329,7 @@ bool FlowNetwork::owner_live(int link) {
 void FlowNetwork::enter_in_lists(int fid) {
     Flow& f = flows_[static_cast<std::size_t>(fid)];
     prepare_lists(f);
-    const RouteLinks& rl = *f.links;
+    const LinkUses& rl = *f.links;
     for (std::size_t j = 0; j < rl.links.size(); ++j) {
         push_on_link(rl.links[j], fid, static_cast<int>(j));
         link_owner_[static_cast<std::size_t>(rl.links[j])] = -1;
@@ -368,7 +364,7 @@ const FlowNetwork::SmallInts& FlowNetwork::shared_links(Flow& f) {
 }
 
 void FlowNetwork::push_on_link(int link, int fid, int j) {
-    // One entry per flow and link, however many times its route uses the link (RouteLinks::uses).
+    // One entry per flow and link, however many times its route uses the link (LinkUses::uses).
     auto& v = flows_on_link_[static_cast<std::size_t>(link)];
     if (v.size() == 1) set_shared(v.front().flow, v.front().index, true);  // it had the link to itself
     if (!v.empty()) set_shared(fid, j, true);
@@ -492,7 +488,7 @@ bool FlowNetwork::update_locally() {
         Flow& f = flows_[static_cast<std::size_t>(fid)];
         double rate = std::numeric_limits<double>::infinity();
         int at = -1;
-        const RouteLinks& rl = *f.links;
+        const LinkUses& rl = *f.links;
         for (std::size_t j = 0; j < rl.links.size(); ++j) {
             const int l = rl.links[j];
             const auto lu = static_cast<std::size_t>(l);
@@ -813,7 +809,7 @@ void FlowNetwork::finish(int fid, std::uint64_t version) {
     --active_count_;
     // A listed flow (one alone on its links until the end is ended by finish_alone): it leaves its lists.
     bool changed = false;
-    const RouteLinks& rl = *f.links;
+    const LinkUses& rl = *f.links;
     for (std::size_t j = 0; j < rl.links.size(); ++j) {
         const int l = rl.links[j];
         auto& v = flows_on_link_[static_cast<std::size_t>(l)];
