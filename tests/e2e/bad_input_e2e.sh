@@ -641,6 +641,14 @@ if [ "$(id -u)" != 0 ] || command -v setpriv >/dev/null; then
     fi
 fi
 
+## Round 11 (2026-11-29): --set, the what-if and sweep option grammars, outputs onto standard output's file.
+# An output that is the file standard output (or standard error) goes to was renamed over it: `run --trace
+# /dev/stdout > f` left the trace in f and the report, printed after, went to the replaced file (exit 0). The
+# harness sends stdout to a file, so /dev/stdout and /proc/self/fd/1 name it here.
+bad "run --trace /dev/stdout when stdout is a file" 2 "run: --trace /dev/stdout: is the file standard output goes to, which this output would replace" -- run "${SMALL[@]}" --trace /dev/stdout
+bad "sweep --html /proc/self/fd/1 when stdout is a file" 2 "sweep: --html /proc/self/fd/1: is the file standard output goes to" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --html /proc/self/fd/1
+bad "import -o /dev/stderr when stderr is a file" 2 "import hf: --out /dev/stderr: is the file standard error goes to" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" -o /dev/stderr
+
 ## --version and `help CMD` (issue 14's small things; exit 0).
 if "$BIN" --version | grep -qE '^trainsim [0-9]+\.[0-9]+\.[0-9]+$'; then
     echo "PASS: --version"

@@ -105,6 +105,11 @@ void check_output_option(const boost::program_options::variables_map& vm, const 
             fmt::format("{}: --{} - : this output is written to a file, not to standard output; "
                         "give a file name (./- for a file named -)",
                         command, option));
+    if (const char* stream = standard_stream_of(path))
+        throw InputError(
+            fmt::format("{}: --{} {}: is the file {} goes to, which this output would replace; "
+                        "give it a file of its own",
+                        command, option, clip_for_message(path), stream));
     check_output_path(path);
 }
 
