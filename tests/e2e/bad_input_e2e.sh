@@ -648,6 +648,8 @@ fi
 bad "run --trace /dev/stdout when stdout is a file" 2 "run: --trace /dev/stdout: is the file standard output goes to, which this output would replace" -- run "${SMALL[@]}" --trace /dev/stdout
 bad "sweep --html /proc/self/fd/1 when stdout is a file" 2 "sweep: --html /proc/self/fd/1: is the file standard output goes to" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --html /proc/self/fd/1
 bad "import -o /dev/stderr when stderr is a file" 2 "import hf: --out /dev/stderr: is the file standard error goes to" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" -o /dev/stderr
+# import's --set name=5: json's type_error escaped as an internal error (exit 1).
+bad "import --set name=5 is refused naming the --set" 2 "--set \"name=5\": name = 5 must be a string" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" --set name=5
 
 ## --version and `help CMD` (issue 14's small things; exit 0).
 if "$BIN" --version | grep -qE '^trainsim [0-9]+\.[0-9]+\.[0-9]+$'; then
