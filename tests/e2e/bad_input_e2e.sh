@@ -339,7 +339,7 @@ bad "--trace - (standard output) is refused, no file named -" 2 "run: --trace - 
 bad "sweep --csv - is refused" 2 "sweep: --csv - :" -- sweep --csv -
 bad "unexpected argument" 2 "run: unexpected argument \"extra\"" -- run extra
 bad "--trace-ranks unknown" 2 "--trace-ranks = \"some\"" -- run "${SMALL[@]}" --trace-ranks some
-bad "a 3,000-character --link value cut at 80" 2 "--link nnnnnnnnnn|...(3001 characters) unknown link name" -- run "${SMALL[@]}" --link "$(printf 'n%.0s' $(seq 3000))"
+bad "a 3,000-character --link value cut at 80" 2 "--link nnnnnnnnnn|...(3000 characters): unknown link name" -- run "${SMALL[@]}" --link "$(printf 'n%.0s' $(seq 3000))"
 bad "131,072 GPUs at 512 per node (GPUs x GPUs per node)" 2 "topo-small.json|GPUs x GPUs per node = 67108864 is above the limit of 8388608" -- run --topology "$DATA/topo-small.json" --workload "$SMALL_W" --set topology.nodes=256 --set topology.gpus_per_node=512 --set layout.dp=131072
 bad "--seed -1 (an unsigned count)" 2 "run: --seed = -1 must not be negative" -- run "${SMALL[@]}" --jitter lognormal,sigma=0.05 --seed -1
 bad "sweep --top -1" 2 "sweep: --top = -1 must not be negative" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --top -1
@@ -650,6 +650,11 @@ bad "sweep --html /proc/self/fd/1 when stdout is a file" 2 "sweep: --html /proc/
 bad "import -o /dev/stderr when stderr is a file" 2 "import hf: --out /dev/stderr: is the file standard error goes to" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" -o /dev/stderr
 # import's --set name=5: json's type_error escaped as an internal error (exit 1).
 bad "import --set name=5 is refused naming the --set" 2 "--set \"name=5\": name = 5 must be a string" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" --set name=5
+# The what-if and sweep option parsers echoed the whole value: the line's clipping safety net cut it (800
+# characters of short words passed 400 characters and the word cut lost the ": " after the option).
+bad "--straggler value of short words is cut in the line" 2 "run: --straggler gpu=1,slowdown=2 y y y|(817 characters): slowdown = \"2 y y" -- run "${SMALL[@]}" --straggler "gpu=1,slowdown=2 $(printf 'y %.0s' {1..400})"
+bad "--link of a long valid value past the cluster is cut in the line" 2 "(2022 characters): node 9 is not one of the 2 nodes" -- run "${SMALL[@]}" --link "node9.nic0,latency=$(printf '0%.0s' {1..2000})1us"
+bad "sweep --fix of a long list is cut in the line" 2 "(23895 characters)\": --fix takes one value; --vary takes a list" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --fix "tp=$(seq -s, 1 5000)"
 
 ## --version and `help CMD` (issue 14's small things; exit 0).
 if "$BIN" --version | grep -qE '^trainsim [0-9]+\.[0-9]+\.[0-9]+$'; then
