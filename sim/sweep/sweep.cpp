@@ -141,15 +141,23 @@ Recompute parse_recompute(const std::string& v, const std::string& where) {
     return l.recompute;
 }
 
-/// Parses every value with `parse`, sorts them and drops repeats, into `dim` (which must still be empty).
+/// Parses every value with `parse` into `dim` (which must still be empty), sorted. A value given twice
+/// (`--vary tp=2,4,2`) is refused, as `--gpus 8,8` and `--only a,a` are: it was dropped without a word
+/// (round 11).
 template <class T, class Parse>
 void fill(std::vector<T>& dim, const std::vector<std::string>& values, const std::string& where,
           Parse parse) {
     if (!dim.empty()) throw InputError(fmt::format("{}: the key is restricted twice", where));
     for (const auto& v : values)
         dim.push_back(parse(v, where));
-    std::sort(dim.begin(), dim.end());
-    dim.erase(std::unique(dim.begin(), dim.end()), dim.end());
+    std::vector<T> sorted = dim;
+    std::sort(sorted.begin(), sorted.end());
+    if (const auto twice = std::adjacent_find(sorted.begin(), sorted.end()); twice != sorted.end()) {
+        const auto first = std::find(dim.begin(), dim.end(), *twice) - dim.begin();
+        throw InputError(fmt::format("{}: \"{}\" is given twice", where,
+                                     clip_for_message(values[static_cast<std::size_t>(first)])));
+    }
+    dim = std::move(sorted);
 }
 
 template <class T>

@@ -655,6 +655,8 @@ bad "import --set name=5 is refused naming the --set" 2 "--set \"name=5\": name 
 bad "--straggler value of short words is cut in the line" 2 "run: --straggler gpu=1,slowdown=2 y y y|(817 characters): slowdown = \"2 y y" -- run "${SMALL[@]}" --straggler "gpu=1,slowdown=2 $(printf 'y %.0s' {1..400})"
 bad "--link of a long valid value past the cluster is cut in the line" 2 "(2022 characters): node 9 is not one of the 2 nodes" -- run "${SMALL[@]}" --link "node9.nic0,latency=$(printf '0%.0s' {1..2000})1us"
 bad "sweep --fix of a long list is cut in the line" 2 "(23895 characters)\": --fix takes one value; --vary takes a list" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --fix "tp=$(seq -s, 1 5000)"
+# A value repeated in --vary was dropped without a word (--gpus 8,8 and --only a,a are refused since round 9).
+bad "sweep --vary with a repeated value" 2 "sweep: --vary tp: \"2\" is given twice" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --vary tp=2,4,2
 
 ## --version and `help CMD` (issue 14's small things; exit 0).
 if "$BIN" --version | grep -qE '^trainsim [0-9]+\.[0-9]+\.[0-9]+$'; then

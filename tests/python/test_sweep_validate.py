@@ -99,6 +99,11 @@ class SweepTest(unittest.TestCase):
         with self.assertRaisesRegex(trainsim.InputError, "memory: max_events = 1180591620717411303424 is out of"):
             trainsim.memory(TOPOLOGY, WORKLOAD, max_events=2**70)
 
+    def test_sweep_vary_refuses_a_repeated_value(self):
+        # As `sweep --vary tp=2,4,2` (round 11): the repeat was dropped without a word.
+        with self.assertRaisesRegex(trainsim.InputError, 'vary tp: "2" is given twice'):
+            trainsim.sweep(TOPOLOGY, WORKLOAD, gpus=16, vary={"tp": [2, 4, 2]})
+
     def test_sweep_refuses_an_override_the_grid_sets(self):
         # As `trainsim sweep --set` (round 8): the grid would override it at every point, silently.
         for key, value in (("layout.cp", 2), ("layout.recompute", "full"), ("layout.tp", 2)):
