@@ -976,6 +976,12 @@ void parse_measured(StrictObject& m, MeasuredRun& run) {
         if (!(*run.peak_memory_gib > 0))
             m.fail(m.field("peak_memory_GiB"),
                    fmt::format("= {} must be positive (null: not reported)", *run.peak_memory_gib));
+        // 1 MiB and up, as the step time's floor: a denormal (1e-320) made the error +inf% and the
+        // peak-memory MAPE inf% (null in --json; round 11).
+        if (*run.peak_memory_gib < 1.0 / 1024)
+            m.fail(m.field("peak_memory_GiB"),
+                   fmt::format("= {:g} is below 1 MiB (0.0009765625 GiB), less than any training run holds",
+                               *run.peak_memory_gib));
     }
 }
 

@@ -658,6 +658,11 @@ bad "sweep --fix of a long list is cut in the line" 2 "(23895 characters)\": --f
 # A value repeated in --vary was dropped without a word (--gpus 8,8 and --only a,a are refused since round 9).
 bad "sweep --vary with a repeated value" 2 "sweep: --vary tp: \"2\" is given twice" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --vary tp=2,4,2
 
+# A denormal peak memory in a measured-runs file (1e-320 GiB) made validate's error +inf% and its MAPE inf%
+# (null in --json), as the step time's did before its floor of 1 us; at least 1 MiB now.
+runs_with r.json 's/"peak_memory_GiB": 2.0/"peak_memory_GiB": 1e-320/'
+bad "runs: denormal peak memory" 2 "r.json|measured.peak_memory_GiB = 9.99989e-321 is below 1 MiB" -- run --from-runs r.json --id small_with_memory
+
 ## --version and `help CMD` (issue 14's small things; exit 0).
 if "$BIN" --version | grep -qE '^trainsim [0-9]+\.[0-9]+\.[0-9]+$'; then
     echo "PASS: --version"
