@@ -1061,11 +1061,13 @@ CollectiveKind parse_op(StrictObject& o) {
                                 : CollectiveKind::reduce_scatter;
 }
 
-/// A number that may be null (not reported); must be positive when given.
-std::optional<double> reported(StrictObject& o, const std::string& key) {
+/// A number that may be null (not reported); when given, at least `floor` (in `unit`).
+std::optional<double> reported(StrictObject& o, const std::string& key, double floor, const char* unit) {
     if (!o.has(key) || o.raw(key).is_null()) return std::nullopt;
     const double v = o.number_in(key, 0, 1e18);
     if (!(v > 0)) o.fail(o.field(key), fmt::format("= {} must be positive (null: not reported)", v));
+    // A denormal bus bandwidth (1e-320) made the row's error +inf% and the collectives' MAPE inf% (round 11).
+    if (v < floor) o.fail(o.field(key), fmt::format("= {:g} is below {:g} {}", v, floor, unit));
     return v;
 }
 
@@ -1091,9 +1093,9 @@ void parse_collective(const json& row, const std::string& file, CollectiveRow& o
     out.nodes = static_cast<int>(nodes);
     out.bytes = r.number_in("bytes", 0, 1e15, "B");
     if (!(out.bytes > 0)) r.fail(r.field("bytes"), fmt::format("= {} must be positive", out.bytes));
-    out.algbw_GBps = reported(r, "algbw_GBps");
-    out.busbw_GBps = reported(r, "busbw_GBps");
-    out.time_us = reported(r, "time_us");
+    out.algbw_GBps = reported(r, "algbw_GBps", 1e-3, "GB/s");
+    out.busbw_GBps = reported(r, "busbw_GBps", 1e-3, "GB/s");
+    out.time_us = reported(r, "time_us", 1e-3, "us");
     if (out.gpus % out.nodes != 0)
         r.fail(r.field("gpus"), fmt::format("= {} is not a multiple of nodes = {}", out.gpus, out.nodes));
     std::string hardware;
