@@ -1141,8 +1141,8 @@ TopologySpec dgx_preset_topology(const std::string& hardware, int gpus, int gpus
     std::string known;
     for (const auto& p : kDgxPresets)
         known += (known.empty() ? "" : ", ") + std::string(p.token);
-    throw InputError(
-        fmt::format("{} = \"{}\" names no known system ({}); add a cluster block", where, hardware, known));
+    throw InputError(fmt::format("{} = \"{}\" names no known system ({}); add a cluster block", where,
+                                 clip_for_message(hardware), known));
 }
 
 std::optional<double> CollectiveRow::measured_busbw_GBps() const {
@@ -1168,7 +1168,8 @@ MeasuredRunsFile parse_measured_runs(const json& j, const std::string& file) {
     StrictObject top(j, file, "");
     const auto fmt_name = top.string("format");
     if (fmt_name != "trainsim-measured-runs/1")
-        top.fail("format", fmt::format("= \"{}\" is not \"trainsim-measured-runs/1\"", fmt_name));
+        top.fail("format",
+                 fmt::format("= \"{}\" is not \"trainsim-measured-runs/1\"", clip_for_message(fmt_name)));
     MeasuredRunsFile out;
     for (auto it = j.begin(); it != j.end(); ++it)
         if (!top_level_keys().count(it.key()))

@@ -658,6 +658,18 @@ bad "sweep --fix of a long list is cut in the line" 2 "(23895 characters)\": --f
 # A value repeated in --vary was dropped without a word (--gpus 8,8 and --only a,a are refused since round 9).
 bad "sweep --vary with a repeated value" 2 "sweep: --vary tp: \"2\" is given twice" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --vary tp=2,4,2
 
+# Values of short words (800 characters) that messages echoed whole, past the 400 characters of a line: boost's
+# own messages (an option's argument, an unknown option), an unexpected argument, goodput's and --trace-ranks'
+# values, an --only id, a file's format and date.
+YS="$(printf 'y %.0s' {1..400})"
+bad "goodput --days of short words is cut in boost's message" 2 "goodput: the argument ('1 y y y|...(802 characters)') for option '--days' is invalid" -- goodput "${SMALL[@]}" --days "1 $YS"
+bad "an unknown option of short words is cut" 2 "run: unrecognised option '--x y y|...(804 characters)'" -- run "--x $YS"
+bad "an unexpected argument of short words is cut" 2 "run: unexpected argument \"x y y|...(802 characters)\" (files are given" -- run "x $YS"
+bad "goodput --distribution of short words is cut" 2 "goodput: --distribution = \"x y y|...(802 characters)\" is not one of" -- goodput "${SMALL[@]}" --distribution "x $YS"
+bad "validate --only of short words is cut" 2 "validate: --only: no run or collective with id \"y y y|...(800 characters)\"" -- validate "$RUNS" --only "$YS"
+runs_with r.json "s/\"trainsim-measured-runs\/1\"/\"$YS\"/"
+bad "a measured-runs format of short words is cut" 2 "r.json: format = \"y y y|...(800 characters)\" is not \"trainsim-measured-runs/1\"" -- run --from-runs r.json --id small_with_memory
+
 # A denormal peak memory in a measured-runs file (1e-320 GiB) made validate's error +inf% and its MAPE inf%
 # (null in --json), as the step time's did before its floor of 1 us; at least 1 MiB now.
 runs_with r.json 's/"peak_memory_GiB": 2.0/"peak_memory_GiB": 1e-320/'
