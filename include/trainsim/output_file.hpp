@@ -18,6 +18,12 @@ namespace trainsim {
 /// bad output path fails at once (exit 2).
 void check_output_path(const std::string& path);
 
+/// "standard output" or "standard error" when `path` is the regular file that stream is written to (`--trace
+/// /dev/stdout > f`, `--html /proc/self/fd/1`, `--html f > f`), else nullptr. Such an output is refused
+/// (check_output_path, OutputFile): renamed over the file, it took the place of what the command printed
+/// there, and the report printed after it went to the replaced file, lost (round 10's open item).
+const char* standard_stream_of(const std::string& path);
+
 /// A file named on the command line, with the option that named it ("--trace", "--workload").
 struct NamedFile {
     std::string option;

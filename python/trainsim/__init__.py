@@ -52,9 +52,35 @@ def _path(value, what):
     raise TypeError(f"{what}: expected a path, not {type(value).__name__}")
 
 
-def _value(v):
-    """A value as --set / --fix / --vary read it: a str as written, a bool as true/false, else JSON."""
-    return v if isinstance(v, str) else json.dumps(v)
+def _value(v, what):
+    """A value as --set / --fix / --vary read it: a str as written, a bool as true/false, else JSON (a value
+    JSON cannot hold is a TypeError naming `what`)."""
+    if isinstance(v, str):
+        return v
+    try:
+        return json.dumps(v)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{what}: {e}") from None
+
+
+def _str(value, what):
+    """A str argument (a run id). Another type reached the core, whose pybind11 TypeError is many lines
+    (round 10's open item); it is one line naming the argument."""
+    if isinstance(value, str):
+        return value
+    raise TypeError(f"{what}: expected a str, not {type(value).__name__}")
+
+
+def _float(value, what):
+    """A number argument (a tolerance): an int or float, or a str holding one; else an error naming it."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            raise InputError(f"{what} = {value[:80]!r} must be a number") from None
+    raise TypeError(f"{what}: expected a number, not {type(value).__name__}")
 
 
 def _int(value, what):
@@ -71,7 +97,10 @@ def _int(value, what):
         except ValueError:
             raise InputError(f"{what} = {value[:80]!r} must be an integer") from None
     else:
-        value = operator.index(value)
+        try:
+            value = operator.index(value)
+        except TypeError:
+            raise TypeError(f"{what}: expected an integer, not {type(value).__name__}") from None
     if not -2**63 <= value < 2**63:
         raise InputError(f"{what} = {value} is out of range")
     return value
@@ -87,9 +116,9 @@ def _assignments(pairs, what, join_lists=False):
         out = []
         for k, v in pairs.items():
             if join_lists and isinstance(v, (list, tuple)):
-                out.append(f"{k}={','.join(_value(x) for x in v)}")
+                out.append(f"{k}={','.join(_value(x, f'{what}[{k!r}]') for x in v)}")
             else:
-                out.append(f"{k}={_value(v)}")
+                out.append(f"{k}={_value(v, f'{what}[{k!r}]')}")
         return out
     if isinstance(pairs, Iterable):
         return [str(p) for p in pairs]
@@ -108,7 +137,8 @@ def simulate(topology=None, workload=None, overrides=None, *, calibration=None, 
     tokens_per_s, mfu, breakdown_s, memory, ...). runs + run_id: one run of a measured-runs file instead
     (--from-runs FILE --id ID). A layout that does not fit is reported (memory ... fits), not raised."""
     return json.loads(_core.run(**_common(topology, workload, overrides, calibration, profile),
-                                runs_file=_path(runs, "runs"), run_id=run_id or ""))
+                                runs_file=_path(runs, "runs"),
+                                run_id="" if run_id is None else _str(run_id, "run_id")))
 
 
 def memory(topology=None, workload=None, overrides=None, *, what_if=False, timeline=False,
@@ -163,8 +193,17 @@ def validate(runs, *, tolerance=_core.DEFAULT_TOLERANCE_PCT, only=None, calibrat
     tolerance: percent (--tolerance); only: run ids (--only); jobs: threads."""
     if isinstance(runs, (str, os.PathLike, Mapping)):
         runs = [runs]
+    if not isinstance(runs, Iterable):
+        raise TypeError(f"runs: expected a path, a JSON string or a dict, or a list of them, not "
+                        f"{type(runs).__name__}")
     files = [_source(r, "runs") for r in runs]
-    only = [only] if isinstance(only, str) else list(only or [])
-    return json.loads(_core.validate(files=files, tolerance_pct=float(tolerance), only=only,
+    if only is None or isinstance(only, str):
+        only = [] if only is None else [only]
+    elif isinstance(only, Iterable) and not isinstance(only, (bytes, bytearray, Mapping)):
+        only = [_str(x, "only") for x in only]
+    else:
+        raise TypeError(f"only: expected a run id or a list of them, not {type(only).__name__}")
+    tolerance = _float(tolerance, "validate: tolerance")
+    return json.loads(_core.validate(files=files, tolerance_pct=tolerance, only=only,
                                      calibration=_path(calibration, "calibration"),
                                      profile=_path(profile, "profile"), jobs=_int(jobs or 0, "validate: jobs")))

@@ -210,7 +210,8 @@ ResolvedPerturbations resolve_perturbations(const TopologySpec& spec, const Fabr
     ResolvedPerturbations r;
     r.nic_down.assign(static_cast<std::size_t>(spec.nodes * f.nics), 0);
     for (const LinkPerturbation& p : perturbations) {
-        const std::string option = fmt::format("--link {}", p.text.empty() ? p.name : p.text);
+        const std::string option =
+            fmt::format("--link {}", clip_for_message(p.text.empty() ? p.name : p.text));
         const LinkName n = parse_link_name(p.name, option);
         auto range = [&](int v, int count, const char* what, const char* whats,
                          const std::string& note = "") {

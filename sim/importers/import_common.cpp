@@ -103,7 +103,11 @@ void finish_import(Imported& imp, const std::vector<std::string>& sets, nlohmann
         if (s.rfind("layout.dp=", 0) == 0) dp_set = true;
     }
     nlohmann::json& layout = imp.workload["layout"];
-    const std::string name = imp.workload.value("name", std::string("import"));
+    // A name that is no string (`--set name=5`) is refused by parse_workload below, naming the --set:
+    // json's value() threw its type_error first, an internal error (exit 1, round 11).
+    const auto named = imp.workload.find("name");
+    const std::string name =
+        named != imp.workload.end() && named->is_string() ? named->get<std::string>() : "import";
     if (!sets.empty() && layout.is_object()) {
         Layout grid;
         grid.tp = static_cast<int>(layout_int(layout, "tp", 1));

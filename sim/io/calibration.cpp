@@ -44,7 +44,7 @@ double& gpu_constant(GpuSpec& g, const std::string& name) {
     if (name == "hbm_efficiency") return g.hbm_efficiency;
     if (name == "kernel_overhead_s") return g.kernel_overhead_s;
     if (name == "nvlink_efficiency") return g.nvlink_efficiency;
-    throw InputError(fmt::format("\"{}\" is not a calibratable GPU constant", name));
+    throw InputError(fmt::format("\"{}\" is not a calibratable GPU constant", clip_for_message(name)));
 }
 
 namespace {
@@ -62,7 +62,7 @@ Calibration parse_calibration(const nlohmann::json& j, const std::string& file) 
     detail::StrictObject o(j, file, "");
     const auto f = o.string("format");
     if (f != "trainsim-calibration/1")
-        o.fail("format", fmt::format("= \"{}\" is not \"trainsim-calibration/1\"", f));
+        o.fail("format", fmt::format("= \"{}\" is not \"trainsim-calibration/1\"", clip_for_message(f)));
     Calibration c;
     c.source = o.string("source");
     if (o.has("fit")) o.raw("fit");

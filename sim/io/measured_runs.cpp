@@ -976,6 +976,12 @@ void parse_measured(StrictObject& m, MeasuredRun& run) {
         if (!(*run.peak_memory_gib > 0))
             m.fail(m.field("peak_memory_GiB"),
                    fmt::format("= {} must be positive (null: not reported)", *run.peak_memory_gib));
+        // 1 MiB and up, as the step time's floor: a denormal (1e-320) made the error +inf% and the
+        // peak-memory MAPE inf% (null in --json; round 11).
+        if (*run.peak_memory_gib < 1.0 / 1024)
+            m.fail(m.field("peak_memory_GiB"),
+                   fmt::format("= {:g} is below 1 MiB (0.0009765625 GiB), less than any training run holds",
+                               *run.peak_memory_gib));
     }
 }
 
@@ -1055,11 +1061,13 @@ CollectiveKind parse_op(StrictObject& o) {
                                 : CollectiveKind::reduce_scatter;
 }
 
-/// A number that may be null (not reported); must be positive when given.
-std::optional<double> reported(StrictObject& o, const std::string& key) {
+/// A number that may be null (not reported); when given, at least `floor` (in `unit`).
+std::optional<double> reported(StrictObject& o, const std::string& key, double floor, const char* unit) {
     if (!o.has(key) || o.raw(key).is_null()) return std::nullopt;
     const double v = o.number_in(key, 0, 1e18);
     if (!(v > 0)) o.fail(o.field(key), fmt::format("= {} must be positive (null: not reported)", v));
+    // A denormal bus bandwidth (1e-320) made the row's error +inf% and the collectives' MAPE inf% (round 11).
+    if (v < floor) o.fail(o.field(key), fmt::format("= {:g} is below {:g} {}", v, floor, unit));
     return v;
 }
 
@@ -1085,9 +1093,9 @@ void parse_collective(const json& row, const std::string& file, CollectiveRow& o
     out.nodes = static_cast<int>(nodes);
     out.bytes = r.number_in("bytes", 0, 1e15, "B");
     if (!(out.bytes > 0)) r.fail(r.field("bytes"), fmt::format("= {} must be positive", out.bytes));
-    out.algbw_GBps = reported(r, "algbw_GBps");
-    out.busbw_GBps = reported(r, "busbw_GBps");
-    out.time_us = reported(r, "time_us");
+    out.algbw_GBps = reported(r, "algbw_GBps", 1e-3, "GB/s");
+    out.busbw_GBps = reported(r, "busbw_GBps", 1e-3, "GB/s");
+    out.time_us = reported(r, "time_us", 1e-3, "us");
     if (out.gpus % out.nodes != 0)
         r.fail(r.field("gpus"), fmt::format("= {} is not a multiple of nodes = {}", out.gpus, out.nodes));
     std::string hardware;
@@ -1133,8 +1141,8 @@ TopologySpec dgx_preset_topology(const std::string& hardware, int gpus, int gpus
     std::string known;
     for (const auto& p : kDgxPresets)
         known += (known.empty() ? "" : ", ") + std::string(p.token);
-    throw InputError(
-        fmt::format("{} = \"{}\" names no known system ({}); add a cluster block", where, hardware, known));
+    throw InputError(fmt::format("{} = \"{}\" names no known system ({}); add a cluster block", where,
+                                 clip_for_message(hardware), known));
 }
 
 std::optional<double> CollectiveRow::measured_busbw_GBps() const {
@@ -1160,7 +1168,8 @@ MeasuredRunsFile parse_measured_runs(const json& j, const std::string& file) {
     StrictObject top(j, file, "");
     const auto fmt_name = top.string("format");
     if (fmt_name != "trainsim-measured-runs/1")
-        top.fail("format", fmt::format("= \"{}\" is not \"trainsim-measured-runs/1\"", fmt_name));
+        top.fail("format",
+                 fmt::format("= \"{}\" is not \"trainsim-measured-runs/1\"", clip_for_message(fmt_name)));
     MeasuredRunsFile out;
     for (auto it = j.begin(); it != j.end(); ++it)
         if (!top_level_keys().count(it.key()))

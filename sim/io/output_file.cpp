@@ -36,6 +36,21 @@ const char* refused_kind(mode_t mode) {
     return "is not a regular file";
 }
 
+}  // namespace
+
+const char* standard_stream_of(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return nullptr;
+    for (const int fd : {STDOUT_FILENO, STDERR_FILENO}) {
+        struct stat out {};
+        if (::fstat(fd, &out) == 0 && out.st_dev == st.st_dev && out.st_ino == st.st_ino)
+            return fd == STDOUT_FILENO ? "standard output" : "standard error";
+    }
+    return nullptr;
+}
+
+namespace {
+
 /// The file the output really goes to: `path`, or the final target of the chain of symbolic links it names.
 /// Throws InputError for a path that cannot be written over (see check_output_path).
 struct Target {
@@ -66,6 +81,8 @@ Target resolve_target(const std::string& path) {
     if (::stat(t.file.c_str(), &st) == 0) {
         if (!S_ISREG(st.st_mode))
             throw InputError(fmt::format("{}: {}; not written", path, refused_kind(st.st_mode)));
+        if (const char* stream = standard_stream_of(path))
+            throw InputError(fmt::format("{}: is the file {} goes to; not replaced", path, stream));
         // The rename needs only the folder's permission: a file its owner made read-only would be replaced
         // where `>` would fail. Refused as the shell would (root may write it, as with `>`).
         if (::access(t.file.c_str(), W_OK) != 0)

@@ -189,7 +189,8 @@ namespace {
 /// validate_layer_layout), into `v`.
 void pipeline_layout_violations(const ModelSpec& m, const Layout& l, Violations& v) {
     using C = LayoutCheck;
-    const std::string field = fmt::format("layout.pipeline_layout = \"{}\"", l.pipeline_layout);
+    const std::string field =
+        fmt::format("layout.pipeline_layout = \"{}\"", clip_for_message(l.pipeline_layout));
     if (!l.layers_per_stage.empty() || l.account_for_embedding_in_pipeline_split ||
         l.account_for_loss_in_pipeline_split) {
         v.add(C::layers_per_stage, field +

@@ -101,7 +101,8 @@ double number(const std::string& option, const std::string& value, const std::st
     double v = 0;
     const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
     if (ec != std::errc{} || p != text.data() + text.size() || text.empty() || !std::isfinite(v))
-        throw InputError(fmt::format("{} {}: {} = \"{}\" is not a number", option, value, key, text));
+        throw InputError(fmt::format("{} {}: {} = \"{}\" is not a number", option, clip_for_message(value),
+                                     clip_for_message(key), clip_for_message(text)));
     return v;
 }
 
@@ -110,20 +111,22 @@ long long integer(const std::string& option, const std::string& value, const std
     long long v = 0;
     const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
     if (ec != std::errc{} || p != text.data() + text.size() || text.empty() || v < 0)
-        throw InputError(
-            fmt::format("{} {}: {} = \"{}\" is not a non-negative integer", option, value, key, text));
+        throw InputError(fmt::format("{} {}: {} = \"{}\" is not a non-negative integer", option,
+                                     clip_for_message(value), clip_for_message(key), clip_for_message(text)));
     return v;
 }
 
 [[noreturn]] void unknown_key(const std::string& option, const std::string& value, const std::string& key,
                               const char* allowed) {
-    throw InputError(fmt::format("{} {}: unknown field \"{}\" (expected {})", option, value, key, allowed));
+    throw InputError(fmt::format("{} {}: unknown field \"{}\" (expected {})", option, clip_for_message(value),
+                                 clip_for_message(key), allowed));
 }
 
 }  // namespace
 
 Straggler parse_straggler(const std::string& value) {
     const std::string opt = "--straggler";
+    const std::string shown = clip_for_message(value);  // in messages: a value of 100,000 characters is cut
     Straggler s;
     s.text = value;
     bool have_gpu = false, have_fraction = false, have_slowdown = false;
@@ -131,47 +134,51 @@ Straggler parse_straggler(const std::string& value) {
         if (k == "gpu") {
             const long long g = integer(opt, value, k, v);
             if (g > 1'000'000'000)
-                throw InputError(fmt::format("{} {}: gpu = {} is out of range", opt, value, g));
+                throw InputError(fmt::format("{} {}: gpu = {} is out of range", opt, shown, g));
             s.gpu = static_cast<int>(g);
             have_gpu = true;
         } else if (k == "fraction") {
             s.fraction = number(opt, value, k, v);
             if (!(s.fraction > 0 && s.fraction <= 1))
-                throw InputError(fmt::format("{} {}: fraction = {} must be in (0, 1]", opt, value, v));
+                throw InputError(
+                    fmt::format("{} {}: fraction = {} must be in (0, 1]", opt, shown, clip_for_message(v)));
             have_fraction = true;
         } else if (k == "slowdown") {
             s.slowdown = number(opt, value, k, v);
             if (!(s.slowdown >= 1 && s.slowdown <= 1000))
-                throw InputError(fmt::format("{} {}: slowdown = {} must be in [1, 1000]", opt, value, v));
+                throw InputError(fmt::format("{} {}: slowdown = {} must be in [1, 1000]", opt, shown,
+                                             clip_for_message(v)));
             have_slowdown = true;
         } else {
             unknown_key(opt, value, k, "gpu=G or fraction=X, and slowdown=F");
         }
     }
     if (have_gpu == have_fraction)
-        throw InputError(fmt::format("{} {}: give exactly one of gpu=G and fraction=X", opt, value));
-    if (!have_slowdown) throw InputError(fmt::format("{} {}: slowdown=F is missing", opt, value));
+        throw InputError(fmt::format("{} {}: give exactly one of gpu=G and fraction=X", opt, shown));
+    if (!have_slowdown) throw InputError(fmt::format("{} {}: slowdown=F is missing", opt, shown));
     return s;
 }
 
 Jitter parse_jitter(const std::string& value) {
     const std::string opt = "--jitter";
+    const std::string shown = clip_for_message(value);
     Jitter j;
     j.text = value;
     const auto fields = split_fields(opt, value);
     if (fields.front().first != "lognormal" || !fields.front().second.empty())
-        throw InputError(fmt::format("{} {}: distribution \"{}\" is not one of lognormal", opt, value,
-                                     fields.front().first));
+        throw InputError(fmt::format("{} {}: distribution \"{}\" is not one of lognormal", opt, shown,
+                                     clip_for_message(fields.front().first)));
     bool have_sigma = false;
     for (std::size_t i = 1; i < fields.size(); ++i) {
         const auto& [k, v] = fields[i];
         if (k != "sigma") unknown_key(opt, value, k, "sigma=S");
         j.sigma = number(opt, value, k, v);
         if (!(j.sigma > 0 && j.sigma <= 2))
-            throw InputError(fmt::format("{} {}: sigma = {} must be in (0, 2]", opt, value, v));
+            throw InputError(
+                fmt::format("{} {}: sigma = {} must be in (0, 2]", opt, shown, clip_for_message(v)));
         have_sigma = true;
     }
-    if (!have_sigma) throw InputError(fmt::format("{} {}: sigma=S is missing", opt, value));
+    if (!have_sigma) throw InputError(fmt::format("{} {}: sigma=S is missing", opt, shown));
     return j;
 }
 
@@ -180,7 +187,7 @@ LinkName parse_link_name(const std::string& name, const std::string& option) {
         return InputError(fmt::format(
             "{}: unknown link name \"{}\" (expected node<N>.nic<K>, node<N>.nvlink, gpu<G>.nvlink, "
             "leaf<L>.uplink or rail<K>)",
-            option, name));
+            option, clip_for_message(name)));
     };
     // prefix<digits>[.suffix[<digits>]]
     auto digits = [&](std::size_t& pos, int& out) {
@@ -238,7 +245,7 @@ LinkPerturbation parse_link(const std::string& value) {
     p.text = value;
     const auto fields = split_fields(opt, value);
     p.name = fields.front().first;
-    const std::string option = fmt::format("{} {}", opt, value);
+    const std::string option = fmt::format("{} {}", opt, clip_for_message(value));
     if (!fields.front().second.empty())
         throw InputError(
             fmt::format("{}: the link name comes first (e.g. node3.nic2,bandwidth=0.5)", option));
@@ -285,7 +292,7 @@ std::vector<double> compute_factors(const std::vector<Straggler>& stragglers, in
         if (s.gpu < 0) continue;
         if (s.gpu >= gpus)
             throw InputError(fmt::format("--straggler {}: gpu = {} is not one of the cluster's {} GPUs",
-                                         s.text, s.gpu, gpus));
+                                         clip_for_message(s.text), s.gpu, gpus));
         f[static_cast<std::size_t>(s.gpu)] *= s.slowdown;
         slowed[static_cast<std::size_t>(s.gpu)] = 1;
     }
@@ -304,7 +311,7 @@ std::vector<double> compute_factors(const std::vector<Straggler>& stragglers, in
             throw InputError(
                 fmt::format("--straggler {}: {} GPUs to slow, but {} of the cluster's {} are slowed by the "
                             "other --straggler options (one GPU is slowed once)",
-                            s.text, k, gpus - static_cast<int>(order.size()), gpus));
+                            clip_for_message(s.text), k, gpus - static_cast<int>(order.size()), gpus));
         std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end());
         for (std::size_t j = 0; j < k; ++j) {
             f[static_cast<std::size_t>(order[j].second)] *= s.slowdown;

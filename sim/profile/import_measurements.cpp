@@ -123,7 +123,8 @@ ProfileDevice import_device(StrictObject d, std::string& source) {
     const std::string smi = d.string("nvidia_smi");
     const auto comma = smi.find(',');
     if (comma == std::string::npos || comma == 0)
-        d.fail(d.field("nvidia_smi"), fmt::format("= \"{}\" does not start with the driver version", smi));
+        d.fail(d.field("nvidia_smi"),
+               fmt::format("= \"{}\" does not start with the driver version", clip_for_message(smi)));
     dev.driver = smi.substr(0, comma);
     source +=
         fmt::format(" nvidia-smi (driver, max SM clock, max memory clock, power limit, SM clock): {}.", smi);
@@ -182,7 +183,8 @@ Profile import_kernel_measurements(const nlohmann::json& j, const std::string& f
     StrictObject top(j, file, "");
     const std::string format = top.string("format");
     if (format != "trainsim-kernel-measurements/1")
-        top.fail("format", fmt::format("= \"{}\" is not \"trainsim-kernel-measurements/1\"", format));
+        top.fail("format",
+                 fmt::format("= \"{}\" is not \"trainsim-kernel-measurements/1\"", clip_for_message(format)));
     {
         const auto& errors = top.raw("errors");
         if (!errors.is_array()) top.fail("errors", "must be an array");

@@ -99,7 +99,7 @@ void check_iso_date(StrictObject& top, const std::string& s) {
     const bool iso =
         s.size() == 10 && s[4] == '-' && s[7] == '-' &&
         std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || c == '-'; });
-    if (!iso) top.fail("date", fmt::format("= \"{}\" is not an ISO date (YYYY-MM-DD)", s));
+    if (!iso) top.fail("date", fmt::format("= \"{}\" is not an ISO date (YYYY-MM-DD)", clip_for_message(s)));
 }
 
 ProfileGemm read_gemm(StrictObject& o) {

@@ -112,14 +112,14 @@ T parse_positive(const std::string& v, const std::string& where) {
     const auto* end = v.data() + v.size();
     const auto [ptr, ec] = std::from_chars(v.data(), end, x);
     if (v.empty() || ec != std::errc() || ptr != end || x <= 0)
-        throw InputError(fmt::format("{}: \"{}\" is not a positive integer", where, v));
+        throw InputError(fmt::format("{}: \"{}\" is not a positive integer", where, clip_for_message(v)));
     return x;
 }
 
 bool parse_bool(const std::string& v, const std::string& where) {
     if (v == "true") return true;
     if (v == "false") return false;
-    throw InputError(fmt::format("{}: \"{}\" is not true or false", where, v));
+    throw InputError(fmt::format("{}: \"{}\" is not true or false", where, clip_for_message(v)));
 }
 
 std::int64_t parse_axis_integer(const std::string& key, const std::string& v, const std::string& where) {
@@ -134,21 +134,30 @@ std::int64_t parse_axis_integer(const std::string& key, const std::string& v, co
 Recompute parse_recompute(const std::string& v, const std::string& where) {
     const auto& f = axis_field("recompute");
     if (std::find(f.choices.begin(), f.choices.end(), v) == f.choices.end())
-        throw InputError(fmt::format("{}: \"{}\" is not one of {}", where, v, fmt::join(f.choices, ", ")));
+        throw InputError(fmt::format("{}: \"{}\" is not one of {}", where, clip_for_message(v),
+                                     fmt::join(f.choices, ", ")));
     Layout l;
     f.set(l, schema::Value{v});
     return l.recompute;
 }
 
-/// Parses every value with `parse`, sorts them and drops repeats, into `dim` (which must still be empty).
+/// Parses every value with `parse` into `dim` (which must still be empty), sorted. A value given twice
+/// (`--vary tp=2,4,2`) is refused, as `--gpus 8,8` and `--only a,a` are: it was dropped without a word
+/// (round 11).
 template <class T, class Parse>
 void fill(std::vector<T>& dim, const std::vector<std::string>& values, const std::string& where,
           Parse parse) {
     if (!dim.empty()) throw InputError(fmt::format("{}: the key is restricted twice", where));
     for (const auto& v : values)
         dim.push_back(parse(v, where));
-    std::sort(dim.begin(), dim.end());
-    dim.erase(std::unique(dim.begin(), dim.end()), dim.end());
+    std::vector<T> sorted = dim;
+    std::sort(sorted.begin(), sorted.end());
+    if (const auto twice = std::adjacent_find(sorted.begin(), sorted.end()); twice != sorted.end()) {
+        const auto first = std::find(dim.begin(), dim.end(), *twice) - dim.begin();
+        throw InputError(fmt::format("{}: \"{}\" is given twice", where,
+                                     clip_for_message(values[static_cast<std::size_t>(first)])));
+    }
+    dim = std::move(sorted);
 }
 
 template <class T>
@@ -184,20 +193,20 @@ const std::vector<std::string>& sweep_keys() {
 }
 
 void restrict_sweep_grid(SweepGrid& grid, const std::string& assignment, const std::string& option) {
+    const std::string shown = clip_for_message(assignment);  // a list of 100,000 characters is cut
     const auto eq = assignment.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == assignment.size())
-        throw InputError(fmt::format("{} \"{}\": expected key=value{}", option, assignment,
+        throw InputError(fmt::format("{} \"{}\": expected key=value{}", option, shown,
                                      option == "--fix" ? "" : ",value..."));
     const std::string key = trim(assignment.substr(0, eq));
     const auto values = split_commas(assignment.substr(eq + 1));
     const std::string where = fmt::format("{} {}", option, key);
     const auto& keys = sweep_keys();
     if (std::find(keys.begin(), keys.end(), key) == keys.end() && key != "ep")
-        throw InputError(fmt::format("{} \"{}\": unknown key \"{}\"; the keys are {}", option, assignment,
-                                     key, fmt::join(keys, ", ")));
+        throw InputError(fmt::format("{} \"{}\": unknown key \"{}\"; the keys are {}", option, shown,
+                                     clip_for_message(key), fmt::join(keys, ", ")));
     if (option == "--fix" && values.size() != 1)
-        throw InputError(
-            fmt::format("{} \"{}\": --fix takes one value; --vary takes a list", option, assignment));
+        throw InputError(fmt::format("{} \"{}\": --fix takes one value; --vary takes a list", option, shown));
     auto to_int = [&key](const std::string& v, const std::string& w) {
         return static_cast<int>(parse_axis_integer(key, v, w));
     };

@@ -300,7 +300,9 @@ void check_only_ids(const std::vector<MeasuredRunsFile>& files, const std::set<s
             seen.insert(c.id);
     }
     for (const auto& id : only)
-        if (!seen.count(id)) throw InputError(fmt::format("--only: no run or collective with id \"{}\"", id));
+        if (!seen.count(id))
+            throw InputError(
+                fmt::format("--only: no run or collective with id \"{}\"", clip_for_message(id)));
 }
 
 }  // namespace

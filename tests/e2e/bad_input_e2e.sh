@@ -339,7 +339,7 @@ bad "--trace - (standard output) is refused, no file named -" 2 "run: --trace - 
 bad "sweep --csv - is refused" 2 "sweep: --csv - :" -- sweep --csv -
 bad "unexpected argument" 2 "run: unexpected argument \"extra\"" -- run extra
 bad "--trace-ranks unknown" 2 "--trace-ranks = \"some\"" -- run "${SMALL[@]}" --trace-ranks some
-bad "a 3,000-character --link value cut at 80" 2 "--link nnnnnnnnnn|...(3001 characters) unknown link name" -- run "${SMALL[@]}" --link "$(printf 'n%.0s' $(seq 3000))"
+bad "a 3,000-character --link value cut at 80" 2 "--link nnnnnnnnnn|...(3000 characters): unknown link name" -- run "${SMALL[@]}" --link "$(printf 'n%.0s' $(seq 3000))"
 bad "131,072 GPUs at 512 per node (GPUs x GPUs per node)" 2 "topo-small.json|GPUs x GPUs per node = 67108864 is above the limit of 8388608" -- run --topology "$DATA/topo-small.json" --workload "$SMALL_W" --set topology.nodes=256 --set topology.gpus_per_node=512 --set layout.dp=131072
 bad "--seed -1 (an unsigned count)" 2 "run: --seed = -1 must not be negative" -- run "${SMALL[@]}" --jitter lognormal,sigma=0.05 --seed -1
 bad "sweep --top -1" 2 "sweep: --top = -1 must not be negative" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --top -1
@@ -640,6 +640,40 @@ if [ "$(id -u)" != 0 ] || command -v setpriv >/dev/null; then
         fi
     fi
 fi
+
+## Round 11 (2026-11-29): --set, the what-if and sweep option grammars, outputs onto standard output's file.
+# An output that is the file standard output (or standard error) goes to was renamed over it: `run --trace
+# /dev/stdout > f` left the trace in f and the report, printed after, went to the replaced file (exit 0). The
+# harness sends stdout to a file, so /dev/stdout and /proc/self/fd/1 name it here.
+bad "run --trace /dev/stdout when stdout is a file" 2 "run: --trace /dev/stdout: is the file standard output goes to, which this output would replace" -- run "${SMALL[@]}" --trace /dev/stdout
+bad "sweep --html /proc/self/fd/1 when stdout is a file" 2 "sweep: --html /proc/self/fd/1: is the file standard output goes to" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --html /proc/self/fd/1
+bad "import -o /dev/stderr when stderr is a file" 2 "import hf: --out /dev/stderr: is the file standard error goes to" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" -o /dev/stderr
+# import's --set name=5: json's type_error escaped as an internal error (exit 1).
+bad "import --set name=5 is refused naming the --set" 2 "--set \"name=5\": name = 5 must be a string" -- import hf "$ROOT/tests/data/importers/llama3_8b_config.json" --set name=5
+# The what-if and sweep option parsers echoed the whole value: the line's clipping safety net cut it (800
+# characters of short words passed 400 characters and the word cut lost the ": " after the option).
+bad "--straggler value of short words is cut in the line" 2 "run: --straggler gpu=1,slowdown=2 y y y|(817 characters): slowdown = \"2 y y" -- run "${SMALL[@]}" --straggler "gpu=1,slowdown=2 $(printf 'y %.0s' {1..400})"
+bad "--link of a long valid value past the cluster is cut in the line" 2 "(2022 characters): node 9 is not one of the 2 nodes" -- run "${SMALL[@]}" --link "node9.nic0,latency=$(printf '0%.0s' {1..2000})1us"
+bad "sweep --fix of a long list is cut in the line" 2 "(23895 characters)\": --fix takes one value; --vary takes a list" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --fix "tp=$(seq -s, 1 5000)"
+# A value repeated in --vary was dropped without a word (--gpus 8,8 and --only a,a are refused since round 9).
+bad "sweep --vary with a repeated value" 2 "sweep: --vary tp: \"2\" is given twice" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --vary tp=2,4,2
+
+# Values of short words (800 characters) that messages echoed whole, past the 400 characters of a line: boost's
+# own messages (an option's argument, an unknown option), an unexpected argument, goodput's and --trace-ranks'
+# values, an --only id, a file's format and date.
+YS="$(printf 'y %.0s' {1..400})"
+bad "goodput --days of short words is cut in boost's message" 2 "goodput: the argument ('1 y y y|...(802 characters)') for option '--days' is invalid" -- goodput "${SMALL[@]}" --days "1 $YS"
+bad "an unknown option of short words is cut" 2 "run: unrecognised option '--x y y|...(804 characters)'" -- run "--x $YS"
+bad "an unexpected argument of short words is cut" 2 "run: unexpected argument \"x y y|...(802 characters)\" (files are given" -- run "x $YS"
+bad "goodput --distribution of short words is cut" 2 "goodput: --distribution = \"x y y|...(802 characters)\" is not one of" -- goodput "${SMALL[@]}" --distribution "x $YS"
+bad "validate --only of short words is cut" 2 "validate: --only: no run or collective with id \"y y y|...(800 characters)\"" -- validate "$RUNS" --only "$YS"
+runs_with r.json "s/\"trainsim-measured-runs\/1\"/\"$YS\"/"
+bad "a measured-runs format of short words is cut" 2 "r.json: format = \"y y y|...(800 characters)\" is not \"trainsim-measured-runs/1\"" -- run --from-runs r.json --id small_with_memory
+
+# A denormal peak memory in a measured-runs file (1e-320 GiB) made validate's error +inf% and its MAPE inf%
+# (null in --json), as the step time's did before its floor of 1 us; at least 1 MiB now.
+runs_with r.json 's/"peak_memory_GiB": 2.0/"peak_memory_GiB": 1e-320/'
+bad "runs: denormal peak memory" 2 "r.json|measured.peak_memory_GiB = 9.99989e-321 is below 1 MiB" -- run --from-runs r.json --id small_with_memory
 
 ## --version and `help CMD` (issue 14's small things; exit 0).
 if "$BIN" --version | grep -qE '^trainsim [0-9]+\.[0-9]+\.[0-9]+$'; then

@@ -99,6 +99,32 @@ class SweepTest(unittest.TestCase):
         with self.assertRaisesRegex(trainsim.InputError, "memory: max_events = 1180591620717411303424 is out of"):
             trainsim.memory(TOPOLOGY, WORKLOAD, max_events=2**70)
 
+    def test_wrong_argument_types_are_one_line(self):
+        # Round 11: run_id=5 or only=[None] reached the core, and pybind11's TypeError ("incompatible function
+        # arguments") was many lines; a wrong type is now one line naming the argument, before the core.
+        calls = ((lambda: trainsim.simulate(runs=RUNS, run_id=5), TypeError, "run_id: expected a str, not int"),
+                 (lambda: trainsim.validate(RUNS, only=[None]), TypeError, "only: expected a str, not NoneType"),
+                 (lambda: trainsim.validate(RUNS, only=b"x"), TypeError, "only: expected a run id or a list"),
+                 (lambda: trainsim.validate(5), TypeError, "runs: expected a path, a JSON string or a dict"),
+                 (lambda: trainsim.validate(RUNS, tolerance=None), TypeError, "tolerance: expected a number"),
+                 (lambda: trainsim.validate(RUNS, tolerance="x"), trainsim.InputError,
+                  "tolerance = 'x' must be a number"),
+                 (lambda: trainsim.memory(TOPOLOGY, WORKLOAD, max_events=None), TypeError,
+                  "memory: max_events: expected an integer, not NoneType"),
+                 (lambda: trainsim.sweep_report(TOPOLOGY, WORKLOAD, gpus=[16]), TypeError,
+                  "sweep: gpus: expected an integer, not list"),
+                 (lambda: trainsim.simulate(TOPOLOGY, WORKLOAD, {"layout.tp": b"2"}), TypeError,
+                  r"overrides\['layout.tp'\]: Object of type bytes"))
+        for call, error, message in calls:
+            with self.assertRaisesRegex(error, message) as ctx:
+                call()
+            self.assertNotIn("\n", str(ctx.exception))
+
+    def test_sweep_vary_refuses_a_repeated_value(self):
+        # As `sweep --vary tp=2,4,2` (round 11): the repeat was dropped without a word.
+        with self.assertRaisesRegex(trainsim.InputError, 'vary tp: "2" is given twice'):
+            trainsim.sweep(TOPOLOGY, WORKLOAD, gpus=16, vary={"tp": [2, 4, 2]})
+
     def test_sweep_refuses_an_override_the_grid_sets(self):
         # As `trainsim sweep --set` (round 8): the grid would override it at every point, silently.
         for key, value in (("layout.cp", 2), ("layout.recompute", "full"), ("layout.tp", 2)):

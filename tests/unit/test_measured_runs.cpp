@@ -500,6 +500,33 @@ TEST_CASE("measured runs: collective rows, null bandwidths, presets beyond A100/
     CHECK(contains(*f.collectives[5].error, "a TPU pod"));
 }
 
+TEST_CASE(
+    "measured runs: a denormal peak memory, bus bandwidth or time is the row's error, not an error of inf%") {
+    // Round 11: 1e-320 made validate print +inf% and a MAPE of inf% (null in --json).
+    json r = run_row("tiny");
+    r["measured"]["peak_memory_GiB"] = 1e-320;
+    const auto run = parse_one(r);
+    REQUIRE(run.error);
+    CHECK_MESSAGE(contains(*run.error, "measured.peak_memory_GiB = 9.99989e-321 is below 1 MiB"), *run.error);
+    r["measured"]["peak_memory_GiB"] = 1.0 / 1024;  // 1 MiB: the floor itself is taken
+    CHECK_FALSE(parse_one(r).error);
+    json d = doc({run_row("a")});
+    d["collectives"] = json::array();
+    for (const char* key : {"algbw_GBps", "busbw_GBps", "time_us"}) {
+        json c = {{"id", key},          {"op", "all_reduce"}, {"gpus", 8},
+                  {"nodes", 1},         {"bytes", 1 << 20},   {"algbw_GBps", 40.0},
+                  {"busbw_GBps", 70.0}, {"time_us", 27.0},    {"hardware", "DGX A100"}};
+        c[key] = 1e-320;
+        d["collectives"].push_back(c);
+    }
+    const auto f = parse_measured_runs(d, "f.json");
+    REQUIRE(f.collectives.size() == 3);
+    for (const auto& c : f.collectives) {
+        REQUIRE(c.error);
+        CHECK_MESSAGE(contains(*c.error, "\"." + c.id + " = 9.99989e-321 is below 0.001"), *c.error);
+    }
+}
+
 TEST_CASE("pipeline split: account for embedding and loss, 126 layers on PP 16 x VPP 8 (Llama 3 405B)") {
     const ModelSpec m = test::llama_style(126, 16384, 128, 8, 53248, 128256, 8192);
     Layout l;

@@ -41,6 +41,21 @@ void refuse_negative_counts(const boost::program_options::parsed_options& parsed
 }
 
 namespace {
+/// boost's message with each '...' it quotes (an option as given, its argument) cut as clip_for_message cuts:
+/// `--days "1 y y ..."` echoed 800 characters of short words, past the 400 of a line (round 11).
+std::string clip_quoted(const std::string& message) {
+    std::string out;
+    std::size_t at = 0;
+    while (true) {
+        const std::size_t open = message.find('\'', at);
+        const std::size_t close = open == std::string::npos ? open : message.find('\'', open + 1);
+        if (close == std::string::npos) return out + message.substr(at);
+        out += message.substr(at, open + 1 - at) +
+               clip_for_message(message.substr(open + 1, close - open - 1)) + '\'';
+        at = close + 1;
+    }
+}
+
 /// Parses `args`; `files`: positional words are the option "files", else they are refused.
 bool parse_command(const std::vector<std::string>& args,
                    const boost::program_options::options_description& desc,
@@ -66,12 +81,12 @@ bool parse_command(const std::vector<std::string>& args,
                 throw InputError(
                     fmt::format("{}: unexpected argument \"{}\" (files are given with --topology "
                                 "FILE and --workload FILE)",
-                                command, o.original_tokens.front()));
+                                command, clip_for_message(o.original_tokens.front())));
         }
         po::store(parsed, vm);
         po::notify(vm);
     } catch (const po::error& e) {
-        throw InputError(fmt::format("{}: {}", command, e.what()));
+        throw InputError(fmt::format("{}: {}", command, clip_quoted(e.what())));
     }
     if (vm.count("help")) {
         std::cout << desc << "\n";
@@ -105,6 +120,11 @@ void check_output_option(const boost::program_options::variables_map& vm, const 
             fmt::format("{}: --{} - : this output is written to a file, not to standard output; "
                         "give a file name (./- for a file named -)",
                         command, option));
+    if (const char* stream = standard_stream_of(path))
+        throw InputError(
+            fmt::format("{}: --{} {}: is the file {} goes to, which this output would replace; "
+                        "give it a file of its own",
+                        command, option, clip_for_message(path), stream));
     check_output_path(path);
 }
 

@@ -58,7 +58,7 @@ struct GoodputRun {
 };
 
 [[noreturn]] void bad(const std::string& option, const std::string& value, const std::string& why) {
-    throw InputError(fmt::format("goodput: --{} = \"{}\" {}", option, value, why));
+    throw InputError(fmt::format("goodput: --{} = \"{}\" {}", option, clip_for_message(value), why));
 }
 
 void check_range(const po::variables_map& vm, const std::string& option, double v, double lo, double hi,

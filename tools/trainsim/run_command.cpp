@@ -31,7 +31,7 @@ namespace {
 /// option and the value.
 TraceSelection parse_trace_window(const std::string& text, TraceSelection sel) {
     const auto bad = [&](const char* why) {
-        return InputError(fmt::format("run: --trace-window = \"{}\" {}", text, why));
+        return InputError(fmt::format("run: --trace-window = \"{}\" {}", clip_for_message(text), why));
     };
     const auto comma = text.find(',');
     if (comma == std::string::npos) throw bad("must be START,END in seconds of simulated time (e.g. 10,12)");
@@ -140,8 +140,8 @@ void add_run_options(po::options_description& desc, RunArgs& a) {
 /// The trace's selection from --trace-ranks and --trace-window. Throws InputError.
 TraceSelection trace_selection(const RunArgs& a, const po::variables_map& vm) {
     if (a.trace_ranks != "first-replica" && a.trace_ranks != "stages" && a.trace_ranks != "all")
-        throw InputError(
-            fmt::format("--trace-ranks = \"{}\" is not one of first-replica, stages, all", a.trace_ranks));
+        throw InputError(fmt::format("--trace-ranks = \"{}\" is not one of first-replica, stages, all",
+                                     clip_for_message(a.trace_ranks)));
     if (vm.count("trace") && a.trace_file.empty())
         throw InputError("run: --trace needs a file name (it is empty: \"\")");
     if (!vm.count("trace") && vm.count("trace-window"))

@@ -39,7 +39,7 @@ Perturbations scenario_perturbations(const ScenarioOptions& o) {
                                              clip_for_message(p.stragglers[i].text)));
     }
     if (o.jitters.size() > 1)
-        throw InputError(fmt::format("--jitter {}: --jitter is given twice", o.jitters[1]));
+        throw InputError(fmt::format("--jitter {}: --jitter is given twice", clip_for_message(o.jitters[1])));
     if (!o.jitters.empty()) p.jitter = parse_jitter(o.jitters.front());
     // One link however written: node03.nic1 is node3.nic1.
     const auto same_link = [](const LinkPerturbation& x, const LinkPerturbation& y) {
@@ -51,8 +51,9 @@ Perturbations scenario_perturbations(const ScenarioOptions& o) {
         // Two degradations of one link: which one holds would depend on the order (refused, as --jitter).
         for (std::size_t i = 0; i + 1 < p.links.size(); ++i)
             if (same_link(p.links[i], p.links.back()))
-                throw InputError(fmt::format("--link {}: link {} is also degraded by --link {}", l,
-                                             p.links.back().name, p.links[i].text));
+                throw InputError(fmt::format("--link {}: link {} is also degraded by --link {}",
+                                             clip_for_message(l), clip_for_message(p.links.back().name),
+                                             clip_for_message(p.links[i].text)));
     }
     if (o.seeds < 1) throw InputError(fmt::format("--seeds {}: must be at least 1", o.seeds));
     if (o.seeds > 100000) throw InputError(fmt::format("--seeds {}: at most 100000", o.seeds));

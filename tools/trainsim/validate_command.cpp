@@ -244,7 +244,7 @@ int validate_command(const std::vector<std::string>& args) {
     check_jobs(options.jobs, "");
     options.only = comma_separated(only);
     if (vm.count("only") && options.only.empty())  // an empty list would select every row
-        throw InputError(fmt::format("validate: --only = \"{}\" names no run id", only));
+        throw InputError(fmt::format("validate: --only = \"{}\" names no run id", clip_for_message(only)));
     std::vector<RunsSource> sources;
     for (const auto& file : files)
         sources.push_back({file, std::nullopt});
