@@ -128,8 +128,8 @@ class FlowNetwork {
         /// Set with the flow (set_distinct_links): its route's distinct links in order of first use, how
         /// many times the route uses each, and their solo shares (LinkUses::solo_share): the route's
         /// link_uses, shared by its flows, or, for a route without them, own_links, counted.
-        std::shared_ptr<const LinkUses> links;
-        std::shared_ptr<LinkUses> own_links;  ///< kept for the id's next flow
+        const LinkUses* links = nullptr;      ///< alive while the network is (kept_uses_, own_links)
+        std::unique_ptr<LinkUses> own_links;  ///< kept for the id's next flow
         // Set when the flow enters the per-link lists (prepare_lists): distinct_is_shared[j]: another flow
         // also uses link j, kept up to date as flows join and leave; shared_distinct: those indices,
         // ascending, rebuilt from the flags when read after a change (shared_stale; shared_links()).
@@ -250,8 +250,11 @@ class FlowNetwork {
     std::vector<double> capacity_;
     /// [link]: the listed flows on it; most links carry one or two, kept inline (no allocation to reach).
     std::vector<boost::container::small_vector<LinkEntry, 2>> flows_on_link_;
-    std::vector<int> link_owner_;  ///< the flow alone on the link and not in its list, or -1
-    std::vector<int> use_count_;   ///< scratch
+    std::vector<int> link_owner_;        ///< the flow alone on the link and not in its list, or -1
+    std::vector<Time> owner_drain_end_;  ///< [link]: its owner's drain_end (fixed while it is alone)
+    /// The routes' LinkUses whose solo shares this network computed, held so that flows may point to them.
+    std::vector<std::shared_ptr<const LinkUses>> kept_uses_;
+    std::vector<int> use_count_;  ///< scratch
     std::vector<double> link_bytes_;
     std::vector<Flow> flows_;
     /// Ids of finished flows, for reuse: those whose lists hold room for kLongRouteLinks links or more

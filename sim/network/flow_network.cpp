@@ -37,6 +37,7 @@ FlowNetwork::FlowNetwork(Simulator& sim, std::vector<double> link_bandwidth)
     link_dirty_.assign(n, 0);
     link_seen_.assign(n, 0);
     link_owner_.assign(n, -1);
+    owner_drain_end_.assign(n, Time{});
     use_count_.assign(n, 0);
     distinct_index_.assign(n, -1);
     capacity_left_.assign(n, 0.0);
@@ -241,11 +242,14 @@ void FlowNetwork::set_distinct_links(Flow& f, const Route& route) {
     };
     if (route.link_uses &&
         (route.link_uses->solo_share_owner == this || route.link_uses->solo_share_owner == nullptr)) {
-        if (route.link_uses->solo_share_owner == nullptr) fill_solo(*route.link_uses);
-        f.links = route.link_uses;
+        if (route.link_uses->solo_share_owner == nullptr) {
+            fill_solo(*route.link_uses);
+            kept_uses_.push_back(route.link_uses);
+        }
+        f.links = route.link_uses.get();
         return;
     }
-    if (!f.own_links) f.own_links = std::make_shared<LinkUses>();
+    if (!f.own_links) f.own_links = std::make_unique<LinkUses>();
     LinkUses& own = *f.own_links;
     if (route.link_uses) {  // counted, with another network's shares
         own.links = route.link_uses->links;
@@ -266,7 +270,7 @@ void FlowNetwork::set_distinct_links(Flow& f, const Route& route) {
             distinct_index_[static_cast<std::size_t>(l)] = -1;
     }
     fill_solo(own);
-    f.links = f.own_links;
+    f.links = f.own_links.get();
 }
 
 void FlowNetwork::activate(int id) {
@@ -293,11 +297,13 @@ void FlowNetwork::activate(int id) {
         double rate = std::numeric_limits<double>::infinity();
         for (double share : rl.solo_share)
             rate = std::min(rate, share);
-        for (int l : rl.links)
-            link_owner_[static_cast<std::size_t>(l)] = id;
         f.listed = false;
         f.rate = rate;
         f.drain_end = sim_.now() + Time::seconds_up(bytes / rate);  // as schedule_completion computes it
+        for (int l : rl.links) {
+            link_owner_[static_cast<std::size_t>(l)] = id;
+            owner_drain_end_[static_cast<std::size_t>(l)] = f.drain_end;
+        }
         schedule_finish_alone(id);
         return;
     }
@@ -321,7 +327,7 @@ void FlowNetwork::activate(int id) {
 bool FlowNetwork::owner_live(int link) {
     int& owner = link_owner_[static_cast<std::size_t>(link)];
     if (owner < 0) return false;
-    if (flows_[static_cast<std::size_t>(owner)].drain_end > sim_.now()) return true;
+    if (owner_drain_end_[static_cast<std::size_t>(link)] > sim_.now()) return true;
     owner = -1;
     return false;
 }
