@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include <fmt/format.h>
+#include <boost/container/small_vector.hpp>
 
 #include "trainsim/errors.hpp"
 #include "trainsim/network.hpp"
@@ -38,6 +39,52 @@ struct Message {
     double bytes = 0;
     const Op* op = nullptr;
     Time started_at;
+};
+
+/// The P2P messages in flight by key (Executor::message_key), as an unordered_map would hold them (found,
+/// default-made by get, erased) without a node allocation per message: a pool with stable addresses and, per
+/// destination unit, the keys of its messages (a unit has a few in flight), searched in turn.
+class MessageTable {
+  public:
+    void resize(std::size_t units) { by_unit_.resize(units); }
+    /// The message of `key` to unit `dst`, default-made if there is none.
+    Message& get(int dst, std::uint64_t key) {
+        if (Message* m = find(dst, key)) return *m;
+        int index;
+        if (!free_.empty()) {
+            index = free_.back();
+            free_.pop_back();
+            pool_[static_cast<std::size_t>(index)] = Message{};
+        } else {
+            index = static_cast<int>(pool_.size());
+            pool_.emplace_back();
+        }
+        by_unit_[static_cast<std::size_t>(dst)].emplace_back(key, index);
+        return pool_[static_cast<std::size_t>(index)];
+    }
+    Message* find(int dst, std::uint64_t key) {
+        for (const auto& [k, index] : by_unit_[static_cast<std::size_t>(dst)])
+            if (k == key) return &pool_[static_cast<std::size_t>(index)];
+        return nullptr;
+    }
+    const Message* find(int dst, std::uint64_t key) const {
+        return const_cast<MessageTable*>(this)->find(dst, key);
+    }
+    void erase(int dst, std::uint64_t key) {
+        auto& keys = by_unit_[static_cast<std::size_t>(dst)];
+        for (auto& entry : keys)
+            if (entry.first == key) {
+                free_.push_back(entry.second);
+                entry = keys.back();
+                keys.pop_back();
+                return;
+            }
+    }
+
+  private:
+    std::deque<Message> pool_;  ///< stable addresses: a message is referred to while others are added
+    std::vector<int> free_;
+    std::vector<boost::container::small_vector<std::pair<std::uint64_t, int>, 4>> by_unit_;
 };
 
 /// A private TP collective's time from its start to its completion (Collectives::plan's delay plus
@@ -163,6 +210,7 @@ class Executor {
     void make_units(const Layout& layout, const Program& program, const ExecutionScenario& scenario) {
         const int n = layout.gpus() / fold_;
         units_.resize(static_cast<std::size_t>(n));
+        messages_.resize(static_cast<std::size_t>(n));
         for (int u = 0; u < n; ++u) {
             auto& s = units_[static_cast<std::size_t>(u)];
             s.id = u;
@@ -745,7 +793,12 @@ class Executor {
     GroupCache& group(GroupKind kind, int rank) {
         auto& caches = groups_[static_cast<std::size_t>(kind)];
         if (caches.empty()) caches.resize(static_cast<std::size_t>(parallel_.count(kind)));
-        const int index = parallel_.index(kind, rank);
+        // The rank's group index, computed once (ParallelGroups::index: a division per grid dimension).
+        auto& indices = group_index_[static_cast<std::size_t>(kind)];
+        if (indices.empty()) indices.assign(static_cast<std::size_t>(parallel_.dense().world()), -1);
+        int& cached = indices[static_cast<std::size_t>(rank)];
+        if (cached < 0) cached = parallel_.index(kind, rank);
+        const int index = cached;
         GroupCache& g = caches[static_cast<std::size_t>(index)];
         if (g.ranks.empty()) {
             g.ranks = parallel_.ranks(kind, index);
@@ -894,7 +947,7 @@ class Executor {
     /// is there and no send is outstanding (the receive is done and s.pc moved on), false when s must wait.
     bool post_recv(Unit& s, const Op& op) {
         const std::uint64_t key = message_key(s.id, op.direction, op.virtual_stage, op.micro_batch);
-        Message& msg = messages_[key];
+        Message& msg = messages_.get(s.id, key);
         msg.posted = true;
         if (msg.sent && !msg.started) start_transfer(key, msg);
         s.waiting_recv = true;
@@ -907,13 +960,13 @@ class Executor {
     bool p2p_ready(const Unit& s) const {
         if (s.outstanding_sends > 0) return false;
         if (!s.waiting_recv) return true;
-        auto it = messages_.find(s.waiting_key);
-        return it != messages_.end() && it->second.arrived;
+        const Message* m = messages_.find(s.id, s.waiting_key);
+        return m != nullptr && m->arrived;
     }
 
     void finish_recv(Unit& s) {
         if (s.waiting_recv) {
-            messages_.erase(s.waiting_key);
+            messages_.erase(s.id, s.waiting_key);
             s.waiting_recv = false;
             ++s.pc;
         }
@@ -927,8 +980,8 @@ class Executor {
         const Time now = sim_.now();
         Time started = s.last_send_start;
         if (s.waiting_recv) {
-            auto it = messages_.find(s.waiting_key);
-            if (it != messages_.end()) started = std::max(started, it->second.started_at);
+            if (const Message* m = messages_.find(s.id, s.waiting_key))
+                started = std::max(started, m->started_at);
         }
         const Time from = std::min(now, std::max(s.block_start, started));
         if (s.observed) {
@@ -937,9 +990,9 @@ class Executor {
         }
         s.times.bubble_s += (from - s.block_start).to_seconds();
         if (attribute_ && s.waiting_recv) {
-            auto it = messages_.find(s.waiting_key);
-            if (it != messages_.end() && it->second.sender >= 0)
-                add_caused(it->second.sender,
+            const Message* m = messages_.find(s.id, s.waiting_key);
+            if (m != nullptr && m->sender >= 0)
+                add_caused(m->sender,
                            (from - s.block_start).to_seconds() * static_cast<double>(s.members.size()));
         }
         s.times.pp_exposed_s += (now - from).to_seconds();
@@ -952,7 +1005,7 @@ class Executor {
         const int peer_pp = (s.coord.pp + op.direction + layout_.pp) % layout_.pp;
         const int dst_unit = unit_of(pp_peer(s.members.front(), peer_pp)).id;
         const std::uint64_t key = message_key(dst_unit, op.direction, op.virtual_stage, op.micro_batch);
-        Message& msg = messages_[key];
+        Message& msg = messages_.get(dst_unit, key);
         msg.sent = true;
         msg.sender = s.id;
         msg.op = &op;
@@ -984,7 +1037,7 @@ class Executor {
             send_pairs_.emplace_back(m, pp_peer(m, peer_pp));
         // One flow per member GPU, launched together; the message arrives with the last of them.
         coll_.send_all(send_pairs_, op.bytes, [this, key, dst_unit, sp, start, opp] {
-            Message& arrived = messages_[key];
+            Message& arrived = messages_.get(dst_unit, key);
             if (sp->observed) add_slice(*sp, Track::p2p_sends, p2p_name(*opp), start, sim_.now());
             arrived.arrived = true;
             --sp->outstanding_sends;
@@ -1203,11 +1256,12 @@ class Executor {
     std::vector<Time> seg_time_;    ///< [segment] Time::seconds(seconds)
     std::vector<double> seg_secs_;  ///< [segment] seg_time_ in seconds
     std::vector<Unit> units_;
-    std::unordered_map<std::uint64_t, Message> messages_;
+    MessageTable messages_;
     std::vector<std::pair<int, int>> send_pairs_;  ///< scratch: start_transfer's (member, peer) pairs
     /// The communicator registry: [GroupKind][group index] (ParallelGroups::index), each kind's vector sized
     /// on first use and never resized (the units keep pointers into it).
     std::array<std::vector<GroupCache>, kGroupKindCount> groups_;
+    std::array<std::vector<int>, kGroupKindCount> group_index_;  ///< [kind][rank]: its group's index, or -1
     std::uint64_t vs_count_ = 1;
     std::uint64_t mb_count_ = 1;
 };
