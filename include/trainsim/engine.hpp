@@ -156,7 +156,7 @@ class Simulator {
     /// Events executed since construction.
     std::uint64_t events_executed() const { return executed_; }
     /// Events scheduled and not yet executed.
-    std::size_t pending() const { return heap_.size(); }
+    std::size_t pending() const { return heap_.size() - (root_free_ ? 1 : 0); }
 
     /// For tests: renumber the pending events' sequence numbers every `limit` schedule() calls (>= 1)
     /// instead of every 2^30.
@@ -195,6 +195,12 @@ class Simulator {
     [[noreturn]] static void throw_too_many_pending();
     void renumber();
     void pop_top();
+    /// Puts `e` in place of the root (the event being run, already taken) and sifts it down.
+    void replace_root(const Entry& e);
+    /// The running event's entry still sits at the root (run() takes it out after its callback unless the
+    /// callback schedules an event, which then takes its place: one sift instead of a pop and a push; the
+    /// order of events is the heap's key order either way).
+    bool root_free_ = false;
 
     Time now_{};
     std::uint64_t next_seq_ = 0;

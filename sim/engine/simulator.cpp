@@ -13,7 +13,13 @@ std::uint64_t Simulator::checked_key(Time at, Priority priority) {
                                         now_.picoseconds()));
     const auto p = static_cast<std::int32_t>(priority);
     if (p < 0 || p > 255) throw InternalError(fmt::format("event priority {} outside 0 .. 255", p));
-    if (next_seq_ >= seq_limit_) renumber();
+    if (next_seq_ >= seq_limit_) {
+        if (root_free_) {  // the running event's entry leaves before the renumbering
+            pop_top();
+            root_free_ = false;
+        }
+        renumber();
+    }
     return (static_cast<std::uint64_t>(p) << 56) | (next_seq_++ << kSlotBits);
 }
 
@@ -34,6 +40,11 @@ void Simulator::renumber() {
 }
 
 void Simulator::push(const Entry& e) {
+    if (root_free_) {
+        root_free_ = false;
+        replace_root(e);
+        return;
+    }
     // Sift up with a hole.
     std::size_t i = heap_.size();
     heap_.push_back(e);
@@ -82,18 +93,57 @@ void Simulator::pop_top() {
     h[i] = last;
 }
 
+void Simulator::replace_root(const Entry& e) {
+    // Sift down with a hole from the root: the smallest of each group of children moves up while it comes
+    // before `e` (an event in the near future stops high in the heap).
+    const std::size_t n = heap_.size();
+    Entry* h = heap_.data();
+    std::size_t i = 0;
+    while (4 * i + 4 < n) {
+        const std::size_t f = 4 * i + 1;
+        const std::size_t a = f + static_cast<std::size_t>(before(h[f + 1], h[f]));
+        const std::size_t b = f + 2 + static_cast<std::size_t>(before(h[f + 3], h[f + 2]));
+        const std::size_t best = before(h[b], h[a]) ? b : a;
+        if (!before(h[best], e)) break;
+        h[i] = h[best];
+        i = best;
+    }
+    if (4 * i + 4 >= n && 4 * i + 1 < n) {  // a last, incomplete group of children
+        std::size_t best = 4 * i + 1;
+        for (std::size_t c = best + 1; c < n; ++c)
+            if (before(h[c], h[best])) best = c;
+        if (before(h[best], e)) {
+            h[i] = h[best];
+            i = best;
+        }
+    }
+    h[i] = e;
+}
+
 std::uint64_t Simulator::run(std::uint64_t max_events) {
     std::uint64_t count = 0;
     while (!heap_.empty() && count < max_events) {
         const Entry e = heap_.front();
-        pop_top();
         now_ = Time::ps(static_cast<std::int64_t>(e.order >> 64));
         ++count;
         ++executed_;
         // Pages never move, and the slot is released only after the call: the callback runs in place even
         // if it schedules more events.
         EventCallback& cb = callback(slot_of(e));
-        cb();
+        root_free_ = true;  // the first event the callback schedules takes the root (push)
+        try {
+            cb();
+        } catch (...) {
+            if (root_free_) {
+                pop_top();
+                root_free_ = false;
+            }
+            throw;
+        }
+        if (root_free_) {
+            pop_top();
+            root_free_ = false;
+        }
         cb.reset();
         free_slots_.push_back(slot_of(e));
     }
