@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -233,4 +234,71 @@ TEST_CASE("engine: renumbering the sequence of pending events keeps the (time, p
     CHECK(reference.size() == 30u * 31u);
     CHECK(renumber_workload(5) == reference);
     CHECK(renumber_workload(64) == reference);
+}
+
+TEST_CASE(
+    "engine: events scheduled by a running event take its place in the heap in key order, also past a "
+    "throw") {
+    // Simulator::run leaves the running event's entry at the root and lets the first event its callback
+    // schedules take that place (replace_root). Each event here schedules 0 to 3 more, at now() or up to 5 ps
+    // later, of any of three priorities (so some come before pending ones at now()); a reference loop over a
+    // std::set of (time, priority, sequence) gives the order they must run in. Event 300 throws: run() passes
+    // the exception on, pending() counts what is left, and a second run() goes on in the same order.
+    struct Key {
+        std::int64_t time;
+        int prio;
+        int seq;
+        bool operator<(const Key& o) const {
+            return std::tie(time, prio, seq) < std::tie(o.time, o.prio, o.seq);
+        }
+    };
+    const Priority prios[] = {Priority::kFlowCompletion, Priority::kDefault, Priority::kRateUpdate};
+    auto children = [](int seq) {  // (delay ps, priority index) of the events event `seq` schedules
+        std::mt19937_64 rng(static_cast<std::uint64_t>(seq) * 7919u + 17u);
+        std::vector<std::pair<int, int>> out;
+        const int n = seq < 2000 ? static_cast<int>(rng() % 4) : 0;
+        for (int i = 0; i < n; ++i)
+            out.emplace_back(static_cast<int>(rng() % 6), static_cast<int>(rng() % 3));
+        return out;
+    };
+    // The reference.
+    std::vector<int> expected;
+    std::vector<std::size_t> pending_after;  // [i]: events pending once the i-th has run
+    {
+        std::set<Key> queue;
+        int next = 0;
+        for (int i = 0; i < 50; ++i)
+            queue.insert(Key{i % 7, static_cast<int>(prios[i % 3]), next++});
+        while (!queue.empty()) {
+            const Key k = *queue.begin();
+            queue.erase(queue.begin());
+            expected.push_back(k.seq);
+            for (auto [delay, p] : children(k.seq))
+                queue.insert(Key{k.time + delay, static_cast<int>(prios[p]), next++});
+            pending_after.push_back(queue.size());
+        }
+    }
+    REQUIRE(expected.size() > 1000u);
+    Simulator sim;
+    std::vector<int> order;
+    int next = 0;
+    std::function<void(int)> body = [&](int seq) {
+        order.push_back(seq);
+        for (auto [delay, p] : children(seq)) {
+            const int child = next++;
+            sim.schedule(sim.now() + Time::ps(delay), prios[p], [&body, child] { body(child); });
+        }
+        if (seq == 300) throw InternalError("event 300");
+    };
+    for (int i = 0; i < 50; ++i) {
+        const int seq = next++;
+        sim.schedule(Time::ps(i % 7), prios[i % 3], [&body, seq] { body(seq); });
+    }
+    CHECK_THROWS_AS(sim.run(), InternalError);
+    const auto ran = order.size();
+    REQUIRE(ran >= 1u);
+    CHECK(sim.pending() == pending_after[ran - 1]);
+    sim.run();
+    CHECK(order == expected);
+    CHECK(sim.pending() == 0u);
 }
