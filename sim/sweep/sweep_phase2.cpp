@@ -4,8 +4,9 @@
 // With pruning (SweepOptions::prune_beyond_top = N) the groups are taken by lower bound ascending, and a
 // group whose bound exceeds the N-th best step time simulated so far on its cluster size (its size's bar) is
 // skipped. The bar only falls, so how much is done beyond it depends on the schedule: on one process the
-// threads take the next group as soon as they are free (no core waits for a round to end), and over
-// processes the groups go in rounds of kPruneRoundSize. What is kept does not: once every group is decided,
+// threads take the next group as soon as they are free, and simulate a group only once it is known to be
+// kept (ByBound: every simulation is one the final rule keeps), and over processes the groups go in rounds
+// of kPruneRoundSize. What is kept does not: once every group is decided,
 // every group whose bound exceeds its size's final bar T is pruned, whatever was done of it. Any schedule
 // that skips only groups above the current bar (never below T) simulates every group with bound <= T, and
 // the groups beyond it have step times >= their bounds > T, so they never move the N-th best: every
@@ -23,6 +24,8 @@
 // groups for any schedule, F among them, and the top N as above. A group above T without a fitting point
 // keeps its walk (out of memory, as the exhaustive sweep finds it).
 #include <algorithm>
+#include <condition_variable>
+#include <cstdint>
 #include <exception>
 #include <limits>
 #include <mutex>
@@ -48,6 +51,9 @@ class TopTimes {
         return v.size() < top_ ? std::numeric_limits<double>::infinity() : v[top_ - 1];
     }
     /// `count` fitting members of one group at their runner's step time.
+    /// The N least step times of cluster size `size` so far, ascending (fewer while fewer members fit).
+    const std::vector<double>& least(std::size_t size) const { return best_[size]; }
+    std::size_t top() const { return top_; }
     void add(std::size_t size, double step_s, std::size_t count) {
         auto& v = best_[size];
         v.insert(std::upper_bound(v.begin(), v.end(), step_s), count, step_s);
@@ -252,86 +258,267 @@ GroupOutcome walk_group(const std::vector<std::size_t>& members, const Points& p
     return o;
 }
 
-/// On this process's threads: each takes the next group in `order` when it is free, skipping those above
-/// their bar, and records what it did under one mutex. A walk's exception is kept at its group (`errors`).
+/// What run_by_bound's threads know of a group (its todo position).
+enum class GroupState : std::uint8_t {
+    unvisited,  ///< not taken yet from the order
+    walking,    ///< taken: its memory walks under way
+    deferred,   ///< walked, with fitting members; neither pruned nor known to be kept yet
+    running,    ///< its simulation under way
+    decided,    ///< simulated, pruned, without a fitting member, or its walk threw
+};
+
+/// Phase 2 on this process's threads (run_by_bound). Each thread, when free, takes under one mutex the first
+/// of: a deferred group that is now known to be kept (simulated) or pruned; the next group in `order` (by
+/// bound ascending), walked against memory; or, when nothing is under way on another thread, the deferred
+/// group of least bound. A walked group is pruned when it is above its size's bar (and, keeping the front,
+/// each fitting member is dominated by a simulated point), simulated when it is known to be kept, and
+/// deferred otherwise, so that no thread simulates a group that the final rule (prune_beyond_bar) may drop:
+///
+/// - Known kept (`kept`): its bound is at most a floor under its size's final bar (`floor_bar`: the N-th
+///   least of the step times simulated and the bounds of the members of every group not decided yet, each
+///   at most its step time), or, keeping the front, some fitting member is dominated neither by a simulated
+///   point nor possibly by a group under way or deferred (bound below the group's, a member no larger).
+///   A point dominating it at the end has a step time, hence a bound, below the group's, so its group was
+///   visited before it and is either simulated already or under way.
+/// - The deferred group of least bound, once nothing is under way and the order is done, is kept: were its
+///   bound above the final bar T, N fitting members at or under T would be simulated (every other group not
+///   decided has a larger bound, so a larger step time), putting the bar under its bound, and it would
+///   have been pruned.
+///
+/// A single thread thus simulates exactly the groups kept; several threads may wait for one another
+/// instead. The final rule keeps the same groups whatever is done here.
+class ByBound {
+  public:
+    ByBound(Phase2& p2, const std::vector<std::size_t>& order, const std::vector<std::size_t>& todo,
+            const Points& pts, const std::vector<PointCheck>& checks, const ModelSpec& model,
+            const std::string& workload_name, const SweepOptions& options,
+            const std::function<void()>& simulated, TopTimes& best, SimulatedPoints& points,
+            std::vector<std::exception_ptr>& errors)
+        : p2_(p2),
+          order_(order),
+          todo_(todo),
+          pts_(pts),
+          checks_(checks),
+          model_(model),
+          workload_name_(workload_name),
+          options_(options),
+          simulated_(simulated),
+          best_(best),
+          points_(points),
+          errors_(errors),
+          keep_front_(options.prune_keeps_pareto_front),
+          state_(todo.size(), GroupState::unvisited),
+          runner_(todo.size()),
+          fitting_(todo.size(), 0) {}
+
+    /// One thread's work, until every group is decided.
+    void work() {
+        std::unique_lock<std::mutex> lock(mutex_);
+        for (;;) {
+            std::size_t k = 0;
+            if (take_deferred(k)) {
+                run(k, lock);
+            } else if (take_next(k)) {
+                visit(k, lock);
+            } else if (under_way_ > 0) {
+                wake_.wait(lock);
+            } else if (!deferred_.empty()) {
+                k = deferred_.front();
+                deferred_.erase(deferred_.begin());
+                run(k, lock);
+            } else {
+                return;
+            }
+        }
+    }
+
+  private:
+    double bound(std::size_t k) const { return checks_[todo_[k]].lower_bound_s; }
+    std::size_t size_of(std::size_t k) const { return pts_.cluster_of[todo_[k]]; }
+    bool beyond(std::size_t k) const { return bound(k) > best_.bar(size_of(k)); }
+    bool fits(std::size_t m) const { return p2_.walked[m] && p2_.memory[m].status == SweepStatus::simulated; }
+    void decide(std::size_t k, bool pruned) {
+        state_[k] = GroupState::decided;
+        if (pruned) p2_.pruned[k] = true;
+    }
+
+    /// A walked group that cannot be kept: above its bar and, keeping the front, dominated.
+    bool prunable(std::size_t k) const {
+        return beyond(k) && (!keep_front_ || group_dominated(p2_, k, bound(k), points_));
+    }
+
+    /// A floor under the final bar of cluster size `size`: the N-th least of the fitting step times
+    /// simulated (TopTimes keeps the N least) and the bounds of the members of every group not decided
+    /// (a walked one's fitting members, another's all); infinity when fewer.
+    double floor_bar(std::size_t size) const {
+        std::vector<double> v = best_.least(size);
+        const std::size_t top = best_.top();
+        for (std::size_t pos = 0; pos < order_.size(); ++pos) {
+            const std::size_t k = order_[pos];
+            if (state_[k] == GroupState::decided || size_of(k) != size) continue;
+            if (state_[k] == GroupState::unvisited && v.size() >= top && bound(k) >= v.back()) break;
+            for (std::size_t m : p2_.members[k])
+                if (state_[k] == GroupState::unvisited || state_[k] == GroupState::walking || fits(m))
+                    v.insert(std::upper_bound(v.begin(), v.end(), bound(k)), bound(k));
+            if (v.size() > top) v.resize(top);
+        }
+        return v.size() < top ? std::numeric_limits<double>::infinity() : v[top - 1];
+    }
+
+    /// Whether group `j`, not decided, may yet hold a point faster than `bound_s` and no larger than
+    /// `peak_bytes`: its bound is below it and a member (fitting, once walked) needs at most that, its
+    /// memory floor before its walk.
+    bool may_dominate(std::size_t j, double bound_s, double peak_bytes) const {
+        if (!(bound(j) < bound_s)) return false;
+        const bool walked = state_[j] == GroupState::deferred || state_[j] == GroupState::running;
+        return std::any_of(p2_.members[j].begin(), p2_.members[j].end(), [&](std::size_t m) {
+            return walked ? fits(m) && p2_.memory[m].peak_memory_bytes <= peak_bytes
+                          : p2_.floor[m] <= peak_bytes;
+        });
+    }
+
+    /// Whether the walked group `k` is kept by the final rule whatever comes (see the class).
+    bool kept(std::size_t k) const {
+        if (bound(k) <= floor_bar(size_of(k))) return true;
+        if (!keep_front_) return false;
+        for (std::size_t m : p2_.members[k]) {
+            if (!fits(m)) continue;
+            const double peak = p2_.memory[m].peak_memory_bytes;
+            if (points_.dominate(bound(k), peak)) continue;
+            bool open = false;
+            for (std::size_t j = 0; j < state_.size() && !open; ++j)
+                open = j != k && state_[j] != GroupState::unvisited && state_[j] != GroupState::decided &&
+                       may_dominate(j, bound(k), peak);
+            if (!open) return true;
+        }
+        return false;
+    }
+
+    /// The deferred groups now prunable are pruned; the first now known kept is taken out (`k`).
+    bool take_deferred(std::size_t& k) {
+        for (auto it = deferred_.begin(); it != deferred_.end();) {
+            if (prunable(*it)) {
+                decide(*it, true);
+                it = deferred_.erase(it);
+            } else if (kept(*it)) {
+                k = *it;
+                deferred_.erase(it);
+                return true;
+            } else {
+                ++it;
+            }
+        }
+        return false;
+    }
+
+    /// The next group of the order to walk (`k`), those above their bar pruned on the way (keeping the
+    /// front, only those whose memory floors are dominated).
+    bool take_next(std::size_t& k) {
+        for (; next_ < order_.size(); ++next_) {
+            const std::size_t g = order_[next_];
+            if (!beyond(g)) break;
+            if (keep_front_ && !group_floor_dominated(p2_, g, bound(g), points_)) break;
+            decide(g, true);
+        }
+        if (next_ == order_.size()) return false;
+        k = order_[next_++];
+        return true;
+    }
+
+    /// Walks group `k` (the lock released meanwhile), then prunes, simulates or defers it.
+    void visit(std::size_t k, std::unique_lock<std::mutex>& lock) {
+        state_[k] = GroupState::walking;
+        ++under_way_;
+        const bool early = keep_front_ && beyond(k);
+        lock.unlock();
+        std::vector<double> floors;  // above the bar, the early part of each member's walk first
+        if (early)
+            for (std::size_t m : p2_.members[k])
+                floors.push_back(
+                    early_memory_floor(pts_.entries[m].layout, *pts_.clusters[pts_.cluster_of[m]], model_));
+        lock.lock();
+        for (std::size_t q = 0; q < floors.size(); ++q)
+            p2_.floor[p2_.members[k][q]] = std::max(p2_.floor[p2_.members[k][q]], floors[q]);
+        GroupOutcome o;
+        if (!early || !group_floor_dominated(p2_, k, bound(k), points_)) {
+            lock.unlock();
+            o = walk_group(p2_.members[k], pts_, checks_, model_, options_);
+            lock.lock();
+        } else {
+            p2_.pruned[k] = true;
+        }
+        --under_way_;
+        wake_.notify_all();
+        if (p2_.pruned[k]) return decide(k, true);
+        if (o.error) {
+            errors_[k] = o.error;
+            return decide(k, false);
+        }
+        const auto& g = p2_.members[k];
+        for (std::size_t m = 0; m < g.size(); ++m) {
+            p2_.memory[g[m]] = std::move(o.memory[m]);
+            p2_.walked[g[m]] = true;
+            raise_floor(p2_, g[m]);
+            if (p2_.memory[g[m]].status == SweepStatus::simulated) p2_.runner[g[m]] = o.runner;
+        }
+        runner_[k] = o.runner;
+        fitting_[k] = o.fitting;
+        if (o.fitting == 0) return decide(k, false);
+        if (prunable(k)) return decide(k, true);
+        if (kept(k)) return run(k, lock);
+        state_[k] = GroupState::deferred;
+        deferred_.push_back(k);  // visited by bound ascending, so deferred_ stays in that order
+    }
+
+    /// Simulates group `k`'s runner (the lock released meanwhile) and records it.
+    void run(std::size_t k, std::unique_lock<std::mutex>& lock) {
+        state_[k] = GroupState::running;
+        ++under_way_;
+        const std::size_t i = runner_[k];
+        lock.unlock();
+        PointRun r = simulate_point(pts_.entries[i].layout, *pts_.clusters[pts_.cluster_of[i]], model_,
+                                    workload_name_, options_);
+        simulated_();
+        lock.lock();
+        p2_.runs.emplace(i, std::move(r));
+        record(p2_, k, fitting_[k], pts_, best_, points_);
+        decide(k, false);
+        --under_way_;
+        wake_.notify_all();
+    }
+
+    Phase2& p2_;
+    const std::vector<std::size_t>& order_;
+    const std::vector<std::size_t>& todo_;
+    const Points& pts_;
+    const std::vector<PointCheck>& checks_;
+    const ModelSpec& model_;
+    const std::string& workload_name_;
+    const SweepOptions& options_;
+    const std::function<void()>& simulated_;
+    TopTimes& best_;
+    SimulatedPoints& points_;
+    std::vector<std::exception_ptr>& errors_;
+    const bool keep_front_;
+    std::mutex mutex_;
+    std::condition_variable wake_;  ///< a walk or a simulation ended
+    std::size_t next_ = 0;          ///< the next position in order_ to visit
+    std::size_t under_way_ = 0;     ///< groups walking or running
+    std::vector<GroupState> state_;
+    std::vector<std::size_t> runner_, fitting_;  ///< [k] a walked group's first fitting member and count
+    std::vector<std::size_t> deferred_;          ///< by bound ascending
+};
+
+/// On this process's threads (ByBound). A walk's exception is kept at its group (`errors`).
 void run_by_bound(Phase2& p2, const std::vector<std::size_t>& order, const std::vector<std::size_t>& todo,
                   const Points& pts, const std::vector<PointCheck>& checks, const ModelSpec& model,
                   const std::string& workload_name, const SweepOptions& options,
                   const std::function<void()>& simulated, TopTimes& best, SimulatedPoints& points,
                   std::vector<std::exception_ptr>& errors) {
-    const bool keep_front = options.prune_keeps_pareto_front;
-    std::mutex mutex;
-    std::size_t next = 0;  // position in order
-    const auto above_bar = [&](std::size_t k) {
-        const std::lock_guard<std::mutex> lock(mutex);
-        return checks[todo[k]].lower_bound_s > best.bar(pts.cluster_of[todo[k]]);
-    };
+    ByBound by_bound(p2, order, todo, pts, checks, model, workload_name, options, simulated, best, points,
+                     errors);
     const auto workers = static_cast<std::size_t>(std::max(options.jobs, 1));
-    parallel_for(workers, options.jobs, [&](std::size_t) {
-        for (;;) {
-            std::size_t k = 0;
-            {
-                const std::lock_guard<std::mutex> lock(mutex);
-                for (; next < order.size(); ++next) {
-                    const std::size_t i = todo[order[next]];
-                    if (checks[i].lower_bound_s <= best.bar(pts.cluster_of[i])) break;
-                    // Keeping the front, a group above the bar is walked unless its floors are dominated.
-                    if (keep_front &&
-                        !group_floor_dominated(p2, order[next], checks[i].lower_bound_s, points))
-                        break;
-                    p2.pruned[order[next]] = true;
-                }
-                if (next == order.size()) return;
-                k = order[next++];
-            }
-            const std::size_t i = todo[k];
-            if (keep_front && above_bar(k)) {
-                // Above the bar, the early part of each member's walk first (a floor under its peak): the
-                // group is skipped without its full walks when the floors are dominated.
-                std::vector<double> early;
-                for (std::size_t m : p2.members[k])
-                    early.push_back(
-                        early_memory_floor(pts.entries[m].layout, *pts.clusters[pts.cluster_of[m]], model));
-                const std::lock_guard<std::mutex> lock(mutex);
-                for (std::size_t m = 0; m < early.size(); ++m)
-                    p2.floor[p2.members[k][m]] = std::max(p2.floor[p2.members[k][m]], early[m]);
-                if (group_floor_dominated(p2, k, checks[i].lower_bound_s, points)) {
-                    p2.pruned[k] = true;
-                    continue;
-                }
-            }
-            GroupOutcome o = walk_group(p2.members[k], pts, checks, model, options);
-            bool skipped = false;
-            {
-                const std::lock_guard<std::mutex> lock(mutex);
-                if (o.error) {
-                    errors[k] = o.error;
-                    continue;
-                }
-                const auto& g = p2.members[k];
-                for (std::size_t m = 0; m < g.size(); ++m) {
-                    p2.memory[g[m]] = std::move(o.memory[m]);
-                    p2.walked[g[m]] = true;
-                    raise_floor(p2, g[m]);
-                    if (p2.memory[g[m]].status == SweepStatus::simulated) p2.runner[g[m]] = o.runner;
-                }
-                // Keeping the front: above the bar and dominated, the group is not simulated.
-                skipped = keep_front && checks[i].lower_bound_s > best.bar(pts.cluster_of[i]) &&
-                          group_dominated(p2, k, checks[i].lower_bound_s, points);
-                if (skipped) p2.pruned[k] = true;
-            }
-            if (skipped || o.fitting == 0) continue;
-            PointRun run =
-                simulate_point(pts.entries[o.runner].layout, *pts.clusters[pts.cluster_of[o.runner]], model,
-                               workload_name, options);
-            {
-                const std::lock_guard<std::mutex> lock(mutex);
-                p2.runs.emplace(o.runner, std::move(run));
-                record(p2, k, o.fitting, pts, best, points);
-            }
-            simulated();
-        }
-    });
+    parallel_for(workers, options.jobs, [&](std::size_t) { by_bound.work(); });
 }
 
 /// The fitting points of every group simulated (each at its runner's step time, with its own peak).
@@ -375,7 +562,7 @@ void prune_beyond_bar(Phase2& p2, const std::vector<std::size_t>& todo, const Po
             if (p2.pruned[k] && !dominated)
                 throw InternalError("sweep: a group skipped as dominated is not dominated at the end");
             if (!dominated) continue;
-        } else if (p2.pruned[k] || !beyond) {
+        } else if (!beyond) {  // a group pruned is beyond: its walk, if any, dropped
             continue;
         }
         p2.pruned[k] = true;

@@ -257,6 +257,42 @@ TEST_CASE("sweep pruning keeping the Pareto front: the exhaustive sweep's front 
     CHECK(outputs[0].find("none is on the Pareto front") != std::string::npos);
 }
 
+TEST_CASE("sweep pruning: the threads simulate exactly the layouts kept, the front's and the top's") {
+    // The groups of phase 2 are simulated only once known to be kept by the final rule (a bound at most a
+    // floor under the final bar, or, keeping the front, a fitting member that no simulated or pending layout
+    // can dominate); the others wait (sweep_phase2.cpp ByBound). No simulation is dropped at the end, for
+    // any number of threads: every simulation is a simulated entry (deduplicate off: one simulation per
+    // layout). Before, a thread simulated what the other's pending run would have pruned (this check
+    // failed 2 times in 3 on 2 threads). The outputs are the same for any threads.
+    const TopologySpec topo = trainsim::test::small_topology(2);
+    const ModelSpec m = trainsim::test::small_gpt(4, 256, 16, 128, 1024);
+    Layout base;
+    base.global_batch = 16;
+    for (const auto& [front, top] : std::vector<std::pair<bool, std::size_t>>{
+             {false, 2}, {false, 6}, {true, 2}, {true, 4}, {true, 6}, {true, 8}}) {
+        CAPTURE(front);
+        CAPTURE(top);
+        SweepOptions o;
+        o.gpus = {8, 16};
+        o.deduplicate = false;
+        o.prune_beyond_top = top;
+        o.prune_keeps_pareto_front = front;
+        std::vector<std::string> outputs;
+        for (int jobs : {1, 2, 3}) {
+            CAPTURE(jobs);
+            o.jobs = jobs;
+            std::size_t simulations = 0;
+            o.progress = [&](const SweepProgress& p) { simulations = std::max(simulations, p.simulated); };
+            const SweepResult r = run_sweep(topo, m, base, pruning_grid(), "tiny", o);
+            REQUIRE(r.pruned > 0);
+            CHECK(simulations == r.simulated);
+            outputs.push_back(sweep_csv(r) + format_sweep_text(r, top) + sweep_html(r, "tiny"));
+        }
+        CHECK(outputs[0] == outputs[1]);
+        CHECK(outputs[0] == outputs[2]);
+    }
+}
+
 TEST_CASE("sweep pruning: a layout is kept iff its bound is at most the final N-th best of its size") {
     // What a pruned sweep keeps does not depend on how far its threads ran beyond the bar: every layout
     // simulated has its bound at most the N-th best step time of its size, every
