@@ -675,6 +675,14 @@ bad "a measured-runs format of short words is cut" 2 "r.json: format = \"y y y|.
 runs_with r.json 's/"peak_memory_GiB": 2.0/"peak_memory_GiB": 1e-320/'
 bad "runs: denormal peak memory" 2 "r.json|measured.peak_memory_GiB = 9.99989e-321 is below 1 MiB" -- run --from-runs r.json --id small_with_memory
 
+## Round 12 (2026-11-29): round 11's open items; MoE, calibration and fit edges.
+# An empty item in an --only list was skipped ("a," and ",a"), where `sweep --gpus "16,"` is refused.
+bad "validate --only with a trailing comma" 2 "validate: --only = \"small_with_memory,\" has an empty run id" -- validate "$RUNS" --only small_with_memory,
+bad "validate --only with a leading comma" 2 "validate: --only = \",small_with_memory\" has an empty run id" -- validate "$RUNS" --only ,small_with_memory
+# --trace-window read its numbers with std::stod: hex and a leading blank were taken, as no other option takes them.
+bad "run --trace-window in hex" 2 "run: --trace-window = \"0x1,2\" must be START,END" -- run "${SMALL[@]}" --trace t.json --trace-window 0x1,2
+bad "run --trace-window with a leading blank" 2 "run: --trace-window = \" 1,2\" must be START,END" -- run "${SMALL[@]}" --trace t.json --trace-window " 1,2"
+
 ## --version and `help CMD` (issue 14's small things; exit 0).
 if "$BIN" --version | grep -qE '^trainsim [0-9]+\.[0-9]+\.[0-9]+$'; then
     echo "PASS: --version"
