@@ -79,6 +79,10 @@ bool read_field(StrictObject& o, const schema::Field<S>& f, S& s) {
     };
     switch (f.kind) {
         case Kind::integer: {
+            // The field's own range first: past an int, o.integer's "at most 2147483647" named a limit the
+            // field does not have (layout.global_batch = 2^32: its limit is 16777216; round 12).
+            if (const auto& raw = o.raw(key); raw.is_number_integer())
+                check_range(raw.get<double>(), shown(raw));
             const std::int64_t v = o.integer(key);
             check_range(static_cast<double>(v), std::to_string(v));
             f.set(s, Value{v});
