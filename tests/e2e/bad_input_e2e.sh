@@ -685,6 +685,15 @@ bad "run --trace-window with a leading blank" 2 "run: --trace-window = \" 1,2\" 
 # An integer past 2^31 said "at most 2147483647" where the field's own limit is lower.
 workload_with w.json 's/"global_batch": 32/"global_batch": 4294967296/'
 bad "layout.global_batch past 2^31 names its own limit" 2 "w.json: layout.global_batch = 4294967296 is above the limit of 16777216" -- run --topology "$TOPO" --workload w.json --set topology.nodes=2
+# A measured run's documentary fields were ignored whatever their type (notes is read for the defaults it names).
+runs_with r.json 's/"confidence": "low"/"confidence": 5/'
+bad "runs: confidence of a wrong type" 2 "r.json|run \"small_with_memory\"|confidence = 5 must be a string" -- run --from-runs r.json --id small_with_memory
+runs_with r.json 's/"confidence": "low"/"confidence": "certain"/'
+bad "runs: confidence not high, medium or low" 2 "confidence = \"certain\" is not one of \"high\", \"medium\", \"low\"" -- run --from-runs r.json --id small_with_memory
+runs_with r.json 's/"notes": "a constructed run[^"]*"/"notes": ["torch.compile"]/'
+bad "runs: notes of a wrong type" 2 "r.json|notes = [\"torch.compile\"] must be a string" -- run --from-runs r.json --id small_with_memory
+runs_with r.json 's/"mfu": null/"mfu": [0.5]/'
+bad "runs: a reported figure of a wrong type" 2 "r.json|reported.mfu = [0.5] must be a number, a string or null" -- run --from-runs r.json --id small_with_memory
 
 ## --version and `help CMD` (issue 14's small things; exit 0).
 if "$BIN" --version | grep -qE '^trainsim [0-9]+\.[0-9]+\.[0-9]+$'; then
