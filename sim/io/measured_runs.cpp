@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -581,7 +582,8 @@ class ExtensionReader {
             } else if (key == "load_balance") {
                 read_load_balance(x);
             } else if (key == "capacity_factor") {
-                if (x.is_number() && x.get<double>() >= 0 && x.get<double>() <= 1024)
+                if (x.is_number() && x.get<double>() >= 0 && x.get<double>() <= 1024 &&
+                    !(x.get<double>() > 0 && x.get<double>() < std::numeric_limits<double>::min()))
                     m_.moe_capacity_factor = x.get<double>();
                 else
                     set_unsupported(

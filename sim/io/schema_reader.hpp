@@ -4,6 +4,8 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -91,6 +93,11 @@ bool read_field(StrictObject& o, const schema::Field<S>& f, S& s) {
         case Kind::number: {
             const double v = o.number(key);
             check_range(v, shown(o.raw(key)));
+            // A denormal (model.moe_capacity_factor = 5e-324) passed a range from 0 and made a duration of
+            // inf s, an error that named no field (round 12).
+            if (v != 0 && std::fabs(v) < std::numeric_limits<double>::min())
+                o.fail(o.field(key), fmt::format("= {} is too small to compute with (0, or at least {:g})",
+                                                 shown(o.raw(key)), std::numeric_limits<double>::min()));
             f.set(s, Value{v});
             break;
         }

@@ -694,6 +694,8 @@ runs_with r.json 's/"notes": "a constructed run[^"]*"/"notes": ["torch.compile"]
 bad "runs: notes of a wrong type" 2 "r.json|notes = [\"torch.compile\"] must be a string" -- run --from-runs r.json --id small_with_memory
 runs_with r.json 's/"mfu": null/"mfu": [0.5]/'
 bad "runs: a reported figure of a wrong type" 2 "r.json|reported.mfu = [0.5] must be a number, a string or null" -- run --from-runs r.json --id small_with_memory
+# A denormal capacity factor passed the range from 0 and made a duration of inf s, naming no field.
+bad "model.moe_capacity_factor denormal" 2 "--set \"model.moe_capacity_factor=5e-324\"|model.moe_capacity_factor = 5e-324 is too small to compute with" -- run --topology "$TOPO" --workload "$DATA/tiny_moe.json" --set topology.nodes=2 --set model.moe_capacity_factor=5e-324
 
 ## --version and `help CMD` (issue 14's small things; exit 0).
 if "$BIN" --version | grep -qE '^trainsim [0-9]+\.[0-9]+\.[0-9]+$'; then
