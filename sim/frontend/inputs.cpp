@@ -154,6 +154,9 @@ Inputs resolve_inputs(const InputSources& o) {
     if (calibration) {
         check_calibration_gpu(*calibration, o.calibration_file, in.topology.gpu, cluster_label);
         apply_calibration(*calibration, in.topology);
+        // Its constants change every kernel time: a duration past the simulated range that they make (a
+        // kernel_overhead_s of 1 s) blamed the workload alone (round 12).
+        in.label += fmt::format(" with --calibration {}", o.calibration_file);
     }
     if (!o.profile_file.empty())
         in.topology.profile = load_profile(o.profile_file, in.topology.gpu, cluster_label);

@@ -696,6 +696,13 @@ runs_with r.json 's/"mfu": null/"mfu": [0.5]/'
 bad "runs: a reported figure of a wrong type" 2 "r.json|reported.mfu = [0.5] must be a number, a string or null" -- run --from-runs r.json --id small_with_memory
 # A denormal capacity factor passed the range from 0 and made a duration of inf s, naming no field.
 bad "model.moe_capacity_factor denormal" 2 "--set \"model.moe_capacity_factor=5e-324\"|model.moe_capacity_factor = 5e-324 is too small to compute with" -- run --topology "$TOPO" --workload "$DATA/tiny_moe.json" --set topology.nodes=2 --set model.moe_capacity_factor=5e-324
+# A calibration naming one GPU twice (an alias and its catalog name): the constants held depended on key order.
+prep c.json '{"format": "trainsim-calibration/1", "source": "t", "gpus": {"H200": {"hbm_efficiency": 0.5}, "H200-SXM-141GB": {"hbm_efficiency": 0.9}}}'
+bad "calibration: one GPU named twice" 2 "c.json: gpus names GPU H200-SXM-141GB twice" -- run --topology "$ROOT/topologies/dgx-h200.json" --workload "$ROOT/workloads/llama3-8b.json" --calibration c.json
+# A duration past the simulated range that a calibration's constants make (here each at the top of its range;
+# alone, each passes) blamed the workload alone.
+prep c.json '{"format": "trainsim-calibration/1", "source": "t", "gpus": {"A100-SXM4-80GB": {"gemm_max_efficiency": 1, "gemm_k_half": 1000000000, "fp8_gemm_efficiency": 1, "fp4_gemm_efficiency": 1, "gemm_min_time_s": 1, "flash_attention_efficiency": 1, "flash_attention_bwd_factor": 100, "flash_attention_cta_half": 1000000000, "flash_attention_key_half": 1000000000, "cudnn_attention_efficiency": 1, "cudnn_attention_bwd_factor": 100, "cudnn_attention_cta_half": 1000000000, "cudnn_attention_key_half": 1000000000, "hbm_efficiency": 1, "kernel_overhead_s": 1, "nvlink_efficiency": 1}}}'
+bad "calibration: a duration past the range names the calibration" 2 "small.json with --calibration c.json: a simulated duration of" -- run "${SMALL[@]}" --calibration c.json
 
 ## --version and `help CMD` (issue 14's small things; exit 0).
 if "$BIN" --version | grep -qE '^trainsim [0-9]+\.[0-9]+\.[0-9]+$'; then
