@@ -703,6 +703,12 @@ bad "calibration: one GPU named twice" 2 "c.json: gpus names GPU H200-SXM-141GB 
 # alone, each passes) blamed the workload alone.
 prep c.json '{"format": "trainsim-calibration/1", "source": "t", "gpus": {"A100-SXM4-80GB": {"gemm_max_efficiency": 1, "gemm_k_half": 1000000000, "fp8_gemm_efficiency": 1, "fp4_gemm_efficiency": 1, "gemm_min_time_s": 1, "flash_attention_efficiency": 1, "flash_attention_bwd_factor": 100, "flash_attention_cta_half": 1000000000, "flash_attention_key_half": 1000000000, "cudnn_attention_efficiency": 1, "cudnn_attention_bwd_factor": 100, "cudnn_attention_cta_half": 1000000000, "cudnn_attention_key_half": 1000000000, "hbm_efficiency": 1, "kernel_overhead_s": 1, "nvlink_efficiency": 1}}}'
 bad "calibration: a duration past the range names the calibration" 2 "small.json with --calibration c.json: a simulated duration of" -- run "${SMALL[@]}" --calibration c.json
+# fit: an empty item in --id-prefix ("," fitted every run), --constants or --attention-held-out, and one file
+# given twice (its runs weighed twice).
+bad "fit --id-prefix with an empty item" 2 "fit: --id-prefix = \"narayanan2021,\" has an empty prefix" -- fit "$ROOT/tests/validation/public_runs.json" --gpu A100-SXM4-80GB --id-prefix narayanan2021,
+bad "fit --constants with a trailing comma" 2 "fit: --constants: \"\" is not a calibratable GPU constant" -- fit "$ROOT/tests/validation/public_runs.json" --gpu A100-SXM4-80GB --constants hbm_efficiency,
+bad "fit --attention-held-out of a comma" 2 "fit: --attention-held-out = \",\" has an empty prefix" -- fit --profile "$PROFILE" --attention-held-out ,
+bad "fit of one file given twice" 2 "run id \"narayanan2021_t1_1.7B\" is also a run of $ROOT/tests/validation/public_runs.json; ids must be unique across the files fitted" -- fit "$ROOT/tests/validation/public_runs.json" "$ROOT/tests/validation/public_runs.json" --gpu A100-SXM4-80GB
 
 ## --version and `help CMD` (issue 14's small things; exit 0).
 if "$BIN" --version | grep -qE '^trainsim [0-9]+\.[0-9]+\.[0-9]+$'; then
