@@ -78,13 +78,15 @@ int jobs_or_hardware(long long jobs, const char* command) {
     return jobs > 0 ? static_cast<int>(jobs) : hardware_jobs();
 }
 
-/// `run --json` (the plain run: no perturbation, no trace).
+/// `run --json` (the plain run: no perturbation, no trace); `runs` + `run_id` as --from-runs FILE --id ID,
+/// the runs a file or JSON text as validate's (simulate() took a path only, round 12).
 std::string run(const Source& topology, const Source& workload, const std::vector<std::string>& sets,
-                const std::string& calibration, const std::string& profile, const std::string& runs_file,
+                const std::string& calibration, const std::string& profile, const Source& runs,
                 const std::string& run_id) {
     return without_gil([&] {
         InputSources s = sources_of(topology, workload, sets, calibration, profile);
-        s.runs_file = runs_file;
+        s.runs_file = runs.file;
+        s.runs_text = runs.json_text();
         s.run_id = run_id;
         const Inputs in = resolve_inputs(s);
         const SimulationResult res = simulate_inputs(in);
@@ -208,7 +210,7 @@ PYBIND11_MODULE(_core, m) {
              }),
              py::arg("file") = "", py::arg("text") = std::nullopt, py::arg("name") = "");
     m.def("run", &run, py::arg("topology"), py::arg("workload"), py::arg("sets"), py::arg("calibration"),
-          py::arg("profile"), py::arg("runs_file"), py::arg("run_id"));
+          py::arg("profile"), py::arg("runs"), py::arg("run_id"));
     m.def("memory", &memory, py::arg("topology"), py::arg("workload"), py::arg("sets"),
           py::arg("calibration"), py::arg("profile"), py::arg("what_if"), py::arg("timeline"),
           py::arg("max_events"));

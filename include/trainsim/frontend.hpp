@@ -42,7 +42,8 @@ struct JsonText {
 struct InputSources {
     std::string topology_file, workload_file, runs_file, run_id, calibration_file, profile_file;
     std::optional<JsonText> topology_text, workload_text;  ///< used when the file is empty
-    std::vector<std::string> sets;                         ///< "key=value" as --set
+    std::optional<JsonText> runs_text;  ///< the measured-runs document when runs_file is empty (Python)
+    std::vector<std::string> sets;      ///< "key=value" as --set
     /// With sets: check the layout they give against the cluster, blaming a --set (check_set_layout). A
     /// sweep sets the layout and the size itself, as `trainsim sweep --set` does not check it: false there
     /// (the Python module's sweep refused every override of a layout not of the topology's size, 2026-11-29).

@@ -83,6 +83,14 @@ def _float(value, what):
     raise TypeError(f"{what}: expected a number, not {type(value).__name__}")
 
 
+def _bool(value, what):
+    """A flag argument: True or False. Another value (what_if=5, "no") was taken for its truth value; a
+    TypeError naming the argument now (round 12)."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":  # numpy's bool too
+        return bool(value)
+    raise TypeError(f"{what}: expected True or False, not {type(value).__name__}")
+
+
 def _int(value, what):
     """An integer argument (an int, or a float or str holding a whole number) for the core's 64-bit
     parameters. A fraction (gpus=16.5 was cut to 16), NaN or a value past 64 bits (2**70 gave pybind11's
@@ -135,9 +143,10 @@ def simulate(topology=None, workload=None, overrides=None, *, calibration=None, 
              run_id=None):
     """One training iteration simulated: the report of `trainsim run --json` as a dict (step_time_s,
     tokens_per_s, mfu, breakdown_s, memory, ...). runs + run_id: one run of a measured-runs file instead
-    (--from-runs FILE --id ID). A layout that does not fit is reported (memory ... fits), not raised."""
+    (--from-runs FILE --id ID; runs a path, a JSON string or a dict, as validate's). A layout that does not
+    fit is reported (memory ... fits), not raised."""
     return json.loads(_core.run(**_common(topology, workload, overrides, calibration, profile),
-                                runs_file=_path(runs, "runs"),
+                                runs=_source(runs, "runs"),
                                 run_id="" if run_id is None else _str(run_id, "run_id")))
 
 
@@ -147,7 +156,8 @@ def memory(topology=None, workload=None, overrides=None, *, what_if=False, timel
     what_if=True adds the remedies (--what-if), timeline=True every sample (--timeline); max_events as
     --max-events (0: no bound)."""
     return json.loads(_core.memory(**_common(topology, workload, overrides, calibration, profile),
-                                   what_if=bool(what_if), timeline=bool(timeline),
+                                   what_if=_bool(what_if, "memory: what_if"),
+                                   timeline=_bool(timeline, "memory: timeline"),
                                    max_events=_int(max_events, "memory: max_events")))
 
 
@@ -173,6 +183,8 @@ def sweep(topology=None, workload=None, overrides=None, *, gpus=None, fix=None, 
     rejected ones). as_dataframe=None (default): a pandas DataFrame when pandas is importable (nested fields
     flattened: breakdown_s.compute, ...), else the list; True: a DataFrame (ImportError without pandas);
     False: the list."""
+    if as_dataframe is not None:
+        as_dataframe = _bool(as_dataframe, "sweep: as_dataframe")
     rows = sweep_report(topology, workload, overrides, gpus=gpus, fix=fix, vary=vary, global_batch=global_batch,
                         jobs=jobs, calibration=calibration, profile=profile)["layouts"]
     if as_dataframe is False:

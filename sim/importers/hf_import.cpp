@@ -170,7 +170,7 @@ Imported import_hf_config(const nlohmann::json& config, const std::string& file,
     m.mlp = f.mlp;
     const std::string act = c.text("hidden_act");
     if (!act.empty() && act != "silu" && act != "swish" && act != "gelu" && act != "gelu_new")
-        imp.notes.push_back(fmt::format("hidden_act \"{}\": costed as {}", act,
+        imp.notes.push_back(fmt::format("hidden_act \"{}\": costed as {}", clip_for_message(act),
                                         m.mlp == MlpKind::swiglu ? "SwiGLU" : "GELU"));
     if (const auto hd = c.integer("head_dim"); hd && *hd * m.heads != m.hidden) m.head_dim_override = *hd;
     m.tied_embeddings = c.boolean("tie_word_embeddings").value_or(false);

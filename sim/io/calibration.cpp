@@ -1,5 +1,7 @@
 #include "trainsim/calibration.hpp"
 
+#include <set>
+#include <string>
 #include <utility>
 
 #include "strict_json.hpp"
@@ -68,6 +70,7 @@ Calibration parse_calibration(const nlohmann::json& j, const std::string& file) 
     if (o.has("fit")) o.raw("fit");
     const auto& gpus = o.raw("gpus");
     if (!gpus.is_object()) o.fail("gpus", "must be an object");
+    std::set<std::string> named;  // catalog names
     for (auto it = gpus.begin(); it != gpus.end(); ++it) {
         std::string gpu_name;  // the catalog name of a GPU named by an alias
         try {
@@ -75,6 +78,12 @@ Calibration parse_calibration(const nlohmann::json& j, const std::string& file) 
         } catch (const InputError& e) {
             throw InputError(fmt::format("{}: {}", file, e.what()));
         }
+        // Two names of one GPU (an alias and its catalog name): which constants held depended on the keys'
+        // order (round 12).
+        if (!named.insert(gpu_name).second)
+            o.fail("gpus", fmt::format("names GPU {} twice (\"{}\" is one of its names); give its constants "
+                                       "once",
+                                       gpu_name, clip_for_message(it.key())));
         detail::StrictObject g(it.value(), file, "gpus." + it.key());
         for (const auto& name : calibratable_constants()) {
             if (!g.has(name)) continue;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -581,7 +582,8 @@ class ExtensionReader {
             } else if (key == "load_balance") {
                 read_load_balance(x);
             } else if (key == "capacity_factor") {
-                if (x.is_number() && x.get<double>() >= 0 && x.get<double>() <= 1024)
+                if (x.is_number() && x.get<double>() >= 0 && x.get<double>() <= 1024 &&
+                    !(x.get<double>() > 0 && x.get<double>() < std::numeric_limits<double>::min()))
                     m_.moe_capacity_factor = x.get<double>();
                 else
                     set_unsupported(
@@ -985,6 +987,37 @@ void parse_measured(StrictObject& m, MeasuredRun& run) {
     }
 }
 
+/// A run's fields that document it (the measured-runs README), not simulated: each of its type, or null.
+/// They were ignored whatever their type (round 11's open item; `notes` is read for the defaults it names,
+/// apply_notes_defaults, so a number there was silently no notes). `reported` holds the source's figures
+/// (numbers, strings or null), `derivation` and `notes` are text, `confidence` is high, medium or low and
+/// `assumed` lists the fields filled with standard values.
+void check_documentary_fields(StrictObject& rr) {
+    const auto value_of = [&](const char* key) -> const json* {
+        return rr.has(key) && !rr.raw(key).is_null() ? &rr.raw(key) : nullptr;
+    };
+    if (const json* v = value_of("reported")) {
+        if (!v->is_object())
+            rr.fail(rr.field("reported"), fmt::format("= {} must be an object", detail::shown(*v)));
+        for (auto it = v->begin(); it != v->end(); ++it)
+            if (!(it->is_number() || it->is_string() || it->is_null()))
+                rr.fail(clip_for_message(rr.field("reported." + it.key())),
+                        fmt::format("= {} must be a number, a string or null", detail::shown(*it)));
+    }
+    for (const char* key : {"derivation", "notes"})
+        if (const json* v = value_of(key); v && !v->is_string())
+            rr.fail(rr.field(key), fmt::format("= {} must be a string", detail::shown(*v)));
+    if (value_of("confidence")) rr.choice("confidence", {"high", "medium", "low"});
+    if (const json* v = value_of("assumed")) {
+        if (!v->is_array())
+            rr.fail(rr.field("assumed"), fmt::format("= {} must be an array", detail::shown(*v)));
+        for (const auto& x : *v)
+            if (!x.is_string())
+                rr.fail(rr.field("assumed"),
+                        fmt::format("holds {}, which must be a string", detail::shown(x)));
+    }
+}
+
 /// Parses one run row into `run` (whose id is set). Throws InputError naming the file, the run and the field.
 void parse_run(const json& row, const std::string& file, MeasuredRun& run) {
     const std::string where = fmt::format("run \"{}\"", clip_for_message(run.id));
@@ -1022,8 +1055,7 @@ void parse_run(const json& row, const std::string& file, MeasuredRun& run) {
     auto m = rr.object("measured");
     parse_measured(m, run);
     m.finish();
-    for (const char* k : {"reported", "derivation", "confidence", "assumed", "notes"})
-        rr.has(k);
+    check_documentary_fields(rr);
     rr.finish();
     if (!ext.is_null()) read_extensions(ext, file, where, run, training_recompute);
     if (run.unsupported) return;  // nothing else matters for a run that is not simulated
@@ -1120,8 +1152,10 @@ void parse_collective(const json& row, const std::string& file, CollectiveRow& o
         out.topology = dgx_preset_topology(hardware, out.gpus, out.gpus / out.nodes,
                                            fmt::format("{}: {}", file, r.field("hardware")));
     }
+    // Documentary text, not simulated: a string or null (ignored whatever its type before round 12).
     for (const char* k : {"dtype", "algorithm", "source", "notes"})
-        r.has(k);
+        if (r.has(k) && !r.raw(k).is_null() && !r.raw(k).is_string())
+            r.fail(r.field(k), fmt::format("= {} must be a string", detail::shown(r.raw(k))));
     r.finish();
 }
 

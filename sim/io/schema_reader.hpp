@@ -4,6 +4,8 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -79,6 +81,10 @@ bool read_field(StrictObject& o, const schema::Field<S>& f, S& s) {
     };
     switch (f.kind) {
         case Kind::integer: {
+            // The field's own range first: past an int, o.integer's "at most 2147483647" named a limit the
+            // field does not have (layout.global_batch = 2^32: its limit is 16777216; round 12).
+            if (const auto& raw = o.raw(key); raw.is_number_integer())
+                check_range(raw.get<double>(), shown(raw));
             const std::int64_t v = o.integer(key);
             check_range(static_cast<double>(v), std::to_string(v));
             f.set(s, Value{v});
@@ -87,6 +93,11 @@ bool read_field(StrictObject& o, const schema::Field<S>& f, S& s) {
         case Kind::number: {
             const double v = o.number(key);
             check_range(v, shown(o.raw(key)));
+            // A denormal (model.moe_capacity_factor = 5e-324) passed a range from 0 and made a duration of
+            // inf s, an error that named no field (round 12).
+            if (v != 0 && std::fabs(v) < std::numeric_limits<double>::min())
+                o.fail(o.field(key), fmt::format("= {} is too small to compute with (0, or at least {:g})",
+                                                 shown(o.raw(key)), std::numeric_limits<double>::min()));
             f.set(s, Value{v});
             break;
         }

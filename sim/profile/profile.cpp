@@ -114,6 +114,31 @@ ProfileGemm read_gemm(StrictObject& o) {
     return g;
 }
 
+/// A GEMM or memory-bound row faster than the GPU can run it (a unit slip, "us" for "ms"; a profile of a
+/// faster GPU) is refused: `run --profile` with every time divided by 10^9 reported an MFU of 242% (round
+/// 12). Times at the datasheet peak pass; an FP8 row of a GPU without FP8 is not checked here.
+void check_gemm_speed(StrictObject& o, const ProfileGemm& g, const GpuSpec& gpu) {
+    const double peak = g.dtype == GemmDtype::fp8    ? gpu.peak_fp8_flops
+                        : g.dtype == GemmDtype::fp16 ? gpu.peak_fp16_flops
+                                                     : gpu.peak_bf16_flops;
+    const double flops = 2 * g.m * g.n * g.k * g.batch / g.timing.time_s;
+    if (peak > 0 && flops > peak)
+        o.fail(
+            o.field("time"),
+            fmt::format("= {:g} s gives 2 * m * n * k * batch / time = {:.4g} TFLOP/s, above the {} {} peak "
+                        "of {:.4g} TFLOP/s",
+                        g.timing.time_s, flops / 1e12, gpu.name, to_string(g.dtype), peak / 1e12));
+}
+
+void check_memory_speed(StrictObject& o, const ProfileMemoryBound& m, const GpuSpec& gpu) {
+    const double rate = m.bytes / m.timing.time_s;
+    if (gpu.hbm_bytes_per_s > 0 && rate > gpu.hbm_bytes_per_s)
+        o.fail(o.field("time"),
+               fmt::format("= {:g} s gives bytes / time = {:.4g} GB/s, above the {} HBM bandwidth "
+                           "of {:.4g} GB/s",
+                           m.timing.time_s, rate / 1e9, gpu.name, gpu.hbm_bytes_per_s / 1e9));
+}
+
 ProfileAttention read_attention(StrictObject& o) {
     ProfileAttention a;
     a.backend = backend_of(o, "backend");
@@ -174,8 +199,9 @@ Profile parse_profile(const nlohmann::json& j, const std::string& file) {
     Profile p;
     p.file = file;
     p.gpu = top.string("gpu");
+    const GpuSpec* gpu = nullptr;
     try {
-        find_gpu(p.gpu, "gpu");
+        gpu = &find_gpu(p.gpu, "gpu");
     } catch (const InputError& e) {
         throw InputError(fmt::format("{}: {}", file, e.what()));
     }
@@ -183,9 +209,15 @@ Profile parse_profile(const nlohmann::json& j, const std::string& file) {
     p.date = top.string("date");
     check_iso_date(top, p.date);
     p.source = top.string("source");
-    each_row(top, "gemm", [&](StrictObject& o) { p.gemm.push_back(read_gemm(o)); });
+    each_row(top, "gemm", [&](StrictObject& o) {
+        p.gemm.push_back(read_gemm(o));
+        check_gemm_speed(o, p.gemm.back(), *gpu);
+    });
     each_row(top, "attention", [&](StrictObject& o) { p.attention.push_back(read_attention(o)); });
-    each_row(top, "memory_bound", [&](StrictObject& o) { p.memory_bound.push_back(read_memory_bound(o)); });
+    each_row(top, "memory_bound", [&](StrictObject& o) {
+        p.memory_bound.push_back(read_memory_bound(o));
+        check_memory_speed(o, p.memory_bound.back(), *gpu);
+    });
     each_row(top, "collectives", [&](StrictObject& o) { p.collectives.push_back(read_collective(o)); });
     each_row(top, "layers", [&](StrictObject& o) { p.layers.push_back(read_layer(o)); });
     top.finish();

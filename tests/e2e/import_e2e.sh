@@ -125,4 +125,14 @@ bad "a device as the args file" '/dev/zero: larger than' megatron --args-file /d
 bad "megatron without arguments" 'no arguments' megatron
 bad "output into a missing folder" "$tmp/no/such/dir/w.json" megatron -o "$tmp/no/such/dir/w.json" -- "${gpt3[@]}"
 
+# The notes (exit 0) are cut as error messages are: a 100,000-character hidden_act and unknown key were printed
+# whole (round 12).
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["hidden_act"] = "a" * 100000; d["k" * 100000] = 1
+json.dump(d, open(sys.argv[2], "w"))' "$data/llama3_8b_config.json" "$tmp/long_hf.json"
+"$bin" import hf "$tmp/long_hf.json" --gpus 8 >"$tmp/long.out" 2>"$tmp/long.err"
+check "import: a long hidden_act and key: exit 0" test $? -eq 0
+check "import: the note cuts a long hidden_act" grep -q '^note: hidden_act "aaa.*(100000 characters)": costed as' "$tmp/long.err"
+check "import: the ignored list cuts a long key" grep -q '^ignored: .*kkk.*(100000 characters)' "$tmp/long.err"
+check "import: every note line at most 600 characters" test "$(awk '{ if (length($0) > m) m = length($0) } END { print m }' "$tmp/long.err")" -le 600
+
 exit $fail

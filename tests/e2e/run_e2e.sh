@@ -166,7 +166,7 @@ check_bad "5j option without its value" noval "--workload" -- run --workload
 check_bad "5j stray argument" stray '"gpt3.json"' -- run gpt3.json
 check_bad "5k --set without =" badset '--set "layout.tp"' "key=value" -- run --set layout.tp
 check_bad "5k --set through a non-object" badpath '"model.layers.x"' -- run --set model.layers.x=3
-check_bad "5k --set integer out of range" bigint "topology.nodes" "4294967298" "out of range" \
+check_bad "5k --set integer out of range" bigint "topology.nodes" "4294967298" "above the limit of 131072" \
     -- run "${SMALL[@]}" --set topology.nodes=4294967298
 check_bad "5k --set number out of range" bignum "topology.scale_up.bandwidth_per_gpu" "1e400GBps" \
     -- run "${SMALL[@]}" --set topology.scale_up.bandwidth_per_gpu=1e400GBps

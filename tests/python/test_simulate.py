@@ -98,6 +98,23 @@ class SimulateTest(unittest.TestCase):
         code, _, err = cli("run", "--from-runs", runs, "--id", "nope")
         self.assertEqual(code, 2)
         self.assertEqual(str(ctx.exception), err[len("trainsim: error: "):].rstrip("\n"))
+        # Round 12: runs took a path only, where validate takes a dict or a JSON string too.
+        with open(runs) as f:
+            runs_text = f.read()
+        for source in (runs_text, json.loads(runs_text)):
+            self.assertEqual(trainsim.simulate(runs=source, run_id="small_with_memory"), expected)
+        with self.assertRaisesRegex(trainsim.InputError, r'^runs \(dict\): --id "nope" names no run$'):
+            trainsim.simulate(runs=json.loads(runs_text), run_id="nope")
+        with self.assertRaisesRegex(TypeError, "runs: expected a path, a JSON string or a dict, not int"):
+            trainsim.simulate(runs=5, run_id="small_with_memory")
+
+    def test_flags_are_booleans(self):
+        # Round 12: what_if=5 was taken as true, timeline="no" too; one line naming the argument.
+        for kwargs, name in ((dict(what_if=5), "what_if"), (dict(timeline="no"), "timeline")):
+            with self.assertRaisesRegex(TypeError, f"^memory: {name}: expected True or False, not "):
+                trainsim.memory(TOPOLOGY, WORKLOAD, NODES, **kwargs)
+        with self.assertRaisesRegex(TypeError, "^sweep: as_dataframe: expected True or False, not int$"):
+            trainsim.sweep(TOPOLOGY, WORKLOAD, gpus=16, as_dataframe=1)
 
     def test_gil_released_while_simulating(self):
         # This thread runs Python code while simulate() is inside the simulator in another thread: with the GIL

@@ -731,3 +731,30 @@ TEST_CASE("validate_runs: runs with equal inputs share one simulation, with the 
         CHECK(*r.files[0].runs[0].predicted_step_s != *r.files[0].runs[5].predicted_step_s);
     }
 }
+
+TEST_CASE("measured runs: the documentary fields are checked for their type, null allowed") {
+    // Round 12: reported, derivation, confidence, notes and assumed were ignored whatever their type.
+    json ok = run_row("ok");
+    ok["derivation"] = "step_time_s = 8 * 512 / tokens_per_s";
+    ok["notes"] = "free text";
+    ok["assumed"] = json::array({"cluster.scale_out"});
+    ok["reported"] = {{"tflops_per_gpu", 148}, {"flops_convention", "narayanan2021-eq3"}, {"mfu", nullptr}};
+    CHECK_FALSE(parse_one(ok).error);
+    json nulls = run_row("nulls");
+    for (const char* key : {"reported", "derivation", "confidence", "notes", "assumed"})
+        nulls[key] = nullptr;
+    CHECK_FALSE(parse_one(nulls).error);
+    const auto error_of = [](const char* key, const json& value) {
+        json row = run_row("r");
+        row[key] = value;
+        const MeasuredRun r = parse_one(row);
+        return r.error ? *r.error : std::string();
+    };
+    CHECK(contains(error_of("confidence", "certain"), "confidence = \"certain\" is not one of \"high\""));
+    CHECK(contains(error_of("confidence", 1), "confidence = 1 must be a string"));
+    CHECK(contains(error_of("derivation", 2.5), "run \"r\".derivation = 2.5 must be a string"));
+    CHECK(contains(error_of("notes", json::array({"x"})), "notes = [\"x\"] must be a string"));
+    CHECK(contains(error_of("reported", "148 TFLOP/s"), "reported = \"148 TFLOP/s\" must be an object"));
+    CHECK(contains(error_of("reported", {{"mfu", true}}), "reported.mfu = true must be a number, a string"));
+    CHECK(contains(error_of("assumed", json::array({1})), "assumed holds 1, which must be a string"));
+}

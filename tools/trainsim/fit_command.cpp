@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -73,14 +74,27 @@ std::string command_line(const std::vector<std::string>& args) {
     return cmd;
 }
 
-/// The items of a comma-separated list, in order; empty ones dropped unless keep_empty (then "a,,b" has an
-/// empty item, which a constant name refuses).
-std::vector<std::string> comma_separated(const std::string& list, bool keep_empty = false) {
+/// The items of a comma-separated list, in order, empty ones kept ("a,,b" has an empty item, which a
+/// constant name refuses); "" has none.
+std::vector<std::string> comma_separated(const std::string& list) {
     std::vector<std::string> out;
     std::stringstream ss(list);
     std::string item;
     while (std::getline(ss, item, ','))
-        if (keep_empty || !item.empty()) out.push_back(item);
+        out.push_back(item);
+    if (!list.empty() && list.back() == ',') out.emplace_back();
+    return out;
+}
+
+/// The prefixes of --id-prefix or --attention-held-out: "" is none (every run; no row held out), and an empty
+/// item is refused ("a," and "," dropped it: "," fitted every run, as `validate --only` refuses; round 12).
+std::vector<std::string> prefix_list(const std::string& list, const char* option) {
+    std::vector<std::string> out = comma_separated(list);
+    if (std::find(out.begin(), out.end(), std::string()) != out.end())
+        throw InputError(
+            fmt::format("fit: --{} = \"{}\" has an empty prefix (prefixes are separated by "
+                        "single commas)",
+                        option, clip_for_message(list)));
     return out;
 }
 
@@ -262,14 +276,14 @@ int fit_command(const std::vector<std::string>& args) {
                 throw InputError(fmt::format("fit: --{} applies only with --profile", profile_only));
     }
     if (!profile_file.empty()) {
-        return fit_profile(args, profile_file, gpu_name, fit_on, comma_separated(attention_held_out),
-                           out_file);
+        return fit_profile(args, profile_file, gpu_name, fit_on,
+                           prefix_list(attention_held_out, "attention-held-out"), out_file);
     }
     if (files.empty()) throw InputError("fit: no measured-run file given");
     if (gpu_name.empty()) throw InputError("fit: --gpu is required");
     check_jobs(jobs, "");
     StepTimeFitOptions options;
-    options.constants = comma_separated(constants, true);
+    options.constants = comma_separated(constants);
     for (const std::string& name : options.constants) {  // an unknown name, named with its option
         if (std::count(options.constants.begin(), options.constants.end(), name) > 1)
             throw InputError(fmt::format("fit: --constants: \"{}\" is named twice", clip_for_message(name)));
@@ -286,7 +300,16 @@ int fit_command(const std::vector<std::string>& args) {
     std::vector<MeasuredRunsFile> parsed;
     for (const auto& f : files)
         parsed.push_back(parse_measured_runs(read_json_file(f), f));
-    const auto runs = runs_to_fit(parsed, gpu_name, comma_separated(id_prefixes));
+    // A run id in two files (one file given twice) weighed its runs twice in the fit; refused, as validate
+    // refuses it (round 12).
+    std::map<std::string, std::size_t> file_of_id;
+    for (std::size_t f = 0; f < parsed.size(); ++f)
+        for (const auto& r : parsed[f].runs)
+            if (const auto [it, fresh] = file_of_id.emplace(r.id, f); !fresh)
+                throw InputError(fmt::format(
+                    "fit: {}: run id \"{}\" is also a run of {}; ids must be unique across the files fitted",
+                    files[f], clip_for_message(r.id), files[it->second]));
+    const auto runs = runs_to_fit(parsed, gpu_name, prefix_list(id_prefixes, "id-prefix"));
     if (runs.size() < options.constants.size())  // named with the files and --id-prefix that selected them
         throw InputError(fmt::format(
             "fit: {}: {} runs on {} with a measured step time{}; fitting {} constants needs at least as many",

@@ -127,11 +127,16 @@ std::string topology_for(nlohmann::json topo, int gpus, const ImportOptions& o) 
 }
 
 void report(const Imported& imp, const nlohmann::json& topo, const ImportOptions& o) {
-    if (!imp.ignored.empty())
-        std::cerr << "ignored: " << clip_for_message(fmt::format("{}", fmt::join(imp.ignored, ", ")), 4000)
-                  << "\n";
+    // Each key or flag, and each note, is cut as an error's values are: a 100,000-character key or
+    // hidden_act was printed whole (round 12).
+    if (!imp.ignored.empty()) {
+        std::vector<std::string> keys;
+        for (const auto& key : imp.ignored)
+            keys.push_back(clip_for_message(key));
+        std::cerr << "ignored: " << clip_for_message(fmt::format("{}", fmt::join(keys, ", ")), 4000) << "\n";
+    }
     for (const auto& n : imp.notes)
-        std::cerr << "note: " << n << "\n";
+        std::cerr << "note: " << one_line(n) << "\n";
     const int cluster = topology_gpus(topo);
     const long long per_node = topo.value("gpus_per_node", 0LL);
     if (o.topology_out.empty() && cluster != imp.gpus) {

@@ -42,7 +42,7 @@ commands:
                               the output is the single process's, byte for byte)
 
 exit codes: 0 success, 1 internal error (a bug in trainsim), 2 bad input (message names the file and field),
-            3 out of memory (run, memory: a stage does not fit; sweep: no layout fits),
+            3 out of memory (run, memory, goodput: a stage does not fit; sweep: no layout fits),
             4 validate: a run outside the tolerance, predicted out of memory, or a malformed row
 )";
 

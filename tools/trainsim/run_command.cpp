@@ -1,5 +1,6 @@
 // `trainsim run`: one iteration of one configuration, with the full report.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <iostream>
 #include <memory>
@@ -35,15 +36,12 @@ TraceSelection parse_trace_window(const std::string& text, TraceSelection sel) {
     };
     const auto comma = text.find(',');
     if (comma == std::string::npos) throw bad("must be START,END in seconds of simulated time (e.g. 10,12)");
+    // std::from_chars, as the other options read numbers: std::stod took hex (0x1), a leading blank and
+    // "+1" (round 12).
     auto number = [&](const std::string& part) {
-        std::size_t used = 0;
         double v = 0;
-        try {
-            v = std::stod(part, &used);
-        } catch (const std::exception&) {
-            throw bad("must be START,END in seconds of simulated time (e.g. 10,12)");
-        }
-        if (used != part.size() || !std::isfinite(v))
+        const auto [ptr, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
+        if (part.empty() || ec != std::errc() || ptr != part.data() + part.size() || !std::isfinite(v))
             throw bad("must be START,END in seconds of simulated time (e.g. 10,12)");
         return v;
     };

@@ -6,7 +6,6 @@
 #include <memory>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -176,15 +175,27 @@ std::string after_table_text(const ValidationResult& res, double tolerance) {
     return text;
 }
 
-/// --only's ids; a repeated one is refused (it was taken once without a word, 2026-11-29).
+/// --only's ids; a repeated one is refused (it was taken once without a word, 2026-11-29), and so is an
+/// empty item in a list that names an id ("a," and ",a" skipped it, where `sweep --gpus "16,"` is refused;
+/// round 12). "" and ",," name no id (checked by the caller).
 std::set<std::string> comma_separated(const std::string& list) {
     std::set<std::string> out;
-    std::stringstream ss(list);
-    std::string id;
-    while (std::getline(ss, id, ','))
+    std::size_t start = 0;
+    while (true) {
+        const auto comma = list.find(',', start);
+        const std::string id =
+            list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
         if (!id.empty() && !out.insert(id).second)
             throw InputError(fmt::format("validate: --only = \"{}\" names run id \"{}\" twice",
                                          clip_for_message(list), clip_for_message(id)));
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+    }
+    if (!out.empty() && (list.front() == ',' || list.back() == ',' || list.find(",,") != std::string::npos))
+        throw InputError(
+            fmt::format("validate: --only = \"{}\" has an empty run id (ids are separated by "
+                        "single commas)",
+                        clip_for_message(list)));
     return out;
 }
 
