@@ -268,8 +268,11 @@ TEST_CASE("sweep pruning: the threads simulate exactly the layouts kept, the fro
     const ModelSpec m = trainsim::test::small_gpt(4, 256, 16, 128, 1024);
     Layout base;
     base.global_batch = 16;
-    for (const auto& [front, top] : std::vector<std::pair<bool, std::size_t>>{
+    for (const auto& [front_case, top_case] : std::vector<std::pair<bool, std::size_t>>{
              {false, 2}, {false, 6}, {true, 2}, {true, 4}, {true, 6}, {true, 8}}) {
+        // Copies: clang 14 does not let CAPTURE's lambda refer to a structured binding.
+        const bool front = front_case;
+        const std::size_t top = top_case;
         CAPTURE(front);
         CAPTURE(top);
         SweepOptions o;
