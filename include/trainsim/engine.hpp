@@ -197,6 +197,10 @@ class Simulator {
     void pop_top();
     /// Puts `e` in place of the root (the event being run, already taken) and sifts it down.
     void replace_root(const Entry& e);
+    /// Takes the running event's entry out of the root if no event took its place (root_free_).
+    void drop_free_root();
+    /// The smallest of node i's children (at most 4; the last group may be incomplete).
+    std::size_t smallest_child(std::size_t i) const;
     /// The running event's entry still sits at the root (run() takes it out after its callback unless the
     /// callback schedules an event, which then takes its place: one sift instead of a pop and a push; the
     /// order of events is the heap's key order either way).

@@ -14,10 +14,7 @@ std::uint64_t Simulator::checked_key(Time at, Priority priority) {
     const auto p = static_cast<std::int32_t>(priority);
     if (p < 0 || p > 255) throw InternalError(fmt::format("event priority {} outside 0 .. 255", p));
     if (next_seq_ >= seq_limit_) {
-        if (root_free_) {  // the running event's entry leaves before the renumbering
-            pop_top();
-            root_free_ = false;
-        }
+        drop_free_root();  // the running event's entry leaves before the renumbering
         renumber();
     }
     return (static_cast<std::uint64_t>(p) << 56) | (next_seq_++ << kSlotBits);
@@ -58,6 +55,20 @@ void Simulator::push(const Entry& e) {
     h[i] = e;
 }
 
+std::size_t Simulator::smallest_child(std::size_t i) const {
+    const std::size_t n = heap_.size();
+    std::size_t best = 4 * i + 1;
+    for (std::size_t c = best + 1; c < n && c <= 4 * i + 4; ++c)
+        if (before(heap_[c], heap_[best])) best = c;
+    return best;
+}
+
+void Simulator::drop_free_root() {
+    if (!root_free_) return;
+    pop_top();
+    root_free_ = false;
+}
+
 void Simulator::pop_top() {
     // Floyd's bottom-up deletion: move the hole at the root down to a leaf along the smallest children
     // (branch-free selection: the comparisons of random keys are unpredictable), then sift the last entry up
@@ -78,9 +89,7 @@ void Simulator::pop_top() {
         i = best;
     }
     if (4 * i + 1 < n) {  // a last, incomplete group of children
-        std::size_t best = 4 * i + 1;
-        for (std::size_t c = best + 1; c < n; ++c)
-            if (before(h[c], h[best])) best = c;
+        const std::size_t best = smallest_child(i);
         h[i] = h[best];
         i = best;
     }
@@ -109,9 +118,7 @@ void Simulator::replace_root(const Entry& e) {
         i = best;
     }
     if (4 * i + 4 >= n && 4 * i + 1 < n) {  // a last, incomplete group of children
-        std::size_t best = 4 * i + 1;
-        for (std::size_t c = best + 1; c < n; ++c)
-            if (before(h[c], h[best])) best = c;
+        const std::size_t best = smallest_child(i);
         if (before(h[best], e)) {
             h[i] = h[best];
             i = best;
@@ -134,16 +141,10 @@ std::uint64_t Simulator::run(std::uint64_t max_events) {
         try {
             cb();
         } catch (...) {
-            if (root_free_) {
-                pop_top();
-                root_free_ = false;
-            }
+            drop_free_root();
             throw;
         }
-        if (root_free_) {
-            pop_top();
-            root_free_ = false;
-        }
+        drop_free_root();
         cb.reset();
         free_slots_.push_back(slot_of(e));
     }

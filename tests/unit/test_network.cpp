@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -520,6 +521,34 @@ TEST_CASE("network: flows started together complete as when started one by one, 
     }
 }
 
+namespace {
+
+/// Starts a transfer's flows with one callback `arrived`: joined (start_joined_flows_after), or each flow
+/// with a counting callback that runs `arrived` at zero (start_flow_after / start_flows_after), the
+/// reference.
+void start_transfer(FlowNetwork& net, Time delay, const std::vector<Route>& transfer_routes,
+                    const std::vector<double>& bytes, bool joined, const std::function<void()>& arrived) {
+    std::vector<const Route*> routes;
+    for (const Route& r : transfer_routes)
+        routes.push_back(&r);
+    if (joined) {
+        net.start_joined_flows_after(delay, routes, bytes, arrived);
+        return;
+    }
+    auto left = std::make_shared<int>(static_cast<int>(routes.size()));
+    std::vector<Simulator::Callback> cbs;
+    for (std::size_t k = 0; k < routes.size(); ++k)
+        cbs.emplace_back([left, arrived] {
+            if (--*left == 0) arrived();
+        });
+    if (routes.size() == 1)
+        net.start_flow_after(delay, *routes[0], bytes[0], std::move(cbs[0]));
+    else
+        net.start_flows_after(delay, routes, bytes, cbs);
+}
+
+}  // namespace
+
 TEST_CASE("network: a joined transfer arrives as its flows' counting callbacks would, with fewer events") {
     // start_joined_flows_after gives a transfer of several flows one callback, run where the last of per-flow
     // callbacks that count down would run it (start_flows_after), without the arrival events of the listed
@@ -569,23 +598,7 @@ TEST_CASE("network: a joined transfer arrives as its flows' counting callbacks w
                         net.start_flow_after(Time{}, groups[static_cast<std::size_t>(g)].extra, 2e5,
                                              [&, g] { log.emplace_back(sim.now(), 100 + g); });
                     };
-                    std::vector<const Route*> routes;
-                    for (const Route& r : grp.routes)
-                        routes.push_back(&r);
-                    if (joined) {
-                        net.start_joined_flows_after(grp.delay, routes, grp.bytes, arrived);
-                        return;
-                    }
-                    auto left = std::make_shared<int>(static_cast<int>(routes.size()));
-                    std::vector<Simulator::Callback> cbs;
-                    for (std::size_t k = 0; k < routes.size(); ++k)
-                        cbs.emplace_back([left, arrived] {
-                            if (--*left == 0) arrived();
-                        });
-                    if (routes.size() == 1)
-                        net.start_flow_after(grp.delay, *routes[0], grp.bytes[0], std::move(cbs[0]));
-                    else
-                        net.start_flows_after(grp.delay, routes, grp.bytes, cbs);
+                    start_transfer(net, grp.delay, grp.routes, grp.bytes, joined, arrived);
                 });
             }
             sim.run();
@@ -643,23 +656,7 @@ TEST_CASE("network: a joined transfer's flows alone on their links and ending to
                 sim.schedule(transfers[static_cast<std::size_t>(t)].at, Priority::kDefault, [&, t, joined] {
                     const Transfer& tr = transfers[static_cast<std::size_t>(t)];
                     auto arrived = [&, t] { log.emplace_back(sim.now(), t); };
-                    std::vector<const Route*> routes;
-                    for (const Route& r : tr.routes)
-                        routes.push_back(&r);
-                    if (joined) {
-                        net.start_joined_flows_after(Time::seconds(1e-6), routes, tr.bytes, arrived);
-                        return;
-                    }
-                    auto left = std::make_shared<int>(static_cast<int>(routes.size()));
-                    std::vector<Simulator::Callback> cbs;
-                    for (std::size_t k = 0; k < routes.size(); ++k)
-                        cbs.emplace_back([left, arrived] {
-                            if (--*left == 0) arrived();
-                        });
-                    if (routes.size() == 1)
-                        net.start_flow_after(Time::seconds(1e-6), *routes[0], tr.bytes[0], std::move(cbs[0]));
-                    else
-                        net.start_flows_after(Time::seconds(1e-6), routes, tr.bytes, cbs);
+                    start_transfer(net, Time::seconds(1e-6), tr.routes, tr.bytes, joined, arrived);
                 });
             }
             sim.run();
