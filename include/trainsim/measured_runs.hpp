@@ -85,7 +85,8 @@
 // `moe_a2a_overlap` (true -> Layout::moe_a2a_overlap: Megatron's combined 1F1B EP all-to-all overlap),
 // `moe_dispatcher_backend` ("deepep" / "hybridep" -> Layout::moe_dispatcher), `activation` (gpt-oss's
 // "clamped SwiGLU variant (quick_gelu gate, ..." on an MoE row -> ModelSpec::moe_expert_bias: its provider's
-// add_bias_linear; the fused activation timed as SwiGLU), `cuda_graphs` "full_iteration" on an MoE row ->
+// add_bias_linear, and ModelSpec::moe_activation_clamp: its activation_func_clamp_value; the fused
+// activation timed as SwiGLU), `cuda_graphs` "full_iteration" on an MoE row ->
 // Layout::moe_fused_grouped_mlp (still listed in ignored: no launch cost is modelled).
 // Provenance keys (`table`, `source_row`, `recipe_preset`, `recipe_match`, `mlperf`, ...) are documentation.
 // Anything else that changes the run (CUDA graphs, activation offloading, partial recompute, a head_dim other

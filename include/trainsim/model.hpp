@@ -72,6 +72,14 @@ struct ModelSpec {
     /// unless Layout::moe_fused_grouped_mlp (sim/program/moe_ops.cpp, docs/compute-model.md). The biases'
     /// parameters ((2 ffn + hidden) per expert, < 0.1% of gpt-oss's) are not counted.
     bool moe_expert_bias = false;
+    /// The routed experts' gated activation clamps its inputs (Megatron-Core activation_func_clamp_value:
+    /// gpt-oss 7.0, Megatron-Bridge GPTOSSProvider). Without TE's op fuser (Layout::moe_fused_grouped_mlp)
+    /// Megatron-Core clamps eagerly before the fused activation: `input.chunk(2, -1)`, one clamp per half,
+    /// `torch.cat` (fused_bias_geglu.py weighted_bias_quick_geglu_impl and the unfused path of
+    /// TEGroupedMLP.forward, experts.py; core b0cc270 / d7288711): memory passes and a stored copy of fc1's
+    /// output (moe_activation_clamp_bytes_per_element, include/trainsim/program.hpp). MoE with a gated MLP
+    /// (model.mlp swiglu) only; otherwise it changes nothing.
+    bool moe_activation_clamp = false;
     /// Attention head width when it is not hidden / heads (JSON "head_dim"); 0 -> hidden / heads.
     std::int64_t head_dim_override = 0;
     /// RMSNorm of every query and key head after the QKV projection, before RoPE (Megatron-Core

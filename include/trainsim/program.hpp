@@ -195,6 +195,18 @@ double moe_dispatch_copies_per_token(const ModelSpec& model, const Layout& layou
 /// docs/compute-model.md, "Expert biases".
 double moe_expert_bias_bytes_per_element(const ModelSpec& model, const Layout& layout, bool backward);
 
+/// Gated MoE with a clamped activation (ModelSpec::moe_activation_clamp) and without the TE op fuser
+/// (Layout::moe_fused_grouped_mlp): bytes per element of the experts' fc1 output [R, 2 f_e / etp] (16-bit)
+/// that Megatron-Core's eager clamp moves before the fused activation, forward or backward (0 when it does
+/// not run). Forward (fused_bias_geglu.py weighted_bias_quick_geglu_impl, core b0cc270 / d7288711):
+/// `x_glu, x_linear = input.chunk(2, -1)` (views), `x_glu.clamp(max=c)` and `x_linear.clamp(-c, c)` (each
+/// reads and writes its half: 2 + 2 B per element of the whole), `torch.cat` (reads and writes the whole:
+/// 2 + 2 B): 8 B. Backward (autograd): each clamp's backward reads the gradient and its input and writes
+/// the gradient (2 + 2 + 2 B), the chunk's backward concatenates the two halves (2 + 2 B): 10 B. A
+/// recompute of the activation (Layout::recompute_modules moe_act) repeats the forward. Sources:
+/// docs/compute-model.md, "Expert activation clamp".
+double moe_activation_clamp_bytes_per_element(const ModelSpec& model, const Layout& layout, bool backward);
+
 /// Fills Segment::seconds from the compute model.
 void assign_durations(Program& program, const ComputeModel& compute);
 

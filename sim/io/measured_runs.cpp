@@ -775,14 +775,18 @@ class ExtensionReader {
     /// Megatron-Bridge's GPTOSSProvider (models/gpt_oss/gpt_oss_provider.py, v0.2.0-v0.6.0) pairs it with
     /// add_bias_linear = True and bias_activation_fusion = True: TEGroupedMLP runs it as the fused
     /// weighted_bias_quick_geglu_impl (fused_bias_geglu.py), one pass as the SwiGLU kernel (model.mlp
-    /// swiglu), and the experts carry biases (ModelSpec::moe_expert_bias). Anything else is ignored.
+    /// swiglu), and the experts carry biases (ModelSpec::moe_expert_bias); the provider's
+    /// activation_func_clamp_value = 7.0 clamps the activation's inputs eagerly before it
+    /// (ModelSpec::moe_activation_clamp). Anything else is ignored.
     void activation(const std::string& k, const json& v) {
         if (v.is_string() && v.get<std::string>().rfind("clamped SwiGLU variant (quick_gelu gate", 0) == 0 &&
             m_.mlp == MlpKind::swiglu && sparse_or_latent_) {
             m_.moe_expert_bias = true;
+            m_.moe_activation_clamp = true;
             run_.notes.push_back(
                 "extensions.activation: gpt-oss's fused quick-GeGLU, timed as SwiGLU; its experts' linear "
-                "biases (GPTOSSProvider add_bias_linear) read as model.moe_expert_bias");
+                "biases (GPTOSSProvider add_bias_linear) read as model.moe_expert_bias, its clamp "
+                "(activation_func_clamp_value 7.0) as model.moe_activation_clamp");
             return;
         }
         ignore(k, v);

@@ -31,6 +31,7 @@
 //   router logits and probabilities   2 * 4 * num_experts fp32 (TopKRouter scores in fp32)      per T_r
 //   routed-expert input                G * h                                                      per R*etp
 //   expert FFN as the dense MLP, f_e / etp wide (SwiGLU: E * 2 f_e in, G * f_e out)              per R*etp
+//   with the eager clamp (ModelSpec::moe_activation_clamp, no op fuser): its cat's output, E * 2 f_e  per R*etp
 //   expert outputs before the weighted combine  E * h                                             per R
 //   shared experts as a dense MLP f_s / t wide                                                    per T
 // replacing the dense MLP's tensors; a model's dense layers (DeepSeek-V3's first 3,
@@ -39,7 +40,8 @@
 // module stored from the stored set to the recomputed set: layernorm the separate norms' outputs (the pre-MLP
 // norm's of MoE layers, the input norm's of MLA layers: G·h each, as the GEMM inputs above); mlp (dense
 // layers) the fc1 input and the MLP's tensors; moe every MoE tensor (the pre-MLP norm output, the
-// checkpoint's input, stays); moe_act the experts' fc2 input; shared_experts the shared experts' tensors.
+// checkpoint's input, stays); moe_act the experts' fc2 input (and the clamp's copy); shared_experts the
+// shared experts' tensors.
 // Multi-head latent attention (m.mla(), Megatron-Core MLASelfAttention; sim/program/mla_ops.cpp): the down-
 // projections' input is the QKV GEMM input above; the q / kv up-projections (TE
 // LayerNormColumnParallelLinear) keep their norm input E and normalized output G, (q_lora_rank +
@@ -60,6 +62,7 @@
 #include <numeric>
 
 #include "trainsim/memory.hpp"
+#include "trainsim/program.hpp"
 
 namespace trainsim {
 
@@ -117,12 +120,16 @@ struct MoeTensors {
     double permuted = 0;          ///< the permuted expert input (fc1's input)
     std::vector<double> fc1_out;  ///< the experts' fc1 outputs (gate and up with SwiGLU)
     double fc2_in = 0;            ///< the activation's output (fc2's input)
-    double outputs = 0;           ///< expert outputs before the weighted combine
-    std::vector<double> shared;   ///< the shared experts' tensors (fc1 output, fc2 input)
+    /// With the eager clamp (moe_activation_clamp_bytes_per_element > 0): the clamped copy of fc1's output
+    /// that torch.cat writes and the fused activation saves (the clamps keep fc1's output for their backward)
+    double clamped = 0;
+    double outputs = 0;          ///< expert outputs before the weighted combine
+    std::vector<double> shared;  ///< the shared experts' tensors (fc1 output, fc2 input)
     std::vector<double> all() const {
         std::vector<double> v{router, permuted};
         v.insert(v.end(), fc1_out.begin(), fc1_out.end());
         v.push_back(fc2_in);
+        if (clamped > 0) v.push_back(clamped);
         v.push_back(outputs);
         v.insert(v.end(), shared.begin(), shared.end());
         return v;
@@ -141,6 +148,7 @@ MoeTensors moe_tensors(const ModelSpec& m, const ActivationShape& x, const Layou
     t.permuted = routed * etp * x.G * x.h;
     t.fc1_out.assign(x.swiglu ? 2 : 1, routed * etp * x.E * fe);
     t.fc2_in = routed * etp * x.G * fe;
+    if (moe_activation_clamp_bytes_per_element(m, l, false) > 0) t.clamped = 2 * routed * etp * x.E * fe;
     t.outputs = routed * x.E * x.h;
     if (m.moe_shared_expert_ffn_hidden > 0) {
         const double fs = static_cast<double>(m.moe_shared_expert_ffn_hidden) / x.t;
@@ -290,7 +298,10 @@ void recompute_modules_discard(const ActivationShape& x, const Layout& l, const 
                 discard(b, out);
             return;
         }
-        if (r.moe_act) discard(t.fc2_in, out);
+        if (r.moe_act) {  // CheckpointWithoutOutput runs the activation (and its clamp) without autograd
+            discard(t.fc2_in, out);
+            discard(t.clamped, out);
+        }
         if (r.shared_experts)
             for (double b : t.shared)
                 discard(b, out);

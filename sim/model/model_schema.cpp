@@ -107,6 +107,10 @@ schema::Table<ModelSpec> make_model_fields() {
     t.push_back(schema::boolean_field("moe_expert_bias", &ModelSpec::moe_expert_bias,
                                       "routed experts' linear layers have biases (Megatron add_bias_linear; "
                                       "gpt-oss): fc2's is added per expert with the routing probabilities"));
+    t.push_back(schema::boolean_field(
+        "moe_activation_clamp", &ModelSpec::moe_activation_clamp,
+        "routed experts' gated activation clamps its inputs (Megatron activation_func_clamp_value; gpt-oss "
+        "7.0): without the TE op fuser, two clamps and a cat before the activation (gated MoE only)"));
     {
         auto f = integer_field("head_dim", &ModelSpec::head_dim_override, zero_to(limits::kMaxHidden), "",
                                "attention head width when not hidden / heads (Megatron-Core --kv-channels; "

@@ -124,6 +124,8 @@ class BlockBuilder {
     void moe_backward(OpTemplate& t);
     /// TEGroupedMLP._apply_bias with ModelSpec::moe_expert_bias (moe_ops.cpp): its per-expert kernels.
     void moe_expert_bias(OpTemplate& t, bool backward);
+    /// The eager clamp before the experts' activation with ModelSpec::moe_activation_clamp (moe_ops.cpp).
+    void moe_activation_clamp(OpTemplate& t, bool backward);
     /// The EP all-to-all (token dispatch or combine) of `bytes` per rank, blocking, on the TP stream.
     void ep_all_to_all(OpTemplate& t, double bytes);
     /// MoE with expert TP > 1: the all-gather (reduce-scatter) of the dispatched tokens over the expert-TP

@@ -98,6 +98,13 @@ double moe_expert_bias_bytes_per_element(const ModelSpec& m, const Layout& l, bo
     return cast * (t + q) + cast * (q + t) + 2 * (3 * q) + (t + t);
 }
 
+double moe_activation_clamp_bytes_per_element(const ModelSpec& m, const Layout& l, bool backward) {
+    if (!m.moe() || !m.moe_activation_clamp || m.mlp != MlpKind::swiglu || l.moe_fused_grouped_mlp) return 0;
+    const double t = 2.0;                     // the 16-bit fc1 output (TE's GroupedLinear output dtype)
+    if (!backward) return (t + t) + (t + t);  // the two clamps (each half), then the cat (the whole)
+    return 3 * t + (t + t);                   // ClampBackward per half; the chunk's backward (a cat)
+}
+
 }  // namespace trainsim
 
 namespace trainsim::detail {
@@ -186,8 +193,23 @@ void BlockBuilder::moe_expert_bias(OpTemplate& t, bool backward) {
     kernel(t, Kernel::memory("expert_fc2_bias_cat_bwd", 4.0 * x.received * h_));
 }
 
+// The kernels of the eager clamp before the experts' activation (bytes:
+// moe_activation_clamp_bytes_per_element, whose split they follow): forward, a clamp of each half of fc1's
+// output, then their cat; backward, a ClampBackward of each half, then the chunk's backward (a cat). Each
+// kernel pays the compute model's kernel overhead.
+void BlockBuilder::moe_activation_clamp(OpTemplate& t, bool backward) {
+    if (moe_activation_clamp_bytes_per_element(m_, l_, backward) <= 0) return;
+    const MoeShape x = moe_shape(m_, l_, Tsp_);
+    const double half = x.received * x.ffn;  // elements of one half (gate or linear) of fc1's output
+    for (int g = 0; g < 2; ++g)
+        kernel(t, backward ? Kernel::memory("expert_act_clamp_bwd", 6.0 * half)
+                           : Kernel::memory("expert_act_clamp", 4.0 * half));
+    kernel(t, Kernel::memory(backward ? "expert_act_clamp_cat_bwd" : "expert_act_clamp_cat", 8.0 * half));
+}
+
 void BlockBuilder::moe_activation_forward(OpTemplate& t) {
     const MoeShape x = moe_shape(m_, l_, Tsp_);
+    moe_activation_clamp(t, false);
     kernel(t, Kernel::memory(m_.mlp == MlpKind::swiglu ? "expert_swiglu" : "expert_gelu",
                              act_fwd_bytes() * x.received * x.ffn));
 }
@@ -211,6 +233,7 @@ void BlockBuilder::moe_backward(OpTemplate& t) {
             kernel(t, Kernel::gemm("expert_fc2_wgrad", h_, x.ffn, x.per_expert, 1, gemm_elem_));
     kernel(t, Kernel::memory(m_.mlp == MlpKind::swiglu ? "expert_swiglu_bwd" : "expert_gelu_bwd",
                              act_bwd_bytes() * x.received * x.ffn));
+    moe_activation_clamp(t, true);
     fp8_backward_casts(t, x.received * swiglu * x.ffn, x.received * h_,
                        x.local_experts * h_ * swiglu * x.ffn);
     for (int e = 0; e < n; ++e)

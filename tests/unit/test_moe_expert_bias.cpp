@@ -1,7 +1,8 @@
-// Expert biases (ModelSpec::moe_expert_bias, gpt-oss): Megatron-Core's TEGroupedMLP._apply_bias adds fc2's
-// bias with the routing probabilities in PyTorch, per expert, unless the TE op fuser runs the experts
-// (Layout::moe_fused_grouped_mlp); the measured-runs reader recognises gpt-oss's activation and
-// full-iteration CUDA graphs.
+// gpt-oss's experts. Expert biases (ModelSpec::moe_expert_bias): Megatron-Core's TEGroupedMLP._apply_bias
+// adds fc2's bias with the routing probabilities in PyTorch, per expert, unless the TE op fuser runs the
+// experts (Layout::moe_fused_grouped_mlp); the activation's clamp (ModelSpec::moe_activation_clamp): two
+// clamps and a cat before the fused activation, unless the op fuser; the measured-runs reader recognises
+// gpt-oss's activation and full-iteration CUDA graphs.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -11,6 +12,7 @@
 #include "test_helpers.hpp"
 #include "trainsim/layout.hpp"
 #include "trainsim/measured_runs.hpp"
+#include "trainsim/memory.hpp"
 #include "trainsim/program.hpp"
 
 using namespace trainsim;
@@ -122,6 +124,7 @@ TEST_CASE("moe expert bias: gpt-oss's activation and full-iteration graphs are r
             .runs.at(0);
     REQUIRE_FALSE(r.error);
     CHECK(r.model.moe_expert_bias);
+    CHECK(r.model.moe_activation_clamp);
     CHECK_FALSE(r.layout.moe_fused_grouped_mlp);
     for (const std::string& i : r.ignored)
         CHECK(i.find("activation") == std::string::npos);
@@ -139,6 +142,99 @@ TEST_CASE("moe expert bias: gpt-oss's activation and full-iteration graphs are r
     r = parse_measured_runs(trainsim::test::one_row_runs_file({{"moe", moe}, {"activation", "relu^2"}}), "f")
             .runs.at(0);
     CHECK_FALSE(r.model.moe_expert_bias);
+    CHECK_FALSE(r.model.moe_activation_clamp);
     r = parse_measured_runs(trainsim::test::one_row_runs_file({{"activation", act}}), "f").runs.at(0);
     CHECK_FALSE(r.model.moe_expert_bias);
+    CHECK_FALSE(r.model.moe_activation_clamp);
+}
+
+namespace {
+/// Bytes and count of stage 0's eager-clamp kernels ("expert_act_clamp*"), forward-named (forward and
+/// recompute) or backward.
+double clamp_kernel_bytes(const Program& p, bool backward, int* count) {
+    double bytes = 0;
+    *count = 0;
+    for (const Op& op : p.stages[0].ops) {
+        if (op.kind != OpKind::compute || op.segment < 0) continue;
+        for (const Kernel& k : p.segments[static_cast<std::size_t>(op.segment)].kernels) {
+            const std::string name = k.name;
+            if (name.rfind("expert_act_clamp", 0) != 0) continue;
+            if ((name.find("_bwd") != std::string::npos) != backward) continue;
+            bytes += k.bytes;
+            ++*count;
+        }
+    }
+    return bytes;
+}
+}  // namespace
+
+TEST_CASE("moe activation clamp: bytes per element of fc1's output by hand") {
+    ModelSpec m = tiny_moe();
+    m.mlp = MlpKind::swiglu;
+    Layout l = tiny_layout();
+    CHECK(moe_activation_clamp_bytes_per_element(m, l, false) == 0);  // no clamp
+    m.moe_activation_clamp = true;
+    // Forward: each half's clamp reads 2 and writes 2 B per element of its half (4 B per two elements:
+    // 2 per element of the whole), as both halves: 4; the cat reads and writes the whole: 4. Total 8.
+    CHECK(moe_activation_clamp_bytes_per_element(m, l, false) == 8);
+    // Backward: ClampBackward reads the gradient and the input and writes the gradient (6); the chunk's
+    // backward concatenates (4). Total 10.
+    CHECK(moe_activation_clamp_bytes_per_element(m, l, true) == 10);
+    l.moe_fused_grouped_mlp = true;  // TE's op fuser clamps inside its fused activation
+    CHECK(moe_activation_clamp_bytes_per_element(m, l, false) == 0);
+    CHECK(moe_activation_clamp_bytes_per_element(m, l, true) == 0);
+    ModelSpec gelu = m;
+    gelu.mlp = MlpKind::gelu;  // the clamp splits a gated activation's input
+    CHECK(moe_activation_clamp_bytes_per_element(gelu, tiny_layout(), false) == 0);
+    ModelSpec dense = m;
+    dense.num_experts = 0;
+    CHECK(moe_activation_clamp_bytes_per_element(dense, tiny_layout(), false) == 0);
+}
+
+TEST_CASE("moe activation clamp: two clamps and a cat per MoE layer, repeated by the moe_act recompute") {
+    ModelSpec m = tiny_moe();
+    m.mlp = MlpKind::swiglu;
+    Layout l = tiny_layout();
+    int n = 0;
+    CHECK(clamp_kernel_bytes(build_program(m, l), false, &n) == 0);
+    CHECK(n == 0);
+    m.moe_activation_clamp = true;
+    // Balanced: each rank's experts take k·T = 2·128 token copies; fc1's output is 2 x 512 wide.
+    const double elements = 2.0 * 128 * 2 * 512;
+    Program p = build_program(m, l);
+    CHECK(clamp_kernel_bytes(p, false, &n) == doctest::Approx(2 * 8 * elements));  // two MoE layers
+    CHECK(n == 2 * 3);
+    CHECK(clamp_kernel_bytes(p, true, &n) == doctest::Approx(2 * 10 * elements));
+    CHECK(n == 2 * 3);
+    l.recompute = Recompute::selective;
+    l.recompute_modules.moe_act = true;  // the activation (with its clamp) runs again before the backward
+    p = build_program(m, l);
+    CHECK(clamp_kernel_bytes(p, false, &n) == doctest::Approx(2 * 2 * 8 * elements));
+    CHECK(n == 2 * 2 * 3);
+    l = tiny_layout();
+    l.moe_fused_grouped_mlp = true;
+    CHECK(clamp_kernel_bytes(build_program(m, l), false, &n) == 0);
+    CHECK(clamp_kernel_bytes(build_program(m, l), true, &n) == 0);
+}
+
+TEST_CASE("moe activation clamp: the clamped copy of fc1's output is stored unless moe_act recomputes it") {
+    ModelSpec m = tiny_moe();
+    m.mlp = MlpKind::swiglu;
+    Layout l = tiny_layout();
+    const LayerActivations plain = layer_activations(m, l);
+    m.moe_activation_clamp = true;
+    const LayerActivations clamped = layer_activations(m, l);
+    // The cat's output: k·T = 256 rows of 2 x 512 16-bit elements.
+    const double copy = 2.0 * 128 * 2 * 512 * 2;
+    CHECK(clamped.stored == doctest::Approx(plain.stored + copy));
+    l.recompute = Recompute::selective;
+    l.recompute_modules.moe_act = true;
+    const LayerActivations recomputed = layer_activations(m, l);
+    m.moe_activation_clamp = false;
+    const LayerActivations recomputed_plain = layer_activations(m, l);
+    CHECK(recomputed.stored == doctest::Approx(recomputed_plain.stored));
+    CHECK(recomputed.recomputed == doctest::Approx(recomputed_plain.recomputed + copy));
+    l.moe_fused_grouped_mlp = true;
+    m.moe_activation_clamp = true;
+    CHECK(layer_activations(m, l).stored == doctest::Approx(recomputed_plain.stored));
 }
