@@ -27,12 +27,12 @@ void Simulator::throw_too_many_pending() {
 void Simulator::renumber() {
     // Sorted, the pending entries are a valid min-heap; their new sequence numbers 0 .. n-1 keep their order,
     // and every later event gets a larger one, as it would have without renumbering.
-    std::sort(heap_.begin(), heap_.end(), before);
+    std::sort(heap_.begin() + kHeapPad, heap_.end(), before);
     using U128 = unsigned __int128;
     const U128 seq_mask = ((U128{1} << kSeqBits) - 1) << kSlotBits;
     std::uint64_t seq = 0;
-    for (Entry& e : heap_)
-        e.order = (e.order & ~seq_mask) | (static_cast<U128>(seq++) << kSlotBits);
+    for (std::size_t i = kHeapPad; i < heap_.size(); ++i)
+        heap_[i].order = (heap_[i].order & ~seq_mask) | (static_cast<U128>(seq++) << kSlotBits);
     next_seq_ = seq;
 }
 
@@ -43,9 +43,9 @@ void Simulator::push(const Entry& e) {
         return;
     }
     // Sift up with a hole.
-    std::size_t i = heap_.size();
+    std::size_t i = heap_size();
     heap_.push_back(e);
-    Entry* h = heap_.data();
+    Entry* h = heap();
     while (i > 0) {
         const std::size_t parent = (i - 1) / 4;
         if (!before(e, h[parent])) break;
@@ -56,10 +56,11 @@ void Simulator::push(const Entry& e) {
 }
 
 std::size_t Simulator::smallest_child(std::size_t i) const {
-    const std::size_t n = heap_.size();
+    const std::size_t n = heap_size();
+    const Entry* h = heap();
     std::size_t best = 4 * i + 1;
     for (std::size_t c = best + 1; c < n && c <= 4 * i + 4; ++c)
-        if (before(heap_[c], heap_[best])) best = c;
+        if (before(h[c], h[best])) best = c;
     return best;
 }
 
@@ -75,9 +76,9 @@ void Simulator::pop_top() {
     // from there (it came from the bottom, so it rarely climbs).
     const Entry last = heap_.back();
     heap_.pop_back();
-    const std::size_t n = heap_.size();
+    const std::size_t n = heap_size();
     if (n == 0) return;
-    Entry* h = heap_.data();
+    Entry* h = heap();
     std::size_t i = 0;
     while (4 * i + 4 < n) {
         const std::size_t f = 4 * i + 1;
@@ -105,8 +106,8 @@ void Simulator::pop_top() {
 void Simulator::replace_root(const Entry& e) {
     // Sift down with a hole from the root: the smallest of each group of children moves up while it comes
     // before `e` (an event in the near future stops high in the heap).
-    const std::size_t n = heap_.size();
-    Entry* h = heap_.data();
+    const std::size_t n = heap_size();
+    Entry* h = heap();
     std::size_t i = 0;
     while (4 * i + 4 < n) {
         const std::size_t f = 4 * i + 1;
@@ -129,8 +130,8 @@ void Simulator::replace_root(const Entry& e) {
 
 std::uint64_t Simulator::run(std::uint64_t max_events) {
     std::uint64_t count = 0;
-    while (!heap_.empty() && count < max_events) {
-        const Entry e = heap_.front();
+    while (heap_size() > 0 && count < max_events) {
+        const Entry e = heap()[0];
         now_ = Time::ps(static_cast<std::int64_t>(e.order >> 64));
         ++count;
         ++executed_;
