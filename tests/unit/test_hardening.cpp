@@ -355,3 +355,30 @@ TEST_CASE("clip_for_message: a byte that starts no UTF-8 character is escaped, w
     CHECK(clip_for_message(euros).substr(0, 82) == euros);
     CHECK(one_line("bad value \"\xff\"") == "bad value \"\\xff\"");
 }
+
+TEST_CASE("layout checks, round 13: mla_up_proj in recompute_modules is named as written") {
+    // A model without MLA whose recompute_modules lists mla_up_proj was refused naming
+    // layout.recompute_mla_up_proj, the flag that item sets, not the field the user wrote.
+    const ModelSpec dense = trainsim::test::small_gpt();
+    Layout l = trainsim::test::tp2_pp2_dp4();
+    l.recompute = Recompute::selective;
+    l.recompute_modules.mla_up_proj = true;
+    l.recompute_mla_up_proj = true;
+    CHECK(message_of<InputError>([&] { check_layout(dense, l, 16); }) ==
+          "layout.recompute_modules = [\"core_attn\", \"mla_up_proj\"] lists \"mla_up_proj\", which needs "
+          "model.attention_type = \"mla\" (it is \"standard\")");
+    l.recompute_modules.mla_up_proj = false;  // the flag itself
+    l.recompute = Recompute::full;
+    CHECK(message_of<InputError>([&] { check_layout(dense, l, 16); }) ==
+          "layout.recompute_mla_up_proj = true needs layout.recompute = \"selective\" (it is \"full\") and "
+          "model.attention_type = \"mla\" (it is \"standard\")");
+}
+
+TEST_CASE("program_layer_passes: an MTP layer weighs kMtpLayerProgramPassWeight layers (round 13)") {
+    ModelSpec m = trainsim::test::small_gpt();
+    const Layout l = trainsim::test::tp2_pp2_dp4();
+    const std::int64_t mb = l.global_batch / (l.micro_batch * l.dp);
+    CHECK(program_layer_passes(m, l) == m.layers * mb);
+    m.mtp_layers = 2;
+    CHECK(program_layer_passes(m, l) == (m.layers + 2 * limits::kMtpLayerProgramPassWeight) * mb);
+}
