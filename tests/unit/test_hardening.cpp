@@ -2,6 +2,8 @@
 // stay one short line.
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -354,6 +357,30 @@ TEST_CASE("clip_for_message: a byte that starts no UTF-8 character is escaped, w
     const std::string euros = std::string(79, 'a') + "\xe2\x82\xac";
     CHECK(clip_for_message(euros).substr(0, 82) == euros);
     CHECK(one_line("bad value \"\xff\"") == "bad value \"\\xff\"");
+}
+
+TEST_CASE("commit_together: the files are committed under a lock of their folders, which it waits for") {
+    // Round 13: two `import -o A --topology-out B` at once left A from one and B from the other. The pair is
+    // now committed under an flock of each target's folder: while another process (here another open file
+    // description) holds it, neither file is put in place.
+    const TempDir d;
+    const int held = ::open(d.path.c_str(), O_RDONLY | O_DIRECTORY);
+    REQUIRE(held >= 0);
+    REQUIRE(::flock(held, LOCK_EX) == 0);
+    std::thread writer([&] {
+        OutputFile a(d / "a.json"), b(d / "b.json");
+        a.write("workload");
+        b.write("topology");
+        commit_together({&b, &a});
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    CHECK_FALSE(fs::exists(d.path / "a.json"));
+    CHECK_FALSE(fs::exists(d.path / "b.json"));
+    ::close(held);  // releases the lock: both are committed
+    writer.join();
+    CHECK(read_text(d / "a.json") == "workload");
+    CHECK(read_text(d / "b.json") == "topology");
+    CHECK(entries(d.path) == 2);  // no temporary file left
 }
 
 TEST_CASE("layout checks, round 13: mla_up_proj in recompute_modules is named as written") {
