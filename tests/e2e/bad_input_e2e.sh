@@ -727,6 +727,8 @@ bad "sweep of 65,536 experts past the program layer-pass limit" 2 "sweep: model.
 bad "memory --what-if: MTP layers weigh 3 in the study's passes" 2 "small.json: memory --what-if: the layout and its 4 remedies hold 5242880 program layer passes ((model.layers + 3 * model.mtp_layers) * micro-batches per step = 1048576 for the layout)|above the limit of 4194304" -- memory --what-if --topology "$ROOT/topologies/dgx-h100.json" --workload "$SMALL_W" --set model.layers=4096 --set model.mtp_layers=4096 --set topology.nodes=2 --set layout.tp=1 --set layout.pp=16 --set layout.dp=1 --set layout.global_batch=64
 # recompute_modules listing mla_up_proj on a model without MLA named layout.recompute_mla_up_proj.
 bad "recompute_modules mla_up_proj without MLA names the list" 2 "--set \"layout.recompute_modules=[\"core_attn\",\"mla_up_proj\"]\": layout.recompute_modules = [\"core_attn\", \"mla_up_proj\"] lists \"mla_up_proj\", which needs model.attention_type = \"mla\" (it is \"standard\")" -- run "${SMALL[@]}" --set 'layout.recompute="selective"' --set 'layout.recompute_modules=["core_attn","mla_up_proj"]'
+# A denormal MTBF: "inf expected failures per run (system MTBF 0 s)" named none of the five MTBF options.
+bad "goodput: a denormal MTBF is named" 2 "goodput: the MTBFs give inf expected failures per run, most from the nic MTBF of 4.94e-324 h (16 units" -- goodput "${SMALL[@]}" --seeds 5 --mtbf-nic-h 5e-324
 
 ## --version and `help CMD` (issue 14's small things; exit 0).
 if "$BIN" --version | grep -qE '^trainsim [0-9]+\.[0-9]+\.[0-9]+$'; then
