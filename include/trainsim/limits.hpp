@@ -57,6 +57,16 @@ inline constexpr std::int64_t kMaxLayerPassesPerStep = std::int64_t{1} << 21;
 /// 8B: 6.5 s); GPT-3 175B at TP 32 with 1,200 micro-batches (2^26) took 174 s before this limit. Published
 /// runs reach 3.1 M (Llama 3.1 405B on 1,024 H100, TP 8 x CP 2).
 inline constexpr std::int64_t kMaxGpuLayerPassesPerStep = std::int64_t{1} << 23;
+/// Layer passes per step ((model.layers + model.mtp_layers) * micro-batches per step * layout.dp * layout.cp)
+/// of a layout with TP > 1 on a fabric whose TP groups share their GPUs' ports with the DP and P2P traffic
+/// (scale_out.topology rail-only: relayed through the node; scale_up.kind pcie: every flow crosses the GPU's
+/// PCIe link): the executor cannot give such a TP group private links, so every TP collective is simulated
+/// as flows, about 30 times the events of an NVSwitch node (include/trainsim/executor.hpp,
+/// private_tp_links). Measured (Release, 2 cores beside other work, 2026-11-29): Llama 3 8B at TP 2 x DP
+/// 65,536 (2^21 passes, inside kMaxLayerPassesPerStep) on 131,072 H100: 3.0 s of CPU on dgx-h100 (2.4 M
+/// events), 18.1 s on dgx-h100-rail-only and 22.0 s on pcie-h100 (70.7 M events); TP 4 x DP 32,768 on
+/// pcie-h100 22.5 s; TP 2 x PP 2 x DP 32,768 20.8 s. Half of them, 2^20, is about 11 s.
+inline constexpr std::int64_t kMaxLayerPassesSharedTpPorts = std::int64_t{1} << 20;
 /// GPU layer passes of a what-if study over all its seeds (`run --seeds K`: K perturbed simulations, each of
 /// gpu_layer_passes_per_step, besides the unperturbed one). 2^26 admits the documented jitter study, Llama 3
 /// 70B on 1,024 H100 over 100 seeds (655,360 passes per step, 6.6e7 in all: 22 s of CPU, 11 s on 2 cores,

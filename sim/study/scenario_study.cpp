@@ -171,6 +171,7 @@ ScenarioStudy study_scenario(const TopologySpec& topology, const ModelSpec& mode
                              int jobs, SimulationResult& first) {
     if (seeds < 1) throw InputError(fmt::format("--seeds = {} must be at least 1", seeds));
     check_layout(model, layout, topology.gpus());
+    check_shared_tp_port_work(topology, model, layout);
     // The study's work: seeds perturbed simulations of this size (seeds <= 100,000 and the passes <= 2^23,
     // so the product fits in 64 bits).
     const std::int64_t passes = gpu_layer_passes_per_step(model, layout);

@@ -730,6 +730,11 @@ bad "recompute_modules mla_up_proj without MLA names the list" 2 "--set \"layout
 # A denormal MTBF: "inf expected failures per run (system MTBF 0 s)" named none of the five MTBF options.
 bad "goodput: a denormal MTBF is named" 2 "goodput: the MTBFs give inf expected failures per run, most from the nic MTBF of 4.94e-324 h (16 units" -- goodput "${SMALL[@]}" --seeds 5 --mtbf-nic-h 5e-324
 
+# Llama 3 8B at TP 2 x DP 65,536 (2^21 layer passes, inside the per-step limit) on 131,072 PCIe H100 took 22 s
+# of CPU, on rail-only 18 s (dgx-h100: 3 s): TP groups there share their ports, every TP collective is flows.
+bad "TP > 1 on PCIe past the shared-port layer passes" 2 "llama3-8b.json with --set \"layout.dp=65536\": layer passes per step ((model.layers + model.mtp_layers) * micro-batches * layout.dp * layout.cp) = 2097152 at layout.tp = 2 on pcie-h100 (scale_up.kind = \"pcie\"|above the limit of 1048576" -- run --topology "$ROOT/topologies/pcie-h100.json" --workload "$ROOT/workloads/llama3-8b.json" --set topology.nodes=16384 --set layout.tp=2 --set layout.pp=1 --set layout.dp=65536 --set layout.global_batch=65536
+bad "a what-if study on rail-only past the shared-port layer passes" 2 "on dgx-h100-rail-only (scale_out.topology = \"rail-only\"|above the limit of 1048576" -- run --topology "$ROOT/topologies/dgx-h100-rail-only.json" --workload "$ROOT/workloads/llama3-8b.json" --set topology.nodes=16384 --set layout.tp=2 --set layout.pp=1 --set layout.dp=65536 --set layout.global_batch=65536 --jitter lognormal,sigma=0.1 --seeds 2
+
 ## --version and `help CMD` (issue 14's small things; exit 0).
 if "$BIN" --version | grep -qE '^trainsim [0-9]+\.[0-9]+\.[0-9]+$'; then
     echo "PASS: --version"
