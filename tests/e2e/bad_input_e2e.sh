@@ -734,6 +734,8 @@ bad "goodput: a denormal MTBF is named" 2 "goodput: the MTBFs give inf expected 
 # of CPU, on rail-only 18 s (dgx-h100: 3 s): TP groups there share their ports, every TP collective is flows.
 bad "TP > 1 on PCIe past the shared-port layer passes" 2 "llama3-8b.json with --set \"layout.dp=65536\": layer passes per step ((model.layers + model.mtp_layers) * micro-batches * layout.dp * layout.cp) = 2097152 at layout.tp = 2 on pcie-h100 (scale_up.kind = \"pcie\"|above the limit of 1048576" -- run --topology "$ROOT/topologies/pcie-h100.json" --workload "$ROOT/workloads/llama3-8b.json" --set topology.nodes=16384 --set layout.tp=2 --set layout.pp=1 --set layout.dp=65536 --set layout.global_batch=65536
 bad "a what-if study on rail-only past the shared-port layer passes" 2 "on dgx-h100-rail-only (scale_out.topology = \"rail-only\"|above the limit of 1048576" -- run --topology "$ROOT/topologies/dgx-h100-rail-only.json" --workload "$ROOT/workloads/llama3-8b.json" --set topology.nodes=16384 --set layout.tp=2 --set layout.pp=1 --set layout.dp=65536 --set layout.global_batch=65536 --jitter lognormal,sigma=0.1 --seeds 2
+# A file name past 100 characters is cut in the message; the colon after it went with the cut.
+bad "a 300-character file name keeps its colon" 2 "...(305 characters): cannot open the file" -- run --workload "$(printf 'b%.0s' $(seq 300)).json"
 
 ## --version and `help CMD` (issue 14's small things; exit 0).
 if "$BIN" --version | grep -qE '^trainsim [0-9]+\.[0-9]+\.[0-9]+$'; then

@@ -409,3 +409,11 @@ TEST_CASE("program_layer_passes: an MTP layer weighs kMtpLayerProgramPassWeight 
     m.mtp_layers = 2;
     CHECK(program_layer_passes(m, l) == (m.layers + 2 * limits::kMtpLayerProgramPassWeight) * mb);
 }
+
+TEST_CASE("one_line: a long word cut keeps the punctuation that ended it (round 13)") {
+    // A 5,000-character file name said "aaaa...(5005 characters) cannot open the file": the colon after the
+    // name was cut with it.
+    const std::string path(5000, 'a');
+    CHECK(one_line(path + ": cannot open the file") ==
+          std::string(80, 'a') + "...(5000 characters): cannot open the file");
+}
