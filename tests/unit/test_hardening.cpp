@@ -155,7 +155,7 @@ TEST_CASE("one_line: a value a message echoed whole is cut at 80 characters, the
     const std::string m =
         one_line("--link " + value + ": unknown link name \"" + value + "\" (expected nodeN)");
     CHECK(m.size() < 300);
-    CHECK(contains(m, "--link " + std::string(80, 'n') + "...(3001 characters) unknown link name"));
+    CHECK(contains(m, "--link " + std::string(80, 'n') + "...(3000 characters): unknown link name"));
     CHECK(contains(m, "(expected nodeN)"));
     // Words of up to 100 characters (a file path) are left whole; the whole message stays within 600.
     const std::string path = "/data/" + std::string(84, 'p');
