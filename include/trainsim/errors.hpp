@@ -99,7 +99,15 @@ inline std::string one_line(std::string_view message) {
     while (start <= message.size()) {
         const std::size_t space = std::min(message.find(' ', start), message.size());
         const std::string_view word = message.substr(start, space - start);
-        cut += word.size() > 100 ? clip_for_message(word) : std::string(word);
+        if (word.size() > 100) {
+            // The punctuation ending the word is kept after the cut ("PATH: cannot open" lost its colon).
+            std::size_t keep = word.size();
+            while (keep > 0 && (word[keep - 1] == ':' || word[keep - 1] == ',' || word[keep - 1] == ';'))
+                --keep;
+            cut += clip_for_message(word.substr(0, keep)) + std::string(word.substr(keep));
+        } else {
+            cut += std::string(word);
+        }
         if (space == message.size()) break;
         cut += ' ';
         start = space + 1;

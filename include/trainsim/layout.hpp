@@ -150,6 +150,9 @@ inline constexpr double kQloraBaseBytesPerParam = (4.0 + 8.0 / 64.0 + 32.0 / (64
 struct RecomputeModules {
     bool core_attn = true;
     bool layernorm = false, mlp = false, moe = false, moe_act = false, shared_experts = false;
+    /// The list named "mla_up_proj", which sets Layout::recompute_mla_up_proj: kept so that the check of
+    /// that flag names the field the user wrote (layout.recompute_modules, not recompute_mla_up_proj).
+    bool mla_up_proj = false;
     /// Anything beyond Megatron's default ["core_attn"].
     bool beyond_default() const { return !core_attn || layernorm || mlp || moe || moe_act || shared_experts; }
     friend bool operator==(const RecomputeModules&, const RecomputeModules&) = default;
@@ -469,10 +472,12 @@ void check_sizes(const ModelSpec& m, const Layout& l);
 /// layout.dp * layout.cp * layout.tp, GPU layer passes. At most limits::kMaxGpuLayerPassesPerStep for a
 /// layout that passed check_sizes (the caller's precondition: the product is not checked for overflow here).
 std::int64_t gpu_layer_passes_per_step(const ModelSpec& m, const Layout& l);
-/// The layer passes the program of one pipeline holds: (model.layers + model.mtp_layers) * micro-batches per
-/// step (global_batch / (micro_batch * dp)), over all its stages. What building, hashing and bounding a
-/// layout's program costs grows with it (a sweep does that for every grid point; limits.hpp
-/// kMaxSweepProgramLayerPasses). Same precondition as gpu_layer_passes_per_step.
+/// The layer passes the program of one pipeline holds, weighed by their cost to build: (model.layers +
+/// limits::kMtpLayerProgramPassWeight * model.mtp_layers) * micro-batches per step (global_batch /
+/// (micro_batch * dp)), over all its stages (an MTP layer builds an embedding, a transformer layer and an
+/// output layer: it costs about 2.4 layers). What building, hashing and bounding a layout's program costs
+/// grows with it (a sweep does that for every grid point; limits.hpp kMaxSweepProgramLayerPasses; a what-if
+/// study for every remedy, kMaxWhatIfProgramLayerPasses). Same precondition as gpu_layer_passes_per_step.
 std::int64_t program_layer_passes(const ModelSpec& m, const Layout& l);
 
 /// The category of a failed layout check. The first fifteen are the rank-grid checks a layout sweep fails

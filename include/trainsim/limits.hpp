@@ -57,6 +57,16 @@ inline constexpr std::int64_t kMaxLayerPassesPerStep = std::int64_t{1} << 21;
 /// 8B: 6.5 s); GPT-3 175B at TP 32 with 1,200 micro-batches (2^26) took 174 s before this limit. Published
 /// runs reach 3.1 M (Llama 3.1 405B on 1,024 H100, TP 8 x CP 2).
 inline constexpr std::int64_t kMaxGpuLayerPassesPerStep = std::int64_t{1} << 23;
+/// Layer passes per step ((model.layers + model.mtp_layers) * micro-batches per step * layout.dp * layout.cp)
+/// of a layout with TP > 1 on a fabric whose TP groups share their GPUs' ports with the DP and P2P traffic
+/// (scale_out.topology rail-only: relayed through the node; scale_up.kind pcie: every flow crosses the GPU's
+/// PCIe link): the executor cannot give such a TP group private links, so every TP collective is simulated
+/// as flows, about 30 times the events of an NVSwitch node (include/trainsim/executor.hpp,
+/// private_tp_links). Measured (Release, 2 cores beside other work, 2026-11-29): Llama 3 8B at TP 2 x DP
+/// 65,536 (2^21 passes, inside kMaxLayerPassesPerStep) on 131,072 H100: 3.0 s of CPU on dgx-h100 (2.4 M
+/// events), 18.1 s on dgx-h100-rail-only and 22.0 s on pcie-h100 (70.7 M events); TP 4 x DP 32,768 on
+/// pcie-h100 22.5 s; TP 2 x PP 2 x DP 32,768 20.8 s. Half of them, 2^20, is about 11 s.
+inline constexpr std::int64_t kMaxLayerPassesSharedTpPorts = std::int64_t{1} << 20;
 /// GPU layer passes of a what-if study over all its seeds (`run --seeds K`: K perturbed simulations, each of
 /// gpu_layer_passes_per_step, besides the unperturbed one). 2^26 admits the documented jitter study, Llama 3
 /// 70B on 1,024 H100 over 100 seeds (655,360 passes per step, 6.6e7 in all: 22 s of CPU, 11 s on 2 cores,
@@ -115,8 +125,9 @@ inline constexpr std::int64_t kMaxGoodputStudyEvents = std::int64_t{1} << 30;
 /// Qwen3-30B-A3B on 12 B200 sizes, 8 to 16,384 GPUs, is 388,416 points, 2.1 GB RSS and 68 s on 2 cores; the
 /// default grid of the widest shipped preset is 37,632 points per size.
 inline constexpr std::int64_t kMaxSweepPoints = 500000;
-/// Program layer passes of one sweep (layout.hpp program_layer_passes: (model.layers + model.mtp_layers) *
-/// micro-batches per step of each layout that passes the grid checks, summed over the grid and its sizes):
+/// Program layer passes of one sweep (layout.hpp program_layer_passes: (model.layers + 3 * model.mtp_layers)
+/// * micro-batches per step of each layout that passes the grid checks, plus 2 per local expert of each,
+/// summed over the grid and its sizes; kMtpLayerProgramPassWeight, kSweepProgramPassesPerLocalExpert):
 /// every such layout's program is built, hashed and bounded before any is simulated, about 0.7 us of CPU
 /// per pass. Measured (Release, 2 cores, 2026-11-28) on Llama 3 8B on 8 H100 (816 layouts): global batch
 /// 1,024 is 8.8 M passes, 5.9 s of CPU (3.6 s wall, 269 MB); 4,096 is 35.2 M, 26.4 s (16.1 s, 723 MB);
@@ -125,11 +136,27 @@ inline constexpr std::int64_t kMaxSweepPoints = 500000;
 /// presets' default sweeps hold 0.09 M (Llama 3 405B on 16,384 H100) to 10.5 M (Llama 3 8B on 64 H100);
 /// the 14-size Qwen3-30B-A3B sweep on B200 (8 to 65,536 GPUs, 154 M, 98 s on 2 cores) is refused.
 inline constexpr std::int64_t kMaxSweepProgramLayerPasses = std::int64_t{1} << 25;
+/// A sweep layout's local experts (model.num_experts / layout.ep) in the program layer passes of
+/// kMaxSweepProgramLayerPasses: each weighs this many passes. The program of an MoE layout holds one GEMM per
+/// local expert and linear layer in each MoE template (sim/program/moe_ops.cpp), built and timed once per
+/// layout whatever its micro-batches: about 1.1 us of CPU per local expert and layout, 1.6 passes. Measured
+/// (Release, one core, 2026-11-29): a toy MoE of 4,096 experts on 16 H100, 1,482 layouts past the grid
+/// checks, 3.8 M local experts, 4.5 s of CPU against 0.24 s at 64 experts; at 65,536 experts (61 M local
+/// experts) the sweep passed 200 s. Rounded up to 2.
+inline constexpr std::int64_t kSweepProgramPassesPerLocalExpert = 2;
+/// A multi-token-prediction layer (model.mtp_layers) in program_layer_passes, and so in the sweep's and the
+/// what-if study's bounds, weighs this many layer passes: it builds, times and walks the embedding, its own
+/// projections, a transformer layer and the output layer. Measured (Release, one core, 2026-11-29):
+/// `memory --what-if` of a tiny model of 4,096 layers at PP 16 with 4,096 MTP layers and 64 micro-batches
+/// took 34 s of CPU, where 4,096 layers alone with 128 micro-batches (the same count when an MTP layer is one
+/// pass) took 20 s: an MTP layer costs 2.4 layers. Rounded up to 3: the largest study admitted then (32
+/// micro-batches) takes 17 s.
+inline constexpr std::int64_t kMtpLayerProgramPassWeight = 3;
 /// Program layer passes of a `memory --what-if` study: program_layer_passes ((model.layers +
-/// model.mtp_layers) * micro-batches per step) of the layout and of each applicable remedy's layout, summed
-/// (docs/reliability.md, the limits table; checked by what_if.hpp check_what_if_size). Each is built, timed
-/// and walked for memory (and simulated): about 5 us of CPU per pass, whatever the event bound. Before it
-/// (2026-11-29), a tiny model at PP 4,096 over 4,096 layers and 512 micro-batches (2^21 passes, inside the
+/// 3 * model.mtp_layers) * micro-batches per step) of the layout and of each applicable remedy's layout,
+/// summed (docs/reliability.md, the limits table; checked by what_if.hpp check_what_if_size). Each is built,
+/// timed and walked for memory (and simulated): about 5 us of CPU per pass, whatever the event bound. Before
+/// it (2026-11-29), a tiny model at PP 4,096 over 4,096 layers and 512 micro-batches (2^21 passes, inside the
 /// per-step limits; `memory` alone 11-14 s) and 128 layers at PP 8, VPP 16 with 16,384 micro-batches ran past
 /// 25 s with
 /// --what-if; 2^22 is about 21 s of CPU, 11 s on 2 cores.

@@ -63,6 +63,9 @@ class OutputFile {
     /// Bytes written so far.
     std::uint64_t bytes() const { return bytes_; }
 
+    /// The file replaced (symbolic links resolved).
+    const std::string& target() const { return target_; }
+
   private:
     void fail(int err, const char* what);
     std::string path_;    ///< as the user named it (for messages)
@@ -73,5 +76,15 @@ class OutputFile {
     std::uint64_t bytes_ = 0;
     int cleanup_slot_ = -1;  ///< its slot in the SIGINT / SIGTERM / SIGHUP removal list (output_file.cpp)
 };
+
+/// Commits `files` in their order as one step against other trainsim processes committing to the same
+/// folders: an exclusive advisory lock (flock) is taken on each target's folder, in the order of the
+/// folders' names (so two processes cannot wait on each other), held while the files are committed, then
+/// released. Two `import -o A --topology-out B` at once left A from one and B from the other; now each
+/// leaves its pair whole, the last to commit both. Readers that do not lock may still see the new B beside
+/// the old A between the two renames (microseconds). A folder that cannot be opened or locked (a file
+/// system without flock) is committed to without its lock, and a lock held past 10 s by another process
+/// (one stopped while committing) is not waited for further: the files are committed as before.
+void commit_together(const std::vector<OutputFile*>& files);
 
 }  // namespace trainsim

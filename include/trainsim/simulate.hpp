@@ -64,6 +64,12 @@ void time_program(Program& program, const ComputeModel& compute, const ModelSpec
 /// model's profile, and how many from the analytic model.
 std::vector<ProfileUse> profile_use(const Program& program, const ComputeModel& compute);
 
+/// Refuses (InputError naming the layer passes, layout.tp, the topology field and the limit) a layout with
+/// TP > 1 whose layer passes per step pass limits::kMaxLayerPassesSharedTpPorts on a fabric whose TP groups
+/// share their GPUs' ports (scale_out.topology rail-only, scale_up.kind pcie). Precondition: check_layout
+/// passed. simulate() and the what-if studies call it.
+void check_shared_tp_port_work(const TopologySpec& topology, const ModelSpec& model, const Layout& layout);
+
 /// Checks the layout (InputError naming the field), builds the cluster (with the link perturbations of
 /// `options`) and the program, simulates one iteration. Throws InputError for a perturbation that does not
 /// fit the cluster (a GPU or link name out of range), naming the option.

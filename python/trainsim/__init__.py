@@ -40,15 +40,32 @@ def _source(value, what):
     if isinstance(value, str) and value.lstrip().startswith("{"):
         return _core.Source(text=value, name=f"{what} (JSON string)")
     if isinstance(value, (str, os.PathLike)):
-        return _core.Source(file=os.fspath(value))
+        return _core.Source(file=_file_name(value, what))
     raise TypeError(f"{what}: expected a path, a JSON string or a dict, not {type(value).__name__}")
+
+
+def _file_name(value, what):
+    """A path for the core: a NUL byte cut it there (the error named "/tmp/a" for "/tmp/a\\x00b.json") and a
+    name that is not UTF-8 (os.fsdecode's surrogates) was pybind11's many-line TypeError: both an InputError
+    naming it (round 13)."""
+    path = os.fspath(value)
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    shown = repr(path[:80]) + (f"...({len(path)} characters)" if len(path) > 80 else "")
+    if "\x00" in path:
+        raise InputError(f"{what}: the file name {shown} holds a NUL byte")
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError(f"{what}: the file name {shown} is not valid UTF-8") from None
+    return path
 
 
 def _path(value, what):
     if value is None:
         return ""
     if isinstance(value, (str, os.PathLike)):
-        return os.fspath(value)
+        return _file_name(value, what)
     raise TypeError(f"{what}: expected a path, not {type(value).__name__}")
 
 
@@ -168,6 +185,10 @@ def sweep_report(topology=None, workload=None, overrides=None, *, gpus=None, fix
     reject_reasons, layouts ranked by step time, best). fix={"tp": 8} as --fix tp=8; vary={"tp": [4, 8]} as
     --vary tp=4,8; jobs: threads (default: the hardware's; the result does not depend on it)."""
     gpus = None if gpus is None else _int(gpus, "sweep: gpus")
+    if isinstance(fix, Mapping):  # as `sweep --fix tp=1,2`: fix={"tp": [1, 2]} ran as a vary (round 13)
+        for k, v in fix.items():
+            if isinstance(v, (list, tuple)):
+                raise InputError(f"sweep: fix[{k!r}] = {str(v)[:80]}: fix takes one value; vary takes a list")
     if gpus is not None and gpus <= 0:
         raise InputError(f"sweep: gpus = {gpus} must be positive")
     return json.loads(_core.sweep(**_common(topology, workload, overrides, calibration, profile),

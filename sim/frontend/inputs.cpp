@@ -104,6 +104,13 @@ void check_set_layout(const Inputs& in, const std::vector<std::string>& sets) {
             throw_blaming_sets(in, sets, first.message, {"topology.nodes", "topology.gpus_per_node"});
         throw_blaming_sets(in, sets, first.message, {});
     }
+    // The layer passes a fabric whose TP groups share their ports admits (`--set layout.dp=65536` on
+    // pcie-h100): named with the --set, as the layout checks above.
+    try {
+        check_shared_tp_port_work(in.topology, in.model, in.layout);
+    } catch (const InputError& e) {
+        throw_blaming_sets(in, sets, e.what(), {"topology.nodes"});
+    }
     // The precision or FP8 recipe the GPU lacks (`--set topology.gpu=A100-SXM4-80GB` under an FP8 workload).
     try {
         (void)run_compute_model(in.topology, topology_gpu(in.topology), in.layout);

@@ -197,11 +197,21 @@ void check_goodput_config(const GoodputConfig& c) {
     if (rate > 0) {
         const double recovery = c.detection_s + c.restart_s + c.load_s;
         const double expected = rate * expected_span_s(c, rate);
-        if (!(expected <= kMaxExpectedFailures))
+        if (!(expected <= kMaxExpectedFailures)) {
+            // The class with the most failures, named with its MTBF: "the MTBFs" alone left the user to find
+            // which of five options was off (a 5e-324 h MTBF gave "inf expected failures", round 13).
+            std::size_t worst = 0;
+            for (std::size_t i = 1; i < c.failures.components.size(); ++i)
+                if (c.failures.components[i].rate_per_s() > c.failures.components[worst].rate_per_s())
+                    worst = i;
+            const auto& w = c.failures.components[worst];
             throw InputError(fmt::format(
-                "the MTBFs give {:.3g} expected failures per run (system MTBF {:.3g} s against a recovery of "
-                "{:.3g} s); at most {:.0e} are simulated",
-                expected, 1.0 / rate, recovery, kMaxExpectedFailures));
+                "the MTBFs give {:.3g} expected failures per run, most from the {} MTBF of {:.3g} h ({:.0f} "
+                "units; system MTBF {:.3g} s against a recovery of {:.3g} s); at most {:.0e} are simulated",
+                std::isfinite(expected) ? expected : std::numeric_limits<double>::infinity(),  // nan: inf x 0
+                to_string(static_cast<FailureComponent>(worst)), w.mtbf_h, w.count, 1.0 / rate, recovery,
+                kMaxExpectedFailures));
+        }
     }
     for (int i = 0; i < kFailureComponents; ++i) {
         const auto& r = c.failures.components[static_cast<std::size_t>(i)];

@@ -1,16 +1,21 @@
 #include "trainsim/output_file.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
+#include <set>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -278,6 +283,47 @@ void OutputFile::commit() {
     tmp_.clear();
     unregister_temporary(cleanup_slot_);
     cleanup_slot_ = -1;
+}
+
+namespace {
+/// An exclusive flock on a folder, released (closed) on destruction; not held when the folder cannot be
+/// opened or locked, or another process holds it past kMaxWait.
+class FolderLock {
+  public:
+    explicit FolderLock(const std::string& dir) {
+        fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd_ < 0) return;
+        constexpr int kTries = 1000;  // 10 ms apart: 10 s
+        for (int i = 0; i < kTries; ++i) {
+            if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
+            if (errno != EWOULDBLOCK && errno != EINTR) break;
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        ::close(fd_);
+        fd_ = -1;
+    }
+    ~FolderLock() {
+        if (fd_ >= 0) ::close(fd_);  // releases the lock
+    }
+    FolderLock(const FolderLock&) = delete;
+    FolderLock& operator=(const FolderLock&) = delete;
+
+  private:
+    int fd_ = -1;
+};
+}  // namespace
+
+void commit_together(const std::vector<OutputFile*>& files) {
+    std::set<std::string> folders;  // sorted: every process locks in the same order
+    for (const OutputFile* f : files) {
+        const fs::path dir = fs::path(f->target()).parent_path();
+        folders.insert(dir.empty() ? std::string(".") : dir.string());
+    }
+    std::vector<std::unique_ptr<FolderLock>> locks;
+    for (const std::string& dir : folders)
+        locks.push_back(std::make_unique<FolderLock>(dir));
+    for (OutputFile* f : files)
+        f->commit();
 }
 
 }  // namespace trainsim

@@ -92,6 +92,21 @@ struct Violations {
 
 /// Layout::recompute_modules: beyond the default, only with recompute selective; the MoE modules need an
 /// MoE model (shared_experts one with shared experts).
+/// Layout::recompute_modules as the workload writes it: ["core_attn", "mla_up_proj"].
+std::string recompute_modules_text(const Layout& l) {
+    const RecomputeModules& r = l.recompute_modules;
+    std::string out;
+    for (const auto& [on, name] : {std::pair{r.core_attn, "core_attn"},
+                                   {r.layernorm, "layernorm"},
+                                   {r.mlp, "mlp"},
+                                   {r.moe, "moe"},
+                                   {r.moe_act, "moe_act"},
+                                   {r.shared_experts, "shared_experts"},
+                                   {r.mla_up_proj, "mla_up_proj"}})
+        if (on) out += fmt::format("{}\"{}\"", out.empty() ? "" : ", ", name);
+    return "[" + out + "]";
+}
+
 void recompute_module_violations(const ModelSpec& m, const Layout& l, Violations& v) {
     const RecomputeModules& r = l.recompute_modules;
     if (r.beyond_default() && l.recompute != Recompute::selective)
@@ -174,7 +189,9 @@ std::int64_t gpu_layer_passes_per_step(const ModelSpec& m, const Layout& l) {
 }
 
 std::int64_t program_layer_passes(const ModelSpec& m, const Layout& l) {
-    return layers_with_mtp(m) * (l.global_batch / std::max<std::int64_t>(l.micro_batch * l.dp, 1));
+    const std::int64_t weighed = std::max<std::int64_t>(m.layers, 0) +
+                                 limits::kMtpLayerProgramPassWeight * std::max<std::int64_t>(m.mtp_layers, 0);
+    return weighed * (l.global_batch / std::max<std::int64_t>(l.micro_batch * l.dp, 1));
 }
 
 void check_sizes(const ModelSpec& m, const Layout& l) {
@@ -286,11 +303,22 @@ bool layout_size_violations(const ModelSpec& m, const Layout& l, int cluster_gpu
               fmt::format("layout.recompute_num_layers = {} needs layout.recompute = \"full\" (it is "
                           "Megatron's block recompute of the first N layers of each model chunk)",
                           l.recompute_num_layers));
-    if (l.recompute_mla_up_proj && (l.recompute != Recompute::selective || !m.mla()))
-        v.add(C::recompute_layers, fmt::format("layout.recompute_mla_up_proj needs layout.recompute = "
-                                               "\"selective\" (it is \"{}\") and model.attention_type = "
-                                               "\"mla\"",
-                                               to_string(l.recompute)));
+    if (l.recompute_mla_up_proj && (l.recompute != Recompute::selective || !m.mla())) {
+        // Named as the user wrote it: the recompute_modules list, or the flag itself.
+        const std::string what =
+            l.recompute_modules.mla_up_proj
+                ? fmt::format("layout.recompute_modules = {} lists \"mla_up_proj\", which",
+                              recompute_modules_text(l))
+                : std::string("layout.recompute_mla_up_proj = true");
+        std::string needs;
+        if (l.recompute != Recompute::selective)
+            needs = fmt::format("layout.recompute = \"selective\" (it is \"{}\")", to_string(l.recompute));
+        if (!m.mla())
+            needs +=
+                fmt::format("{}model.attention_type = \"mla\" (it is \"{}\")", needs.empty() ? "" : " and ",
+                            attention_type_names().at(static_cast<std::size_t>(m.attention_type)));
+        v.add(C::recompute_layers, fmt::format("{} needs {}", what, needs));
+    }
     recompute_module_violations(m, l, v);
     {
         const std::size_t n = v.list.size();

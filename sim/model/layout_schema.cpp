@@ -128,6 +128,7 @@ schema::Table<Layout> make_layout_fields() {
                 r.moe |= x == "moe";
                 r.moe_act |= x == "moe_act";
                 r.shared_experts |= x == "shared_experts";
+                r.mla_up_proj |= x == "mla_up_proj";
                 l.recompute_mla_up_proj |= x == "mla_up_proj";
             }
             l.recompute_modules = r;

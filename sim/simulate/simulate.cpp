@@ -1,5 +1,13 @@
 #include "trainsim/simulate.hpp"
 
+#include <algorithm>
+#include <cstdint>
+
+#include <fmt/format.h>
+
+#include "trainsim/errors.hpp"
+#include "trainsim/limits.hpp"
+
 #include "trainsim/compute.hpp"
 #include "trainsim/memory.hpp"
 #include "trainsim/profile.hpp"
@@ -39,9 +47,29 @@ std::vector<ProfileUse> profile_use(const Program& program, const ComputeModel& 
     return use;
 }
 
+void check_shared_tp_port_work(const TopologySpec& topology, const ModelSpec& model, const Layout& layout) {
+    const bool rail_only = topology.fabric == ScaleOutTopology::rail_only;
+    const bool pcie = topology.scale_up_kind == "pcie";
+    if (layout.tp <= 1 || (!rail_only && !pcie)) return;
+    const std::int64_t micro_batches =
+        layout.global_batch / std::max<std::int64_t>(std::int64_t{layout.micro_batch} * layout.dp, 1);
+    const std::int64_t passes = (std::int64_t{model.layers} + model.mtp_layers) * micro_batches *
+                                std::max(layout.dp, 1) * std::max(layout.cp, 1);
+    if (passes <= limits::kMaxLayerPassesSharedTpPorts) return;
+    throw InputError(fmt::format(
+        "layer passes per step ((model.layers + model.mtp_layers) * micro-batches * layout.dp * layout.cp) = "
+        "{} "
+        "at layout.tp = {} on {} ({}: TP collectives simulated as flows) is above the limit of {} "
+        "(trainsim/limits.hpp)",
+        passes, layout.tp, topology.name,
+        rail_only ? "scale_out.topology = \"rail-only\"" : "scale_up.kind = \"pcie\"",
+        limits::kMaxLayerPassesSharedTpPorts));
+}
+
 SimulationResult simulate(const TopologySpec& topology, const ModelSpec& model, const Layout& layout,
                           const std::string& workload_name, const SimulationOptions& options) {
     check_layout(model, layout, topology.gpus());
+    check_shared_tp_port_work(topology, model, layout);
     const Cluster cluster(topology, options.perturbations.links, options.cluster);
     return simulate(cluster, model, layout, build_program(model, layout), workload_name, options);
 }

@@ -164,15 +164,13 @@ void add_seed_statistics(ScenarioStudy& st, const std::vector<ScenarioRun>& runs
         }
 }
 
-}  // namespace
-
-ScenarioStudy study_scenario(const TopologySpec& topology, const ModelSpec& model, const Layout& layout,
-                             const std::string& workload_name, const SimulationOptions& options, int seeds,
-                             int jobs, SimulationResult& first) {
+/// The study's checks before anything is built: the seeds, the layout, its work on the fabric, and the work
+/// of seeds perturbed simulations of this size (seeds <= 100,000 and the passes <= 2^23, so the product fits
+/// in 64 bits).
+void check_study_size(const TopologySpec& topology, const ModelSpec& model, const Layout& layout, int seeds) {
     if (seeds < 1) throw InputError(fmt::format("--seeds = {} must be at least 1", seeds));
     check_layout(model, layout, topology.gpus());
-    // The study's work: seeds perturbed simulations of this size (seeds <= 100,000 and the passes <= 2^23,
-    // so the product fits in 64 bits).
+    check_shared_tp_port_work(topology, model, layout);
     const std::int64_t passes = gpu_layer_passes_per_step(model, layout);
     if (static_cast<std::int64_t>(seeds) * passes > limits::kMaxGpuLayerPassesPerStudy)
         throw InputError(fmt::format(
@@ -183,6 +181,14 @@ ScenarioStudy study_scenario(const TopologySpec& topology, const ModelSpec& mode
             "{} seeds for this run",
             seeds, seeds, passes, limits::kMaxGpuLayerPassesPerStudy,
             limits::kMaxGpuLayerPassesPerStudy / std::max<std::int64_t>(passes, 1)));
+}
+
+}  // namespace
+
+ScenarioStudy study_scenario(const TopologySpec& topology, const ModelSpec& model, const Layout& layout,
+                             const std::string& workload_name, const SimulationOptions& options, int seeds,
+                             int jobs, SimulationResult& first) {
+    check_study_size(topology, model, layout, seeds);
     const Cluster base_cluster(topology);
     const Cluster cluster(topology, options.perturbations.links, options.cluster);
     const Program program = build_program(model, layout);

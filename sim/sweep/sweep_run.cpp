@@ -704,6 +704,15 @@ struct GridWork {
     std::size_t layouts = 0;
     std::int64_t gpu_layer_passes = 0;      ///< gpu_layer_passes_per_step, summed
     std::int64_t program_layer_passes = 0;  ///< program_layer_passes, summed
+    /// Local experts (model.num_experts / layout.ep), summed: each MoE template of a layout's program holds
+    /// one GEMM per local expert and linear layer, built and timed once per layout (at most 65,536 per
+    /// layout: the sum fits).
+    std::int64_t local_experts = 0;
+    /// What check_build_work bounds: the program layer passes and limits::kSweepProgramPassesPerLocalExpert
+    /// per local expert.
+    std::int64_t build_work() const {
+        return program_layer_passes + limits::kSweepProgramPassesPerLocalExpert * local_experts;
+    }
 };
 
 GridWork grid_work(const Points& pts, const ModelSpec& model) {
@@ -713,6 +722,7 @@ GridWork grid_work(const Points& pts, const ModelSpec& model) {
         if (!classify(model, l, pts.clusters[pts.cluster_of[i]]->gpus(), nullptr).empty()) continue;
         w.gpu_layer_passes += gpu_layer_passes_per_step(model, l);
         w.program_layer_passes += program_layer_passes(model, l);
+        if (model.moe()) w.local_experts += model.num_experts / std::max(l.ep, 1);
         ++w.layouts;
     }
     return w;
@@ -743,16 +753,31 @@ std::uint64_t check_study_work(const GridWork& work, const SweepOptions& options
 }
 
 /// Every grid point that passes the grid checks has its program built, hashed and bounded (check_points),
-/// at a cost that grows with its program's layer passes (program_layer_passes): refused at once when their
-/// sum passes limits::kMaxSweepProgramLayerPasses, naming the global batch.
-void check_build_work(const GridWork& work) {
-    if (work.program_layer_passes <= limits::kMaxSweepProgramLayerPasses) return;
+/// at a cost that grows with its program's layer passes (program_layer_passes) and, for an MoE model, its
+/// local experts: refused at once when their sum (GridWork::build_work) passes
+/// limits::kMaxSweepProgramLayerPasses, naming the global batch, or model.num_experts when the experts'
+/// share alone passes half the limit.
+void check_build_work(const GridWork& work, const ModelSpec& model) {
+    if (work.build_work() <= limits::kMaxSweepProgramLayerPasses) return;
+    const std::int64_t experts_work = limits::kSweepProgramPassesPerLocalExpert * work.local_experts;
+    if (experts_work > limits::kMaxSweepProgramLayerPasses / 2)
+        throw InputError(fmt::format(
+            "sweep: model.num_experts = {}: the {} layouts that pass the grid checks hold {} local experts "
+            "(model.num_experts / layout.ep, summed; {} program layer passes each) and {} program layer "
+            "passes, {} in all, above the limit of {} (limits.hpp kMaxSweepProgramLayerPasses); --fix ep=N "
+            "(a larger EP) or --fix / --vary narrow it",
+            model.num_experts, work.layouts, work.local_experts, limits::kSweepProgramPassesPerLocalExpert,
+            work.program_layer_passes, work.build_work(), limits::kMaxSweepProgramLayerPasses));
     throw InputError(fmt::format(
         "sweep: the {} layouts that pass the grid checks hold {} program layer passes ((model.layers + "
-        "model.mtp_layers) * micro-batches per step, summed), above the limit of {} (limits.hpp "
+        "3 * model.mtp_layers) * micro-batches per step, summed{}), above the limit of {} (limits.hpp "
         "kMaxSweepProgramLayerPasses); a smaller --global-batch (layout.global_batch) or --fix / --vary "
         "narrow it",
-        work.layouts, work.program_layer_passes, limits::kMaxSweepProgramLayerPasses));
+        work.layouts, work.build_work(),
+        work.local_experts > 0
+            ? fmt::format(", with {} per local expert", limits::kSweepProgramPassesPerLocalExpert)
+            : std::string(),
+        limits::kMaxSweepProgramLayerPasses));
 }
 
 /// The result's header fields: names, sizes, HBM, batch, what-if perturbations, time-to-train options.
@@ -857,7 +882,7 @@ SweepResult run_sweep(const TopologySpec& topology, const ModelSpec& model, cons
     SweepOptions bounded = options;
     const GridWork work = grid_work(pts, model);
     bounded.max_events = check_study_work(work, options);
-    check_build_work(work);
+    check_build_work(work, model);
     const SweepOptions& opts = bounded;
     const std::vector<PointCheck> checks =
         check_points(pts, model, opts, [&] { step(&SweepProgress::checked); });

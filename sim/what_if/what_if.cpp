@@ -125,7 +125,8 @@ void check_what_if_size(const TopologySpec& topology, const ModelSpec& model, co
     if (passes > limits::kMaxWhatIfProgramLayerPasses)
         throw InputError(fmt::format(
             "memory --what-if: the layout and its {} remedies hold {} program layer passes ((model.layers "
-            "+ model.mtp_layers) * micro-batches per step = {} for the layout), above the limit of {} for a "
+            "+ 3 * model.mtp_layers) * micro-batches per step = {} for the layout), above the limit of {} "
+            "for a "
             "what-if study (trainsim/what_if.hpp); memory without --what-if studies the layout alone",
             layouts - 1, passes, program_layer_passes(model, layout), limits::kMaxWhatIfProgramLayerPasses));
 }

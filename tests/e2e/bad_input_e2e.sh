@@ -718,6 +718,25 @@ bad "profile: a GEMM faster than the GPU's peak" 2 "p.json: gemm[0].time = 1.653
 prep p.json "$(sed -e 's/"740.512013us"/"0.740512013us"/' -e 's/"723.519981us"/"0.723519981us"/' -e 's/"727.872014us"/"0.727872014us"/' "$PROFILE")"
 bad "profile: a copy faster than the HBM" 2 "p.json: memory_bound[0].time = 7.27872e-07 s gives bytes / time" -- fit --profile p.json
 
+## Round 13 (2026-11-29): round 12's open items; sweeps, goodput, traces, --set, topologies, paths, Python.
+# A sweep of a toy MoE with 65,536 experts on 16 GPUs passed 200 s building each layout's program (one GEMM
+# per local expert): the local experts now weigh in the program-layer-pass bound.
+bad "sweep of 65,536 experts past the program layer-pass limit" 2 "sweep: model.num_experts = 65536: the 1872 layouts|local experts (model.num_experts / layout.ep, summed; 2 program layer passes each)|above the limit of 33554432" -- sweep --topology "$TOPO" --workload "$DATA/tiny_moe.json" --set topology.nodes=2 --set model.num_experts=65536 --gpus 16
+# memory --what-if of 4,096 layers and 4,096 MTP layers took 34 s of CPU inside the bound: an MTP layer costs
+# about 2.4 layers and was counted as one; it weighs 3 now.
+bad "memory --what-if: MTP layers weigh 3 in the study's passes" 2 "small.json: memory --what-if: the layout and its 4 remedies hold 5242880 program layer passes ((model.layers + 3 * model.mtp_layers) * micro-batches per step = 1048576 for the layout)|above the limit of 4194304" -- memory --what-if --topology "$ROOT/topologies/dgx-h100.json" --workload "$SMALL_W" --set model.layers=4096 --set model.mtp_layers=4096 --set topology.nodes=2 --set layout.tp=1 --set layout.pp=16 --set layout.dp=1 --set layout.global_batch=64
+# recompute_modules listing mla_up_proj on a model without MLA named layout.recompute_mla_up_proj.
+bad "recompute_modules mla_up_proj without MLA names the list" 2 "--set \"layout.recompute_modules=[\"core_attn\",\"mla_up_proj\"]\": layout.recompute_modules = [\"core_attn\", \"mla_up_proj\"] lists \"mla_up_proj\", which needs model.attention_type = \"mla\" (it is \"standard\")" -- run "${SMALL[@]}" --set 'layout.recompute="selective"' --set 'layout.recompute_modules=["core_attn","mla_up_proj"]'
+# A denormal MTBF: "inf expected failures per run (system MTBF 0 s)" named none of the five MTBF options.
+bad "goodput: a denormal MTBF is named" 2 "goodput: the MTBFs give inf expected failures per run, most from the nic MTBF of 4.94e-324 h (16 units" -- goodput "${SMALL[@]}" --seeds 5 --mtbf-nic-h 5e-324
+
+# Llama 3 8B at TP 2 x DP 65,536 (2^21 layer passes, inside the per-step limit) on 131,072 PCIe H100 took 22 s
+# of CPU, on rail-only 18 s (dgx-h100: 3 s): TP groups there share their ports, every TP collective is flows.
+bad "TP > 1 on PCIe past the shared-port layer passes" 2 "llama3-8b.json with --set \"layout.dp=65536\": layer passes per step ((model.layers + model.mtp_layers) * micro-batches * layout.dp * layout.cp) = 2097152 at layout.tp = 2 on pcie-h100 (scale_up.kind = \"pcie\"|above the limit of 1048576" -- run --topology "$ROOT/topologies/pcie-h100.json" --workload "$ROOT/workloads/llama3-8b.json" --set topology.nodes=16384 --set layout.tp=2 --set layout.pp=1 --set layout.dp=65536 --set layout.global_batch=65536
+bad "a what-if study on rail-only past the shared-port layer passes" 2 "on dgx-h100-rail-only (scale_out.topology = \"rail-only\"|above the limit of 1048576" -- run --topology "$ROOT/topologies/dgx-h100-rail-only.json" --workload "$ROOT/workloads/llama3-8b.json" --set topology.nodes=16384 --set layout.tp=2 --set layout.pp=1 --set layout.dp=65536 --set layout.global_batch=65536 --jitter lognormal,sigma=0.1 --seeds 2
+# A file name past 100 characters is cut in the message; the colon after it went with the cut.
+bad "a 300-character file name keeps its colon" 2 "...(305 characters): cannot open the file" -- run --workload "$(printf 'b%.0s' $(seq 300)).json"
+
 ## --version and `help CMD` (issue 14's small things; exit 0).
 if "$BIN" --version | grep -qE '^trainsim [0-9]+\.[0-9]+\.[0-9]+$'; then
     echo "PASS: --version"

@@ -116,6 +116,14 @@ class SimulateTest(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "^sweep: as_dataframe: expected True or False, not int$"):
             trainsim.sweep(TOPOLOGY, WORKLOAD, gpus=16, as_dataframe=1)
 
+    def test_file_names_with_a_nul_byte_or_not_utf8(self):
+        # Round 13: a NUL byte cut the name in the error ("/tmp/a"); a name os.fsdecode gives surrogates was
+        # pybind11's many-line TypeError. Both one-line InputErrors naming the argument and the name.
+        with self.assertRaisesRegex(trainsim.InputError, r"^topology: the file name '/tmp/a\\x00b.json' holds a NUL byte$"):
+            trainsim.simulate("/tmp/a\x00b.json", WORKLOAD)
+        with self.assertRaisesRegex(trainsim.InputError, r"^calibration: the file name '/tmp/\\udcff.json' is not valid UTF-8$"):
+            trainsim.simulate(TOPOLOGY, WORKLOAD, NODES, calibration="/tmp/\udcff.json")
+
     def test_gil_released_while_simulating(self):
         # This thread runs Python code while simulate() is inside the simulator in another thread: with the GIL
         # held it could not (the simulator calls no Python and never yields), so no tick of this thread would

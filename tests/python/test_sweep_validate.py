@@ -82,6 +82,9 @@ class SweepTest(unittest.TestCase):
             trainsim.sweep(TOPOLOGY, WORKLOAD, gpus=12)
         with self.assertRaisesRegex(trainsim.InputError, "fix"):
             trainsim.sweep(TOPOLOGY, WORKLOAD, gpus=16, fix={"tpp": 2})
+        # Round 13: a list in fix ran as a vary (the CLI refuses `--fix tp=1,2`).
+        with self.assertRaisesRegex(trainsim.InputError, r"^sweep: fix\['tp'\] = \[1, 2\]: fix takes one value; vary takes a list$"):
+            trainsim.sweep(TOPOLOGY, WORKLOAD, gpus=16, fix={"tp": [1, 2]})
 
     def test_sweep_numeric_arguments_out_of_range(self):
         # Round 10: gpus=16.5 was cut to 16, jobs=-1 and 5000 ran on the hardware's threads (the CLI refuses

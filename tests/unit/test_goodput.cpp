@@ -314,6 +314,13 @@ TEST_CASE("goodput: bad configurations are refused naming the value") {
     c.horizon_s = 0;  // a target whose recovery (180 s) never completes within the 10 ms MTBF
     c.target_work_s = 1000;
     CHECK(contains(message_of<InputError>([&] { check_goodput_config(c); }), "expected failures per run"));
+    // The class that gives most of them is named with its MTBF (round 13: a denormal MTBF gave "inf expected
+    // failures" naming none of the five).
+    c.failures = one_class(1000.0, 4.0, FailureComponent::node);
+    c.failures.components[static_cast<std::size_t>(FailureComponent::nic)] = {1.0, 5e-324};
+    const std::string m = message_of<InputError>([&] { check_goodput_config(c); });
+    CAPTURE(m);
+    CHECK(contains(m, "inf expected failures per run, most from the nic MTBF of 4.94e-324 h (1 units"));
 }
 
 TEST_CASE("goodput: a study's expected events are bounded over its seeds") {

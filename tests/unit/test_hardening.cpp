@@ -2,6 +2,8 @@
 // stay one short line.
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -152,7 +155,7 @@ TEST_CASE("one_line: a value a message echoed whole is cut at 80 characters, the
     const std::string m =
         one_line("--link " + value + ": unknown link name \"" + value + "\" (expected nodeN)");
     CHECK(m.size() < 300);
-    CHECK(contains(m, "--link " + std::string(80, 'n') + "...(3001 characters) unknown link name"));
+    CHECK(contains(m, "--link " + std::string(80, 'n') + "...(3000 characters): unknown link name"));
     CHECK(contains(m, "(expected nodeN)"));
     // Words of up to 100 characters (a file path) are left whole; the whole message stays within 600.
     const std::string path = "/data/" + std::string(84, 'p');
@@ -354,4 +357,63 @@ TEST_CASE("clip_for_message: a byte that starts no UTF-8 character is escaped, w
     const std::string euros = std::string(79, 'a') + "\xe2\x82\xac";
     CHECK(clip_for_message(euros).substr(0, 82) == euros);
     CHECK(one_line("bad value \"\xff\"") == "bad value \"\\xff\"");
+}
+
+TEST_CASE("commit_together: the files are committed under a lock of their folders, which it waits for") {
+    // Round 13: two `import -o A --topology-out B` at once left A from one and B from the other. The pair is
+    // now committed under an flock of each target's folder: while another process (here another open file
+    // description) holds it, neither file is put in place.
+    const TempDir d;
+    const int held = ::open(d.path.c_str(), O_RDONLY | O_DIRECTORY);
+    REQUIRE(held >= 0);
+    REQUIRE(::flock(held, LOCK_EX) == 0);
+    std::thread writer([&] {
+        OutputFile a(d / "a.json"), b(d / "b.json");
+        a.write("workload");
+        b.write("topology");
+        commit_together({&b, &a});
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    CHECK_FALSE(fs::exists(d.path / "a.json"));
+    CHECK_FALSE(fs::exists(d.path / "b.json"));
+    ::close(held);  // releases the lock: both are committed
+    writer.join();
+    CHECK(read_text(d / "a.json") == "workload");
+    CHECK(read_text(d / "b.json") == "topology");
+    CHECK(entries(d.path) == 2);  // no temporary file left
+}
+
+TEST_CASE("layout checks, round 13: mla_up_proj in recompute_modules is named as written") {
+    // A model without MLA whose recompute_modules lists mla_up_proj was refused naming
+    // layout.recompute_mla_up_proj, the flag that item sets, not the field the user wrote.
+    const ModelSpec dense = trainsim::test::small_gpt();
+    Layout l = trainsim::test::tp2_pp2_dp4();
+    l.recompute = Recompute::selective;
+    l.recompute_modules.mla_up_proj = true;
+    l.recompute_mla_up_proj = true;
+    CHECK(message_of<InputError>([&] { check_layout(dense, l, 16); }) ==
+          "layout.recompute_modules = [\"core_attn\", \"mla_up_proj\"] lists \"mla_up_proj\", which needs "
+          "model.attention_type = \"mla\" (it is \"standard\")");
+    l.recompute_modules.mla_up_proj = false;  // the flag itself
+    l.recompute = Recompute::full;
+    CHECK(message_of<InputError>([&] { check_layout(dense, l, 16); }) ==
+          "layout.recompute_mla_up_proj = true needs layout.recompute = \"selective\" (it is \"full\") and "
+          "model.attention_type = \"mla\" (it is \"standard\")");
+}
+
+TEST_CASE("program_layer_passes: an MTP layer weighs kMtpLayerProgramPassWeight layers (round 13)") {
+    ModelSpec m = trainsim::test::small_gpt();
+    const Layout l = trainsim::test::tp2_pp2_dp4();
+    const std::int64_t mb = l.global_batch / (l.micro_batch * l.dp);
+    CHECK(program_layer_passes(m, l) == m.layers * mb);
+    m.mtp_layers = 2;
+    CHECK(program_layer_passes(m, l) == (m.layers + 2 * limits::kMtpLayerProgramPassWeight) * mb);
+}
+
+TEST_CASE("one_line: a long word cut keeps the punctuation that ended it (round 13)") {
+    // A 5,000-character file name said "aaaa...(5005 characters) cannot open the file": the colon after the
+    // name was cut with it.
+    const std::string path(5000, 'a');
+    CHECK(one_line(path + ": cannot open the file") ==
+          std::string(80, 'a') + "...(5000 characters): cannot open the file");
 }

@@ -50,10 +50,11 @@ TEST_CASE("layout: GPU layer passes per step are layers x micro-batches x dp x c
     CHECK(gpu_layer_passes_per_step(m, l) == 4 * 8 * 2 * 2 * 2);  // 16 / (1 x 2) = 8 micro-batches
     l.micro_batch = 2;
     CHECK(gpu_layer_passes_per_step(m, l) == 4 * 4 * 2 * 2 * 2);
-    // One pipeline's program: layers x micro-batches, whatever the dp, cp and tp (and the MTP layers count).
+    // One pipeline's program: layers x micro-batches, whatever the dp, cp and tp; an MTP layer weighs
+    // limits::kMtpLayerProgramPassWeight = 3 layers (it builds an embedding, a layer and an output layer).
     CHECK(program_layer_passes(m, l) == 4 * 4);
     m.mtp_layers = 1;
-    CHECK(program_layer_passes(m, l) == 5 * 4);
+    CHECK(program_layer_passes(m, l) == (4 + 3) * 4);
 }
 
 TEST_CASE("layout: tp must divide the heads") {

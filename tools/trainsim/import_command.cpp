@@ -259,8 +259,11 @@ int import_workload_command(const std::vector<std::string>& all) {
         std::cout << text;
         flush_stdout();
     }
-    if (topo_file) topo_file->commit();
-    if (workload_file) workload_file->commit();
+    // Both under one lock of their folders: two imports at once left A from one and B from the other.
+    std::vector<OutputFile*> outputs;
+    if (topo_file) outputs.push_back(&*topo_file);
+    if (workload_file) outputs.push_back(&*workload_file);
+    commit_together(outputs);
     report(imp, topo, o);
     return kExitOk;
 }
