@@ -201,10 +201,13 @@ double moe_expert_bias_bytes_per_element(const ModelSpec& model, const Layout& l
 /// not run). Forward (fused_bias_geglu.py weighted_bias_quick_geglu_impl, core b0cc270 / d7288711):
 /// `x_glu, x_linear = input.chunk(2, -1)` (views), `x_glu.clamp(max=c)` and `x_linear.clamp(-c, c)` (each
 /// reads and writes its half: 2 + 2 B per element of the whole), `torch.cat` (reads and writes the whole:
-/// 2 + 2 B): 8 B. Backward (autograd): each clamp's backward reads the gradient and its input and writes
-/// the gradient (2 + 2 + 2 B), the chunk's backward concatenates the two halves (2 + 2 B): 10 B. A
-/// recompute of the activation (Layout::recompute_modules moe_act) repeats the forward. Sources:
-/// docs/compute-model.md, "Expert activation clamp".
+/// 2 + 2 B): 8 B. Backward (autograd; PyTorch's clamp_backward, torch/csrc/autograd/FunctionsManual.cpp):
+/// `where(self <= max, grad, 0)` for the gate's half (a comparison, 2 + 1 B, and the where, 1 + 2 + 2 B:
+/// 8 B), `where((self >= min).logical_and_(self <= max), grad, 0)` for the linear half (two comparisons,
+/// the and 1 + 1 + 1 B, the where: 14 B), (8 + 14) / 2 = 11 B per element of the whole; the chunk's backward
+/// concatenates the two halves' gradients (2 + 2 B): 15 B. A recompute of the activation
+/// (Layout::recompute_modules moe_act) repeats the forward. Sources: docs/compute-model.md, "Expert
+/// activation clamp".
 double moe_activation_clamp_bytes_per_element(const ModelSpec& model, const Layout& layout, bool backward);
 
 /// Fills Segment::seconds from the compute model.

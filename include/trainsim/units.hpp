@@ -70,12 +70,12 @@ struct Bandwidth {
 /// The dimension a quantity string must have.
 enum class Dimension { time, bandwidth, bytes };
 
-/// Parses a number followed by a unit: time `ps ns us ms s`; bandwidth `Bps KBps MBps GBps TBps` (bytes/s,
-/// decimal) and `bps Kbps Mbps Gbps Tbps` (bits/s), each also written with a slash (`GB/s`, `Gb/s`; the
-/// schema's SI unit `B/s`); bytes `B KB MB GB TB` (decimal) `KiB MiB GiB TiB`
-/// (binary). Returns the value in the SI base (seconds, bytes/s, bytes). Throws InputError (with `where` as
-/// the field path) when the unit is missing or does not match `dim`, or when the number is negative, zero
-/// where `allow_zero` is false, or not finite.
+/// Parses a number followed by a unit: time `ps ns us ms s`; bandwidth `Bps KBps MBps GBps TBps PBps`
+/// (bytes/s, decimal) and `bps Kbps Mbps Gbps Tbps Pbps` (bits/s), each also written with a slash (`GB/s`,
+/// `Gb/s`; the schema's SI unit `B/s`); bytes `B KB MB GB TB PB` (decimal) `KiB MiB GiB TiB PiB` (binary).
+/// Returns the value in the SI base (seconds, bytes/s, bytes). Throws InputError (with `where` as the field
+/// path) when the unit is missing or does not match `dim`, or when the number is negative, zero where
+/// `allow_zero` is false, or not finite.
 double parse_quantity(std::string_view text, Dimension dim, const std::string& where,
                       bool allow_zero = false);
 

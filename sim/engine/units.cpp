@@ -52,17 +52,20 @@ const std::vector<UnitScale>& units_of(Dimension dim) {
     static const std::vector<UnitScale> time = {
         {"ps", 1e-12}, {"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1.0}};
     static const std::vector<UnitScale> bandwidth = {
-        {"Bps", 1.0},     {"KBps", 1e3},     {"MBps", 1e6},     {"GBps", 1e9},     {"TBps", 1e12},
-        {"bps", 1.0 / 8}, {"Kbps", 1e3 / 8}, {"Mbps", 1e6 / 8}, {"Gbps", 1e9 / 8}, {"Tbps", 1e12 / 8}};
+        {"Bps", 1.0},      {"KBps", 1e3},     {"MBps", 1e6},      {"GBps", 1e9},
+        {"TBps", 1e12},    {"PBps", 1e15},    {"bps", 1.0 / 8},   {"Kbps", 1e3 / 8},
+        {"Mbps", 1e6 / 8}, {"Gbps", 1e9 / 8}, {"Tbps", 1e12 / 8}, {"Pbps", 1e15 / 8}};
     static const std::vector<UnitScale> bytes = {{"B", 1.0},
                                                  {"KB", 1e3},
                                                  {"MB", 1e6},
                                                  {"GB", 1e9},
                                                  {"TB", 1e12},
+                                                 {"PB", 1e15},
                                                  {"KiB", 1024.0},
                                                  {"MiB", 1024.0 * 1024.0},
                                                  {"GiB", 1024.0 * 1024.0 * 1024.0},
-                                                 {"TiB", 1024.0 * 1024.0 * 1024.0 * 1024.0}};
+                                                 {"TiB", 1024.0 * 1024.0 * 1024.0 * 1024.0},
+                                                 {"PiB", 1024.0 * 1024.0 * 1024.0 * 1024.0 * 1024.0}};
     switch (dim) {
         case Dimension::time:
             return time;
@@ -81,7 +84,7 @@ std::string_view dimension_name(Dimension dim) {
         case Dimension::bandwidth:
             return "a bandwidth (e.g. GBps or GB/s for bytes/s, Gbps or Gb/s for bits/s)";
         case Dimension::bytes:
-            return "a size (B, KB, MB, GB, KiB, MiB, GiB)";
+            return "a size (B, KB, MB, GB, TB, PB, KiB, MiB, GiB, TiB, PiB)";
     }
     return "";
 }

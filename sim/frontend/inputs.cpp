@@ -109,7 +109,7 @@ void check_set_layout(const Inputs& in, const std::vector<std::string>& sets) {
     try {
         check_shared_tp_port_work(in.topology, in.model, in.layout);
     } catch (const InputError& e) {
-        throw_blaming_sets(in, sets, e.what(), {"topology.nodes"});
+        throw_blaming_sets(in, sets, e.what(), {"topology.scale_up.kind", "topology.scale_out.topology"});
     }
     // The precision or FP8 recipe the GPU lacks (`--set topology.gpu=A100-SXM4-80GB` under an FP8 workload).
     try {

@@ -206,11 +206,12 @@ void check_goodput_config(const GoodputConfig& c) {
                     worst = i;
             const auto& w = c.failures.components[worst];
             throw InputError(fmt::format(
-                "the MTBFs give {:.3g} expected failures per run, most from the {} MTBF of {:.3g} h ({:.0f} "
-                "units; system MTBF {:.3g} s against a recovery of {:.3g} s); at most {:.0e} are simulated",
+                "the MTBFs give {:.3g} expected failures per run, most from the {} class's MTBF of {:.3g} h "
+                "({:.0f} {}; system MTBF {:.3g} s against a recovery of {:.3g} s); at most {:.0e} are "
+                "simulated",
                 std::isfinite(expected) ? expected : std::numeric_limits<double>::infinity(),  // nan: inf x 0
-                to_string(static_cast<FailureComponent>(worst)), w.mtbf_h, w.count, 1.0 / rate, recovery,
-                kMaxExpectedFailures));
+                to_string(static_cast<FailureComponent>(worst)), w.mtbf_h, w.count,
+                w.count == 1 ? "unit" : "units", 1.0 / rate, recovery, kMaxExpectedFailures));
         }
     }
     for (int i = 0; i < kFailureComponents; ++i) {

@@ -314,10 +314,15 @@ class FolderLock {
 }  // namespace
 
 void commit_together(const std::vector<OutputFile*>& files) {
-    std::set<std::string> folders;  // sorted: every process locks in the same order
+    // By canonical path, sorted: every process locks each folder once, whatever the spelling of its path
+    // (a second flock of one folder through another open file would wait on this process's own lock), and
+    // in the same order.
+    std::set<std::string> folders;
     for (const OutputFile* f : files) {
         const fs::path dir = fs::path(f->target()).parent_path();
-        folders.insert(dir.empty() ? std::string(".") : dir.string());
+        std::error_code ec;
+        const fs::path canonical = fs::canonical(dir.empty() ? fs::path(".") : dir, ec);
+        folders.insert(ec ? (dir.empty() ? std::string(".") : dir.string()) : canonical.string());
     }
     std::vector<std::unique_ptr<FolderLock>> locks;
     for (const std::string& dir : folders)

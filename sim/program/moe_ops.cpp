@@ -101,8 +101,16 @@ double moe_expert_bias_bytes_per_element(const ModelSpec& m, const Layout& l, bo
 double moe_activation_clamp_bytes_per_element(const ModelSpec& m, const Layout& l, bool backward) {
     if (!m.moe() || !m.moe_activation_clamp || m.mlp != MlpKind::swiglu || l.moe_fused_grouped_mlp) return 0;
     const double t = 2.0;                     // the 16-bit fc1 output (TE's GroupedLinear output dtype)
+    const double b = 1.0;                     // a bool mask
     if (!backward) return (t + t) + (t + t);  // the two clamps (each half), then the cat (the whole)
-    return 3 * t + (t + t);                   // ClampBackward per half; the chunk's backward (a cat)
+    // PyTorch's clamp_backward (FunctionsManual.cpp): where(mask, grad, 0), the mask `self <= max` for the
+    // gate's half (one comparison), `(self >= min).logical_and_(self <= max)` for the linear half (two
+    // comparisons and an in-place and); a comparison reads t, writes b; the and reads b + b, writes b; the
+    // where reads b + t, writes t. Per element of the whole: the mean of the two halves, then the chunk's
+    // backward (a cat: reads and writes the whole).
+    const double compare = t + b, both = b + b + b, where = b + t + t;
+    const double gate = compare + where, linear = 2 * compare + both + where;
+    return (gate + linear) / 2 + (t + t);
 }
 
 }  // namespace trainsim
@@ -195,16 +203,27 @@ void BlockBuilder::moe_expert_bias(OpTemplate& t, bool backward) {
 
 // The kernels of the eager clamp before the experts' activation (bytes:
 // moe_activation_clamp_bytes_per_element, whose split they follow): forward, a clamp of each half of fc1's
-// output, then their cat; backward, a ClampBackward of each half, then the chunk's backward (a cat). Each
-// kernel pays the compute model's kernel overhead.
+// output, then their cat; backward, the gate half's ClampBackward (a comparison and a where), the linear
+// half's (two comparisons, an and, a where), then the chunk's backward (a cat). Each kernel pays the compute
+// model's kernel overhead (clamp_backward's two one-element zero fills are not counted).
 void BlockBuilder::moe_activation_clamp(OpTemplate& t, bool backward) {
     if (moe_activation_clamp_bytes_per_element(m_, l_, backward) <= 0) return;
     const MoeShape x = moe_shape(m_, l_, Tsp_);
     const double half = x.received * x.ffn;  // elements of one half (gate or linear) of fc1's output
-    for (int g = 0; g < 2; ++g)
-        kernel(t, backward ? Kernel::memory("expert_act_clamp_bwd", 6.0 * half)
-                           : Kernel::memory("expert_act_clamp", 4.0 * half));
-    kernel(t, Kernel::memory(backward ? "expert_act_clamp_cat_bwd" : "expert_act_clamp_cat", 8.0 * half));
+    if (!backward) {
+        for (int g = 0; g < 2; ++g)
+            kernel(t, Kernel::memory("expert_act_clamp", 4.0 * half));  // reads and writes its half
+        kernel(t, Kernel::memory("expert_act_clamp_cat", 8.0 * half));
+        return;
+    }
+    // 16-bit values, bool masks: a comparison 2 + 1 B per element, the and 1 + 1 + 1, the where 1 + 2 + 2.
+    kernel(t, Kernel::memory("expert_act_clamp_bwd_compare", 3.0 * half));  // gate: self <= max
+    kernel(t, Kernel::memory("expert_act_clamp_bwd_where", 5.0 * half));
+    for (int c = 0; c < 2; ++c)  // linear: self >= min, self <= max
+        kernel(t, Kernel::memory("expert_act_clamp_bwd_compare", 3.0 * half));
+    kernel(t, Kernel::memory("expert_act_clamp_bwd_and", 3.0 * half));
+    kernel(t, Kernel::memory("expert_act_clamp_bwd_where", 5.0 * half));
+    kernel(t, Kernel::memory("expert_act_clamp_cat_bwd", 8.0 * half));
 }
 
 void BlockBuilder::moe_activation_forward(OpTemplate& t) {

@@ -56,13 +56,12 @@ void check_shared_tp_port_work(const TopologySpec& topology, const ModelSpec& mo
     const std::int64_t passes = (std::int64_t{model.layers} + model.mtp_layers) * micro_batches *
                                 std::max(layout.dp, 1) * std::max(layout.cp, 1);
     if (passes <= limits::kMaxLayerPassesSharedTpPorts) return;
+    // micro-batches * dp = global_batch / micro_batch (check_layout: the global batch divides evenly)
     throw InputError(fmt::format(
-        "layer passes per step ((model.layers + model.mtp_layers) * micro-batches * layout.dp * layout.cp) = "
-        "{} "
-        "at layout.tp = {} on {} ({}: TP collectives simulated as flows) is above the limit of {} "
-        "(trainsim/limits.hpp)",
+        "layer passes per step ((model.layers + model.mtp_layers) * layout.global_batch / layout.micro_batch"
+        " * layout.cp) = {} at layout.tp = {} on {} ({}: TP collectives as flows) is above the limit of {}",
         passes, layout.tp, topology.name,
-        rail_only ? "scale_out.topology = \"rail-only\"" : "scale_up.kind = \"pcie\"",
+        rail_only ? "topology.scale_out.topology = \"rail-only\"" : "topology.scale_up.kind = \"pcie\"",
         limits::kMaxLayerPassesSharedTpPorts));
 }
 

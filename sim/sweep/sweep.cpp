@@ -194,10 +194,11 @@ const std::vector<std::string>& sweep_keys() {
 
 void restrict_sweep_grid(SweepGrid& grid, const std::string& assignment, const std::string& option) {
     const std::string shown = clip_for_message(assignment);  // a list of 100,000 characters is cut
+    const bool fix = option == "--fix" || option == "fix";   // the CLI's option or the Python argument
     const auto eq = assignment.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == assignment.size())
-        throw InputError(fmt::format("{} \"{}\": expected key=value{}", option, shown,
-                                     option == "--fix" ? "" : ",value..."));
+        throw InputError(
+            fmt::format("{} \"{}\": expected key=value{}", option, shown, fix ? "" : ",value..."));
     const std::string key = trim(assignment.substr(0, eq));
     const auto values = split_commas(assignment.substr(eq + 1));
     const std::string where = fmt::format("{} {}", option, key);
@@ -205,8 +206,9 @@ void restrict_sweep_grid(SweepGrid& grid, const std::string& assignment, const s
     if (std::find(keys.begin(), keys.end(), key) == keys.end() && key != "ep")
         throw InputError(fmt::format("{} \"{}\": unknown key \"{}\"; the keys are {}", option, shown,
                                      clip_for_message(key), fmt::join(keys, ", ")));
-    if (option == "--fix" && values.size() != 1)
-        throw InputError(fmt::format("{} \"{}\": --fix takes one value; --vary takes a list", option, shown));
+    if (fix && values.size() != 1)
+        throw InputError(fmt::format("{} \"{}\": {} takes one value; {} takes a list", option, shown, option,
+                                     option == "fix" ? "vary" : "--vary"));
     auto to_int = [&key](const std::string& v, const std::string& w) {
         return static_cast<int>(parse_axis_integer(key, v, w));
     };

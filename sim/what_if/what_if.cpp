@@ -30,12 +30,19 @@ MemoryReport walked_memory(const TopologySpec& topology, const GpuSpec& gpu, con
     return simulate_memory(model, layout, program, gpu);
 }
 
-/// The step time of `layout`, simulated under the bound; nullopt when the simulation passed it.
+/// The step time of `layout`, simulated under the bound; nullopt when the simulation passed it, or would pass
+/// the layer passes a fabric whose TP groups share their ports admits (check_shared_tp_port_work: a remedy
+/// that halves the micro-batch doubles them; its memory figures stand).
 std::optional<double> bounded_step_time(const TopologySpec& topology, const ModelSpec& model,
                                         const Layout& layout, const std::string& name,
                                         std::uint64_t max_events) {
     SimulationOptions o;
     o.execution.max_events = max_events;
+    try {
+        check_shared_tp_port_work(topology, model, layout);
+    } catch (const InputError&) {
+        return std::nullopt;
+    }
     try {
         return simulate(topology, model, layout, name, o).report.step_time_s;
     } catch (const EventLimitExceeded&) {

@@ -85,6 +85,11 @@ class SweepTest(unittest.TestCase):
         # Round 13: a list in fix ran as a vary (the CLI refuses `--fix tp=1,2`).
         with self.assertRaisesRegex(trainsim.InputError, r"^sweep: fix\['tp'\] = \[1, 2\]: fix takes one value; vary takes a list$"):
             trainsim.sweep(TOPOLOGY, WORKLOAD, gpus=16, fix={"tp": [1, 2]})
+        # A comma list as a string, or a list of assignments, reached the core as "fix", which refused several
+        # values only for "--fix" (review of round 13).
+        for fix in ({"tp": "1,2"}, ["tp=1,2"]):
+            with self.assertRaisesRegex(trainsim.InputError, r'fix "tp=1,2": fix takes one value; vary takes a list$'):
+                trainsim.sweep(TOPOLOGY, WORKLOAD, gpus=16, fix=fix)
 
     def test_sweep_numeric_arguments_out_of_range(self):
         # Round 10: gpus=16.5 was cut to 16, jobs=-1 and 5000 ran on the hardware's threads (the CLI refuses

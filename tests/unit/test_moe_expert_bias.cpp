@@ -177,9 +177,11 @@ TEST_CASE("moe activation clamp: bytes per element of fc1's output by hand") {
     // Forward: each half's clamp reads 2 and writes 2 B per element of its half (4 B per two elements:
     // 2 per element of the whole), as both halves: 4; the cat reads and writes the whole: 4. Total 8.
     CHECK(moe_activation_clamp_bytes_per_element(m, l, false) == 8);
-    // Backward: ClampBackward reads the gradient and the input and writes the gradient (6); the chunk's
-    // backward concatenates (4). Total 10.
-    CHECK(moe_activation_clamp_bytes_per_element(m, l, true) == 10);
+    // Backward (PyTorch's clamp_backward): the gate's half where(self <= max, grad, 0): the comparison reads
+    // 2, writes a bool 1; the where reads 1 + 2, writes 2: 8. The linear half's mask is (self >= min) and
+    // (self <= max): two comparisons 3 + 3, the in-place and 1 + 1 + 1, the where 5: 14. Per element of the
+    // whole (8 + 14) / 2 = 11; the chunk's backward concatenates (2 + 2): 15.
+    CHECK(moe_activation_clamp_bytes_per_element(m, l, true) == 15);
     l.moe_fused_grouped_mlp = true;  // TE's op fuser clamps inside its fused activation
     CHECK(moe_activation_clamp_bytes_per_element(m, l, false) == 0);
     CHECK(moe_activation_clamp_bytes_per_element(m, l, true) == 0);
@@ -204,8 +206,8 @@ TEST_CASE("moe activation clamp: two clamps and a cat per MoE layer, repeated by
     Program p = build_program(m, l);
     CHECK(clamp_kernel_bytes(p, false, &n) == doctest::Approx(2 * 8 * elements));  // two MoE layers
     CHECK(n == 2 * 3);
-    CHECK(clamp_kernel_bytes(p, true, &n) == doctest::Approx(2 * 10 * elements));
-    CHECK(n == 2 * 3);
+    CHECK(clamp_kernel_bytes(p, true, &n) == doctest::Approx(2 * 15 * elements));
+    CHECK(n == 2 * 7);  // gate: compare, where; linear: two compares, and, where; the cat
     l.recompute = Recompute::selective;
     l.recompute_modules.moe_act = true;  // the activation (with its clamp) runs again before the backward
     p = build_program(m, l);
@@ -234,7 +236,12 @@ TEST_CASE("moe activation clamp: the clamped copy of fc1's output is stored unle
     const LayerActivations recomputed_plain = layer_activations(m, l);
     CHECK(recomputed.stored == doctest::Approx(recomputed_plain.stored));
     CHECK(recomputed.recomputed == doctest::Approx(recomputed_plain.recomputed + copy));
+    // With TE's op fuser the clamp runs inside the fused activation: nothing more is stored (no recompute).
+    l = tiny_layout();
     l.moe_fused_grouped_mlp = true;
     m.moe_activation_clamp = true;
-    CHECK(layer_activations(m, l).stored == doctest::Approx(recomputed_plain.stored));
+    const LayerActivations fused = layer_activations(m, l);
+    m.moe_activation_clamp = false;
+    CHECK(fused.stored == doctest::Approx(layer_activations(m, l).stored));
+    CHECK(fused.stored == doctest::Approx(plain.stored));
 }

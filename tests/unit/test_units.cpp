@@ -27,6 +27,12 @@ TEST_CASE("units: parse_quantity converts each dimension to its SI base") {
     CHECK(parse_time("0us", "f") == Time::ps(0));  // a zero latency is allowed
     CHECK(parse_bandwidth("200Gbps", "f").bytes_per_s == doctest::Approx(25e9).epsilon(1e-15));
     CHECK(parse_bytes("1KiB", "f") == 1024.0);
+    // The peta units reach the documented upper bound of 10^15 (bytes, bytes/s) without "1000TB".
+    CHECK(parse_bytes("1PB", "f") == 1e15);
+    CHECK(parse_bytes("1PiB", "f") == 1125899906842624.0);
+    CHECK(parse_bandwidth("1PBps", "f").bytes_per_s == 1e15);
+    CHECK(parse_bandwidth("1PB/s", "f").bytes_per_s == 1e15);
+    CHECK(parse_bandwidth("8Pbps", "f").bytes_per_s == doctest::Approx(1e15).epsilon(1e-15));
     CHECK(Bandwidth::Gbps(200).bytes_per_s == doctest::Approx(25e9).epsilon(1e-15));
     CHECK(Time::seconds(1.5e-12) == Time::ps(2));  // rounded to the nearest picosecond
 }
