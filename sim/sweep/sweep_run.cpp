@@ -814,11 +814,12 @@ void check_first_work(const GridWork& work, const ModelSpec& model) {
     if (experts_work > limits::kMaxSweepProgramLayerPasses / 2)
         throw InputError(fmt::format(
             "sweep: model.num_experts = {}: the {} layouts that pass the grid checks hold {} local experts "
-            "(model.num_experts / layout.ep, summed; {} program layer passes each) and {} program layer "
+            "(model.num_experts / layout.ep, summed; {} program layer pass{} each) and {} program layer "
             "passes{}, {} in all, above the limit of {} (limits.hpp kMaxSweepProgramLayerPasses); --fix ep=N "
             "(a larger EP) or --fix / --vary narrow it",
             model.num_experts, work.layouts, work.local_experts, limits::kSweepProgramPassesPerLocalExpert,
-            work.first_layer_passes(), screening, work.first_work(), limits::kMaxSweepProgramLayerPasses));
+            limits::kSweepProgramPassesPerLocalExpert == 1 ? "" : "es", work.first_layer_passes(), screening,
+            work.first_work(), limits::kMaxSweepProgramLayerPasses));
     throw InputError(fmt::format(
         "sweep: the {} layouts that pass the grid checks hold {} program layer passes{} ((model.layers + "
         "3 * model.mtp_layers) * {}, summed{}), above the limit of {} (limits.hpp "
