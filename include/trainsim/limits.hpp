@@ -126,7 +126,7 @@ inline constexpr std::int64_t kMaxGoodputStudyEvents = std::int64_t{1} << 30;
 /// default grid of the widest shipped preset is 37,632 points per size.
 inline constexpr std::int64_t kMaxSweepPoints = 500000;
 /// Program layer passes of one sweep's first phase (layout.hpp program_layer_passes: (model.layers + 3 *
-/// model.mtp_layers) * micro-batches per step of each program built, plus 1 per local expert of each;
+/// model.mtp_layers) * micro-batches per step of each program built, plus 2 per local expert of each;
 /// kMtpLayerProgramPassWeight, kSweepProgramPassesPerLocalExpert), counted as the sweep builds them
 /// (sweep.hpp sweep_build_work): every layout that passes the grid checks has a program built, hashed and
 /// bounded; with pruning (the default) first one of a micro-batch per pipeline stage, whose parameters,
@@ -144,15 +144,14 @@ inline constexpr std::int64_t kMaxSweepProgramLayerPasses = std::int64_t{1} << 2
 /// A local expert (model.num_experts / layout.ep) of a program a sweep builds, in the program layer passes
 /// of kMaxSweepProgramLayerPasses: each weighs this many passes, in the screening's program and again in the
 /// layout's own. The program of an MoE layout holds one GEMM per local expert and linear layer in each MoE
-/// template (sim/program/moe_ops.cpp), built and timed once per program whatever its micro-batches.
-/// Measured (Release, 2026-11-29) on a toy MoE on 16 H100 (tiny_moe.json, hidden 256, expert FFN 32, 1,872
-/// layouts past the grid checks): 4,096 experts, 5.2 M local experts, 5.6 s of CPU with both programs of
-/// every layout built, 1.1 us per local expert and layout (as round 13's 1.1 us, then weighed 2 once per
-/// layout); 1.3 s where no layout fits and only the screening's are built, 0.24 us. At 0.55 us a pass that is
-/// 0.4 pass in the screening's program and 1.5 in the layout's own: 1 in each, 2 for a layout that builds
-/// both. The screening of the 65,536-expert toy (83 M local experts; past 200 s when every layout's program
-/// was built) is refused before it starts.
-inline constexpr std::int64_t kSweepProgramPassesPerLocalExpert = 1;
+/// template (sim/program/moe_ops.cpp), built and timed once per program whatever its micro-batches; the cost
+/// per expert grows with the experts per program. Measured (Release, 2026-11-29) on a toy MoE on 16 H100
+/// (tiny_moe.json, hidden 256, expert FFN 32, 1,872 layouts past the grid checks): 4,096 experts (5.2 M
+/// local experts), 0.24 us of CPU per local expert in the screening's program, 1.1 us for both programs;
+/// 8,192, 1.6 us for both; 16,384, 1.0 us in the screening alone (7 s user and 14 s system CPU for its
+/// 20.7 M, fresh programs each time). About 2 passes of 0.5 us each where it matters: 2, in each program.
+/// The 16,384- and 65,536-expert toys (41 M and 166 M) are refused before their screening.
+inline constexpr std::int64_t kSweepProgramPassesPerLocalExpert = 2;
 /// A multi-token-prediction layer (model.mtp_layers) in program_layer_passes, and so in the sweep's and the
 /// what-if study's bounds, weighs this many layer passes: it builds, times and walks the embedding, its own
 /// projections, a transformer layer and the output layer. Measured (Release, one core, 2026-11-29):

@@ -307,6 +307,15 @@ std::int64_t program_build_work(const ModelSpec& model, const Layout& l) {
 
 namespace {
 
+/// The last program this thread built in screen_point, check_point or check_memory: its op lists are reused
+/// for the next (build_program's `recycled`; fresh lists of millions of ops cost a small cluster's sweep as
+/// much in page faults as the building, and the screening of a toy MoE of 16,384 experts 14 s of system
+/// CPU).
+Program& program_scratch() {
+    thread_local Program scratch;
+    return scratch;
+}
+
 /// With pruning, a point whose parameters, gradients and optimizer state alone pass the HBM on some stage is
 /// out of memory without its program or its walk: those piles are held all along, so every walk's peak is
 /// above them (held_piles). They come from a program of the layout with one micro-batch per pipeline stage
@@ -323,7 +332,9 @@ bool held_piles_overflow(const Layout& l, const Cluster& cluster, const ModelSpe
     double worst_held = 0;
     int worst_stage = 0;
     try {
-        const Program p = build_program(model, shallow);
+        Program& scratch = program_scratch();
+        scratch = build_program(model, shallow, std::move(scratch));
+        const Program& p = scratch;
         for (int s = 0; s < l.pp; ++s) {
             const PileBytes piles = held_piles(model, l, p, s, cluster.gpu());
             c.memory_floor_bytes = std::max(c.memory_floor_bytes, total_bytes(piles));
@@ -350,18 +361,6 @@ bool held_piles_overflow(const Layout& l, const Cluster& cluster, const ModelSpe
     c.peak_memory_bytes = total_bytes(worst);
     c.peak_stage = worst_stage;
     return true;
-}
-
-}  // namespace
-
-namespace {
-
-/// The last program this thread built in check_point or check_memory: its op lists are reused for the next
-/// (build_program's `recycled`; fresh lists of millions of ops cost a small cluster's sweep as much in page
-/// faults as the building).
-Program& program_scratch() {
-    thread_local Program scratch;
-    return scratch;
 }
 
 }  // namespace

@@ -469,7 +469,7 @@ TEST_CASE(
         [&] { (void)sweep_build_work(p.topology, p.workload.model, p.workload.layout, SweepGrid{}, o); });
     CHECK(trainsim::test::contains(why, "sweep: model.num_experts = 65536: the "));
     CHECK(trainsim::test::contains(
-        why, "local experts (model.num_experts / layout.ep, summed; 1 program layer pass each)"));
+        why, "local experts (model.num_experts / layout.ep, summed; 2 program layer passes each)"));
     CHECK(trainsim::test::contains(
         why, fmt::format("above the limit of {}", limits::kMaxSweepProgramLayerPasses)));
     // With its programs' memory screened, the screening alone is past the limit: its local experts are built
