@@ -125,24 +125,32 @@ inline constexpr std::int64_t kMaxGoodputStudyEvents = std::int64_t{1} << 30;
 /// Qwen3-30B-A3B on 12 B200 sizes, 8 to 16,384 GPUs, is 388,416 points, 2.1 GB RSS and 68 s on 2 cores; the
 /// default grid of the widest shipped preset is 37,632 points per size.
 inline constexpr std::int64_t kMaxSweepPoints = 500000;
-/// Program layer passes of one sweep (layout.hpp program_layer_passes: (model.layers + 3 * model.mtp_layers)
-/// * micro-batches per step of each layout that passes the grid checks, plus 2 per local expert of each,
-/// summed over the grid and its sizes; kMtpLayerProgramPassWeight, kSweepProgramPassesPerLocalExpert):
-/// every such layout's program is built, hashed and bounded before any is simulated, about 0.7 us of CPU
-/// per pass. Measured (Release, 2 cores, 2026-11-28) on Llama 3 8B on 8 H100 (816 layouts): global batch
-/// 1,024 is 8.8 M passes, 5.9 s of CPU (3.6 s wall, 269 MB); 4,096 is 35.2 M, 26.4 s (16.1 s, 723 MB);
-/// 16,384 is 141 M, 96 s of CPU and 2.7 GB; 65,536 (546 layouts inside the run limits) 173 M, 213 s wall
-/// and 5.07 GB. 2^25 keeps the checks near 24 s of CPU (about 12 s on 2 cores) and 700 MB. The shipped
-/// presets' default sweeps hold 0.09 M (Llama 3 405B on 16,384 H100) to 10.5 M (Llama 3 8B on 64 H100);
-/// the 14-size Qwen3-30B-A3B sweep on B200 (8 to 65,536 GPUs, 154 M, 98 s on 2 cores) is refused.
+/// Program layer passes of one sweep's first phase (layout.hpp program_layer_passes: (model.layers + 3 *
+/// model.mtp_layers) * micro-batches per step of each program built, plus 2 per local expert of each;
+/// kMtpLayerProgramPassWeight, kSweepProgramPassesPerLocalExpert), counted as the sweep builds them
+/// (sweep.hpp sweep_build_work): every layout that passes the grid checks has a program built, hashed and
+/// bounded; with pruning (the default) first one of a micro-batch per pipeline stage, whose parameters,
+/// gradients and optimizer state screen it, and its own program only where those fit in memory; without
+/// (--exhaustive, --top 0, a what-if sweep) its own. Checked before the screening (its programs, or every
+/// layout's own without pruning) and again before any layout's own program is built (the screening's work
+/// and the programs still to build). About 0.5-0.7 us of CPU per pass counted so, the sweep's simulations
+/// included, where those few cost little (Release, 2 shared cores, 2026-11-29): Llama 3 8B on 8 H100, 8.9 M
+/// passes, 6.1 s of CPU; on 64 H100 10.9 M, 7.8 s; Mixtral 8x7B on 64 B200 10.4 M, 6.1 s; Qwen3-30B-A3B on
+/// 128 B200 17.3 M, 8.3 s, on 16 H100 26.6 M, 14.6 s (2,196 of its 3,432 layouts fit: counting every
+/// layout's own program, 35.7 M, refused it from 2026-11-28). 2^25 keeps the first phase near 24 s of CPU
+/// (about 12 s on 2 cores). Llama 3 8B on 8 H100 at global batch 65,536 (534 of 546 layouts fit, 172 M:
+/// 213 s wall and 5.07 GB before the limit) is refused after a 0.02 s screening.
 inline constexpr std::int64_t kMaxSweepProgramLayerPasses = std::int64_t{1} << 25;
-/// A sweep layout's local experts (model.num_experts / layout.ep) in the program layer passes of
-/// kMaxSweepProgramLayerPasses: each weighs this many passes. The program of an MoE layout holds one GEMM per
-/// local expert and linear layer in each MoE template (sim/program/moe_ops.cpp), built and timed once per
-/// layout whatever its micro-batches: about 1.1 us of CPU per local expert and layout, 1.6 passes. Measured
-/// (Release, one core, 2026-11-29): a toy MoE of 4,096 experts on 16 H100, 1,482 layouts past the grid
-/// checks, 3.8 M local experts, 4.5 s of CPU against 0.24 s at 64 experts; at 65,536 experts (61 M local
-/// experts) the sweep passed 200 s. Rounded up to 2.
+/// A local expert (model.num_experts / layout.ep) of a program a sweep builds, in the program layer passes
+/// of kMaxSweepProgramLayerPasses: each weighs this many passes, in the screening's program and again in the
+/// layout's own. The program of an MoE layout holds one GEMM per local expert and linear layer in each MoE
+/// template (sim/program/moe_ops.cpp), built and timed once per program whatever its micro-batches; the cost
+/// per expert grows with the experts per program. Measured (Release, 2026-11-29) on a toy MoE on 16 H100
+/// (tiny_moe.json, hidden 256, expert FFN 32, 1,872 layouts past the grid checks): 4,096 experts (5.2 M
+/// local experts), 0.24 us of CPU per local expert in the screening's program, 1.1 us for both programs;
+/// 8,192, 1.6 us for both; 16,384, 1.0 us in the screening alone (7 s user and 14 s system CPU for its
+/// 20.7 M, fresh programs each time). About 2 passes of 0.5 us each where it matters: 2, in each program.
+/// The 16,384- and 65,536-expert toys (41 M and 166 M) are refused before their screening.
 inline constexpr std::int64_t kSweepProgramPassesPerLocalExpert = 2;
 /// A multi-token-prediction layer (model.mtp_layers) in program_layer_passes, and so in the sweep's and the
 /// what-if study's bounds, weighs this many layer passes: it builds, times and walks the embedding, its own

@@ -277,6 +277,26 @@ struct SweepOptions {
 SweepResult run_sweep(const TopologySpec& topology, const ModelSpec& model, const Layout& base,
                       const SweepGrid& grid, const std::string& workload_name, const SweepOptions& options);
 
+/// The program-build work of a sweep's first phase, in the units of limits::kMaxSweepProgramLayerPasses
+/// (program layer passes, with limits::kSweepProgramPassesPerLocalExpert per local expert of each program).
+/// Every layout that passes the grid checks has a program built, hashed and bounded; with pruning (no
+/// perturbations, options.prune_beyond_top > 0) first one of a micro-batch per pipeline stage, whose
+/// parameters, gradients and optimizer state screen it, and its own program only where those fit in memory.
+struct SweepBuildWork {
+    std::size_t layouts = 0;          ///< that pass the grid checks
+    std::size_t built = 0;            ///< whose own program is built (all of them without pruning)
+    std::int64_t screening_work = 0;  ///< the screening's programs (0 without pruning)
+    std::int64_t work = 0;            ///< everything phase 1 builds: the screening's and the layouts' own
+};
+
+/// What run_sweep builds before it simulates (SweepBuildWork), found as run_sweep finds it (the grid
+/// enumerated, each layout's held piles screened), with no layout's own program built. Throws the
+/// InputError run_sweep throws when that passes limits::kMaxSweepProgramLayerPasses (before the screening
+/// when its own work does; naming --global-batch, or model.num_experts when local experts weigh most), or
+/// for a bad topology, size or study (docs/reliability.md, the limits table).
+SweepBuildWork sweep_build_work(const TopologySpec& topology, const ModelSpec& model, const Layout& base,
+                                const SweepGrid& grid, const SweepOptions& options);
+
 /// The text summary: the top `top_k` layouts (with several sizes, the GPUs first; step time s, tokens/s,
 /// tokens/s per GPU, tokens/day, MFU, bubble, exposed TP/PP/DP s, peak memory and headroom GiB, with
 /// train_tokens the days, GPU-hours and cost to train, what limits it), the counts of rejected layouts by

@@ -80,11 +80,24 @@ class AloneCollectiveTimes {
     std::map<std::tuple<const Cluster*, int, std::vector<int>, double>, double> seconds_;
 };
 
-/// Phase 1 of `l` on `cluster`: rejected (reason, detail) or passed, with its program's hash, cost and bound.
-/// `held_floor` (pruning): out of memory already when its parameters, gradients and optimizer state alone
-/// pass the HBM less `min_headroom` on some stage (sweep_run.cpp held_piles_overflow).
-PointCheck check_point(const Layout& l, const Cluster& cluster, const ModelSpec& model,
-                       AloneCollectiveTimes& alone, bool held_floor, double min_headroom);
+/// The layout of `l` with one micro-batch per pipeline stage (global batch micro_batch * dp * pp), whose
+/// program a pruned sweep builds first for every point that passes the grid checks: its parameters,
+/// gradients and optimizer state (held piles) do not depend on the micro-batch count.
+Layout held_piles_layout(const Layout& l);
+/// What building, hashing and bounding `l`'s program costs, in the units of limits.hpp
+/// kMaxSweepProgramLayerPasses: program_layer_passes plus kSweepProgramPassesPerLocalExpert per local expert
+/// (model.num_experts / layout.ep) of an MoE model.
+std::int64_t program_build_work(const ModelSpec& model, const Layout& l);
+/// The first part of phase 1, before the point's own program is built: rejected by the grid checks (reason,
+/// detail); with `held_floor` (pruning), out of memory already when its parameters, gradients and optimizer
+/// state alone pass the HBM less `min_headroom` on some stage (sweep_run.cpp held_piles_overflow: a program
+/// of held_piles_layout is built); else status simulated (its program to be built), with its memory floor.
+PointCheck screen_point(const Layout& l, const Cluster& cluster, const ModelSpec& model, bool held_floor,
+                        double min_headroom);
+/// Phase 1 of a point `screened` passed (screen_point; any other is returned as it is): rejected (reason,
+/// detail) or passed, with its program's hash, cost and bound.
+PointCheck check_point(const PointCheck& screened, const Layout& l, const Cluster& cluster,
+                       const ModelSpec& model, AloneCollectiveTimes& alone);
 /// The early part of a passed point's memory walk (memory_peak_floor_bytes): a floor under its peak memory,
 /// bytes per GPU, at a fraction of check_memory's cost; 0 when its program is refused.
 double early_memory_floor(const Layout& l, const Cluster& cluster, const ModelSpec& model);

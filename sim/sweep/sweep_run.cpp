@@ -294,7 +294,27 @@ double AloneCollectiveTimes::seconds(const Cluster& cluster, CollectiveKind kind
     return s;
 }
 
+Layout held_piles_layout(const Layout& l) {
+    Layout shallow = l;
+    shallow.global_batch = static_cast<std::int64_t>(l.micro_batch) * l.dp * l.pp;
+    return shallow;
+}
+
+std::int64_t program_build_work(const ModelSpec& model, const Layout& l) {
+    const std::int64_t experts = model.moe() ? model.num_experts / std::max(l.ep, 1) : 0;
+    return program_layer_passes(model, l) + limits::kSweepProgramPassesPerLocalExpert * experts;
+}
+
 namespace {
+
+/// The last program this thread built in screen_point, check_point or check_memory: its op lists are reused
+/// for the next (build_program's `recycled`; fresh lists of millions of ops cost a small cluster's sweep as
+/// much in page faults as the building, and the screening of a toy MoE of 16,384 experts 14 s of system
+/// CPU).
+Program& program_scratch() {
+    thread_local Program scratch;
+    return scratch;
+}
 
 /// With pruning, a point whose parameters, gradients and optimizer state alone pass the HBM on some stage is
 /// out of memory without its program or its walk: those piles are held all along, so every walk's peak is
@@ -307,13 +327,14 @@ namespace {
 /// at 99.99% every layout of Llama 3 8B on 64 H100 was walked in full, 46 s, where none can fit.
 bool held_piles_overflow(const Layout& l, const Cluster& cluster, const ModelSpec& model, double min_headroom,
                          PointCheck& c) {
-    Layout shallow = l;
-    shallow.global_batch = static_cast<std::int64_t>(l.micro_batch) * l.dp * l.pp;
+    const Layout shallow = held_piles_layout(l);
     PileBytes worst{};
     double worst_held = 0;
     int worst_stage = 0;
     try {
-        const Program p = build_program(model, shallow);
+        Program& scratch = program_scratch();
+        scratch = build_program(model, shallow, std::move(scratch));
+        const Program& p = scratch;
         for (int s = 0; s < l.pp; ++s) {
             const PileBytes piles = held_piles(model, l, p, s, cluster.gpu());
             c.memory_floor_bytes = std::max(c.memory_floor_bytes, total_bytes(piles));
@@ -344,24 +365,21 @@ bool held_piles_overflow(const Layout& l, const Cluster& cluster, const ModelSpe
 
 }  // namespace
 
-namespace {
-
-/// The last program this thread built in check_point or check_memory: its op lists are reused for the next
-/// (build_program's `recycled`; fresh lists of millions of ops cost a small cluster's sweep as much in page
-/// faults as the building).
-Program& program_scratch() {
-    thread_local Program scratch;
-    return scratch;
-}
-
-}  // namespace
-
-PointCheck check_point(const Layout& l, const Cluster& cluster, const ModelSpec& model,
-                       AloneCollectiveTimes& alone, bool held_floor, double min_headroom) {
+PointCheck screen_point(const Layout& l, const Cluster& cluster, const ModelSpec& model, bool held_floor,
+                        double min_headroom) {
     PointCheck c;
     c.reason = classify(model, l, cluster.gpus(), &c.detail);
     if (!c.reason.empty()) return c;
     if (held_floor && held_piles_overflow(l, cluster, model, min_headroom, c)) return c;
+    c.status = SweepStatus::simulated;  // to be built
+    return c;
+}
+
+PointCheck check_point(const PointCheck& screened, const Layout& l, const Cluster& cluster,
+                       const ModelSpec& model, AloneCollectiveTimes& alone) {
+    if (screened.status != SweepStatus::simulated) return screened;
+    PointCheck c = screened;
+    c.status = SweepStatus::rejected;
     Program& scratch = program_scratch();
     try {
         Program program = build_program(model, l, std::move(scratch));
@@ -518,16 +536,35 @@ Points enumerate_points(const TopologySpec& topology, const ModelSpec& model, co
     return pts;
 }
 
-/// Phase 1 over every point; the checks' results, in index order.
-std::vector<PointCheck> check_points(const Points& pts, const ModelSpec& model, const SweepOptions& options,
-                                     const std::function<void()>& checked) {
-    AloneCollectiveTimes alone;  // shared by the points' bounds
-    const bool held_floor = options.perturbations.empty() && options.prune_beyond_top > 0;
+/// Whether phase 1 screens each point's held piles before building its program (held_piles_overflow): with
+/// pruning, without perturbations.
+bool screens_held_piles(const SweepOptions& options) {
+    return options.perturbations.empty() && options.prune_beyond_top > 0;
+}
+
+/// The first part of phase 1 over every point (screen_point), in index order.
+std::vector<PointCheck> screen_points(const Points& pts, const ModelSpec& model,
+                                      const SweepOptions& options) {
+    const bool held_floor = screens_held_piles(options);
     return spread_map(
         pts.entries.size(), options.jobs, options.processes,
         [&](std::size_t i) {
-            PointCheck c = check_point(pts.entries[i].layout, *pts.clusters[pts.cluster_of[i]], model, alone,
-                                       held_floor, options.min_headroom);
+            return screen_point(pts.entries[i].layout, *pts.clusters[pts.cluster_of[i]], model, held_floor,
+                                options.min_headroom);
+        },
+        encode_check, [](const std::string& bytes, std::size_t) { return decode_check(bytes); });
+}
+
+/// Phase 1 over every point, after its screening; the checks' results, in index order.
+std::vector<PointCheck> check_points(const Points& pts, const ModelSpec& model, const SweepOptions& options,
+                                     const std::vector<PointCheck>& screened,
+                                     const std::function<void()>& checked) {
+    AloneCollectiveTimes alone;  // shared by the points' bounds
+    return spread_map(
+        pts.entries.size(), options.jobs, options.processes,
+        [&](std::size_t i) {
+            PointCheck c = check_point(screened[i], pts.entries[i].layout, *pts.clusters[pts.cluster_of[i]],
+                                       model, alone);
             checked();
             return c;
         },
@@ -705,23 +742,33 @@ struct GridWork {
     std::int64_t gpu_layer_passes = 0;      ///< gpu_layer_passes_per_step, summed
     std::int64_t program_layer_passes = 0;  ///< program_layer_passes, summed
     /// Local experts (model.num_experts / layout.ep), summed: each MoE template of a layout's program holds
-    /// one GEMM per local expert and linear layer, built and timed once per layout (at most 65,536 per
-    /// layout: the sum fits).
+    /// one GEMM per local expert and linear layer, built and timed once per program whatever its
+    /// micro-batches (at most 65,536 per layout: the sum fits).
     std::int64_t local_experts = 0;
-    /// What check_build_work bounds: the program layer passes and limits::kSweepProgramPassesPerLocalExpert
-    /// per local expert.
-    std::int64_t build_work() const {
-        return program_layer_passes + limits::kSweepProgramPassesPerLocalExpert * local_experts;
+    /// With pruning (screens_held_piles): each layout's held piles come first, from a program of one
+    /// micro-batch per stage (held_piles_layout); its own program is built only when they fit the HBM.
+    bool screened = false;
+    std::int64_t screening_layer_passes = 0;  ///< program_layer_passes of the held_piles_layout, summed
+    /// The program layer passes built before the grid's own programs (check_first_work): the screening's
+    /// programs when screened, else every layout's own; with limits::kSweepProgramPassesPerLocalExpert per
+    /// local expert either way.
+    std::int64_t first_layer_passes() const {
+        return screened ? screening_layer_passes : program_layer_passes;
+    }
+    std::int64_t first_work() const {
+        return first_layer_passes() + limits::kSweepProgramPassesPerLocalExpert * local_experts;
     }
 };
 
-GridWork grid_work(const Points& pts, const ModelSpec& model) {
+GridWork grid_work(const Points& pts, const ModelSpec& model, bool screened) {
     GridWork w;
+    w.screened = screened;
     for (std::size_t i = 0; i < pts.entries.size(); ++i) {
         const Layout& l = pts.entries[i].layout;
         if (!classify(model, l, pts.clusters[pts.cluster_of[i]]->gpus(), nullptr).empty()) continue;
         w.gpu_layer_passes += gpu_layer_passes_per_step(model, l);
         w.program_layer_passes += program_layer_passes(model, l);
+        if (screened) w.screening_layer_passes += program_layer_passes(model, held_piles_layout(l));
         if (model.moe()) w.local_experts += model.num_experts / std::max(l.ep, 1);
         ++w.layouts;
     }
@@ -752,32 +799,65 @@ std::uint64_t check_study_work(const GridWork& work, const SweepOptions& options
         limits::kMaxGpuLayerPassesPerStudy / passes));
 }
 
-/// Every grid point that passes the grid checks has its program built, hashed and bounded (check_points),
-/// at a cost that grows with its program's layer passes (program_layer_passes) and, for an MoE model, its
-/// local experts: refused at once when their sum (GridWork::build_work) passes
+/// Every grid point that passes the grid checks has a program built, hashed and bounded (check_points), at a
+/// cost that grows with its program's layer passes (program_layer_passes) and, for an MoE model, its local
+/// experts (program_build_work). Without pruning that is the layout's own program; with pruning, first the
+/// program of one micro-batch per stage (held_piles_layout), and the layout's own only where its held piles
+/// fit (check_built_work). Refused at once when the first programs' work (GridWork::first_work) passes
 /// limits::kMaxSweepProgramLayerPasses, naming the global batch, or model.num_experts when the experts'
 /// share alone passes half the limit.
-void check_build_work(const GridWork& work, const ModelSpec& model) {
-    if (work.build_work() <= limits::kMaxSweepProgramLayerPasses) return;
+void check_first_work(const GridWork& work, const ModelSpec& model) {
+    if (work.first_work() <= limits::kMaxSweepProgramLayerPasses) return;
     const std::int64_t experts_work = limits::kSweepProgramPassesPerLocalExpert * work.local_experts;
+    const std::string screening = work.screened ? " to screen their memory" : "";
     if (experts_work > limits::kMaxSweepProgramLayerPasses / 2)
         throw InputError(fmt::format(
             "sweep: model.num_experts = {}: the {} layouts that pass the grid checks hold {} local experts "
-            "(model.num_experts / layout.ep, summed; {} program layer passes each) and {} program layer "
-            "passes, {} in all, above the limit of {} (limits.hpp kMaxSweepProgramLayerPasses); --fix ep=N "
+            "(model.num_experts / layout.ep, summed; {} program layer pass{} each) and {} program layer "
+            "passes{}, {} in all, above the limit of {} (limits.hpp kMaxSweepProgramLayerPasses); --fix ep=N "
             "(a larger EP) or --fix / --vary narrow it",
             model.num_experts, work.layouts, work.local_experts, limits::kSweepProgramPassesPerLocalExpert,
-            work.program_layer_passes, work.build_work(), limits::kMaxSweepProgramLayerPasses));
+            limits::kSweepProgramPassesPerLocalExpert == 1 ? "" : "es", work.first_layer_passes(), screening,
+            work.first_work(), limits::kMaxSweepProgramLayerPasses));
     throw InputError(fmt::format(
-        "sweep: the {} layouts that pass the grid checks hold {} program layer passes ((model.layers + "
-        "3 * model.mtp_layers) * micro-batches per step, summed{}), above the limit of {} (limits.hpp "
-        "kMaxSweepProgramLayerPasses); a smaller --global-batch (layout.global_batch) or --fix / --vary "
-        "narrow it",
-        work.layouts, work.build_work(),
+        "sweep: the {} layouts that pass the grid checks hold {} program layer passes{} ((model.layers + "
+        "3 * model.mtp_layers) * {}, summed{}), above the limit of {} (limits.hpp "
+        "kMaxSweepProgramLayerPasses); {}--fix / --vary narrow it",
+        work.layouts, work.first_work(), screening, work.screened ? "pp" : "micro-batches per step",
         work.local_experts > 0
             ? fmt::format(", with {} per local expert", limits::kSweepProgramPassesPerLocalExpert)
             : std::string(),
-        limits::kMaxSweepProgramLayerPasses));
+        limits::kMaxSweepProgramLayerPasses,
+        work.screened ? "" : "a smaller --global-batch (layout.global_batch) or "));
+}
+
+/// After the screening (screen_points): the programs still to build are those of the layouts it passed (with
+/// pruning, those whose held piles fit); the work of phase 1 (SweepBuildWork). With pruning, refused before
+/// any is built when their work (program_build_work, summed) and the screening's pass
+/// limits::kMaxSweepProgramLayerPasses, naming the global batch (without, check_first_work bounded it all).
+SweepBuildWork check_built_work(const GridWork& work, const Points& pts,
+                                const std::vector<PointCheck>& screened, const ModelSpec& model) {
+    SweepBuildWork b;
+    b.layouts = work.layouts;
+    b.screening_work = work.screened ? work.first_work() : 0;
+    std::int64_t own = 0;
+    for (std::size_t i = 0; i < pts.entries.size(); ++i) {
+        if (screened[i].status != SweepStatus::simulated) continue;
+        ++b.built;
+        own += program_build_work(model, pts.entries[i].layout);
+    }
+    b.work = b.screening_work + own;
+    if (b.work <= limits::kMaxSweepProgramLayerPasses) return b;
+    throw InputError(fmt::format(
+        "sweep: the {} of {} layouts whose parameters, gradients and optimizer state fit in memory hold {} "
+        "program layer passes ((model.layers + 3 * model.mtp_layers) * micro-batches per step, summed{}), {} "
+        "with their screening, above the limit of {} (limits.hpp kMaxSweepProgramLayerPasses); a smaller "
+        "--global-batch or --fix / --vary narrow it",
+        b.built, work.layouts, own,
+        work.local_experts > 0
+            ? fmt::format("; {} per local expert", limits::kSweepProgramPassesPerLocalExpert)
+            : std::string(),
+        b.work, limits::kMaxSweepProgramLayerPasses));
 }
 
 /// The result's header fields: names, sizes, HBM, batch, what-if perturbations, time-to-train options.
@@ -859,7 +939,28 @@ void rank_points(std::vector<SweepEntry>& entries, const ModelSpec& model, const
     }
 }
 
+/// The bounds checked before any layout's own program is built: the study's (check_study_work: `bounded`
+/// gets its event bound), the first programs' (check_first_work), then, after the screening (`screened`,
+/// screen_points), the programs still to build (check_built_work).
+SweepBuildWork screen_within_bounds(const Points& pts, const ModelSpec& model, const SweepOptions& options,
+                                    SweepOptions& bounded, std::vector<PointCheck>& screened) {
+    const GridWork work = grid_work(pts, model, screens_held_piles(options));
+    bounded.max_events = check_study_work(work, options);
+    check_first_work(work, model);
+    screened = screen_points(pts, model, bounded);
+    return check_built_work(work, pts, screened, model);
+}
+
 }  // namespace
+
+SweepBuildWork sweep_build_work(const TopologySpec& topology, const ModelSpec& model, const Layout& base,
+                                const SweepGrid& grid, const SweepOptions& options) {
+    const Points pts = enumerate_points(topology, model, base, grid, options);
+    (void)run_compute_model(topology, pts.clusters.front()->gpu(), base);
+    SweepOptions bounded = options;
+    std::vector<PointCheck> screened;
+    return screen_within_bounds(pts, model, options, bounded, screened);
+}
 
 SweepResult run_sweep(const TopologySpec& topology, const ModelSpec& model, const Layout& base,
                       const SweepGrid& grid, const std::string& workload_name, const SweepOptions& options) {
@@ -880,12 +981,11 @@ SweepResult run_sweep(const TopologySpec& topology, const ModelSpec& model, cons
         options.progress(progress);
     };
     SweepOptions bounded = options;
-    const GridWork work = grid_work(pts, model);
-    bounded.max_events = check_study_work(work, options);
-    check_build_work(work, model);
+    std::vector<PointCheck> screened;
+    (void)screen_within_bounds(pts, model, options, bounded, screened);
     const SweepOptions& opts = bounded;
     const std::vector<PointCheck> checks =
-        check_points(pts, model, opts, [&] { step(&SweepProgress::checked); });
+        check_points(pts, model, opts, screened, [&] { step(&SweepProgress::checked); });
     std::vector<std::size_t> todo, copy_of;
     // Pruning simulates few points: their copies are confirmed after (copies_hold), not every group's now.
     const bool defer = opts.deduplicate && opts.perturbations.empty() && opts.prune_beyond_top > 0;

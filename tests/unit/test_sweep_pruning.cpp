@@ -3,6 +3,7 @@
 // and never exceeds a simulated step time; a pruned sweep ranks the same top N, per cluster size, as the
 // exhaustive one, whatever the threads.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <map>
@@ -12,7 +13,10 @@
 #include "test_helpers.hpp"
 #include "trainsim/cluster.hpp"
 #include "trainsim/compute.hpp"
+#include "trainsim/config.hpp"
+#include "trainsim/errors.hpp"
 #include "trainsim/html_report.hpp"
+#include "trainsim/limits.hpp"
 #include "trainsim/memory.hpp"
 #include "trainsim/program.hpp"
 #include "trainsim/simulate.hpp"
@@ -408,4 +412,71 @@ TEST_CASE("sweep pruning: layouts whose held piles pass the HBM are out of memor
         if (e.peak_memory_bytes < x.peak_memory_bytes) ++floored;
     }
     CHECK(floored > 0);
+}
+
+namespace {
+
+/// A shipped workload on a shipped topology of `nodes` nodes, as `sweep --topology T --workload W --set
+/// topology.nodes=N` reads them.
+struct SweepPreset {
+    TopologySpec topology;
+    Workload workload;
+};
+
+SweepPreset sweep_preset(const std::string& topology, const std::string& workload, int nodes) {
+    const std::string src = TRAINSIM_SOURCE_DIR;
+    const std::string t = src + "/" + topology, w = src + "/" + workload;
+    SweepPreset p{parse_topology(read_json_file(t), t), parse_workload(read_json_file(w), w)};
+    p.topology.nodes = nodes;
+    return p;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "sweep bound: the default sweep of Qwen3-30B-A3B on its 16 H100 is admitted; only the layouts whose held "
+    "piles fit build their own programs") {
+    const SweepPreset p = sweep_preset("topologies/dgx-h100.json", "workloads/qwen3-30b-a3b.json", 2);
+    SweepOptions o;
+    o.jobs = 2;
+    o.prune_beyond_top = 10;  // the CLI's default --top
+    SweepBuildWork w;
+    REQUIRE_NOTHROW(w = sweep_build_work(p.topology, p.workload.model, p.workload.layout, SweepGrid{}, o));
+    CHECK(w.built > 0);
+    CHECK(w.built < w.layouts);  // the others' parameters, gradients and optimizer state pass 80 GB
+    CHECK(w.screening_work > 0);
+    CHECK(w.work > w.screening_work);
+    CHECK(w.work <= limits::kMaxSweepProgramLayerPasses);
+    // Every layout's program, as an exhaustive sweep builds them (no screening): past the limit, refused
+    // before any is built, naming the global batch.
+    o.prune_beyond_top = 0;
+    const std::string why = trainsim::test::message_of<InputError>(
+        [&] { (void)sweep_build_work(p.topology, p.workload.model, p.workload.layout, SweepGrid{}, o); });
+    CHECK(trainsim::test::contains(
+        why, fmt::format("sweep: the {} layouts that pass the grid checks hold", w.layouts)));
+    CHECK(trainsim::test::contains(why, "kMaxSweepProgramLayerPasses"));
+    CHECK(trainsim::test::contains(why, "--global-batch"));
+}
+
+TEST_CASE(
+    "sweep bound: a toy MoE of 65,536 experts on 16 GPUs is refused before any program is built, naming "
+    "model.num_experts") {
+    SweepPreset p = sweep_preset("topologies/dgx-a100.json", "tests/e2e/data/tiny_moe.json", 2);
+    p.workload.model.num_experts = 65536;
+    SweepOptions o;
+    o.prune_beyond_top = 10;
+    const std::string why = trainsim::test::message_of<InputError>(
+        [&] { (void)sweep_build_work(p.topology, p.workload.model, p.workload.layout, SweepGrid{}, o); });
+    CHECK(trainsim::test::contains(why, "sweep: model.num_experts = 65536: the "));
+    CHECK(trainsim::test::contains(
+        why, "local experts (model.num_experts / layout.ep, summed; 2 program layer passes each)"));
+    CHECK(trainsim::test::contains(
+        why, fmt::format("above the limit of {}", limits::kMaxSweepProgramLayerPasses)));
+    // With its programs' memory screened, the screening alone is past the limit: its local experts are built
+    // whether or not the layout's own program follows.
+    CHECK(trainsim::test::contains(why, "program layer passes to screen their memory"));
+    // Without pruning too.
+    o.prune_beyond_top = 0;
+    CHECK_THROWS_AS((void)sweep_build_work(p.topology, p.workload.model, p.workload.layout, SweepGrid{}, o),
+                    InputError);
 }
