@@ -155,6 +155,8 @@ struct RecomputeModules {
     bool mla_up_proj = false;
     /// Anything beyond Megatron's default ["core_attn"].
     bool beyond_default() const { return !core_attn || layernorm || mlp || moe || moe_act || shared_experts; }
+    /// The modules on, by Megatron's names in this order, with "mla_up_proj" last when `with_mla_up_proj`.
+    std::vector<std::string> names(bool with_mla_up_proj) const;
     friend bool operator==(const RecomputeModules&, const RecomputeModules&) = default;
 };
 

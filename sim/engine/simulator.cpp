@@ -7,6 +7,18 @@
 
 namespace trainsim {
 
+namespace {
+/// The smallest of the four children h[f .. f+3] (the first among equals), without branches (the comparisons
+/// of random keys are unpredictable).
+template <class Entry, class Before>
+std::size_t smallest_of_four(const Entry* h, std::size_t f, Before before) {
+    const std::size_t a = f + static_cast<std::size_t>(before(h[f + 1], h[f]));
+    const std::size_t b = f + 2 + static_cast<std::size_t>(before(h[f + 3], h[f + 2]));
+    const std::size_t take_b = static_cast<std::size_t>(0) - static_cast<std::size_t>(before(h[b], h[a]));
+    return a ^ ((a ^ b) & take_b);
+}
+}  // namespace
+
 std::uint64_t Simulator::checked_key(Time at, Priority priority) {
     if (at < now_)
         throw InternalError(fmt::format("event scheduled at {} ps, before now = {} ps", at.picoseconds(),
@@ -72,8 +84,7 @@ void Simulator::drop_free_root() {
 
 void Simulator::pop_top() {
     // Floyd's bottom-up deletion: move the hole at the root down to a leaf along the smallest children
-    // (branch-free selection: the comparisons of random keys are unpredictable), then sift the last entry up
-    // from there (it came from the bottom, so it rarely climbs).
+    // (smallest_of_four), then sift the last entry up from there (it came from the bottom, so it rarely climbs).
     const Entry last = heap_.back();
     heap_.pop_back();
     const std::size_t n = heap_size();
@@ -81,11 +92,7 @@ void Simulator::pop_top() {
     Entry* h = heap();
     std::size_t i = 0;
     while (4 * i + 4 < n) {
-        const std::size_t f = 4 * i + 1;
-        const std::size_t a = f + static_cast<std::size_t>(before(h[f + 1], h[f]));
-        const std::size_t b = f + 2 + static_cast<std::size_t>(before(h[f + 3], h[f + 2]));
-        const std::size_t take_b = static_cast<std::size_t>(0) - static_cast<std::size_t>(before(h[b], h[a]));
-        const std::size_t best = a ^ ((a ^ b) & take_b);
+        const std::size_t best = smallest_of_four(h, 4 * i + 1, before);
         h[i] = h[best];
         i = best;
     }
@@ -110,10 +117,7 @@ void Simulator::replace_root(const Entry& e) {
     Entry* h = heap();
     std::size_t i = 0;
     while (4 * i + 4 < n) {
-        const std::size_t f = 4 * i + 1;
-        const std::size_t a = f + static_cast<std::size_t>(before(h[f + 1], h[f]));
-        const std::size_t b = f + 2 + static_cast<std::size_t>(before(h[f + 3], h[f + 2]));
-        const std::size_t best = before(h[b], h[a]) ? b : a;
+        const std::size_t best = smallest_of_four(h, 4 * i + 1, before);
         if (!before(h[best], e)) break;
         h[i] = h[best];
         i = best;

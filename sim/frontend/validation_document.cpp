@@ -30,8 +30,14 @@ nlohmann::json or_null(const std::optional<T>& v) {
     return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
 
+/// An error statistic with the rows it is over: its MAPE and max are null over none (a file without measured
+/// peak memory has no peak-memory error, not one of 0%).
 nlohmann::json stats_json(const ErrorStats& s) {
-    return {{"mape_pct", s.mape_pct()}, {"max_abs_error_pct", s.max_abs_pct}, {"within_tolerance", s.within}};
+    const auto or_none = [&s](double v) { return s.count > 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
+    return {{"count", s.count},
+            {"mape_pct", or_none(s.mape_pct())},
+            {"max_abs_error_pct", or_none(s.max_abs_pct)},
+            {"within_tolerance", s.within}};
 }
 
 nlohmann::json collective_json(const CollectiveValidation& c) {

@@ -31,7 +31,7 @@
 //   router logits and probabilities   2 * 4 * num_experts fp32 (TopKRouter scores in fp32)      per T_r
 //   routed-expert input                G * h                                                      per R*etp
 //   expert FFN as the dense MLP, f_e / etp wide (SwiGLU: E * 2 f_e in, G * f_e out)              per R*etp
-//   with the eager clamp (ModelSpec::moe_activation_clamp, no op fuser): its cat's output, E * 2 f_e  per R*etp
+//   the eager clamp's cat output (moe_activation_clamp, no op fuser)  E * 2 f_e                   per R*etp
 //   expert outputs before the weighted combine  E * h                                             per R
 //   shared experts as a dense MLP f_s / t wide                                                    per T
 // replacing the dense MLP's tensors; a model's dense layers (DeepSeek-V3's first 3,

@@ -71,6 +71,19 @@ std::vector<std::int64_t> stage_layer_indices(const ModelSpec& m, const Layout& 
     return out;
 }
 
+std::vector<std::string> RecomputeModules::names(bool with_mla_up_proj) const {
+    std::vector<std::string> out;
+    for (const auto& [on, name] : {std::pair{core_attn, "core_attn"},
+                                   {layernorm, "layernorm"},
+                                   {mlp, "mlp"},
+                                   {moe, "moe"},
+                                   {moe_act, "moe_act"},
+                                   {shared_experts, "shared_experts"},
+                                   {with_mla_up_proj, "mla_up_proj"}})
+        if (on) out.emplace_back(name);
+    return out;
+}
+
 namespace {
 /// Collects the violations of one layout check after another (the order is the order of the messages).
 struct Violations {
@@ -94,16 +107,9 @@ struct Violations {
 /// MoE model (shared_experts one with shared experts).
 /// Layout::recompute_modules as the workload writes it: ["core_attn", "mla_up_proj"].
 std::string recompute_modules_text(const Layout& l) {
-    const RecomputeModules& r = l.recompute_modules;
     std::string out;
-    for (const auto& [on, name] : {std::pair{r.core_attn, "core_attn"},
-                                   {r.layernorm, "layernorm"},
-                                   {r.mlp, "mlp"},
-                                   {r.moe, "moe"},
-                                   {r.moe_act, "moe_act"},
-                                   {r.shared_experts, "shared_experts"},
-                                   {r.mla_up_proj, "mla_up_proj"}})
-        if (on) out += fmt::format("{}\"{}\"", out.empty() ? "" : ", ", name);
+    for (const std::string& name : l.recompute_modules.names(l.recompute_modules.mla_up_proj))
+        out += fmt::format("{}\"{}\"", out.empty() ? "" : ", ", name);
     return "[" + out + "]";
 }
 

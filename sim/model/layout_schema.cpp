@@ -105,19 +105,7 @@ schema::Table<Layout> make_layout_fields() {
         f.doc =
             "with recompute selective: the modules recomputed (Megatron --recompute-modules; default "
             "core_attn; mla_up_proj sets recompute_mla_up_proj)";
-        f.get = [](const Layout& l) {
-            const RecomputeModules& r = l.recompute_modules;
-            std::vector<std::string> v;
-            for (const auto& [on, name] : {std::pair{r.core_attn, "core_attn"},
-                                           {r.layernorm, "layernorm"},
-                                           {r.mlp, "mlp"},
-                                           {r.moe, "moe"},
-                                           {r.moe_act, "moe_act"},
-                                           {r.shared_experts, "shared_experts"},
-                                           {l.recompute_mla_up_proj, "mla_up_proj"}})
-                if (on) v.emplace_back(name);
-            return Value{v};
-        };
+        f.get = [](const Layout& l) { return Value{l.recompute_modules.names(l.recompute_mla_up_proj)}; };
         f.set = [](Layout& l, const Value& v) {
             RecomputeModules r;
             r.core_attn = false;

@@ -165,9 +165,14 @@ class ValidateTest(unittest.TestCase):
         summary = doc["summary"]
         for key in ("runs", "simulated", "scored", "oom", "errors"):
             self.assertIn(key, summary)
-        for key in ("mape_pct", "max_abs_error_pct", "within_tolerance"):
+        for key in ("count", "mape_pct", "max_abs_error_pct", "within_tolerance"):
             self.assertIn(key, summary["step_time_s"])
             self.assertIn(key, summary["peak_memory_GiB"])
+        self.assertEqual(summary["peak_memory_GiB"]["count"], 1)
+        # No collective rows: no bus-bandwidth error, not one of 0%.
+        self.assertEqual(summary["collectives_busbw"]["count"], 0)
+        self.assertIsNone(summary["collectives_busbw"]["mape_pct"])
+        self.assertIsNone(summary["collectives_busbw"]["max_abs_error_pct"])
         self.assertEqual(summary["runs"], 1)
         self.assertEqual(summary["simulated"], 1)
 

@@ -320,7 +320,8 @@ TEST_CASE("goodput: bad configurations are refused naming the value") {
     c.failures.components[static_cast<std::size_t>(FailureComponent::nic)] = {1.0, 5e-324};
     const std::string m = message_of<InputError>([&] { check_goodput_config(c); });
     CAPTURE(m);
-    CHECK(contains(m, "inf expected failures per run, most from the nic class's MTBF of 4.94e-324 h (1 unit;"));
+    CHECK(
+        contains(m, "inf expected failures per run, most from the nic class's MTBF of 4.94e-324 h (1 unit;"));
 }
 
 TEST_CASE("goodput: a study's expected events are bounded over its seeds") {
