@@ -80,6 +80,16 @@ struct ModelSpec {
     /// output (moe_activation_clamp_bytes_per_element, include/trainsim/program.hpp). MoE with a gated MLP
     /// (model.mlp swiglu) only; otherwise it changes nothing.
     bool moe_activation_clamp = false;
+    /// YaRN's concentration factor (attention factor, "mscale"), which multiplies RoPE's cos and sin:
+    /// Megatron-Core passes it to apply_rotary_pos_emb (attention.py,
+    /// _yarn_get_concentration_factor_from_config: 0.1 ln(s) + 1 for YaRN scaling factor s without
+    /// yarn_mscale / yarn_mscale_all_dim, else the ratio of the two; gpt-oss: s = 32, 1.3466). 1 = plain RoPE
+    /// or no scaling. Other than 1, Megatron-Core (since core 0.16, commit 9873958 "Fixes for gpt-oss") runs
+    /// RoPE unfused even with apply_rope_fusion, TE's fused kernel taking no mscale (rope_utils.py): eager
+    /// memory passes over the query and key (rope_unfused_bytes_per_element, include/trainsim/program.hpp).
+    /// Standard attention under the megatron framework only; MLA's fused YaRN kernels take it
+    /// (sim/program/mla_ops.cpp).
+    double yarn_concentration_factor = 1.0;
     /// Attention head width when it is not hidden / heads (JSON "head_dim"); 0 -> hidden / heads.
     std::int64_t head_dim_override = 0;
     /// RMSNorm of every query and key head after the QKV projection, before RoPE (Megatron-Core

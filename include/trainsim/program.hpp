@@ -210,6 +210,19 @@ double moe_expert_bias_bytes_per_element(const ModelSpec& model, const Layout& l
 /// activation clamp".
 double moe_activation_clamp_bytes_per_element(const ModelSpec& model, const Layout& layout, bool backward);
 
+/// Standard attention under the megatron framework with a YaRN concentration factor other than 1
+/// (ModelSpec::yarn_concentration_factor): bytes per element of the query or the key [s, b, heads / t, d]
+/// that Megatron-Core's unfused RoPE moves, forward or backward (0 when it does not run); E is the
+/// activation element size (Layout::activation_bytes). Forward (rope_utils.py _apply_rotary_pos_emb_bshd,
+/// core b0cc270 / d7288711 / cd4afff; the rotary part is the whole head, so `t[..., :rot_dim]` is `t` itself
+/// and `t_pass` empty): `t * cos_` (2E), `_rotate_half`'s negation of one half (E) and `torch.cat` (2E), `*
+/// sin_` (2E), the sum (3E), the final `torch.cat((t, t_pass))` (2E): 12E, in 6 kernels (and 6 small ones per
+/// call over the [s, 1, 1, d] fp32 frequencies: cos, sin, `* mscale`, `.to`). Backward (autograd): the two
+/// products with sin_ and cos_ (2E each), the negation's (E), the chunk's cat (2E), the sum of the two
+/// branches' gradients (3E), the empty `t_pass` slice's SliceBackward (a zero fill, E) and its sum (3E): 14E,
+/// in 7 kernels. Sources: docs/compute-model.md, "YaRN RoPE".
+double rope_unfused_bytes_per_element(const ModelSpec& model, const Layout& layout, bool backward);
+
 /// Fills Segment::seconds from the compute model.
 void assign_durations(Program& program, const ComputeModel& compute);
 

@@ -777,16 +777,22 @@ class ExtensionReader {
     /// weighted_bias_quick_geglu_impl (fused_bias_geglu.py), one pass as the SwiGLU kernel (model.mlp
     /// swiglu), and the experts carry biases (ModelSpec::moe_expert_bias); the provider's
     /// activation_func_clamp_value = 7.0 clamps the activation's inputs eagerly before it
-    /// (ModelSpec::moe_activation_clamp). Anything else is ignored.
+    /// (ModelSpec::moe_activation_clamp). The same provider sets YaRN RoPE with scaling factor 32 and no
+    /// yarn_mscale / yarn_mscale_all_dim (gpt_oss_provider.py@v0.3.0 lines 59-67, gpt_oss_bridge.py@v0.4.0 /
+    /// v0.6.0 lines 65-100): Megatron-Core's concentration factor 0.1 ln 32 + 1
+    /// (ModelSpec::yarn_concentration_factor). Anything else is ignored.
     void activation(const std::string& k, const json& v) {
         if (v.is_string() && v.get<std::string>().rfind("clamped SwiGLU variant (quick_gelu gate", 0) == 0 &&
             m_.mlp == MlpKind::swiglu && sparse_or_latent_) {
+            constexpr double kGptOssYarnScalingFactor = 32.0;  // GPTOSSProvider yarn_rotary_scaling_factor
             m_.moe_expert_bias = true;
             m_.moe_activation_clamp = true;
+            m_.yarn_concentration_factor = 0.1 * std::log(kGptOssYarnScalingFactor) + 1.0;
             run_.notes.push_back(
                 "extensions.activation: gpt-oss's fused quick-GeGLU, timed as SwiGLU; its experts' linear "
                 "biases (GPTOSSProvider add_bias_linear) read as model.moe_expert_bias, its clamp "
-                "(activation_func_clamp_value 7.0) as model.moe_activation_clamp");
+                "(activation_func_clamp_value 7.0) as model.moe_activation_clamp, its YaRN RoPE (scaling "
+                "factor 32) as model.yarn_concentration_factor 1.3466");
             return;
         }
         ignore(k, v);

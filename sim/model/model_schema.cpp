@@ -111,6 +111,10 @@ schema::Table<ModelSpec> make_model_fields() {
         "moe_activation_clamp", &ModelSpec::moe_activation_clamp,
         "routed experts' gated activation clamps its inputs (Megatron activation_func_clamp_value; gpt-oss "
         "7.0): without the TE op fuser, two clamps and a cat before the activation (gated MoE only)"));
+    t.push_back(
+        number_field("yarn_concentration_factor", &ModelSpec::yarn_concentration_factor, Range{0.01, 100, ""},
+                     "YaRN's concentration factor on RoPE's cos and sin (Megatron-Core mscale: 0.1 ln(s) + 1 "
+                     "for scaling factor s; gpt-oss 1.3466); other than 1, Megatron-Core runs RoPE unfused"));
     {
         auto f = integer_field("head_dim", &ModelSpec::head_dim_override, zero_to(limits::kMaxHidden), "",
                                "attention head width when not hidden / heads (Megatron-Core --kv-channels; "

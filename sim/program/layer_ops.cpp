@@ -22,6 +22,20 @@
 
 #include "trainsim/errors.hpp"
 
+namespace trainsim {
+
+double rope_unfused_bytes_per_element(const ModelSpec& m, const Layout& l, bool backward) {
+    if (l.framework != Framework::megatron || m.mla() || m.yarn_concentration_factor == 1.0) return 0;
+    const double e = l.activation_bytes();
+    // Forward: t * cos_, the negated half, the rotate-half cat, * sin_, the sum, the final cat.
+    if (!backward) return 2 * e + e + 2 * e + 2 * e + 3 * e + 2 * e;
+    // Backward: grad * sin_, the negation, the chunk's cat, grad * cos_, the branches' sum, t_pass's zero
+    // fill and its sum.
+    return 2 * e + e + 2 * e + 2 * e + 3 * e + e + 3 * e;
+}
+
+}  // namespace trainsim
+
 namespace trainsim::detail {
 
 namespace {
@@ -340,9 +354,41 @@ void BlockBuilder::qk_norms(OpTemplate& t, bool backward) {
         kernel(t, Kernel::memory("k_norm", norm_fwd_bytes() * k));
     }
 }
+// RoPE: eager in torchtitan without compile (models/llama/model.py apply_rotary_emb, 20 B per element of q
+// and k); fused in Megatron-Core (TE's fused_apply_rotary_pos_emb, not charged) unless YaRN's concentration
+// factor is not 1, where it runs unfused (rope_unfused_bytes_per_element), once for the query, once for
+// the key. Each kernel pays the compute model's kernel overhead.
 void BlockBuilder::rope(OpTemplate& t, bool backward) {
-    if (!l_.eager_elementwise() || m_.mlp != MlpKind::swiglu) return;
-    kernel(t, Kernel::memory(backward ? "rope_bwd" : "rope", 20.0 * T_ * (a_ + g_) * d_ / t_));
+    if (l_.eager_elementwise()) {
+        if (m_.mlp == MlpKind::swiglu)
+            kernel(t, Kernel::memory(backward ? "rope_bwd" : "rope", 20.0 * T_ * (a_ + g_) * d_ / t_));
+        return;
+    }
+    if (rope_unfused_bytes_per_element(m_, l_, backward) <= 0) return;
+    const double freqs = T_ / b_ * d_;  // the [s / cp, 1, 1, d] fp32 frequencies of this GPU's tokens
+    for (const double n : {T_ * a_ * d_ / t_, T_ * g_ * d_ / t_}) {  // the query's elements, then the key's
+        if (!backward) {
+            for (int c = 0; c < 2; ++c) {  // cos_, then sin_: (torch.cos(freqs) * mscale).to(dtype)
+                kernel(t, Kernel::memory("yarn_rope_freqs", 8.0 * freqs));
+                kernel(t, Kernel::memory("yarn_rope_freqs", 8.0 * freqs));
+                kernel(t, Kernel::memory("yarn_rope_freqs", (4.0 + E_) * freqs));
+            }
+            kernel(t, Kernel::memory("yarn_rope_mul", 2 * E_ * n));  // t * cos_
+            kernel(t, Kernel::memory("yarn_rope_neg", E_ * n));      // -x2 over one half
+            kernel(t, Kernel::memory("yarn_rope_cat", 2 * E_ * n));  // cat((-x2, x1))
+            kernel(t, Kernel::memory("yarn_rope_mul", 2 * E_ * n));  // * sin_
+            kernel(t, Kernel::memory("yarn_rope_add", 3 * E_ * n));
+            kernel(t, Kernel::memory("yarn_rope_cat", 2 * E_ * n));  // cat((t, t_pass))
+            continue;
+        }
+        kernel(t, Kernel::memory("yarn_rope_mul_bwd", 2 * E_ * n));  // grad * sin_
+        kernel(t, Kernel::memory("yarn_rope_neg_bwd", E_ * n));
+        kernel(t, Kernel::memory("yarn_rope_cat_bwd", 2 * E_ * n));  // the chunk's backward
+        kernel(t, Kernel::memory("yarn_rope_mul_bwd", 2 * E_ * n));  // grad * cos_
+        kernel(t, Kernel::memory("yarn_rope_add_bwd", 3 * E_ * n));
+        kernel(t, Kernel::memory("yarn_rope_zero_bwd", E_ * n));  // t_pass's SliceBackward: zeros of t
+        kernel(t, Kernel::memory("yarn_rope_add_bwd", 3 * E_ * n));
+    }
 }
 
 // The attention core's head width: d for standard attention; for MLA, whose query/key heads (dqk_) and value

@@ -1,0 +1,116 @@
+// YaRN RoPE (ModelSpec::yarn_concentration_factor): Megatron-Core applies RoPE unfused when the concentration
+// factor is not 1 (rope_utils.py apply_rotary_pos_emb); its bytes per element by hand, its kernels in the
+// program (query and key, forward and backward), who runs it (megatron, standard attention), and the
+// measured-runs reader setting gpt-oss's factor.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "test_helpers.hpp"
+#include "trainsim/layout.hpp"
+#include "trainsim/measured_runs.hpp"
+#include "trainsim/program.hpp"
+
+using namespace trainsim;
+
+namespace {
+
+/// 2 dense layers, hidden 256, 8 query heads and 2 key/value heads of 32, seq 128.
+ModelSpec yarn_model() {
+    ModelSpec m;
+    m.name = "tiny-yarn";
+    m.layers = 2;
+    m.hidden = 256;
+    m.heads = 8;
+    m.kv_heads = 2;
+    m.ffn_hidden = 512;
+    m.vocab = 1024;
+    m.seq_len = 128;
+    m.mlp = MlpKind::swiglu;
+    return m;
+}
+
+/// Bytes and count of stage 0's kernels named "yarn_rope*", forward-named or backward ("_bwd").
+double yarn_rope_bytes(const Program& p, bool backward, int* count) {
+    double bytes = 0;
+    *count = 0;
+    for (const Op& op : p.stages[0].ops) {
+        if (op.kind != OpKind::compute || op.segment < 0) continue;
+        for (const Kernel& k : p.segments[static_cast<std::size_t>(op.segment)].kernels) {
+            const std::string name = k.name;
+            if (name.rfind("yarn_rope", 0) != 0 || name.rfind("yarn_rope_freqs", 0) == 0) continue;
+            if ((name.find("_bwd") != std::string::npos) != backward) continue;
+            bytes += k.bytes;
+            ++*count;
+        }
+    }
+    return bytes;
+}
+
+}  // namespace
+
+TEST_CASE("yarn rope: bytes per element of the query or key by hand") {
+    ModelSpec m = yarn_model();
+    Layout l;
+    CHECK(rope_unfused_bytes_per_element(m, l, false) == 0);  // plain RoPE: TE's fused kernel, not charged
+    m.yarn_concentration_factor = 0.1 * std::log(32.0) + 1.0;
+    // bf16 (E = 2). Forward: t * cos_ reads and writes 2 + 2; the negated half reads and writes 1 + 1 per
+    // element of the whole; the rotate-half cat 2 + 2; * sin_ 2 + 2; the sum reads 2 + 2, writes 2; the
+    // final cat 2 + 2: 4 + 2 + 4 + 4 + 6 + 4 = 24.
+    CHECK(rope_unfused_bytes_per_element(m, l, false) == 24);
+    // Backward: grad * sin_ 4, the negation 2, the chunk's cat 4, grad * cos_ 4, the branches' sum 6,
+    // t_pass's zero fill 2 and its sum 6: 28.
+    CHECK(rope_unfused_bytes_per_element(m, l, true) == 28);
+    Layout fp8 = l;
+    fp8.precision = Precision::fp8;  // the query and key stay 16-bit (TE's Linear outputs bf16)
+    CHECK(rope_unfused_bytes_per_element(m, fp8, false) == 24);
+    Layout titan = l;
+    titan.framework = Framework::torchtitan;  // its own eager RoPE (20 B), not Megatron-Core's
+    CHECK(rope_unfused_bytes_per_element(m, titan, false) == 0);
+    ModelSpec mla = m;
+    mla.attention_type = AttentionType::mla;  // MLA's fused YaRN kernels take the factor
+    mla.q_lora_rank = 64;
+    mla.kv_lora_rank = 32;
+    mla.qk_rope_head_dim = 16;
+    mla.v_head_dim = 32;
+    CHECK(rope_unfused_bytes_per_element(mla, l, true) == 0);
+}
+
+TEST_CASE("yarn rope: query and key kernels per layer, forward and backward") {
+    ModelSpec m = yarn_model();
+    Layout l;
+    l.micro_batch = 2;
+    l.global_batch = 2;
+    l.tp = 2;
+    int n = 0;
+    CHECK(yarn_rope_bytes(build_program(m, l), false, &n) == 0);
+    CHECK(n == 0);
+    m.yarn_concentration_factor = 1.35;
+    const Program p = build_program(m, l);
+    // Per layer and micro-batch: T = 2 · 128 tokens, (8 + 2) / 2 heads of 32 on each of the 2 TP ranks.
+    const double elements = 2.0 * 128 * (8 + 2) / 2 * 32;
+    CHECK(yarn_rope_bytes(p, false, &n) == doctest::Approx(2 * 24 * elements));  // two layers
+    CHECK(n == 2 * 2 * 6);                                                       // query and key, six each
+    CHECK(yarn_rope_bytes(p, true, &n) == doctest::Approx(2 * 28 * elements));
+    CHECK(n == 2 * 2 * 7);
+    // Full recompute runs the layer's forward again, RoPE with it.
+    l.recompute = Recompute::full;
+    CHECK(yarn_rope_bytes(build_program(m, l), false, &n) == doctest::Approx(2 * 2 * 24 * elements));
+}
+
+TEST_CASE("yarn rope: the measured-runs reader sets gpt-oss's concentration factor") {
+    using nlohmann::json;
+    const json moe = {{"num_experts", 16}, {"top_k", 2}, {"moe_ffn_hidden", 512}, {"ep", 8}, {"etp", 1}};
+    const std::string act = "clamped SwiGLU variant (quick_gelu gate, clamp 7.0), gated -> 3 matrices";
+    MeasuredRun r =
+        parse_measured_runs(trainsim::test::one_row_runs_file({{"moe", moe}, {"activation", act}}), "f")
+            .runs.at(0);
+    REQUIRE_FALSE(r.error);
+    // GPTOSSProvider: YaRN scaling factor 32, no mscale: 0.1 ln 32 + 1.
+    CHECK(r.model.yarn_concentration_factor == doctest::Approx(1.34657).epsilon(1e-5));
+    r = parse_measured_runs(trainsim::test::one_row_runs_file({{"moe", moe}}), "f").runs.at(0);
+    CHECK(r.model.yarn_concentration_factor == 1.0);
+}
