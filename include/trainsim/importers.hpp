@@ -24,7 +24,10 @@
 //   such as "([0]*3+[1]*58)" whose dense layers lead), --moe-expert-capacity-factor; MLA:
 //   --multi-latent-attention with --q-lora-rank, --kv-lora-rank, --qk-head-dim, --qk-pos-emb-head-dim,
 //   --v-head-dim (Megatron's defaults 32, 128, 64, 128 for the unstated ones); --qk-layernorm ->
-//   qk_layernorm (standard attention; with MLA its latent norms are part of the attention).
+//   qk_layernorm (standard attention; with MLA its latent norms are part of the attention);
+//   --position-embedding-type yarn with --rotary-scaling-factor s, --mscale m, --mscale-all-dim m_all
+//   (defaults 1, 1, 0) -> yarn_concentration_factor = mscale(s, m) / mscale(s, m_all), mscale(s, x) =
+//   0.1 x ln s + 1 for s > 1 (training/argument_utils.py, yarn_rotary_pos_embedding.py; standard attention).
 //   Layout: --tensor-model-parallel-size -> tp; --pipeline-model-parallel-size -> pp;
 //   --context-parallel-size -> cp; --expert-model-parallel-size -> ep; --expert-tensor-parallel-size -> etp;
 //   --num-layers-per-virtual-pipeline-stage N -> vpp = layers / (pp * N);
@@ -46,7 +49,7 @@
 //   read as the flags they configure.
 //
 // Hugging Face config.json (transformers' LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config,
-// GPTNeoXConfig, MixtralConfig, Qwen2MoeConfig, Qwen3MoeConfig; by model_type):
+// GPTNeoXConfig, MixtralConfig, GptOssConfig, Qwen2MoeConfig, Qwen3MoeConfig; by model_type):
 //   num_hidden_layers -> layers; hidden_size -> hidden; num_attention_heads -> heads; num_key_value_heads
 //   -> kv_heads (default heads); intermediate_size -> ffn_hidden; vocab_size -> vocab;
 //   max_position_embeddings -> seq_len unless a sequence length is given; tie_word_embeddings (default false,
@@ -54,8 +57,12 @@
 //   (attention costed as full causal); hidden_act silu/swish with the gated MLP of the Llama family -> mlp
 //   swiglu, GPT-NeoX's gelu -> gelu; head_dim -> head_dim (when not hidden / heads); attention_dropout /
 //   hidden_dropout -> dropout; model_type qwen3 / qwen3_moe -> qk_layernorm (their q_norm / k_norm).
-//   MoE: num_local_experts (Mixtral) / num_experts (Qwen-MoE) -> num_experts;
-//   num_experts_per_tok -> moe_top_k; moe_intermediate_size (Qwen-MoE; Mixtral's experts are
+//   rope_scaling of rope_type yarn -> yarn_concentration_factor (attention_factor, else mscale(factor,
+//   mscale) / mscale(factor, mscale_all_dim) when both are given, else mscale(factor): transformers
+//   modeling_rope_utils.py _compute_yarn_parameters). gpt_oss -> moe_expert_bias, and moe_activation_clamp
+//   when swiglu_limit > 0 (modeling_gpt_oss.py GptOssExperts).
+//   MoE: num_local_experts (Mixtral, gpt-oss) / num_experts (Qwen-MoE) -> num_experts;
+//   num_experts_per_tok -> moe_top_k; moe_intermediate_size (Qwen-MoE; Mixtral's and gpt-oss's experts are
 //   intermediate_size wide) -> moe_ffn_hidden; shared_expert_intermediate_size ->
 //   moe_shared_expert_ffn_hidden; decoder_sparse_step s (layer i is sparse when (i + 1) % s == 0) ->
 //   moe_layer_freq s with moe_first_dense_layers s - 1; mlp_only_layers [0 .. k-1] -> moe_first_dense_layers

@@ -1,5 +1,6 @@
 // `trainsim import hf config.json`: a Hugging Face transformers config -> the model block of a workload
 // (the mapping is listed in trainsim/importers.hpp and docs/importers.md).
+#include <cmath>
 #include <set>
 
 #include <fmt/format.h>
@@ -29,6 +30,7 @@ const std::vector<Family>& families() {
                                           {"qwen3", MlpKind::swiglu, ""},
                                           {"gpt_neox", MlpKind::gelu, ""},
                                           {"mixtral", MlpKind::swiglu, "num_local_experts"},
+                                          {"gpt_oss", MlpKind::swiglu, "num_local_experts"},
                                           {"qwen2_moe", MlpKind::swiglu, "num_experts"},
                                           {"qwen3_moe", MlpKind::swiglu, "num_experts"}};
     return f;
@@ -145,13 +147,53 @@ void experts(Config& c, const Family& f, ModelSpec& m) {
     if (!n || *n == 0) return;
     m.num_experts = *n;
     m.moe_top_k = c.required("num_experts_per_tok");
-    if (f.model_type == "mixtral") {
+    if (f.model_type == "mixtral" || f.model_type == "gpt_oss") {
         m.moe_ffn_hidden = m.ffn_hidden;  // every expert is an MLP intermediate_size wide
         return;
     }
     m.moe_ffn_hidden = c.required("moe_intermediate_size");
     m.moe_shared_expert_ffn_hidden = c.integer("shared_expert_intermediate_size", 0).value_or(0);
     sparse_layers(c, m);
+}
+
+/// rope_scaling with rope_type (or the older type) "yarn": YaRN's attention factor, as transformers computes
+/// it (modeling_rope_utils.py _compute_yarn_parameters): attention_factor if given, else mscale(factor,
+/// mscale) / mscale(factor, mscale_all_dim) when both are given, else mscale(factor), with mscale(s, x) =
+/// 0.1 x ln s + 1 for s > 1, else 1 -- Megatron-Core's concentration factor
+/// (ModelSpec::yarn_concentration_factor). Other rope types change no kernel trainsim times.
+void rope_scaling(Config& c, ModelSpec& m, std::vector<std::string>& notes) {
+    const json* r = c.get("rope_scaling");
+    if (!r) return;
+    if (!r->is_object())
+        importers_detail::bad_written_value(c.file(), "rope_scaling", r->dump(), "is not an object");
+    std::string type;
+    for (const char* key : {"rope_type", "type"})
+        if (type.empty() && r->contains(key) && r->at(key).is_string()) type = r->at(key).get<std::string>();
+    if (type != "yarn") return;
+    const auto num = [&](const char* key) -> std::optional<double> {
+        if (!r->contains(key) || r->at(key).is_null()) return std::nullopt;
+        const json& v = r->at(key);
+        if (!v.is_number() || !(v.get<double>() >= 0 && v.get<double>() <= 1e9))
+            importers_detail::bad_written_value(c.file(), std::string("rope_scaling.") + key, v.dump(),
+                                                "is not a number 0 .. 1e9");
+        return v.get<double>();
+    };
+    const double s = num("factor").value_or(1.0);
+    const auto mscale = [s](double x) { return s <= 1 ? 1.0 : 0.1 * x * std::log(s) + 1.0; };
+    const auto ms = num("mscale"), ms_all = num("mscale_all_dim");
+    double factor = mscale(1.0);
+    if (const auto given = num("attention_factor"))
+        factor = *given;
+    else if (ms && *ms != 0 && ms_all && *ms_all != 0)
+        factor = mscale(*ms) / mscale(*ms_all);
+    if (!(factor >= 0.01 && factor <= 100))
+        importers_detail::bad_written_value(
+            c.file(), "rope_scaling", r->dump(),
+            fmt::format("gives YaRN's attention factor {:.6g}, outside 0.01 .. 100", factor));
+    if (m.mla()) return;
+    m.yarn_concentration_factor = factor;
+    notes.push_back(
+        fmt::format("rope_scaling yarn (factor {:g}): model.yarn_concentration_factor {:.6g}", s, factor));
 }
 
 }  // namespace
@@ -196,6 +238,13 @@ Imported import_hf_config(const nlohmann::json& config, const std::string& file,
     // Qwen3Attention q_norm / k_norm, RMSNorm over head_dim): ModelSpec::qk_layernorm.
     m.qk_layernorm = f.model_type == "qwen3" || f.model_type == "qwen3_moe";
     if (!f.experts_key.empty()) experts(c, f, m);
+    rope_scaling(c, m, imp.notes);
+    // gpt-oss (transformers modeling_gpt_oss.py): the experts' projections carry biases (GptOssExperts
+    // gate_up_proj_bias, down_proj_bias) and the gated activation clamps at swiglu_limit.
+    if (f.model_type == "gpt_oss") {
+        m.moe_expert_bias = m.moe();
+        m.moe_activation_clamp = m.moe() && c.number("swiglu_limit", 0, 1e9).value_or(0) > 0;
+    }
     Layout l;
     imp.gpus = importers_detail::import_gpus(target, 0);
     l.dp = importers_detail::derive_dp(imp.gpus, l, file);

@@ -55,7 +55,8 @@ const std::set<std::string>& value_flags() {
         "fp8-format", "fp8-recipe", "fp4-format", "fp4-recipe", "cross-entropy-fusion-impl",
         "attention-backend", "decoder-first-pipeline-num-layers", "decoder-last-pipeline-num-layers",
         "optimizer", "sgd-momentum", "optimizer-offload-fraction", "ddp-bucket-size", "nnodes",
-        "nproc-per-node", "merge-file",
+        "nproc-per-node", "merge-file", "position-embedding-type", "rotary-scaling-factor", "mscale",
+        "mscale-all-dim",
         // torchrun's (torch/distributed/run.py): launch lines give them first
         "node-rank", "master-addr", "master-port", "rdzv-backend", "rdzv-endpoint", "rdzv-id",
         "max-restarts"};

@@ -1,5 +1,6 @@
 // `trainsim import megatron`: the arguments of a Megatron-LM pretrain_gpt.py launch -> a workload
 // (megatron/training/arguments.py; the mapping is listed in trainsim/importers.hpp and docs/importers.md).
+#include <cmath>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -113,6 +114,28 @@ void moe_and_mla(MegatronArgs& a, ModelSpec& m) {
         m.v_head_dim = a.integer("v-head-dim").value_or(128);
     }
     m.mtp_layers = a.integer("mtp-num-layers", 0).value_or(0);  // ModelSpec::mtp_layers
+}
+
+/// --position-embedding-type yarn on standard attention: YaRN's concentration factor
+/// (ModelSpec::yarn_concentration_factor), as Megatron-LM builds it: --rotary-scaling-factor s (default 1),
+/// --mscale m (default 1) and --mscale-all-dim m_all (default 0) become the config's
+/// yarn_rotary_scaling_factor, yarn_mscale and yarn_mscale_all_dim (training/argument_utils.py), and the
+/// factor is mscale(s, m) / mscale(s, m_all) with mscale(s, x) = 0.1 x ln s + 1 for s > 1, else 1
+/// (yarn_rotary_pos_embedding.py _yarn_get_concentration_factor). MLA's YaRN runs in its fused kernels.
+void yarn(MegatronArgs& a, ModelSpec& m) {
+    const auto type = a.text("position-embedding-type");
+    const double s = a.number("rotary-scaling-factor", 0, 1e9).value_or(1.0);
+    const double ms = a.number("mscale", 0, 1e3).value_or(1.0);
+    const double ms_all = a.number("mscale-all-dim", 0, 1e3).value_or(0.0);
+    if (type != "yarn" || m.mla()) return;
+    const auto mscale = [s](double x) { return s <= 1 ? 1.0 : 0.1 * x * std::log(s) + 1.0; };
+    const double factor = mscale(ms) / mscale(ms_all);
+    if (!(factor >= 0.01 && factor <= 100))
+        throw InputError(
+            fmt::format("{}: --rotary-scaling-factor {}, --mscale {}, --mscale-all-dim {}: YaRN's "
+                        "concentration factor {:.6g} is outside 0.01 .. 100",
+                        a.source(), s, ms, ms_all, factor));
+    m.yarn_concentration_factor = factor;
 }
 
 /// --decoder-first/last-pipeline-num-layers: those stages hold the stated layers, the others the rest evenly.
@@ -274,6 +297,7 @@ Imported import_megatron(const std::vector<std::string>& args, const std::string
     const std::int64_t tp = a.integer("tensor-model-parallel-size", 1, limits::kMaxGpus).value_or(1);
     ModelSpec m = dense_model(a, target, tp, imp.notes);
     moe_and_mla(a, m);
+    yarn(a, m);
     parallel_sizes(a, m, l);
     const auto nnodes = a.integer("nnodes", 1, limits::kMaxGpus),
                per_node = a.integer("nproc-per-node", 1, limits::kMaxGpus);

@@ -1,15 +1,18 @@
 // YaRN RoPE (ModelSpec::yarn_concentration_factor): Megatron-Core applies RoPE unfused when the concentration
 // factor is not 1 (rope_utils.py apply_rotary_pos_emb); its bytes per element by hand, its kernels in the
 // program (query and key, forward and backward), who runs it (megatron, standard attention), and the
-// measured-runs reader setting gpt-oss's factor.
+// measured-runs reader setting gpt-oss's factor, and the Megatron-LM and Hugging Face importers reading YaRN.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "test_helpers.hpp"
+#include "trainsim/errors.hpp"
+#include "trainsim/importers.hpp"
 #include "trainsim/layout.hpp"
 #include "trainsim/measured_runs.hpp"
 #include "trainsim/program.hpp"
@@ -113,4 +116,64 @@ TEST_CASE("yarn rope: the measured-runs reader sets gpt-oss's concentration fact
     CHECK(r.model.yarn_concentration_factor == doctest::Approx(1.34657).epsilon(1e-5));
     r = parse_measured_runs(trainsim::test::one_row_runs_file({{"moe", moe}}), "f").runs.at(0);
     CHECK(r.model.yarn_concentration_factor == 1.0);
+}
+
+TEST_CASE("yarn rope: imported from Megatron-LM flags and Hugging Face rope_scaling") {
+    ImportTarget t;
+    t.gpu = "H100-SXM5-80GB";
+    t.cluster_gpus = 8;
+    std::vector<std::string> args = {"--num-layers",          "2",    "--hidden-size", "256",
+                                     "--num-attention-heads", "4",    "--seq-length",  "128",
+                                     "--vocab-size",          "1024", "--bf16"};
+    CHECK(import_megatron(args, "m.args", t).workload.at("model").value("yarn_concentration_factor", 1.0) ==
+          1.0);
+    args.insert(args.end(), {"--position-embedding-type", "yarn", "--rotary-scaling-factor", "32"});
+    // Megatron-LM's defaults --mscale 1, --mscale-all-dim 0: (0.1 ln 32 + 1) / 1.
+    CHECK(import_megatron(args, "m.args", t)
+              .workload.at("model")
+              .at("yarn_concentration_factor")
+              .get<double>() == doctest::Approx(0.1 * std::log(32.0) + 1));
+    std::vector<std::string> equal = args;
+    equal.insert(equal.end(), {"--mscale", "1", "--mscale-all-dim", "1"});  // DeepSeek's: the ratio is 1
+    CHECK(import_megatron(equal, "m.args", t).workload.at("model").value("yarn_concentration_factor", 1.0) ==
+          1.0);
+    std::vector<std::string> huge = args;
+    huge.insert(huge.end(),
+                {"--mscale", "1000"});  // 0.1 * 1000 * ln 32 + 1 = 347.6: refused, naming the flags
+    CHECK_THROWS_AS(import_megatron(huge, "m.args", t), InputError);
+
+    using nlohmann::json;
+    json oss = {{"model_type", "gpt_oss"},
+                {"num_hidden_layers", 2},
+                {"hidden_size", 256},
+                {"num_attention_heads", 4},
+                {"num_key_value_heads", 2},
+                {"head_dim", 64},
+                {"intermediate_size", 256},
+                {"vocab_size", 1024},
+                {"max_position_embeddings", 4096},
+                {"num_local_experts", 8},
+                {"num_experts_per_tok", 2},
+                {"swiglu_limit", 7.0},
+                {"rope_scaling",
+                 {{"rope_type", "yarn"},
+                  {"factor", 32.0},
+                  {"beta_fast", 32.0},
+                  {"original_max_position_embeddings", 4096}}}};
+    json model = import_hf_config(oss, "config.json", t).workload.at("model");
+    CHECK(model.at("yarn_concentration_factor").get<double>() == doctest::Approx(0.1 * std::log(32.0) + 1));
+    CHECK(model.at("num_experts") == 8);
+    CHECK(model.at("moe_ffn_hidden") == 256);
+    CHECK(model.at("moe_expert_bias") == true);
+    CHECK(model.at("moe_activation_clamp") == true);
+    oss["rope_scaling"]["attention_factor"] = 1.0;  // given: taken as is
+    CHECK(import_hf_config(oss, "config.json", t)
+              .workload.at("model")
+              .value("yarn_concentration_factor", 1.0) == 1.0);
+    oss["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};  // not YaRN: nothing changes
+    CHECK(import_hf_config(oss, "config.json", t)
+              .workload.at("model")
+              .value("yarn_concentration_factor", 1.0) == 1.0);
+    oss["rope_scaling"] = {{"type", "yarn"}, {"factor", "32"}};  // a string factor: refused
+    CHECK_THROWS_AS(import_hf_config(oss, "config.json", t), InputError);
 }
