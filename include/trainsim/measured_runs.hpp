@@ -44,6 +44,12 @@
 //              (NeMo-Framework-Launcher 24.07 training configs: optim.name distributed_fused_adam) and, for
 //              FP8 rows whose id or notes name GPT3 or Llama, grad_reduce_in_bf16 (the launcher's H100 FP8
 //              scripts examples/training/{gpt,llama}/h100/*_fp8*.sh set optim.grad_sync_dtype=bf16);
+//   NeMo 2 performance-summary rows (the source names the NeMo Framework User Guide's Performance Summary,
+//              extensions.nemo_release_branch r2.2.0 or later): the performance scripts' settings, for FP8
+//              fp8_param_gather (bf16_with_fp8_mixed / bf16_with_fp8_current_scaling_mixed) and
+//              grad_reduce_in_bf16 (grad_reduce_in_fp32 = False; from r2.4.0 for every precision), from
+//              r2.3.0 cross_entropy_fusion (cross_entropy_fusion_impl = "te"): scripts/llm/performance
+//              (r2.2.0), scripts/performance/utils.py (r2.3.0), scripts/performance/helpers.py (r2.4.0);
 //   precision "nvfp4" (outside the format's enum; the 2026 file): precision fp8 with fp8_recipe nvfp4;
 //   async_tp (optional `training.async_tp`, default false): a torchtitan run with async TP (torch.compile
 //              micro-pipeline TP); it sets tp_comm_overlap for that run;

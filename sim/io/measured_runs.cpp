@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <optional>
@@ -923,6 +924,37 @@ void apply_nemo_launcher_defaults(MeasuredRun& run, const json& notes, json& tra
     }
 }
 
+/// NeMo 2's performance summary (the source names the NeMo Framework User Guide's Performance Summary; the
+/// row's extensions.nemo_release_branch "r2.N.x", N >= 2: containers 25.02-25.07): the runs of NeMo's
+/// performance scripts, which with FP8 use bf16_with_fp8_mixed or bf16_with_fp8_current_scaling_mixed,
+/// both keeping FP8 weights gathered in FP8 (fp8_params / fp8_param_gather = True,
+/// nemo/collections/llm/recipes/precision/mixed_precision.py), and set grad_reduce_in_fp32 = False
+/// (r2.2.0: scripts/llm/performance/pretrain_*.py, FP8 only; r2.3.0: scripts/performance/utils.py
+/// set_primary_perf_configs, FP8 only; r2.4.0: scripts/performance/helpers.py set_precision_configs,
+/// always); from r2.3.0 they set cross_entropy_fusion_impl = "te" (GPTConfig's cross_entropy_loss_fusion
+/// is True: nemo/collections/llm/gpt/model/base.py). A key the row states wins.
+void apply_nemo2_perf_defaults(MeasuredRun& run, const json& ext, json& training) {
+    if (!training.is_object() || !ext.is_object() ||
+        run.source.find("NeMo Framework User Guide, Performance Summary") == std::string::npos)
+        return;
+    const std::string branch = string_or_empty(ext, "nemo_release_branch");
+    int minor = -1;
+    if (branch.size() >= 4 && branch.rfind("r2.", 0) == 0 &&
+        std::isdigit(static_cast<unsigned char>(branch[3])))
+        minor = std::atoi(branch.c_str() + 3);
+    if (minor < 2) return;
+    const bool fp8 = string_or_empty(training, "precision") == "fp8";
+    const auto set = [&](const char* key, const std::string& why) {
+        if (training.contains(key)) return;
+        training[key] = true;
+        run.notes.push_back(
+            fmt::format("training.{} = true: NeMo {}'s performance scripts {}", key, branch, why));
+    };
+    if (fp8) set("fp8_param_gather", "keep FP8 weights (fp8_params / fp8_param_gather)");
+    if (fp8 || minor >= 4) set("grad_reduce_in_bf16", "set grad_reduce_in_fp32 = False");
+    if (minor >= 3) set("cross_entropy_fusion", "set cross_entropy_fusion_impl = \"te\"");
+}
+
 /// A row whose extensions.recipe_preset ("FILE@TAG NAME") names a Megatron-Bridge performance preset that
 /// sets mixed_precision.fp8_dot_product_attention = True, each read at its tag:
 ///   scripts/performance/configs/qwen/qwen3_workload_base_configs.py@v0.5.0, v0.5.1:
@@ -1060,6 +1092,7 @@ void parse_run(const json& row, const std::string& file, MeasuredRun& run) {
     }
     apply_notes_defaults(rr.has("notes") ? rr.raw("notes") : json(), training, run.notes);
     apply_nemo_launcher_defaults(run, rr.has("notes") ? rr.raw("notes") : json(), training);
+    apply_nemo2_perf_defaults(run, ext, training);
     run.layout = parse_training(StrictObject(training, file, rr.field("training")), run.model,
                                 run.topology.gpu, run.source, run.unsupported);
     auto m = rr.object("measured");
