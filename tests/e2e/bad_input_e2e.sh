@@ -739,6 +739,18 @@ bad "a what-if study on rail-only past the shared-port layer passes" 2 "on dgx-h
 # A file name past 100 characters is cut in the message; the colon after it went with the cut.
 bad "a 300-character file name keeps its colon" 2 "...(305 characters): cannot open the file" -- run --workload "$(printf 'b%.0s' $(seq 300)).json"
 
+## Round 14 (2026-11-29): importers' odd arguments and names, the sweep's screening bound, degenerate data.
+MEGATRON_MIN=(--bf16 --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --micro-batch-size 1 --global-batch-size 8 --padded-vocab-size 64)
+# A --name that is not UTF-8 went into the workload's JSON text, whose writer threw: exit 1, an internal error.
+bad "import --name not UTF-8" 2 "import megatron: --name = \"\\xff\\xfe\" is not valid UTF-8" -- import megatron --gpus 8 --name $'\xff\xfe' -- "${MEGATRON_MIN[@]}"
+# torchrun's --nnodes x --nproc-per-node past 2^31 was cast to an int of 0: the topology's 1,024 GPUs were used
+# instead, silently (exit 0, layout.dp = 1024).
+bad "import megatron: --nnodes x --nproc-per-node past the GPU limit" 2 "megatron: --nnodes x --nproc-per-node = 131072 x 131072 = 17179869184 GPUs is above the limit of 131072" -- import megatron -- "${MEGATRON_MIN[@]}" --nnodes 131072 --nproc-per-node 131072
+# An output onto the running program's file (/proc/self/exe written through, or the binary's own path)
+# replaced trainsim with the HTML page, exit 0. A copy of the binary runs, so a failure cannot lose $BIN.
+new_case; cp "$BIN" "$CASE_DIR/ts"
+BIN=$CASE_DIR/ts bad "run --html onto the running executable" 2 "/proc/self/exe: is the running program's own executable; not replaced" -- run "${SMALL[@]}" --html /proc/self/exe
+
 ## --version and `help CMD` (issue 14's small things; exit 0).
 if "$BIN" --version | grep -qE '^trainsim [0-9]+\.[0-9]+\.[0-9]+$'; then
     echo "PASS: --version"
