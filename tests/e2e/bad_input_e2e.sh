@@ -748,7 +748,7 @@ bad "import --name not UTF-8" 2 "import megatron: --name = \"\\xff\\xfe\" is not
 bad "import megatron: --nnodes x --nproc-per-node past the GPU limit" 2 "megatron: --nnodes x --nproc-per-node = 131072 x 131072 = 17179869184 GPUs is above the limit of 131072" -- import megatron -- "${MEGATRON_MIN[@]}" --nnodes 131072 --nproc-per-node 131072
 # A config integer past 2^63 (read as a negative int64) was refused as "must be at least 1".
 prep c.json "$(sed 's/"num_hidden_layers": 32/"num_hidden_layers": 9223372036854775808/' "$ROOT/tests/data/importers/llama3_8b_config.json")"
-bad "import hf: an integer past 2^63 is above the limit" 2 "c.json: num_hidden_layers = 9223372036854775808 must be at most 1099511627776" -- import hf c.json --gpus 8
+bad "import hf: an integer past 2^63 is above the limit" 2 "c.json: num_hidden_layers = 9223372036854775808 must be at most 4096" -- import hf c.json --gpus 8
 # An output onto the running program's file (/proc/self/exe written through, or the binary's own path)
 # replaced trainsim with the HTML page, exit 0. A copy of the binary runs, so a failure cannot lose $BIN.
 new_case; cp "$BIN" "$CASE_DIR/ts"

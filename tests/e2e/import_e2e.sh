@@ -141,7 +141,9 @@ cp "$data/llama3_8b_config.json" "$tmp/"$'caf\xe9'".json"
 "$bin" import hf "$tmp/"$'caf\xe9'".json" --gpus 8 -o "$tmp/latin1_w.json" 2>/dev/null
 check "import: a Latin-1 source file name: exit 0" test $? -eq 0
 check "import: the Latin-1 name escaped in the description" grep -qF 'caf\\xe9.json' "$tmp/latin1_w.json"
-"$bin" run --workload "$tmp/latin1_w.json" --topology "$src/topologies/dgx-h100.json" --set topology.nodes=1 >/dev/null
-check "import: the workload of a Latin-1 source runs" test $? -eq 0
+"$bin" memory --workload "$tmp/latin1_w.json" --topology "$src/topologies/dgx-h100.json" --set topology.nodes=1 \
+    >/dev/null 2>&1
+rc=$?  # 3: the default layout of Llama 3 8B at sequence 8192 does not fit 8 H100; the file loads
+check "import: the workload of a Latin-1 source loads (exit 0 or 3)" test $rc -eq 0 -o $rc -eq 3
 
 exit $fail
