@@ -981,12 +981,11 @@ std::vector<PointCheck> screen_in_blocks(const GridWork& work, const Points& pts
         begin = end;
         if (begin < n && work.first_work() + own > limits::kMaxSweepProgramLayerPasses)
             throw InputError(fmt::format(
-                "sweep: {} of the {} layouts screened so far (of the {} that pass the grid checks) have "
-                "parameters, gradients and optimizer state that fit in memory; they hold {} program layer "
-                "passes ((model.layers + 3 * model.mtp_layers) * micro-batches per step, summed{}), {} with "
-                "the whole screening, above the limit of {} (limits.hpp kMaxSweepProgramLayerPasses): "
-                "refused "
-                "before the other {} are screened; a smaller --global-batch or --fix / --vary narrow it",
+                "sweep: {} of the first {} of {} layouts screened fit in memory (parameters, gradients, "
+                "optimizer state) and hold {} program layer passes (layers x micro-batches, summed{}), {} "
+                "with "
+                "the whole screening, above the limit of {} (limits.hpp): refused before the other {} are "
+                "screened; a smaller --global-batch or --fix / --vary narrow it",
                 built, layouts_screened, work.layouts, own,
                 work.local_experts > 0
                     ? fmt::format("; {} per local expert", limits::kSweepProgramPassesPerLocalExpert)

@@ -752,7 +752,7 @@ bad "import hf: an integer past 2^63 is above the limit" 2 "c.json: num_hidden_l
 # Round 13's open item: a sweep past the program-build bound after its screening paid the whole screening first
 # (the 14-size Qwen3-30B-A3B sweep on B200: 6.1 s of CPU). The screening runs in blocks; once the layouts found
 # to fit pass the bound with the whole screening, the rest is not screened (here 1.1 s of CPU -> 0.2 s).
-bad "sweep refused during its screening" 2 "sweep: 3653 of the 3701 layouts screened so far (of the 16590 that pass the grid checks)|881452288 with the whole screening, above the limit of 33554432|refused before the other 12889 are screened" -- sweep --topology "$ROOT/topologies/dgx-h100.json" --workload "$ROOT/workloads/llama3-8b.json" --gpus 8,16,32,64,128,256,512,1024,2048,4096 --global-batch 65536
+bad "sweep refused during its screening" 2 "sweep: 3653 of the first 3701 of 16590 layouts screened fit in memory|877686784 program layer passes|881452288 with the whole screening, above the limit of 33554432|refused before the other 12889 are screened|--global-batch" -- sweep --topology "$ROOT/topologies/dgx-h100.json" --workload "$ROOT/workloads/llama3-8b.json" --gpus 8,16,32,64,128,256,512,1024,2048,4096 --global-batch 65536
 # A calibration for none of the runs' GPUs was taken silently by validate (run refuses it: it changes nothing).
 bad "validate --calibration for no run's GPU" 2 "h100-fit.json: the calibration has constants for H100-SXM5-80GB, none for GPU A100-SXM4-80GB of the measured runs: it would change nothing" -- validate "$RUNS" --calibration "$ROOT/calibration/h100-fit.json"
 # An output onto the running program's file (/proc/self/exe written through, or the binary's own path)
