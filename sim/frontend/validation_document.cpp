@@ -1,6 +1,10 @@
 // `validate`: the measured runs read and validated, and the JSON document (include/trainsim/frontend.hpp).
+#include <algorithm>
 #include <map>
+#include <set>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "trainsim/calibration.hpp"
@@ -188,6 +192,22 @@ ValidationResult validate_sources(const std::vector<RunsSource>& sources, const 
                     "{}: run id \"{}\" is also a run of {}; ids must be unique across the files validated",
                     name(f), clip_for_message(r.id), name(it->second)));
         }
+    // A calibration for none of the rows' GPUs changes nothing: refused, as `run --calibration` refuses one
+    // (check_calibration_gpu) and `validate --profile` one of no row's GPU; it was taken silently (round 14).
+    if (options.calibration) {
+        std::set<std::string> gpus;
+        for (const auto& file : parsed_files) {
+            for (const auto& r : file.runs)
+                if (!r.error) gpus.insert(r.topology.gpu);
+            for (const auto& c : file.collectives)
+                if (!c.error) gpus.insert(c.topology.gpu);
+        }
+        if (!gpus.empty() && std::none_of(gpus.begin(), gpus.end(), [&](const std::string& g) {
+                return options.calibration->gpus.count(g) > 0;
+            }))
+            check_calibration_gpu(*options.calibration, calibration_file,
+                                  fmt::format("{}", fmt::join(gpus, ", ")), "the measured runs");
+    }
     return validate_runs(parsed_files, options);
 }
 

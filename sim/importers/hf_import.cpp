@@ -53,13 +53,15 @@ class Config {
         if (!v) return std::nullopt;
         if (!v->is_number_integer())
             importers_detail::bad_written_value(file_, key, v->dump(), "is not an integer");
-        if (v->get<std::int64_t>() < min)
-            importers_detail::bad_written_value(file_, key, v->dump(),
-                                                fmt::format("must be at least {}", min));
+        // The upper bound first: an unsigned value past 2^63 read as an int64 is negative, and was refused
+        // as "9223372036854775808 must be at least 1" (round 14).
         if (v->is_number_unsigned() ? v->get<std::uint64_t>() > static_cast<std::uint64_t>(max)
                                     : v->get<std::int64_t>() > max)
             importers_detail::bad_written_value(file_, key, v->dump(),
                                                 fmt::format("must be at most {}", max));
+        if (v->get<std::int64_t>() < min)
+            importers_detail::bad_written_value(file_, key, v->dump(),
+                                                fmt::format("must be at least {}", min));
         return v->get<std::int64_t>();
     }
     std::int64_t required(const std::string& key, std::int64_t max = importers_detail::kMaxImportInteger) {

@@ -32,7 +32,9 @@ nlohmann::json workload_document(const std::string& name, const std::string& des
                                  const Layout& l) {
     nlohmann::json doc = nlohmann::json::object();
     doc["name"] = name;
-    doc["description"] = description;
+    // The source's file name is part of the description: one that is not UTF-8 (a Latin-1 name) is written
+    // with its bytes escaped (\xff), as messages echo it; the JSON writer threw on it (round 14).
+    doc["description"] = clip_for_message(description, description.size());
     doc["model"] = stated_fields(model_fields(), m, ModelSpec{});
     doc["layout"] = stated_fields(layout_fields(), l, Layout{});
     return doc;

@@ -1,5 +1,6 @@
 // `trainsim import megatron`: the arguments of a Megatron-LM pretrain_gpt.py launch -> a workload
 // (megatron/training/arguments.py; the mapping is listed in trainsim/importers.hpp and docs/importers.md).
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -301,8 +302,16 @@ Imported import_megatron(const std::vector<std::string>& args, const std::string
     parallel_sizes(a, m, l);
     const auto nnodes = a.integer("nnodes", 1, limits::kMaxGpus),
                per_node = a.integer("nproc-per-node", 1, limits::kMaxGpus);
-    imp.gpus =
-        importers_detail::import_gpus(target, static_cast<int>(nnodes.value_or(1) * per_node.value_or(0)));
+    // Each is at most the GPU limit, their product not: 131072 x 131072 was cast to an int of 0 and the
+    // topology's GPU count taken instead, silently (round 14). Unused when --gpus is given.
+    const std::int64_t stated = nnodes.value_or(1) * per_node.value_or(0);
+    if (target.gpus <= 0 && stated > limits::kMaxGpus)
+        throw InputError(
+            fmt::format("{}: --nnodes x --nproc-per-node = {} x {} = {} GPUs is above the limit of "
+                        "{} (trainsim/limits.hpp)",
+                        source, nnodes.value_or(1), per_node.value_or(0), stated, limits::kMaxGpus));
+    imp.gpus = importers_detail::import_gpus(
+        target, static_cast<int>(std::min<std::int64_t>(stated, limits::kMaxGpus)));
     l.dp = importers_detail::derive_dp(imp.gpus, l, source);
     l.micro_batch = a.integer("micro-batch-size").value_or(1);
     l.global_batch = a.integer("global-batch-size").value_or(l.micro_batch * l.dp);

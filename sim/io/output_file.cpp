@@ -88,6 +88,11 @@ Target resolve_target(const std::string& path) {
             throw InputError(fmt::format("{}: {}; not written", path, refused_kind(st.st_mode)));
         if (const char* stream = standard_stream_of(path))
             throw InputError(fmt::format("{}: is the file {} goes to; not replaced", path, stream));
+        // The running program's own file (`--html /proc/self/exe`, a link written through, or the binary's
+        // path): it was replaced by the page, exit 0, and trainsim was gone (round 14).
+        struct stat self {};
+        if (::stat("/proc/self/exe", &self) == 0 && self.st_dev == st.st_dev && self.st_ino == st.st_ino)
+            throw InputError(fmt::format("{}: is the running program's own executable; not replaced", path));
         // The rename needs only the folder's permission: a file its owner made read-only would be replaced
         // where `>` would fail. Refused as the shell would (root may write it, as with `>`).
         if (::access(t.file.c_str(), W_OK) != 0)

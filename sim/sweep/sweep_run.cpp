@@ -6,6 +6,7 @@
 #include <bit>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <memory>
@@ -542,13 +543,14 @@ bool screens_held_piles(const SweepOptions& options) {
     return options.perturbations.empty() && options.prune_beyond_top > 0;
 }
 
-/// The first part of phase 1 over every point (screen_point), in index order.
-std::vector<PointCheck> screen_points(const Points& pts, const ModelSpec& model,
-                                      const SweepOptions& options) {
+/// The first part of phase 1 over the points `begin` .. `end` - 1 (screen_point), in index order.
+std::vector<PointCheck> screen_points(const Points& pts, const ModelSpec& model, const SweepOptions& options,
+                                      std::size_t begin, std::size_t end) {
     const bool held_floor = screens_held_piles(options);
     return spread_map(
-        pts.entries.size(), options.jobs, options.processes,
-        [&](std::size_t i) {
+        end - begin, options.jobs, options.processes,
+        [&](std::size_t k) {
+            const std::size_t i = begin + k;
             return screen_point(pts.entries[i].layout, *pts.clusters[pts.cluster_of[i]], model, held_floor,
                                 options.min_headroom);
         },
@@ -749,6 +751,9 @@ struct GridWork {
     /// micro-batch per stage (held_piles_layout); its own program is built only when they fit the HBM.
     bool screened = false;
     std::int64_t screening_layer_passes = 0;  ///< program_layer_passes of the held_piles_layout, summed
+    /// When screened, each point's screening program (program_build_work of its held_piles_layout; 0 for a
+    /// point the grid checks reject), in index order: the screening is cut into blocks by it.
+    std::vector<std::int64_t> screening_work_of;
     /// The program layer passes built before the grid's own programs (check_first_work): the screening's
     /// programs when screened, else every layout's own; with limits::kSweepProgramPassesPerLocalExpert per
     /// local expert either way.
@@ -763,12 +768,16 @@ struct GridWork {
 GridWork grid_work(const Points& pts, const ModelSpec& model, bool screened) {
     GridWork w;
     w.screened = screened;
+    if (screened) w.screening_work_of.assign(pts.entries.size(), 0);
     for (std::size_t i = 0; i < pts.entries.size(); ++i) {
         const Layout& l = pts.entries[i].layout;
         if (!classify(model, l, pts.clusters[pts.cluster_of[i]]->gpus(), nullptr).empty()) continue;
         w.gpu_layer_passes += gpu_layer_passes_per_step(model, l);
         w.program_layer_passes += program_layer_passes(model, l);
-        if (screened) w.screening_layer_passes += program_layer_passes(model, held_piles_layout(l));
+        if (screened) {
+            w.screening_layer_passes += program_layer_passes(model, held_piles_layout(l));
+            w.screening_work_of[i] = program_build_work(model, held_piles_layout(l));
+        }
         if (model.moe()) w.local_experts += model.num_experts / std::max(l.ep, 1);
         ++w.layouts;
     }
@@ -939,15 +948,63 @@ void rank_points(std::vector<SweepEntry>& entries, const ModelSpec& model, const
     }
 }
 
+/// The screening's work per block (GridWork::screening_work_of): 1/64 of the build bound, about 0.3 s of CPU.
+constexpr std::int64_t kScreeningBlockWork = limits::kMaxSweepProgramLayerPasses / 64;
+
+/// The screening (screen_points) in blocks of about kScreeningBlockWork program layer passes, in index order
+/// (the same blocks for any --jobs and processes). After each block the programs still to build are those
+/// of the layouts screened so far that fit, plus those of the layouts not yet screened that do: when the
+/// first part alone, with the whole screening, passes limits::kMaxSweepProgramLayerPasses, check_built_work
+/// would refuse the sweep after the screening, so it is refused now. The 14-size Qwen3-30B-A3B sweep on B200
+/// paid its whole screening (6.3-7.0 s of CPU) to be refused (round 13's open item; round 14).
+std::vector<PointCheck> screen_in_blocks(const GridWork& work, const Points& pts, const ModelSpec& model,
+                                         const SweepOptions& options) {
+    const std::size_t n = pts.entries.size();
+    if (!work.screened) return screen_points(pts, model, options, 0, n);
+    std::vector<PointCheck> screened;
+    screened.reserve(n);
+    std::int64_t own = 0;
+    std::size_t built = 0, layouts_screened = 0;
+    for (std::size_t begin = 0; begin < n;) {
+        std::size_t end = begin;
+        for (std::int64_t block = 0; end < n && (end == begin || block < kScreeningBlockWork); ++end) {
+            block += work.screening_work_of[end];
+            if (work.screening_work_of[end] > 0) ++layouts_screened;
+        }
+        std::vector<PointCheck> part = screen_points(pts, model, options, begin, end);
+        for (std::size_t k = 0; k < part.size(); ++k) {
+            if (part[k].status != SweepStatus::simulated) continue;
+            ++built;
+            own += program_build_work(model, pts.entries[begin + k].layout);
+        }
+        std::move(part.begin(), part.end(), std::back_inserter(screened));
+        begin = end;
+        if (begin < n && work.first_work() + own > limits::kMaxSweepProgramLayerPasses)
+            throw InputError(fmt::format(
+                "sweep: {} of the first {} of {} layouts screened fit in memory (parameters, gradients, "
+                "optimizer state) and hold {} program layer passes (layers x micro-batches, summed{}), {} "
+                "with "
+                "the whole screening, above the limit of {} (limits.hpp): refused before the other {} are "
+                "screened; a smaller --global-batch or --fix / --vary narrow it",
+                built, layouts_screened, work.layouts, own,
+                work.local_experts > 0
+                    ? fmt::format("; {} per local expert", limits::kSweepProgramPassesPerLocalExpert)
+                    : std::string(),
+                work.first_work() + own, limits::kMaxSweepProgramLayerPasses,
+                work.layouts - layouts_screened));
+    }
+    return screened;
+}
+
 /// The bounds checked before any layout's own program is built: the study's (check_study_work: `bounded`
-/// gets its event bound), the first programs' (check_first_work), then, after the screening (`screened`,
-/// screen_points), the programs still to build (check_built_work).
+/// gets its event bound), the first programs' (check_first_work), then, during and after the screening
+/// (`screened`, screen_in_blocks), the programs still to build (check_built_work).
 SweepBuildWork screen_within_bounds(const Points& pts, const ModelSpec& model, const SweepOptions& options,
                                     SweepOptions& bounded, std::vector<PointCheck>& screened) {
     const GridWork work = grid_work(pts, model, screens_held_piles(options));
     bounded.max_events = check_study_work(work, options);
     check_first_work(work, model);
-    screened = screen_points(pts, model, bounded);
+    screened = screen_in_blocks(work, pts, model, bounded);
     return check_built_work(work, pts, screened, model);
 }
 

@@ -739,6 +739,27 @@ bad "a what-if study on rail-only past the shared-port layer passes" 2 "on dgx-h
 # A file name past 100 characters is cut in the message; the colon after it went with the cut.
 bad "a 300-character file name keeps its colon" 2 "...(305 characters): cannot open the file" -- run --workload "$(printf 'b%.0s' $(seq 300)).json"
 
+## Round 14 (2026-11-29): importers' odd arguments and names, the sweep's screening bound, degenerate data.
+MEGATRON_MIN=(--bf16 --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --micro-batch-size 1 --global-batch-size 8 --padded-vocab-size 64)
+# A --name that is not UTF-8 went into the workload's JSON text, whose writer threw: exit 1, an internal error.
+bad "import --name not UTF-8" 2 "import megatron: --name = \"\\xff\\xfe\" is not valid UTF-8" -- import megatron --gpus 8 --name $'\xff\xfe' -- "${MEGATRON_MIN[@]}"
+# torchrun's --nnodes x --nproc-per-node past 2^31 was cast to an int of 0: the topology's 1,024 GPUs were used
+# instead, silently (exit 0, layout.dp = 1024).
+bad "import megatron: --nnodes x --nproc-per-node past the GPU limit" 2 "megatron: --nnodes x --nproc-per-node = 131072 x 131072 = 17179869184 GPUs is above the limit of 131072" -- import megatron -- "${MEGATRON_MIN[@]}" --nnodes 131072 --nproc-per-node 131072
+# A config integer past 2^63 (read as a negative int64) was refused as "must be at least 1".
+prep c.json "$(sed 's/"num_hidden_layers": 32/"num_hidden_layers": 9223372036854775808/' "$ROOT/tests/data/importers/llama3_8b_config.json")"
+bad "import hf: an integer past 2^63 is above the limit" 2 "c.json: num_hidden_layers = 9223372036854775808 must be at most 4096" -- import hf c.json --gpus 8
+# Round 13's open item: a sweep past the program-build bound after its screening paid the whole screening first
+# (the 14-size Qwen3-30B-A3B sweep on B200: 6.1 s of CPU). The screening runs in blocks; once the layouts found
+# to fit pass the bound with the whole screening, the rest is not screened (here 1.1 s of CPU -> 0.2 s).
+bad "sweep refused during its screening" 2 "sweep: 3653 of the first 3701 of 16590 layouts screened fit in memory|877686784 program layer passes|881452288 with the whole screening, above the limit of 33554432|refused before the other 12889 are screened|--global-batch" -- sweep --topology "$ROOT/topologies/dgx-h100.json" --workload "$ROOT/workloads/llama3-8b.json" --gpus 8,16,32,64,128,256,512,1024,2048,4096 --global-batch 65536
+# A calibration for none of the runs' GPUs was taken silently by validate (run refuses it: it changes nothing).
+bad "validate --calibration for no run's GPU" 2 "h100-fit.json: the calibration has constants for H100-SXM5-80GB, none for GPU A100-SXM4-80GB of the measured runs: it would change nothing" -- validate "$RUNS" --calibration "$ROOT/calibration/h100-fit.json"
+# An output onto the running program's file (/proc/self/exe written through, or the binary's own path)
+# replaced trainsim with the HTML page, exit 0. A copy of the binary runs, so a failure cannot lose $BIN.
+new_case; cp "$BIN" "$CASE_DIR/ts"
+BIN=$CASE_DIR/ts bad "run --html onto the running executable" 2 "/proc/self/exe: is the running program's own executable; not replaced" -- run "${SMALL[@]}" --html /proc/self/exe
+
 ## --version and `help CMD` (issue 14's small things; exit 0).
 if "$BIN" --version | grep -qE '^trainsim [0-9]+\.[0-9]+\.[0-9]+$'; then
     echo "PASS: --version"

@@ -125,4 +125,18 @@ assert len(ok) >= 4 and all(r["step_time_s"] is None and r["peak_bytes"] > 0 for
 "$bin" memory "${small[@]}" --max-events=-1 >"$tmp/bad7.out" 2>"$tmp/bad7.err"
 check "--max-events -1 exits 2" test $? -eq 2
 
+# Round 13's fix, tested in round 14: on a fabric whose TP groups share their ports (PCIe), the halved
+# micro-batch doubles the layer passes past kMaxLayerPassesSharedTpPorts (2^20; here the layout is at it:
+# 8 layers x 262,144 / 2). That refusal made the remedy "not applicable" and dropped its memory figures; it
+# keeps them, without a step time. --max-events 1000 keeps the simulations short: the refusal comes first.
+"$bin" memory --what-if --json --topology "$src/topologies/pcie-h100.json" --workload "$src/tests/e2e/data/small.json" \
+    --set topology.nodes=512 --set layout.dp=1024 --set layout.micro_batch=2 --set layout.global_batch=262144 \
+    --max-events 1000 >"$tmp/shared_tp.json" 2>/dev/null
+check "what-if on PCIe: exit 0" test $? -eq 0
+check "what-if on PCIe: the halved micro-batch past the shared-port limit keeps its memory figures" \
+    python3 -c 'import json,sys
+w = json.load(open(sys.argv[1]))["what_if"]
+r = [r for r in w["remedies"] if r["name"].startswith("micro-batch 1")]
+assert len(r) == 1 and r[0]["applicable"] and r[0]["peak_bytes"] > 0 and r[0]["step_time_s"] is None, r' "$tmp/shared_tp.json"
+
 exit $fail

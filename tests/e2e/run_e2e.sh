@@ -206,6 +206,8 @@ run badonly validate "$DATA/runs-one-bad-row.json" --only bad_row
 check_rc "7j validate --only the malformed row: exit 4" badonly 4
 check_has "7k ... and its line names the file, run, field and value" "$TMP/badonly.out" \
     'runs-one-bad-row.json: run "bad_row".training.tp = "two" must be an integer' '1 runs, 0 simulated'
+# Over no scored run the MAPE is no number: "MAPE 0.0%" read as a perfect match (round 14).
+check_has "7k ... and no MAPE over no scored run" "$TMP/badonly.out" 'step time MAPE -, max |error| -, 0 of 0 within'
 n=$(grep -cE '^good_row .* ok$' "$TMP/badrow.out")
 if [ "$n" -eq 1 ]; then pass "7d the valid row is simulated and ok"; else fail "7d good_row is not ok"; fi
 if [ -s "$TMP/badrow.err" ]; then fail "7e validate wrote to stderr" "$(head -c 400 "$TMP/badrow.err")"; else pass "7e validate: stderr empty"; fi

@@ -51,6 +51,17 @@ check_has "3a the what-if section" "$TMP/text.out" "what-if: --straggler gpu=5,s
 run plain run "${SMALL[@]}" --json
 if grep -q what_if "$TMP/plain.out"; then fail "3b an unperturbed run has a what_if section"; else pass "3b no what_if section without a perturbation"; fi
 
+# ---- 3c. a fraction below one GPU slows one GPU (round 14) ----
+# Round 13 listed `--straggler fraction=1e-300` as slowing no GPU; it slows round(X * GPUs) GPUs, at least one
+# (docs/what-if.md): the same run as fraction=1/16 of these 16 GPUs, and slower than the unperturbed one.
+run frac_tiny run "${SMALL[@]}" --straggler fraction=1e-300,slowdown=2 --json
+run frac_one run "${SMALL[@]}" --straggler fraction=0.0625,slowdown=2 --json
+check_rc "3c --straggler fraction=1e-300" frac_tiny 0
+if [ "$(grep -c '"compute_factor": 2.0' "$TMP/frac_tiny.out")" = 1 ] &&
+    [ "$(sed 's/fraction=1e-300/fraction=0.0625/' "$TMP/frac_tiny.out" | cmp - "$TMP/frac_one.out" && echo same)" = same ]; then
+    pass "3c fraction=1e-300 slows one GPU: the run of fraction=1/16"
+else fail "3c fraction=1e-300 is not the run of fraction=1/16" "$(grep -c '"compute_factor": 2.0' "$TMP/frac_tiny.out") GPUs slowed"; fi
+
 # ---- 5. sweep under a perturbation: ranked by the median over seeds, the same with 1 and 2 threads ----
 SWEEP=(sweep --topology "$TOPO" --workload "$DATA/small.json" --gpus 16 --global-batch 32 --vary micro_batch=1
     --vary recompute=none --vary tp=1,2 --vary pp=1,2 --vary vpp=1 --vary distributed_optimizer=false

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstdio>
@@ -381,6 +382,30 @@ TEST_CASE("commit_together: the files are committed under a lock of their folder
     CHECK(read_text(d / "a.json") == "workload");
     CHECK(read_text(d / "b.json") == "topology");
     CHECK(entries(d.path) == 2);  // no temporary file left
+}
+
+TEST_CASE("commit_together: one folder spelled two ways is locked once (round 14)") {
+    // Fixed after round 13, untested until round 14: the folder locks were keyed by the path as written, so
+    // `-o dir/a.json --topology-out ./dir/b.json` (or a folder reached through a symbolic link) took a second
+    // flock of one folder through another open file, which waited 10 s on the process's own lock before
+    // going on unlocked. Keyed by canonical path, the pair is committed at once.
+    const TempDir d;
+    fs::create_directory(d.path / "dir");
+    fs::create_directory_symlink(d.path / "dir", d.path / "link");
+    const auto started = std::chrono::steady_clock::now();
+    {
+        OutputFile a(d / "dir/a.json"), b(d / "./dir/b.json"), c(d / "link/c.json");
+        a.write("workload");
+        b.write("topology");
+        c.write("third");
+        commit_together({&a, &b, &c});
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    CHECK(seconds < 5);  // 20 s (two 10 s waits) when each spelling took its own lock
+    CHECK(read_text(d / "dir/a.json") == "workload");
+    CHECK(read_text(d / "dir/b.json") == "topology");
+    CHECK(read_text(d / "dir/c.json") == "third");
+    CHECK(entries(d.path / "dir") == 3);  // no temporary file left
 }
 
 TEST_CASE("layout checks, round 13: mla_up_proj in recompute_modules is named as written") {

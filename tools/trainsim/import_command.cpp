@@ -222,6 +222,16 @@ int import_workload_command(const std::vector<std::string>& all) {
         throw InputError(fmt::format("{}: --seq = {} must be positive", command, o.seq));
     target.gpus = o.gpus;
     if (o.seq > 0) target.seq_len = o.seq;
+    // The name is written into the workload, a JSON text: bytes that are not UTF-8 (a Latin-1 name) made the
+    // writer throw, reported as an internal error (round 14).
+    for (std::size_t i = 0; i < o.name.size();) {
+        const auto c = static_cast<unsigned char>(o.name[i]);
+        const std::size_t n = c < 0x80 ? 1 : utf8_sequence_length(std::string_view(o.name).substr(i));
+        if (n == 0)
+            throw InputError(
+                fmt::format("{}: --name = \"{}\" is not valid UTF-8", command, clip_for_message(o.name)));
+        i += n;
+    }
     target.name = o.name;
     // The source the model came from, named by errors found in what it says (a head count that does not
     // divide, a size over the limits), which the readers below raise without it.

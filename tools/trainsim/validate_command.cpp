@@ -130,6 +130,13 @@ std::string notes_text(const ValidationResult& res) {
     return text;
 }
 
+/// "MAPE 4.2%, max |error| 9.1%", or "MAPE -, max |error| -" over no rows: a MAPE of 0.0% over nothing
+/// compared read as a perfect match (validate --json gives null there; round 14).
+std::string mape_text(const ErrorStats& e) {
+    if (e.count == 0) return "MAPE -, max |error| -";
+    return fmt::format("MAPE {:.1f}%, max |error| {:.1f}%", e.mape_pct(), e.max_abs_pct);
+}
+
 std::string collectives_text(const ValidationResult& res) {
     std::string text = fmt::format("\n{:<44} {:>14} {:>14} {:>14} {:>9}\n", "collective", "bytes",
                                    "measured busbw", "predicted", "error");
@@ -148,9 +155,8 @@ std::string collectives_text(const ValidationResult& res) {
                                 scored ? "" : "  not scored (no bandwidth or time reported)");
         }
     const ValidationSummary& s = res.summary;
-    text += fmt::format("\ncollectives: {} rows, bus bandwidth MAPE {:.1f}%, max |error| {:.1f}%{}\n",
-                        s.collectives_busbw.count, s.collectives_busbw.mape_pct(),
-                        s.collectives_busbw.max_abs_pct,
+    text += fmt::format("\ncollectives: {} rows, bus bandwidth {}{}\n", s.collectives_busbw.count,
+                        mape_text(s.collectives_busbw),
                         s.collective_errors ? fmt::format(", {} errors", s.collective_errors) : "");
     return text;
 }
@@ -162,9 +168,9 @@ std::string after_table_text(const ValidationResult& res, double tolerance) {
     const ValidationSummary& s = res.summary;
     text += fmt::format(
         "\nsummary: {} runs, {} simulated ({} scored, {} not scored, {} oom), {} unsupported, {} errors; "
-        "step time MAPE {:.1f}%, max |error| {:.1f}%, {} of {} within {:.0f}%\n",
-        s.runs, s.simulated, s.scored(), s.not_scored, s.oom, s.unsupported, s.errors, s.step_time.mape_pct(),
-        s.step_time.max_abs_pct, s.step_time.within, s.scored(), tolerance);
+        "step time {}, {} of {} within {:.0f}%\n",
+        s.runs, s.simulated, s.scored(), s.not_scored, s.oom, s.unsupported, s.errors, mape_text(s.step_time),
+        s.step_time.within, s.scored(), tolerance);
     if (s.peak_memory.count > 0)
         text += fmt::format("peak memory: {} runs, MAPE {:.1f}%, max |error| {:.1f}%\n", s.peak_memory.count,
                             s.peak_memory.mape_pct(), s.peak_memory.max_abs_pct);
