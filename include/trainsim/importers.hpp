@@ -27,7 +27,8 @@
 //   qk_layernorm (standard attention; with MLA its latent norms are part of the attention);
 //   --position-embedding-type yarn with --rotary-scaling-factor s, --mscale m, --mscale-all-dim m_all
 //   (defaults 1, 1, 0) -> yarn_concentration_factor = mscale(s, m) / mscale(s, m_all), mscale(s, x) =
-//   0.1 x ln s + 1 for s > 1 (training/argument_utils.py, yarn_rotary_pos_embedding.py; standard attention).
+//   0.1 x ln s + 1 for s > 1 (training/argument_utils.py, yarn_rotary_pos_embedding.py; standard attention,
+//   which Megatron-LM's GPT model takes with YaRN from core_v0.19.0).
 //   Layout: --tensor-model-parallel-size -> tp; --pipeline-model-parallel-size -> pp;
 //   --context-parallel-size -> cp; --expert-model-parallel-size -> ep; --expert-tensor-parallel-size -> etp;
 //   --num-layers-per-virtual-pipeline-stage N -> vpp = layers / (pp * N);
@@ -57,10 +58,11 @@
 //   (attention costed as full causal); hidden_act silu/swish with the gated MLP of the Llama family -> mlp
 //   swiglu, GPT-NeoX's gelu -> gelu; head_dim -> head_dim (when not hidden / heads); attention_dropout /
 //   hidden_dropout -> dropout; model_type qwen3 / qwen3_moe -> qk_layernorm (their q_norm / k_norm).
-//   rope_scaling of rope_type yarn -> yarn_concentration_factor (attention_factor, else mscale(factor,
-//   mscale) / mscale(factor, mscale_all_dim) when both are given, else mscale(factor): transformers
-//   modeling_rope_utils.py _compute_yarn_parameters). gpt_oss -> moe_expert_bias, and moe_activation_clamp
-//   when swiglu_limit > 0 (modeling_gpt_oss.py GptOssExperts).
+//   rope_scaling of rope_type yarn -> yarn_concentration_factor as Megatron-Core computes it from the
+//   config Megatron-Bridge converts (factor, mscale, mscale_all_dim; attention_factor is not mapped):
+//   mscale(factor, mscale) / mscale(factor, mscale_all_dim) when both are given, else mscale(factor).
+//   gpt_oss -> moe_expert_bias, and moe_activation_clamp when swiglu_limit > 0 (modeling_gpt_oss.py
+//   GptOssExperts).
 //   MoE: num_local_experts (Mixtral, gpt-oss) / num_experts (Qwen-MoE) -> num_experts;
 //   num_experts_per_tok -> moe_top_k; moe_intermediate_size (Qwen-MoE; Mixtral's and gpt-oss's experts are
 //   intermediate_size wide) -> moe_ffn_hidden; shared_expert_intermediate_size ->

@@ -158,11 +158,13 @@ void experts(Config& c, const Family& f, ModelSpec& m) {
     sparse_layers(c, m);
 }
 
-/// rope_scaling with rope_type (or the older type) "yarn": YaRN's attention factor, as transformers computes
-/// it (modeling_rope_utils.py _compute_yarn_parameters): attention_factor if given, else mscale(factor,
-/// mscale) / mscale(factor, mscale_all_dim) when both are given, else mscale(factor), with mscale(s, x) =
-/// 0.1 x ln s + 1 for s > 1, else 1 -- Megatron-Core's concentration factor
-/// (ModelSpec::yarn_concentration_factor). Other rope types change no kernel trainsim times.
+/// rope_scaling with rope_type (or the older type) "yarn" on standard attention: YaRN's concentration factor
+/// as Megatron-Core computes it from the config Megatron-Bridge converts it to (model_bridge.py
+/// YARN_ROPE_SCALING_MAPPING @v0.6.0: factor -> yarn_rotary_scaling_factor, mscale -> yarn_mscale,
+/// mscale_all_dim -> yarn_mscale_all_dim; attention_factor is not mapped): mscale(factor, mscale) /
+/// mscale(factor, mscale_all_dim) when both are given, else mscale(factor), with mscale(s, x) = 0.1 x ln s +
+/// 1 for s > 1, else 1 (yarn_rotary_pos_embedding.py _yarn_get_concentration_factor; `is None` tests, so 0 is
+/// a value). ModelSpec::yarn_concentration_factor. Other rope types change no kernel trainsim times.
 void rope_scaling(Config& c, ModelSpec& m, std::vector<std::string>& notes) {
     const json* r = c.get("rope_scaling");
     if (!r) return;
@@ -183,19 +185,17 @@ void rope_scaling(Config& c, ModelSpec& m, std::vector<std::string>& notes) {
     const double s = num("factor").value_or(1.0);
     const auto mscale = [s](double x) { return s <= 1 ? 1.0 : 0.1 * x * std::log(s) + 1.0; };
     const auto ms = num("mscale"), ms_all = num("mscale_all_dim");
-    double factor = mscale(1.0);
-    if (const auto given = num("attention_factor"))
-        factor = *given;
-    else if (ms && *ms != 0 && ms_all && *ms_all != 0)
-        factor = mscale(*ms) / mscale(*ms_all);
+    const double factor = ms && ms_all ? mscale(*ms) / mscale(*ms_all) : mscale(1.0);
     if (!(factor >= 0.01 && factor <= 100))
         importers_detail::bad_written_value(
             c.file(), "rope_scaling", r->dump(),
-            fmt::format("gives YaRN's attention factor {:.6g}, outside 0.01 .. 100", factor));
+            fmt::format("gives YaRN's concentration factor {:.6g}, outside 0.01 .. 100", factor));
     if (m.mla()) return;
     m.yarn_concentration_factor = factor;
-    notes.push_back(
-        fmt::format("rope_scaling yarn (factor {:g}): model.yarn_concentration_factor {:.6g}", s, factor));
+    notes.push_back(fmt::format(
+        "rope_scaling yarn (factor {:g}): model.yarn_concentration_factor {:.6g}{}", s, factor,
+        r->contains("attention_factor") ? " (attention_factor is not used: Megatron-Bridge does not map it)"
+                                        : ""));
 }
 
 }  // namespace

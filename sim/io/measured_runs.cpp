@@ -788,12 +788,21 @@ class ExtensionReader {
             constexpr double kGptOssYarnScalingFactor = 32.0;  // GPTOSSProvider yarn_rotary_scaling_factor
             m_.moe_expert_bias = true;
             m_.moe_activation_clamp = true;
-            m_.yarn_concentration_factor = 0.1 * std::log(kGptOssYarnScalingFactor) + 1.0;
+            // gpt-oss-20b (GPTOSSProvider20B: 24 layers): its performance configs run plain RoPE in the fused
+            // single-QKV kernel (position_embedding_type = "rope", fused_single_qkv_rope: configs/gpt_oss/
+            // gpt_oss_llm_pretrain.py@v0.5.0 set_gpt_oss_20b_common_configs,
+            // perf_recipes/gpt_oss/common.py@v0.6.0).
+            constexpr std::int64_t kGptOss20bLayers = 24;
+            if (m_.layers != kGptOss20bLayers)
+                m_.yarn_concentration_factor = 0.1 * std::log(kGptOssYarnScalingFactor) + 1.0;
             run_.notes.push_back(
                 "extensions.activation: gpt-oss's fused quick-GeGLU, timed as SwiGLU; its experts' linear "
                 "biases (GPTOSSProvider add_bias_linear) read as model.moe_expert_bias, its clamp "
-                "(activation_func_clamp_value 7.0) as model.moe_activation_clamp, its YaRN RoPE (scaling "
-                "factor 32) as model.yarn_concentration_factor 1.3466");
+                "(activation_func_clamp_value 7.0) as model.moe_activation_clamp" +
+                std::string(
+                    m_.yarn_concentration_factor != 1.0
+                        ? ", its YaRN RoPE (scaling factor 32) as model.yarn_concentration_factor 1.3466"
+                        : "; gpt-oss-20b's performance configs run plain fused RoPE"));
             return;
         }
         ignore(k, v);
@@ -932,7 +941,9 @@ void apply_nemo_launcher_defaults(MeasuredRun& run, const json& notes, json& tra
 /// (r2.2.0: scripts/llm/performance/pretrain_*.py, FP8 only; r2.3.0: scripts/performance/utils.py
 /// set_primary_perf_configs, FP8 only; r2.4.0: scripts/performance/helpers.py set_precision_configs,
 /// always); from r2.3.0 they set cross_entropy_fusion_impl = "te" (GPTConfig's cross_entropy_loss_fusion
-/// is True: nemo/collections/llm/gpt/model/base.py). A key the row states wins.
+/// is True: nemo/collections/llm/gpt/model/base.py; r2.2.0 ran Megatron-Core's native fused loss, timed as
+/// the unfused one). Not for MXFP8 / NVFP4 / sub-channel recipes or Megatron-FSDP: no FP8 weight gather.
+/// A key the row states wins. Not modelled: r2.4.0's MXFP8 runs turn overlap_param_gather off.
 void apply_nemo2_perf_defaults(MeasuredRun& run, const json& ext, json& training) {
     if (!training.is_object() || !ext.is_object() ||
         run.source.find("NeMo Framework User Guide, Performance Summary") == std::string::npos)
@@ -944,13 +955,26 @@ void apply_nemo2_perf_defaults(MeasuredRun& run, const json& ext, json& training
         minor = std::atoi(branch.c_str() + 3);
     if (minor < 2) return;
     const bool fp8 = string_or_empty(training, "precision") == "fp8";
+    // Not for the block-scaled and sub-channel recipes (bf16_with_mxfp8_mixed sets fp8_param_gather = False
+    // at v2.3.0; bf16_with_fp8_subchannel_scaling_mixed at v2.4.0) nor with Megatron-FSDP
+    // (set_primary_perf_configs@v2.3.0: "FSDP does not support FP8 param gather").
+    const std::string detail = ext.contains("precision_detail") && ext.at("precision_detail").is_string()
+                                   ? ext.at("precision_detail").get<std::string>()
+                                   : std::string();
+    const bool per_tensor =
+        detail.find("mxfp8") == std::string::npos && detail.find("MXFP8") == std::string::npos &&
+        detail.find("nvfp4") == std::string::npos && detail.find("NVFP4") == std::string::npos &&
+        detail.find("lockwise") == std::string::npos && detail.find("ub-channel") == std::string::npos &&
+        detail.find("ubchannel") == std::string::npos;
+    const bool fsdp = ext.contains("megatron_fsdp") && is_true(ext.at("megatron_fsdp"), "enabled");
     const auto set = [&](const char* key, const std::string& why) {
         if (training.contains(key)) return;
         training[key] = true;
         run.notes.push_back(
             fmt::format("training.{} = true: NeMo {}'s performance scripts {}", key, branch, why));
     };
-    if (fp8) set("fp8_param_gather", "keep FP8 weights (fp8_params / fp8_param_gather)");
+    if (fp8 && per_tensor && !fsdp)
+        set("fp8_param_gather", "keep FP8 weights (fp8_params / fp8_param_gather)");
     if (fp8 || minor >= 4) set("grad_reduce_in_bf16", "set grad_reduce_in_fp32 = False");
     if (minor >= 3) set("cross_entropy_fusion", "set cross_entropy_fusion_impl = \"te\"");
 }

@@ -35,7 +35,7 @@ TEST_CASE("nemo2 performance defaults: read from the release branch") {
         nemo2_row("r2.2.0", "fp8");  // pretrain_*.py: bf16_with_fp8_mixed, grad_reduce_in_fp32 False
     CHECK(r.layout.fp8_param_gather);
     CHECK(r.layout.grad_reduce_in_bf16);
-    CHECK_FALSE(r.layout.cross_entropy_fusion);  // the native implementation before r2.3.0
+    CHECK_FALSE(r.layout.cross_entropy_fusion);  // Megatron-Core's native loss before r2.3.0: not TE's kernel
     r = nemo2_row("r2.3.0", "fp8");
     CHECK(r.layout.fp8_param_gather);
     CHECK(r.layout.grad_reduce_in_bf16);
@@ -56,6 +56,18 @@ TEST_CASE("nemo2 performance defaults: read from the release branch") {
         CHECK_FALSE(r.layout.fp8_param_gather);
         CHECK_FALSE(r.layout.grad_reduce_in_bf16);
     }
+    // Block-scaled recipes and Megatron-FSDP gather no FP8 weights; the gradient dtype still applies.
+    nlohmann::json doc = trainsim::test::one_row_runs_file(
+        {{"nemo_release_branch", "r2.3.0"}, {"precision_detail", "mxfp8"}}, "fp8");
+    doc["runs"][0]["source"] = "NVIDIA NeMo Framework User Guide, Performance Summary, Container NeMo 25.04";
+    r = parse_measured_runs(doc, "f").runs.at(0);
+    CHECK_FALSE(r.layout.fp8_param_gather);
+    CHECK(r.layout.grad_reduce_in_bf16);
+    doc["runs"][0]["extensions"] = {{"nemo_release_branch", "r2.3.0"},
+                                    {"megatron_fsdp", {{"enabled", true}}}};
+    doc["runs"][0]["training"]["zero_stage"] = 3;
+    r = parse_measured_runs(doc, "f").runs.at(0);
+    CHECK_FALSE(r.layout.fp8_param_gather);
     r = nemo2_row("r2.2.0", "fp8", {}, "a NeMo blog post");
     CHECK_FALSE(r.layout.fp8_param_gather);
 }

@@ -116,6 +116,13 @@ TEST_CASE("yarn rope: the measured-runs reader sets gpt-oss's concentration fact
     CHECK(r.model.yarn_concentration_factor == doctest::Approx(1.34657).epsilon(1e-5));
     r = parse_measured_runs(trainsim::test::one_row_runs_file({{"moe", moe}}), "f").runs.at(0);
     CHECK(r.model.yarn_concentration_factor == 1.0);
+    // gpt-oss-20b (24 layers): its performance configs run plain RoPE in the fused single-QKV kernel.
+    nlohmann::json twenty = trainsim::test::one_row_runs_file({{"moe", moe}, {"activation", act}});
+    twenty["runs"][0]["model"]["layers"] = 24;
+    r = parse_measured_runs(twenty, "f").runs.at(0);
+    REQUIRE_FALSE(r.error);
+    CHECK(r.model.moe_activation_clamp);
+    CHECK(r.model.yarn_concentration_factor == 1.0);
 }
 
 TEST_CASE("yarn rope: imported from Megatron-LM flags and Hugging Face rope_scaling") {
@@ -166,10 +173,28 @@ TEST_CASE("yarn rope: imported from Megatron-LM flags and Hugging Face rope_scal
     CHECK(model.at("moe_ffn_hidden") == 256);
     CHECK(model.at("moe_expert_bias") == true);
     CHECK(model.at("moe_activation_clamp") == true);
-    oss["rope_scaling"]["attention_factor"] = 1.0;  // given: taken as is
-    CHECK(import_hf_config(oss, "config.json", t)
-              .workload.at("model")
-              .value("yarn_concentration_factor", 1.0) == 1.0);
+    const auto factor_of = [&](const json& rope_scaling) {
+        json c = oss;
+        c["rope_scaling"] = rope_scaling;
+        return import_hf_config(c, "config.json", t)
+            .workload.at("model")
+            .value("yarn_concentration_factor", 1.0);
+    };
+    const double yarn32 = 0.1 * std::log(32.0) + 1;
+    // Megatron-Bridge maps factor, mscale and mscale_all_dim, not attention_factor (model_bridge.py
+    // YARN_ROPE_SCALING_MAPPING): Megatron-Core's factor stays mscale(32).
+    CHECK(factor_of({{"rope_type", "yarn"}, {"factor", 32.0}, {"attention_factor", 1.0}}) ==
+          doctest::Approx(yarn32));
+    // Both mscales given: their ratio (DeepSeek's 1 / 1 is 1; 0 is a value, not "unset").
+    CHECK(factor_of({{"rope_type", "yarn"}, {"factor", 32.0}, {"mscale", 1.0}, {"mscale_all_dim", 1.0}}) ==
+          1.0);
+    CHECK(factor_of({{"rope_type", "yarn"}, {"factor", 32.0}, {"mscale", 1.0}, {"mscale_all_dim", 0.0}}) ==
+          doctest::Approx(yarn32));
+    CHECK(factor_of({{"rope_type", "yarn"}, {"factor", 32.0}, {"mscale", 2.0}, {"mscale_all_dim", 1.0}}) ==
+          doctest::Approx((0.2 * std::log(32.0) + 1) / yarn32));
+    CHECK(factor_of({{"rope_type", "yarn"}, {"factor", 32.0}, {"mscale", 0.5}}) ==
+          doctest::Approx(yarn32));                                    // one only
+    CHECK(factor_of({{"type", "yarn"}, {"factor", 1.0}}) == 1.0);      // no scaling
     oss["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};  // not YaRN: nothing changes
     CHECK(import_hf_config(oss, "config.json", t)
               .workload.at("model")
