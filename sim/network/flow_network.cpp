@@ -307,20 +307,24 @@ void FlowNetwork::activate(int id) {
         schedule_finish_alone(id);
         return;
     }
-    for (int l : rl.links) {
+    // One pass over the links (a data-parallel ring's flow has thousands): an owner still alone on the link
+    // enters the lists first, then the flow, then the link is marked dirty. The same lists, flags and dirty
+    // order as three passes (every owner, then the flow on every link, then the marks): an owner shares no
+    // link with another owner, so it enters before the flow reaches any link of its, and entering marks
+    // nothing.
+    joined_.push_back(id);
+    prepare_lists(f);
+    for (std::size_t j = 0; j < rl.links.size(); ++j) {
+        const int l = rl.links[j];
         const int owner = link_owner_[static_cast<std::size_t>(l)];
         if (owner >= 0 && owner_live(l)) {
             enter_in_lists(owner);
             owner_entered_ = true;
         }
-    }
-    joined_.push_back(id);
-    prepare_lists(f);
-    for (std::size_t j = 0; j < rl.links.size(); ++j)
-        push_on_link(rl.links[j], id, static_cast<int>(j));
-    f.listed = true;
-    for (int l : rl.links)
+        push_on_link(l, id, static_cast<int>(j));
         mark_dirty(l);
+    }
+    f.listed = true;
     request_update();
 }
 
