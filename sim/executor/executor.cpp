@@ -54,17 +54,19 @@ class MessageTable {
         if (!free_.empty()) {
             index = free_.back();
             free_.pop_back();
-            pool_[static_cast<std::size_t>(index)] = Message{};
+            at(index) = Message{};
         } else {
-            index = static_cast<int>(pool_.size());
-            pool_.emplace_back();
+            index = size_;
+            if ((static_cast<std::size_t>(size_) & (kPageSize - 1)) == 0)
+                pages_.push_back(std::make_unique<Message[]>(kPageSize));
+            ++size_;
         }
         by_unit_[static_cast<std::size_t>(dst)].emplace_back(key, index);
-        return pool_[static_cast<std::size_t>(index)];
+        return at(index);
     }
     Message* find(int dst, std::uint64_t key) {
         for (const auto& [k, index] : by_unit_[static_cast<std::size_t>(dst)])
-            if (k == key) return &pool_[static_cast<std::size_t>(index)];
+            if (k == key) return &at(index);
         return nullptr;
     }
     const Message* find(int dst, std::uint64_t key) const {
@@ -82,7 +84,16 @@ class MessageTable {
     }
 
   private:
-    std::deque<Message> pool_;  ///< stable addresses: a message is referred to while others are added
+    /// The pool: pages of kPageSize messages that never move (a message is referred to while others are
+    /// added), indexed with a shift and a mask (std::deque's indexing took a few branches and a division).
+    static constexpr std::size_t kPageBits = 8;
+    static constexpr std::size_t kPageSize = std::size_t{1} << kPageBits;
+    Message& at(int index) {
+        const auto i = static_cast<std::size_t>(index);
+        return pages_[i >> kPageBits][i & (kPageSize - 1)];
+    }
+    std::vector<std::unique_ptr<Message[]>> pages_;
+    int size_ = 0;  ///< messages made so far
     std::vector<int> free_;
     std::vector<boost::container::small_vector<std::pair<std::uint64_t, int>, 4>> by_unit_;
 };
