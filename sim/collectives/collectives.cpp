@@ -12,6 +12,11 @@
 
 namespace trainsim {
 
+namespace {
+/// Time::seconds(kNcclLaunchLatencyS), converted once (a P2P message converted it on each send).
+const Time kLaunchLatency = Time::seconds(kNcclLaunchLatencyS);
+}  // namespace
+
 Collectives::Collectives(Simulator& sim, FlowNetwork& net, const Cluster& cluster)
     : sim_(sim), net_(net), cluster_(cluster), route_cache_(static_cast<std::size_t>(cluster.gpus())) {}
 
@@ -194,21 +199,26 @@ void Collectives::run_all_to_all(const Communicator& comm, double bytes, Simulat
 
 void Collectives::send(int src, int dst, double bytes, Simulator::Callback done) {
     if (src == dst) throw InternalError(fmt::format("send from GPU {} to itself", src));
-    net_.start_flow_after(Time::seconds(kNcclLaunchLatencyS), route(src, dst), bytes, std::move(done));
+    net_.start_flow_after(kLaunchLatency, route(src, dst), bytes, std::move(done));
 }
 
 void Collectives::send_all(const std::vector<std::pair<int, int>>& pairs, double bytes,
                            Simulator::Callback done) {
     batch_routes_.clear();
     batch_bytes_.assign(pairs.size(), bytes);
+    bool inserted = false;  // a route cached now: a later insertion in the same row moves the earlier routes
     for (const auto& [src, dst] : pairs) {
         if (src == dst) throw InternalError(fmt::format("send from GPU {} to itself", src));
-        route(src, dst);  // cached first: a later insertion in the same row would move the earlier routes
-    }
-    for (const auto& [src, dst] : pairs)
+        const std::size_t cached = route_cache_[static_cast<std::size_t>(src)].size();
         batch_routes_.push_back(&route(src, dst));
-    net_.start_joined_flows_after(Time::seconds(kNcclLaunchLatencyS), batch_routes_, batch_bytes_,
-                                  std::move(done));
+        inserted = inserted || route_cache_[static_cast<std::size_t>(src)].size() != cached;
+    }
+    if (inserted) {  // looked up again, every one cached now (most messages find their routes cached)
+        batch_routes_.clear();
+        for (const auto& [src, dst] : pairs)
+            batch_routes_.push_back(&route(src, dst));
+    }
+    net_.start_joined_flows_after(kLaunchLatency, batch_routes_, batch_bytes_, std::move(done));
 }
 
 std::vector<double> link_capacities(const Cluster& cluster) {

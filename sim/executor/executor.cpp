@@ -54,17 +54,19 @@ class MessageTable {
         if (!free_.empty()) {
             index = free_.back();
             free_.pop_back();
-            pool_[static_cast<std::size_t>(index)] = Message{};
+            at(index) = Message{};
         } else {
-            index = static_cast<int>(pool_.size());
-            pool_.emplace_back();
+            index = size_;
+            if ((static_cast<std::size_t>(size_) & (kPageSize - 1)) == 0)
+                pages_.push_back(std::make_unique<Message[]>(kPageSize));
+            ++size_;
         }
         by_unit_[static_cast<std::size_t>(dst)].emplace_back(key, index);
-        return pool_[static_cast<std::size_t>(index)];
+        return at(index);
     }
     Message* find(int dst, std::uint64_t key) {
         for (const auto& [k, index] : by_unit_[static_cast<std::size_t>(dst)])
-            if (k == key) return &pool_[static_cast<std::size_t>(index)];
+            if (k == key) return &at(index);
         return nullptr;
     }
     const Message* find(int dst, std::uint64_t key) const {
@@ -82,7 +84,16 @@ class MessageTable {
     }
 
   private:
-    std::deque<Message> pool_;  ///< stable addresses: a message is referred to while others are added
+    /// The pool: pages of kPageSize messages that never move (a message is referred to while others are
+    /// added), indexed with a shift and a mask (std::deque's indexing took a few branches and a division).
+    static constexpr std::size_t kPageBits = 8;
+    static constexpr std::size_t kPageSize = std::size_t{1} << kPageBits;
+    Message& at(int index) {
+        const auto i = static_cast<std::size_t>(index);
+        return pages_[i >> kPageBits][i & (kPageSize - 1)];
+    }
+    std::vector<std::unique_ptr<Message[]>> pages_;
+    int size_ = 0;  ///< messages made so far
     std::vector<int> free_;
     std::vector<boost::container::small_vector<std::pair<std::uint64_t, int>, 4>> by_unit_;
 };
@@ -106,7 +117,9 @@ struct GroupCache {
     std::vector<struct Unit*> units;                  ///< the distinct units of its ranks, in rank order
     /// [collective sequence number on the group] units arrived so far (a collective starts when every unit
     /// has arrived; NCCL semantics: the k-th collective on a communicator is the same on every member).
-    std::unordered_map<std::uint32_t, int> arrivals;
+    /// A flat list (a group has one collective or two under way; a hash-map node per collective was
+    /// allocated and freed): (sequence number, arrived), in no particular order.
+    boost::container::small_vector<std::pair<std::uint32_t, int>, 2> arrivals;
     std::vector<PrivateTiming>
         private_timings;  ///< TP groups run ahead (ExecutionOptions::run_local_ops_ahead)
     // The bytes of the private TP collectives run ahead. Their routes (NVLS, or the ring of the node) cross
@@ -447,14 +460,20 @@ class Executor {
                 if (mask & 1u) f(*observers_[i], m);
         }
     }
-    void begin_slice(const Unit& u, Track track, std::string_view name, Time start) {
+    // The name is made a string_view only for an observed unit (a C string's length is a strlen; the TP and
+    // DP streams report every collective's slices to each unit of the group).
+    template <class Name>
+    void begin_slice(const Unit& u, Track track, const Name& name, Time start) {
         if (!u.observed) return;
-        for_observers(u, [&](ExecutorObserver& o, int m) { o.slice_begin(m, track, name, start); });
+        const std::string_view view(name);
+        for_observers(u, [&](ExecutorObserver& o, int m) { o.slice_begin(m, track, view, start); });
     }
-    void add_slice(const Unit& u, Track track, std::string_view name, Time start, Time end) {
+    template <class Name>
+    void add_slice(const Unit& u, Track track, const Name& name, Time start, Time end) {
         if (!u.observed) return;
+        const std::string_view view(name);
         for_observers(u, [&](ExecutorObserver& o, int m) {
-            o.slice_end(TimelineSlice{m, track, name, start, end});
+            o.slice_end(TimelineSlice{m, track, view, start, end});
         });
     }
     /// A slice reported whole (begin and end at once): a compute op, a wait.
@@ -821,9 +840,12 @@ class Executor {
     static bool arrive(Unit& s, GroupCache& g, GroupKind kind) {
         const std::uint32_t seq = s.seq[static_cast<std::size_t>(kind)]++;
         if (g.units.size() < 2) return true;
-        auto it = g.arrivals.try_emplace(seq, 0).first;
+        auto it = std::find_if(g.arrivals.begin(), g.arrivals.end(),
+                               [seq](const std::pair<std::uint32_t, int>& a) { return a.first == seq; });
+        if (it == g.arrivals.end()) it = g.arrivals.emplace(g.arrivals.end(), seq, 0);
         if (++it->second < static_cast<int>(g.units.size())) return false;
-        g.arrivals.erase(it);
+        *it = g.arrivals.back();
+        g.arrivals.pop_back();
         return true;
     }
 

@@ -307,24 +307,28 @@ void FlowNetwork::activate(int id) {
         schedule_finish_alone(id);
         return;
     }
-    for (int l : rl.links) {
+    // One pass over the links (a data-parallel ring's flow has thousands): an owner still alone on the link
+    // enters the lists first, then the flow, then the link is marked dirty. The same lists, flags and dirty
+    // order as three passes (every owner, then the flow on every link, then the marks): an owner shares no
+    // link with another owner, so it enters before the flow reaches any link of its, and entering marks
+    // nothing.
+    joined_.push_back(id);
+    prepare_lists(f);
+    for (std::size_t j = 0; j < rl.links.size(); ++j) {
+        const int l = rl.links[j];
         const int owner = link_owner_[static_cast<std::size_t>(l)];
         if (owner >= 0 && owner_live(l)) {
             enter_in_lists(owner);
             owner_entered_ = true;
         }
-    }
-    joined_.push_back(id);
-    prepare_lists(f);
-    for (std::size_t j = 0; j < rl.links.size(); ++j)
-        push_on_link(rl.links[j], id, static_cast<int>(j));
-    f.listed = true;
-    for (int l : rl.links)
+        push_on_link(l, id, static_cast<int>(j));
         mark_dirty(l);
+    }
+    f.listed = true;
     request_update();
 }
 
-bool FlowNetwork::owner_live(int link) {
+[[gnu::always_inline]] inline bool FlowNetwork::owner_live(int link) {
     int& owner = link_owner_[static_cast<std::size_t>(link)];
     if (owner < 0) return false;
     if (owner_drain_end_[static_cast<std::size_t>(link)] > sim_.now()) return true;
@@ -351,7 +355,7 @@ void FlowNetwork::prepare_lists(Flow& f) {
     f.distinct_slot.assign(f.links->links.size(), -1);
 }
 
-void FlowNetwork::set_shared(int fid, int j, bool shared) {
+[[gnu::always_inline]] inline void FlowNetwork::set_shared(int fid, int j, bool shared) {
     Flow& f = flows_[static_cast<std::size_t>(fid)];
     char& flag = f.distinct_is_shared[static_cast<std::size_t>(j)];
     if ((flag != 0) == shared) return;
@@ -359,7 +363,7 @@ void FlowNetwork::set_shared(int fid, int j, bool shared) {
     f.shared_stale = true;  // a flow on thousands of links is toggled many times between two reads
 }
 
-const FlowNetwork::SmallInts& FlowNetwork::shared_links(Flow& f) {
+[[gnu::always_inline]] inline const FlowNetwork::SmallInts& FlowNetwork::shared_links(Flow& f) {
     if (f.shared_stale) {
         f.shared_distinct.clear();
         for (std::size_t j = 0; j < f.distinct_is_shared.size(); ++j)
@@ -369,7 +373,7 @@ const FlowNetwork::SmallInts& FlowNetwork::shared_links(Flow& f) {
     return f.shared_distinct;
 }
 
-void FlowNetwork::push_on_link(int link, int fid, int j) {
+[[gnu::always_inline]] inline void FlowNetwork::push_on_link(int link, int fid, int j) {
     // One entry per flow and link, however many times its route uses the link (LinkUses::uses).
     auto& v = flows_on_link_[static_cast<std::size_t>(link)];
     if (v.size() == 1) set_shared(v.front().flow, v.front().index, true);  // it had the link to itself
@@ -387,7 +391,7 @@ void FlowNetwork::schedule_completion(int fid) {
     sim_.schedule(at, Priority::kFlowCompletion, [this, fid, v] { finish(fid, v); });
 }
 
-void FlowNetwork::mark_dirty(int link) {
+[[gnu::always_inline]] inline void FlowNetwork::mark_dirty(int link) {
     if (!link_dirty_[static_cast<std::size_t>(link)]) {
         link_dirty_[static_cast<std::size_t>(link)] = 1;
         dirty_links_.push_back(link);
@@ -450,7 +454,7 @@ constexpr double kSaturatedMargin = 1e-9;
 constexpr double kRateMargin = 1e-9;
 }  // namespace
 
-double FlowNetwork::link_load(int link, int except) const {
+[[gnu::always_inline]] inline double FlowNetwork::link_load(int link, int except) const {
     double load = 0;
     for (const LinkEntry& e : flows_on_link_[static_cast<std::size_t>(link)]) {
         if (e.flow == except) continue;
@@ -574,7 +578,9 @@ void FlowNetwork::find_component() {
     dirty_links_.clear();
     // By flow, then distinct index: visit() looks up a flow's entries by binary search (a scan of every
     // entry per visited flow was quadratic on large components).
-    std::sort(dirty_solo_links_.begin(), dirty_solo_links_.end());
+    // They are mostly in order already (a flow's links are marked in route order): sorted only if not.
+    if (!std::is_sorted(dirty_solo_links_.begin(), dirty_solo_links_.end()))
+        std::sort(dirty_solo_links_.begin(), dirty_solo_links_.end());
     int next_position = 0;
     while (!search_stack_.empty()) {
         SearchItem item = search_stack_.back();
@@ -665,9 +671,11 @@ void FlowNetwork::bound_shares() {
     }
 }
 
-void FlowNetwork::push_candidate(const Bottleneck& b) {
+[[gnu::always_inline]] inline void FlowNetwork::push_candidate(const Bottleneck& b) {
     candidates_.push_back(b);
-    std::push_heap(candidates_.begin(), candidates_.end(), later_candidate);
+    // Through a lambda, so that the sifts inline the comparison (a function pointer was called through).
+    std::push_heap(candidates_.begin(), candidates_.end(),
+                   [](const Bottleneck& x, const Bottleneck& y) { return later_candidate(x, y); });
 }
 
 void FlowNetwork::freeze(int fid, double rate, std::size_t& unfrozen) {
@@ -700,7 +708,7 @@ void FlowNetwork::freeze(int fid, double rate, std::size_t& unfrozen) {
     }
 }
 
-bool FlowNetwork::later_candidate(const Bottleneck& a, const Bottleneck& b) {
+[[gnu::always_inline]] inline bool FlowNetwork::later_candidate(const Bottleneck& a, const Bottleneck& b) {
     return a.share > b.share || (a.share == b.share && a.position > b.position);
 }
 
@@ -714,7 +722,8 @@ FlowNetwork::Bottleneck FlowNetwork::next_bottleneck() {
     while (!candidates_.empty()) {
         ++rate_update_work_;
         const Bottleneck top = candidates_.front();
-        std::pop_heap(candidates_.begin(), candidates_.end(), later_candidate);
+        std::pop_heap(candidates_.begin(), candidates_.end(),
+                      [](const Bottleneck& x, const Bottleneck& y) { return later_candidate(x, y); });
         candidates_.pop_back();
         if (top.flow >= 0) {
             if (!flows_[static_cast<std::size_t>(top.flow)].frozen) return top;
@@ -747,7 +756,7 @@ void FlowNetwork::fill_progressively() {
     }
 }
 
-void FlowNetwork::release_id(int fid) {
+[[gnu::always_inline]] inline void FlowNetwork::release_id(int fid) {
     const Flow& f = flows_[static_cast<std::size_t>(fid)];
     (f.distinct_slot.capacity() >= kLongRouteLinks ? free_long_ids_ : free_ids_).push_back(fid);
 }
