@@ -44,6 +44,12 @@
 //              (NeMo-Framework-Launcher 24.07 training configs: optim.name distributed_fused_adam) and, for
 //              FP8 rows whose id or notes name GPT3 or Llama, grad_reduce_in_bf16 (the launcher's H100 FP8
 //              scripts examples/training/{gpt,llama}/h100/*_fp8*.sh set optim.grad_sync_dtype=bf16);
+//   Megatron-Bridge v0.6.0 recipes named by extensions.recipe_preset that run HybridEP with full-iteration
+//              CUDA graphs and overlap_moe_expert_parallel_comm
+//              (gpt_oss_120b_pretrain_64gpu_gb300_fp8mx_config,
+//              qwen3_30b_a3b_pretrain_8gpu_gb300_fp8mx_config,
+//              qwen3_235b_a22b_pretrain_256gpu_gb200_fp8mx_config): moe_dispatcher hybridep,
+//              moe_fused_grouped_mlp, moe_a2a_overlap, unless the row states one;
 //   NeMo 2 performance-summary rows (the source names the NeMo Framework User Guide's Performance Summary,
 //              extensions.nemo_release_branch r2.2.0 or later): the performance scripts' settings, for FP8
 //              fp8_param_gather (bf16_with_fp8_mixed / bf16_with_fp8_current_scaling_mixed) and

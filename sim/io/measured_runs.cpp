@@ -1012,6 +1012,30 @@ bool bridge_fp8_attention_preset(const json& ext) {
            (where.find("@v0.6.0") != std::string::npos && v06.count(name));
 }
 
+/// A row whose extensions.recipe_preset names one of Megatron-Bridge v0.6.0's performance recipes that run
+/// their MoE layers with HybridEP, full-iteration CUDA graphs (and so TE's op fuser) and the experts'
+/// all-to-all overlapped (CommOverlapConfig overlap_moe_expert_parallel_comm = True), each read at v0.6.0:
+///   gpt_oss_120b_pretrain_64gpu_gb300_fp8mx_config() (perf_recipes/gpt_oss/common.py
+///     _apply_gpt_oss_120b_full_iter_fp8mx_configs: cuda_graph_impl "full_iteration",
+///     moe_flex_dispatcher_backend "hybridep", use_transformer_engine_op_fuser,
+///     overlap_moe_expert_parallel_comm);
+///   qwen3_30b_a3b_pretrain_8gpu_gb300_fp8mx_config(), qwen3_235b_a22b_pretrain_256gpu_gb200_fp8mx_config()
+///     (perf_recipes/qwen/{gb300,gb200}/qwen3_moe.py: moe_flex_dispatcher_backend "hybridep", then
+///     qwen/common.py _enable_hybridep_full_iteration_mxfp8: the same three).
+/// Not deepseek_v3_pretrain_256gpu_gb200_fp8mx_config() (alltoall, TE-scoped graphs). The v0.5.x presets'
+/// rows carry these settings as extensions (cuda_graphs, moe_dispatcher_backend, moe_a2a_overlap).
+bool bridge_v06_hybridep_full_iteration_preset(const json& ext) {
+    if (!ext.is_object() || !ext.contains("recipe_preset") || !ext["recipe_preset"].is_string()) return false;
+    const std::string preset = ext["recipe_preset"].get<std::string>();
+    const auto space = preset.rfind(' ');
+    if (space == std::string::npos || preset.substr(0, space).find("@v0.6.0") == std::string::npos)
+        return false;
+    static const std::set<std::string> names = {"gpt_oss_120b_pretrain_64gpu_gb300_fp8mx_config()",
+                                                "qwen3_30b_a3b_pretrain_8gpu_gb300_fp8mx_config()",
+                                                "qwen3_235b_a22b_pretrain_256gpu_gb200_fp8mx_config()"};
+    return names.count(preset.substr(space + 1)) > 0;
+}
+
 /// A Megatron-Bridge DeepSeek-V3 row: the source names Megatron-Bridge and the table's model label (or the
 /// run id) DeepSeek-V3 ("DeepSeekV3 (w/ MTP)", "deepseek_v3").
 bool bridge_deepseek_v3(const MeasuredRun& run, const json& ext) {
@@ -1138,6 +1162,19 @@ void parse_run(const json& row, const std::string& file, MeasuredRun& run) {
         run.notes.push_back(
             "training.adam_moments_bf16 = true: Megatron-Bridge's DeepSeek-V3 recipes set "
             "use_precision_aware_optimizer with exp_avg_dtype = exp_avg_sq_dtype = bfloat16");
+    }
+    if (run.model.moe() && bridge_v06_hybridep_full_iteration_preset(ext)) {
+        const bool stated = ext.contains("cuda_graphs") || ext.contains("moe_dispatcher_backend") ||
+                            ext.contains("moe_a2a_overlap");
+        if (!stated) {
+            run.layout.moe_dispatcher = MoeDispatcher::hybridep;
+            run.layout.moe_fused_grouped_mlp = true;
+            run.layout.moe_a2a_overlap = true;
+            run.notes.push_back(
+                "layout.moe_dispatcher = hybridep, moe_fused_grouped_mlp, moe_a2a_overlap: the row's "
+                "Megatron-Bridge v0.6.0 recipe sets the HybridEP dispatcher, full-iteration CUDA graphs with "
+                "TE's op fuser and overlap_moe_expert_parallel_comm");
+        }
     }
     if (!run.layout.fp8_attention && run.layout.precision == Precision::fp8 &&
         run.layout.attention == AttentionKernel::cudnn && bridge_fp8_attention_preset(ext)) {
