@@ -48,8 +48,10 @@
 //              CUDA graphs and overlap_moe_expert_parallel_comm
 //              (gpt_oss_120b_pretrain_64gpu_gb300_fp8mx_config,
 //              qwen3_30b_a3b_pretrain_8gpu_gb300_fp8mx_config,
-//              qwen3_235b_a22b_pretrain_256gpu_gb200_fp8mx_config): moe_dispatcher hybridep,
-//              moe_fused_grouped_mlp, moe_a2a_overlap, unless the row states one;
+//              qwen3_235b_a22b_pretrain_256gpu_gb200_fp8mx_config,
+//              deepseek_v3_pretrain_256gpu_gb200_fp8mx_config): moe_dispatcher hybridep,
+//              moe_fused_grouped_mlp, moe_a2a_overlap, each unless the row states it (moe_dispatcher_backend,
+//              cuda_graphs, moe_a2a_overlap);
 //   NeMo 2 performance-summary rows (the source names the NeMo Framework User Guide's Performance Summary,
 //              extensions.nemo_release_branch r2.2.0 or later): the performance scripts' settings, for FP8
 //              fp8_param_gather (bf16_with_fp8_mixed / bf16_with_fp8_current_scaling_mixed) and

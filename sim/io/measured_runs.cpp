@@ -1021,9 +1021,11 @@ bool bridge_fp8_attention_preset(const json& ext) {
 ///     overlap_moe_expert_parallel_comm);
 ///   qwen3_30b_a3b_pretrain_8gpu_gb300_fp8mx_config(), qwen3_235b_a22b_pretrain_256gpu_gb200_fp8mx_config()
 ///     (perf_recipes/qwen/{gb300,gb200}/qwen3_moe.py: moe_flex_dispatcher_backend "hybridep", then
-///     qwen/common.py _enable_hybridep_full_iteration_mxfp8: the same three).
-/// Not deepseek_v3_pretrain_256gpu_gb200_fp8mx_config() (alltoall, TE-scoped graphs). The v0.5.x presets'
-/// rows carry these settings as extensions (cuda_graphs, moe_dispatcher_backend, moe_a2a_overlap).
+///     qwen/common.py _enable_hybridep_full_iteration_mxfp8: the same three);
+///   deepseek_v3_pretrain_256gpu_gb200_fp8mx_config() (perf_recipes/deepseek/gb200/deepseek_v3.py: TE-scoped
+///     graphs first, then deepseek/common.py _enable_deepseek_full_iteration_mxfp8 sets the same three).
+/// The v0.5.x presets' rows carry these settings as extensions (cuda_graphs, moe_dispatcher_backend,
+/// moe_a2a_overlap).
 bool bridge_v06_hybridep_full_iteration_preset(const json& ext) {
     if (!ext.is_object() || !ext.contains("recipe_preset") || !ext["recipe_preset"].is_string()) return false;
     const std::string preset = ext["recipe_preset"].get<std::string>();
@@ -1032,8 +1034,31 @@ bool bridge_v06_hybridep_full_iteration_preset(const json& ext) {
         return false;
     static const std::set<std::string> names = {"gpt_oss_120b_pretrain_64gpu_gb300_fp8mx_config()",
                                                 "qwen3_30b_a3b_pretrain_8gpu_gb300_fp8mx_config()",
-                                                "qwen3_235b_a22b_pretrain_256gpu_gb200_fp8mx_config()"};
+                                                "qwen3_235b_a22b_pretrain_256gpu_gb200_fp8mx_config()",
+                                                "deepseek_v3_pretrain_256gpu_gb200_fp8mx_config()"};
     return names.count(preset.substr(space + 1)) > 0;
+}
+
+/// The settings of a Megatron-Bridge v0.6.0 HybridEP full-iteration recipe
+/// (bridge_v06_hybridep_full_iteration_preset) that the row does not state itself, each noted.
+void apply_bridge_v06_recipe(MeasuredRun& run, const json& ext) {
+    if (!run.model.moe() || !bridge_v06_hybridep_full_iteration_preset(ext)) return;
+    std::vector<std::string> set;
+    if (!ext.contains("moe_dispatcher_backend")) {
+        run.layout.moe_dispatcher = MoeDispatcher::hybridep;
+        set.push_back("moe_dispatcher = hybridep");
+    }
+    if (!ext.contains("cuda_graphs")) {
+        run.layout.moe_fused_grouped_mlp = true;
+        set.push_back("moe_fused_grouped_mlp (full-iteration CUDA graphs with TE's op fuser)");
+    }
+    if (!ext.contains("moe_a2a_overlap")) {
+        run.layout.moe_a2a_overlap = true;
+        set.push_back("moe_a2a_overlap (overlap_moe_expert_parallel_comm)");
+    }
+    if (!set.empty())
+        run.notes.push_back(fmt::format("layout.{}: the row's Megatron-Bridge v0.6.0 recipe sets them",
+                                        fmt::join(set, ", ")));
 }
 
 /// A Megatron-Bridge DeepSeek-V3 row: the source names Megatron-Bridge and the table's model label (or the
@@ -1163,19 +1188,7 @@ void parse_run(const json& row, const std::string& file, MeasuredRun& run) {
             "training.adam_moments_bf16 = true: Megatron-Bridge's DeepSeek-V3 recipes set "
             "use_precision_aware_optimizer with exp_avg_dtype = exp_avg_sq_dtype = bfloat16");
     }
-    if (run.model.moe() && bridge_v06_hybridep_full_iteration_preset(ext)) {
-        const bool stated = ext.contains("cuda_graphs") || ext.contains("moe_dispatcher_backend") ||
-                            ext.contains("moe_a2a_overlap");
-        if (!stated) {
-            run.layout.moe_dispatcher = MoeDispatcher::hybridep;
-            run.layout.moe_fused_grouped_mlp = true;
-            run.layout.moe_a2a_overlap = true;
-            run.notes.push_back(
-                "layout.moe_dispatcher = hybridep, moe_fused_grouped_mlp, moe_a2a_overlap: the row's "
-                "Megatron-Bridge v0.6.0 recipe sets the HybridEP dispatcher, full-iteration CUDA graphs with "
-                "TE's op fuser and overlap_moe_expert_parallel_comm");
-        }
-    }
+    apply_bridge_v06_recipe(run, ext);
     if (!run.layout.fp8_attention && run.layout.precision == Precision::fp8 &&
         run.layout.attention == AttentionKernel::cudnn && bridge_fp8_attention_preset(ext)) {
         run.layout.fp8_attention = true;

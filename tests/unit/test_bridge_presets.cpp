@@ -35,14 +35,23 @@ TEST_CASE("bridge presets: v0.6.0 HybridEP full-iteration recipes set the dispat
     CHECK(r.layout.moe_dispatcher == trainsim::MoeDispatcher::hybridep);
     CHECK(r.layout.moe_fused_grouped_mlp);
     CHECK(r.layout.moe_a2a_overlap);
-    // A row that states any of them keeps its own statement.
+    // A setting the row states is its own; the others still come from the recipe.
     r = bridge_preset_row(qwen, {{"moe_dispatcher_backend", "alltoall"}});
     CHECK(r.layout.moe_dispatcher == trainsim::MoeDispatcher::alltoall);
-    CHECK_FALSE(r.layout.moe_a2a_overlap);
-    // DeepSeek-V3's GB200 recipe keeps the alltoall dispatcher; another tag is not read.
+    CHECK(r.layout.moe_a2a_overlap);
+    // DeepSeek-V3's GB200 recipe: TE-scoped graphs, then the full-iteration HybridEP settings; a row that
+    // states cuda_graphs "transformer_engine" keeps the unfused experts.
+    const std::string deepseek =
+        "src/megatron/bridge/perf_recipes/deepseek/gb200/deepseek_v3.py@v0.6.0 "
+        "deepseek_v3_pretrain_256gpu_gb200_fp8mx_config()";
+    r = bridge_preset_row(deepseek, {{"cuda_graphs", "transformer_engine"}});
+    CHECK(r.layout.moe_dispatcher == trainsim::MoeDispatcher::hybridep);
+    CHECK(r.layout.moe_a2a_overlap);
+    CHECK_FALSE(r.layout.moe_fused_grouped_mlp);
+    // Another recipe or another tag is not read.
     r = bridge_preset_row(
         "src/megatron/bridge/perf_recipes/deepseek/gb200/deepseek_v3.py@v0.6.0 "
-        "deepseek_v3_pretrain_256gpu_gb200_fp8mx_config()");
+        "deepseek_v3_pretrain_256gpu_gb200_bf16_config()");
     CHECK(r.layout.moe_dispatcher == trainsim::MoeDispatcher::alltoall);
     CHECK_FALSE(r.layout.moe_fused_grouped_mlp);
     r = bridge_preset_row(
