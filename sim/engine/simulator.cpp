@@ -84,7 +84,8 @@ void Simulator::drop_free_root() {
 
 void Simulator::pop_top() {
     // Floyd's bottom-up deletion: move the hole at the root down to a leaf along the smallest children
-    // (smallest_of_four), then sift the last entry up from there (it came from the bottom, so it rarely climbs).
+    // (smallest_of_four), then sift the last entry up from there (it came from the bottom, so it rarely
+    // climbs).
     const Entry last = heap_.back();
     heap_.pop_back();
     const std::size_t n = heap_size();
