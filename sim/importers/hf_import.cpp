@@ -1,6 +1,5 @@
 // `trainsim import hf config.json`: a Hugging Face transformers config -> the model block of a workload
 // (the mapping is listed in trainsim/importers.hpp and docs/importers.md).
-#include <cmath>
 #include <set>
 
 #include <fmt/format.h>
@@ -183,9 +182,8 @@ void rope_scaling(Config& c, ModelSpec& m, std::vector<std::string>& notes) {
         return v.get<double>();
     };
     const double s = num("factor").value_or(1.0);
-    const auto mscale = [s](double x) { return s <= 1 ? 1.0 : 0.1 * x * std::log(s) + 1.0; };
-    const auto ms = num("mscale"), ms_all = num("mscale_all_dim");
-    const double factor = ms && ms_all ? mscale(*ms) / mscale(*ms_all) : mscale(1.0);
+    const double factor =
+        importers_detail::yarn_concentration_factor(s, num("mscale"), num("mscale_all_dim"));
     if (!(factor >= 0.01 && factor <= 100))
         importers_detail::bad_written_value(
             c.file(), "rope_scaling", r->dump(),

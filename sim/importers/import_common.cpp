@@ -87,6 +87,12 @@ void bad_written_value(const std::string& source, const std::string& what, const
     throw InputError(fmt::format("{}: {} = {} {}", source, what, clip_for_message(written), problem));
 }
 
+double yarn_concentration_factor(double s, std::optional<double> mscale,
+                                 std::optional<double> mscale_all_dim) {
+    const auto of = [s](double x) { return s <= 1 ? 1.0 : 0.1 * x * std::log(s) + 1.0; };
+    return mscale && mscale_all_dim ? of(*mscale) / of(*mscale_all_dim) : of(1.0);
+}
+
 }  // namespace importers_detail
 
 namespace {

@@ -44,4 +44,10 @@ std::optional<double> parse_number(const std::string& text);
 [[noreturn]] void bad_written_value(const std::string& source, const std::string& what,
                                     const std::string& written, const std::string& problem);
 
+/// YaRN's concentration factor as Megatron-Core computes it (yarn_rotary_pos_embedding.py
+/// _yarn_get_concentration_factor): mscale(s, m) / mscale(s, m_all) when both mscales are given, else
+/// mscale(s, 1), with mscale(s, x) = 0.1 x ln s + 1 for scaling factor s > 1, else 1.
+double yarn_concentration_factor(double s, std::optional<double> mscale,
+                                 std::optional<double> mscale_all_dim);
+
 }  // namespace trainsim::importers_detail

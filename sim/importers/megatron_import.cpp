@@ -1,7 +1,6 @@
 // `trainsim import megatron`: the arguments of a Megatron-LM pretrain_gpt.py launch -> a workload
 // (megatron/training/arguments.py; the mapping is listed in trainsim/importers.hpp and docs/importers.md).
 #include <algorithm>
-#include <cmath>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -129,8 +128,7 @@ void yarn(MegatronArgs& a, ModelSpec& m) {
     const double ms = a.number("mscale", 0, 1e3).value_or(1.0);
     const double ms_all = a.number("mscale-all-dim", 0, 1e3).value_or(0.0);
     if (type != "yarn" || m.mla()) return;
-    const auto mscale = [s](double x) { return s <= 1 ? 1.0 : 0.1 * x * std::log(s) + 1.0; };
-    const double factor = mscale(ms) / mscale(ms_all);
+    const double factor = importers_detail::yarn_concentration_factor(s, ms, ms_all);
     if (!(factor >= 0.01 && factor <= 100))
         throw InputError(
             fmt::format("{}: --rotary-scaling-factor {}, --mscale {}, --mscale-all-dim {}: YaRN's "

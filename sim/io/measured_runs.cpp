@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <utility>
 
 #include "layout_fields.hpp"
 #include "strict_json.hpp"
@@ -958,14 +959,10 @@ void apply_nemo2_perf_defaults(MeasuredRun& run, const json& ext, json& training
     // Not for the block-scaled and sub-channel recipes (bf16_with_mxfp8_mixed sets fp8_param_gather = False
     // at v2.3.0; bf16_with_fp8_subchannel_scaling_mixed at v2.4.0) nor with Megatron-FSDP
     // (set_primary_perf_configs@v2.3.0: "FSDP does not support FP8 param gather").
-    const std::string detail = ext.contains("precision_detail") && ext.at("precision_detail").is_string()
-                                   ? ext.at("precision_detail").get<std::string>()
-                                   : std::string();
-    const bool per_tensor =
-        detail.find("mxfp8") == std::string::npos && detail.find("MXFP8") == std::string::npos &&
-        detail.find("nvfp4") == std::string::npos && detail.find("NVFP4") == std::string::npos &&
-        detail.find("lockwise") == std::string::npos && detail.find("ub-channel") == std::string::npos &&
-        detail.find("ubchannel") == std::string::npos;
+    const std::string detail = lower(string_or_empty(ext, "precision_detail"));
+    const bool per_tensor = !contains(detail, "mxfp8") && !contains(detail, "nvfp4") &&
+                            !contains(detail, "blockwise") && !contains(detail, "sub-channel") &&
+                            !contains(detail, "subchannel");
     const bool fsdp = ext.contains("megatron_fsdp") && is_true(ext.at("megatron_fsdp"), "enabled");
     const auto set = [&](const char* key, const std::string& why) {
         if (training.contains(key)) return;
@@ -977,6 +974,17 @@ void apply_nemo2_perf_defaults(MeasuredRun& run, const json& ext, json& training
         set("fp8_param_gather", "keep FP8 weights (fp8_params / fp8_param_gather)");
     if (fp8 || minor >= 4) set("grad_reduce_in_bf16", "set grad_reduce_in_fp32 = False");
     if (minor >= 3) set("cross_entropy_fusion", "set cross_entropy_fusion_impl = \"te\"");
+}
+
+/// A row's extensions.recipe_preset, "FILE@TAG NAME", split into its FILE@TAG and NAME; nullopt when the
+/// row has none or it is not of that form.
+std::optional<std::pair<std::string, std::string>> recipe_preset(const json& ext) {
+    if (!ext.is_object() || !ext.contains("recipe_preset") || !ext["recipe_preset"].is_string())
+        return std::nullopt;
+    const std::string preset = ext["recipe_preset"].get<std::string>();
+    const auto space = preset.rfind(' ');
+    if (space == std::string::npos) return std::nullopt;
+    return std::make_pair(preset.substr(0, space), preset.substr(space + 1));
 }
 
 /// A row whose extensions.recipe_preset ("FILE@TAG NAME") names a Megatron-Bridge performance preset that
@@ -994,11 +1002,9 @@ void apply_nemo2_perf_defaults(MeasuredRun& run, const json& ext, json& training
 ///     _enable_hybridep_full_iteration_mxfp8); not deepseek_v3_pretrain_256gpu_gb200_fp8mx_config().
 /// No preset at v0.4.x or before sets it (the field is never assigned in scripts/performance there).
 bool bridge_fp8_attention_preset(const json& ext) {
-    if (!ext.is_object() || !ext.contains("recipe_preset") || !ext["recipe_preset"].is_string()) return false;
-    const std::string preset = ext["recipe_preset"].get<std::string>();
-    const auto space = preset.rfind(' ');
-    if (space == std::string::npos) return false;
-    const std::string name = preset.substr(space + 1), where = preset.substr(0, space);
+    const auto preset = recipe_preset(ext);
+    if (!preset) return false;
+    const auto& [where, name] = *preset;
     static const std::set<std::string> v05 = {
         "QWEN3_30B_A3B_PRETRAIN_CONFIG_GB300_FP8_MX_V1",   "QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_FP8_MX_V1",
         "QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_MX_V1",    "QWEN3_235B_A22B_PRETRAIN_CONFIG_GB300_FP8_MX_V2",
@@ -1027,16 +1033,13 @@ bool bridge_fp8_attention_preset(const json& ext) {
 /// The v0.5.x presets' rows carry these settings as extensions (cuda_graphs, moe_dispatcher_backend,
 /// moe_a2a_overlap).
 bool bridge_v06_hybridep_full_iteration_preset(const json& ext) {
-    if (!ext.is_object() || !ext.contains("recipe_preset") || !ext["recipe_preset"].is_string()) return false;
-    const std::string preset = ext["recipe_preset"].get<std::string>();
-    const auto space = preset.rfind(' ');
-    if (space == std::string::npos || preset.substr(0, space).find("@v0.6.0") == std::string::npos)
-        return false;
+    const auto preset = recipe_preset(ext);
+    if (!preset || preset->first.find("@v0.6.0") == std::string::npos) return false;
     static const std::set<std::string> names = {"gpt_oss_120b_pretrain_64gpu_gb300_fp8mx_config()",
                                                 "qwen3_30b_a3b_pretrain_8gpu_gb300_fp8mx_config()",
                                                 "qwen3_235b_a22b_pretrain_256gpu_gb200_fp8mx_config()",
                                                 "deepseek_v3_pretrain_256gpu_gb200_fp8mx_config()"};
-    return names.count(preset.substr(space + 1)) > 0;
+    return names.count(preset->second) > 0;
 }
 
 /// The settings of a Megatron-Bridge v0.6.0 HybridEP full-iteration recipe

@@ -193,4 +193,24 @@ inline void check_identical(const ExecutionResult& a, const ExecutionResult& b) 
         CHECK(a.link_bytes[k] == b.link_bytes[k]);
 }
 
+/// Bytes and count of stage 0's kernels whose name starts with `prefix` (and not with `skip_prefix`, when
+/// given), forward-named (forward and recompute) or backward ("_bwd" in the name).
+inline double stage0_kernel_bytes(const Program& p, const std::string& prefix, bool backward, int* count,
+                                  const std::string& skip_prefix = "") {
+    double bytes = 0;
+    *count = 0;
+    for (const Op& op : p.stages[0].ops) {
+        if (op.kind != OpKind::compute || op.segment < 0) continue;
+        for (const Kernel& k : p.segments[static_cast<std::size_t>(op.segment)].kernels) {
+            const std::string name = k.name;
+            if (name.rfind(prefix, 0) != 0) continue;
+            if (!skip_prefix.empty() && name.rfind(skip_prefix, 0) == 0) continue;
+            if ((name.find("_bwd") != std::string::npos) != backward) continue;
+            bytes += k.bytes;
+            ++*count;
+        }
+    }
+    return bytes;
+}
+
 }  // namespace trainsim::test

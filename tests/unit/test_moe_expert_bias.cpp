@@ -43,27 +43,9 @@ Layout tiny_layout() {
     return l;
 }
 
-/// Bytes and count of stage 0's kernels whose name starts with `prefix`, forward-named (forward and
-/// recompute) or backward ("_bwd" in the name).
-double kernel_bytes(const Program& p, const std::string& prefix, bool backward, int* count) {
-    double bytes = 0;
-    *count = 0;
-    for (const Op& op : p.stages[0].ops) {
-        if (op.kind != OpKind::compute || op.segment < 0) continue;
-        for (const Kernel& k : p.segments[static_cast<std::size_t>(op.segment)].kernels) {
-            const std::string name = k.name;
-            if (name.rfind(prefix, 0) != 0) continue;
-            if ((name.find("_bwd") != std::string::npos) != backward) continue;
-            bytes += k.bytes;
-            ++*count;
-        }
-    }
-    return bytes;
-}
-
 /// TEGroupedMLP._apply_bias's kernels ("expert_fc2_bias_*").
 double bias_kernel_bytes(const Program& p, bool backward, int* count) {
-    return kernel_bytes(p, "expert_fc2_bias", backward, count);
+    return trainsim::test::stage0_kernel_bytes(p, "expert_fc2_bias", backward, count);
 }
 
 }  // namespace
@@ -157,7 +139,7 @@ TEST_CASE("moe expert bias: gpt-oss's activation and full-iteration graphs are r
 namespace {
 /// The eager clamp's kernels ("expert_act_clamp*").
 double clamp_kernel_bytes(const Program& p, bool backward, int* count) {
-    return kernel_bytes(p, "expert_act_clamp", backward, count);
+    return trainsim::test::stage0_kernel_bytes(p, "expert_act_clamp", backward, count);
 }
 }  // namespace
 

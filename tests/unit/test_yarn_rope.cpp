@@ -21,36 +21,14 @@ using namespace trainsim;
 
 namespace {
 
-/// 2 dense layers, hidden 256, 8 query heads and 2 key/value heads of 32, seq 128.
+/// 2 dense layers, hidden 256, 8 query heads and 2 key/value heads of 32, SwiGLU 512, vocab 1024, seq 128.
 ModelSpec yarn_model() {
-    ModelSpec m;
-    m.name = "tiny-yarn";
-    m.layers = 2;
-    m.hidden = 256;
-    m.heads = 8;
-    m.kv_heads = 2;
-    m.ffn_hidden = 512;
-    m.vocab = 1024;
-    m.seq_len = 128;
-    m.mlp = MlpKind::swiglu;
-    return m;
+    return trainsim::test::llama_style(2, 256, 8, 2, 512, 1024, 128);
 }
 
-/// Bytes and count of stage 0's kernels named "yarn_rope*", forward-named or backward ("_bwd").
+/// The unfused RoPE's kernels ("yarn_rope*", not the small frequency kernels "yarn_rope_freqs").
 double yarn_rope_bytes(const Program& p, bool backward, int* count) {
-    double bytes = 0;
-    *count = 0;
-    for (const Op& op : p.stages[0].ops) {
-        if (op.kind != OpKind::compute || op.segment < 0) continue;
-        for (const Kernel& k : p.segments[static_cast<std::size_t>(op.segment)].kernels) {
-            const std::string name = k.name;
-            if (name.rfind("yarn_rope", 0) != 0 || name.rfind("yarn_rope_freqs", 0) == 0) continue;
-            if ((name.find("_bwd") != std::string::npos) != backward) continue;
-            bytes += k.bytes;
-            ++*count;
-        }
-    }
-    return bytes;
+    return trainsim::test::stage0_kernel_bytes(p, "yarn_rope", backward, count, "yarn_rope_freqs");
 }
 
 }  // namespace
