@@ -112,6 +112,31 @@ TEST_CASE(
     CHECK(find_gpu("H800-SXM5-80GB", "t").constants_from == "H100-SXM5-80GB");
 }
 
+TEST_CASE("gpu catalog: H100 SXM5 96GB's two tensor-core constants hold its fit record, the rest H100's") {
+    // calibration/h100-96gb-fit.json (calibration/README.md): fitted to the part's 8 step times.
+    const std::string path = "calibration/h100-96gb-fit.json";
+    const Calibration c =
+        parse_calibration(read_json_file(std::string(TRAINSIM_SOURCE_DIR) + "/" + path), path);
+    REQUIRE(c.gpus.count("H100-SXM5-96GB") == 1);
+    const std::map<std::string, double>& fit = c.gpus.at("H100-SXM5-96GB");
+    CHECK(fit.size() == 2);
+    GpuSpec g = find_gpu("H100-SXM5-96GB", "t");
+    const GpuSpec& h100 = find_gpu("H100-SXM5-80GB", "t");
+    CHECK(g.calibrated);
+    CHECK(g.constants_from.find(path) != std::string::npos);
+    CHECK(gpu_constant(g, "gemm_max_efficiency") ==
+          doctest::Approx(fit.at("gemm_max_efficiency")).epsilon(1e-3));
+    CHECK(gpu_constant(g, "flash_attention_efficiency") ==
+          doctest::Approx(fit.at("flash_attention_efficiency")).epsilon(1e-3));
+    // Slower than the 80 GB part's kernel-fitted values, the other constants the same.
+    CHECK(g.gemm_max_efficiency < h100.gemm_max_efficiency);
+    CHECK(g.flash_attention_efficiency < h100.flash_attention_efficiency);
+    CHECK(g.cudnn_attention_efficiency == h100.cudnn_attention_efficiency);
+    CHECK(g.fp8_gemm_efficiency == h100.fp8_gemm_efficiency);
+    CHECK(g.hbm_efficiency == h100.hbm_efficiency);
+    CHECK(g.gemm_k_half == h100.gemm_k_half);
+}
+
 TEST_CASE("gpu catalog: the parts of issue 15 with their datasheet figures") {
     const GpuSpec& h200 = find_gpu("H200", "t");
     CHECK(h200.name == "H200-SXM-141GB");
