@@ -104,9 +104,17 @@ struct FusedAttentionShape {
     bool backward = false;   ///< the backward kernel (names ending in _bwd)
 };
 
+/// A FlashAttention-1-class kernel's rate relative to FlashAttention-2's on the same shape and GPU
+/// (AttentionKernel::flash1): Dao 2023, "FlashAttention-2" (arXiv:2307.08691), abstract and Sec. 4.1
+/// (Fig. 4-6, A100): FlashAttention-2 is "around 2x" faster than FlashAttention; llm-foundry's Triton port
+/// (llmfoundry/models/layers/flash_attn_triton.py, from flash-attn eff9fe6): "Overall Triton forward +
+/// backward is slightly slower than CUDA forward + backward" (FlashAttention-1's CUDA kernels). One value for
+/// forward and backward and every GPU (no FlashAttention-1 kernel was measured).
+inline constexpr double kFlashAttention1RelativeSpeed = 0.5;
+
 /// Fraction of the 16-bit peak that fused attention of `backend` reaches on `shape` (the formula in the
-/// header comment; constants from `gpu`). Throws InternalError when the shape is not given (a size <= 0)
-/// or the backend is unfused.
+/// header comment; constants from `gpu`; `flash1` at kFlashAttention1RelativeSpeed of `flash`). Throws
+/// InternalError when the shape is not given (a size <= 0) or the backend is unfused.
 double attention_efficiency(const GpuSpec& gpu, AttentionKernel backend, const FusedAttentionShape& shape);
 
 /// One GPU kernel's work. Shapes are per GPU (after TP division).

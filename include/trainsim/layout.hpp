@@ -33,8 +33,10 @@ enum class Recompute { none, selective, selective_op, full };
 /// The attention kernel: `flash` FlashAttention-2 (Dao 2023; PyTorch SDPA's flash backend, flash-attn),
 /// `cudnn` cuDNN fused attention (TransformerEngine's FusedAttention, preferred on sm90+; PyTorch SDPA's
 /// cuDNN backend), both fused (scores never stored); `unfused` materialises the s x s scores (Megatron's
-/// fused scale-mask-softmax path).
-enum class AttentionKernel { flash, cudnn, unfused };
+/// fused scale-mask-softmax path); `flash1` a FlashAttention-1-class fused kernel (Dao et al. 2022:
+/// flash-attn 1.x, and its Triton port that llm-foundry runs as `attn_impl: triton`), timed as `flash` at
+/// kFlashAttention1RelativeSpeed of its rate (compute.hpp).
+enum class AttentionKernel { flash, cudnn, unfused, flash1 };
 /// Low-precision recipe of the linear layers' GEMMs (precision fp8; TransformerEngine's recipes all run
 /// under its fp8_autocast / autocast, transformer_engine/common/recipe/__init__.py):
 ///   delayed     per-tensor FP8 scales from an amax history (TransformerEngine DelayedScaling, Megatron's

@@ -1171,6 +1171,16 @@ void parse_run(const json& row, const std::string& file, MeasuredRun& run) {
     apply_nemo2_perf_defaults(run, ext, training);
     run.layout = parse_training(StrictObject(training, file, rr.field("training")), run.model,
                                 run.topology.gpu, run.source, run.unsupported);
+    // llm-foundry's MPT trains without dropout (MPTConfig: resid_pdrop = emb_pdrop = 0.0, attn_config
+    // attn_pdrop 0.0; llmfoundry/models/mpt/configuration_mpt.py, which its pretrain yamls keep), unless the
+    // row's model states it.
+    const json& model_row = rr.raw("model");
+    if (run.layout.framework == Framework::composer && model_row.is_object() &&
+        !model_row.contains("dropout") && run.model.dropout) {
+        run.model.dropout = false;
+        run.notes.push_back(
+            "model.dropout = false: llm-foundry's MPTConfig sets resid_pdrop, emb_pdrop and attn_pdrop to 0");
+    }
     auto m = rr.object("measured");
     parse_measured(m, run);
     m.finish();

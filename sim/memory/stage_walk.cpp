@@ -51,11 +51,15 @@ WalkShapes walk_shapes(const ModelSpec& m, const Layout& l) {
     // Megatron's vocab-parallel cross-entropy keeps the fp32 softmax for the backward; while it runs, the
     // 16-bit logits exist too, and in the backward their gradient. PyTorch's eager F.cross_entropy on
     // logits cast to fp32 (torchtitan's loss, `pred.flatten(0, 1).float()`; autocast does the same for
-    // Composer) holds in forward the 16-bit logits, their fp32 copy and the fp32 log_softmax output (kept for
-    // the backward); in backward the log_softmax output, the fp32 gradient of it (nll_loss_backward) and the
-    // fp32 gradient of its input, before the cast back to 16 bits.
-    s.eager_ce = l.framework == Framework::torchtitan || l.framework == Framework::composer ||
-                 l.framework == Framework::pytorch;
+    // plain PyTorch) holds in forward the 16-bit logits, their fp32 copy and the fp32 log_softmax output
+    // (kept for the backward); in backward the log_softmax output, the fp32 gradient of it
+    // (nll_loss_backward) and the fp32 gradient of its input, before the cast back to 16 bits.
+    s.eager_ce = l.framework == Framework::torchtitan || l.framework == Framework::pytorch;
+    // llm-foundry's loss (Composer runs of MPT): flash-attn's fused CrossEntropyLoss, its default `loss_fn:
+    // fused_crossentropy` (llmfoundry/models/mpt/modeling_mpt.py ComposerMPTCausalLM): it saves the 16-bit
+    // logits and one fp32 log-sum-exp per token, and its backward writes a new 16-bit gradient
+    // (inplace_backward False) while they are alive (flash_attn/losses/cross_entropy.py).
+    s.flash_attn_ce = l.framework == Framework::composer;
     // torchtitan with TP computes the loss under DTensor's loss_parallel (vocab-sharded logits; its
     // log_softmax and nll backward are decompositions with full-size temporaries: torch/distributed/tensor/
     // parallel/loss.py), and keeps the LM-head input gathered over the sequence.

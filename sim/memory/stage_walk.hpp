@@ -35,6 +35,7 @@ struct WalkShapes {
     double embedding_stored = 0;  ///< the embedding's stored tensors, bytes
     double grad_bytes = 4;        ///< bytes per gradient element (gradient_bytes_per_element)
     bool eager_ce = false;        ///< PyTorch's eager cross entropy on fp32 logits
+    bool flash_attn_ce = false;   ///< flash-attn's fused cross entropy (llm-foundry, Composer)
     bool loss_parallel = false;   ///< torchtitan's DTensor loss_parallel (TP > 1)
     bool fsdp2 = false;           ///< PyTorch FSDP (pytorch_fsdp)
     bool torchtitan = false;

@@ -31,9 +31,10 @@ void StageWalk::head_forward(const At& at) {
         w_.sample(ph, at.time_s);
         w_.release(fp32);
         w_.release(logits);
-    } else if (l_.cross_entropy_fusion) {
-        // TE's fused cross entropy writes the gradient into the 16-bit logits, kept.
-        v.push_back(w_.allocate(Pile::activations, E * TV));
+    } else if (l_.cross_entropy_fusion || s_.flash_attn_ce) {
+        // TE's fused cross entropy writes the gradient into the 16-bit logits, kept; flash-attn's keeps the
+        // logits (and a fp32 log-sum-exp per token) for its backward.
+        v.push_back(w_.allocate(Pile::activations, E * TV + (s_.flash_attn_ce ? 4.0 * T : 0.0)));
         w_.sample(ph, at.time_s);
     } else {
         v.push_back(w_.allocate(Pile::activations, 4.0 * TV));  // fp32 softmax
@@ -67,6 +68,12 @@ void StageWalk::head_backward(const At& at) {
         pop(at.micro_batch);
         Tensor grad16 = w_.allocate(Pile::buffers, E * TV);
         w_.release(grad_in);
+        w_.release(grad16);
+    } else if (s_.flash_attn_ce) {
+        // flash-attn's backward writes a new 16-bit gradient beside the saved logits.
+        Tensor grad16 = w_.allocate(Pile::buffers, E * TV);
+        w_.sample(at.phase, at.time_s);
+        pop(at.micro_batch);
         w_.release(grad16);
     } else {
         w_.sample(at.phase, at.time_s, E * TV);

@@ -29,6 +29,12 @@ FrameworkDefaults framework_defaults(Framework framework, const GpuSpec& gpu, co
             d.fp8_recipe = Fp8Recipe::tensorwise;
             break;
         case Framework::composer:
+            // llm-foundry's benchmark runs (scripts/train/benchmarking/submit_benchmarks.py: --attn_impl
+            // default "triton" from 2023-10 to 2024-04; its `gpu` extra pinned flash-attn 1.0.9, so `flash`
+            // meant FlashAttention-1 too, setup.py until 495218376): a FlashAttention-1-class kernel.
+            d.attention = AttentionKernel::flash1;
+            d.fp8_recipe = Fp8Recipe::tensorwise;
+            break;
         case Framework::pytorch:
             d.attention = AttentionKernel::flash;
             d.fp8_recipe = Fp8Recipe::tensorwise;

@@ -735,6 +735,8 @@ std::string to_string(AttentionKernel a) {
             return "cudnn";
         case AttentionKernel::unfused:
             return "unfused";
+        case AttentionKernel::flash1:
+            return "flash1";
     }
     return "?";
 }

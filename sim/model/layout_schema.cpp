@@ -162,8 +162,9 @@ schema::Table<Layout> make_layout_fields() {
         "and the output gradient in FP8, cuDNN's FP8 kernels; needs precision fp8 and attention "
         "cudnn"));
     add(enum_field(
-            "attention", &Layout::attention, names_of<AttentionKernel>(3),
-            "attention kernel: FlashAttention-2, cuDNN fused attention, or unfused (scores materialised)"),
+            "attention", &Layout::attention, names_of<AttentionKernel>(4),
+            "attention kernel: FlashAttention-2, cuDNN fused attention, unfused (scores materialised), or "
+            "flash1 (a FlashAttention-1-class kernel: flash-attn 1.x, llm-foundry's Triton port)"),
         true);
     add(enum_field(
         "fp8_recipe", &Layout::fp8_recipe, names_of<Fp8Recipe>(5),

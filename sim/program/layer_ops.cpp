@@ -12,7 +12,11 @@
 //   softmax 8, cast back to 16 bits 4+2). Fused (Layout::cross_entropy_fusion, TransformerEngine
 //   pytorch/triton/cross_entropy.py): forward 6 bytes per logit (online max and sum of exponentials read
 //   E; loss and gradient pass read E, write the gradient in place E), backward 4 (the gradient scaled by
-//   the loss's gradient, read and write E).
+//   the loss's gradient, read and write E). flash-attn's fused CrossEntropyLoss (Composer / llm-foundry,
+//   whose `loss_fn` defaults to `fused_crossentropy`: llmfoundry/models/mpt/modeling_mpt.py): forward 2E per
+//   logit (the max and the sum of exponentials over each row of 16-bit logits: apex's xentropy kernel, which
+//   flash-attn 1.0.x, pinned by llm-foundry's `gpu` extra until 2024, calls), backward 2E (read the logits,
+//   write the gradient).
 #include "layer_ops.hpp"
 
 #include <algorithm>
@@ -41,6 +45,8 @@ namespace trainsim::detail {
 namespace {
 constexpr double kFusedCrossEntropyFwdBytes = 6.0;
 constexpr double kFusedCrossEntropyBwdBytes = 4.0;
+constexpr double kFlashAttnCrossEntropyFwdBytesPerE = 2.0;  ///< times E per logit (header)
+constexpr double kFlashAttnCrossEntropyBwdBytesPerE = 2.0;
 }  // namespace
 
 BlockBuilder::BlockBuilder(const ModelSpec& m, const Layout& l, std::vector<Segment>& segments)
@@ -942,6 +948,9 @@ OpTemplate BlockBuilder::head_forward() {
     kernel(t, Kernel::gemm("lm_head_gemm", T_, V_ / t_, h_));
     if (l_.cross_entropy_fusion)
         kernel(t, Kernel::memory("fused_cross_entropy", kFusedCrossEntropyFwdBytes * logits));
+    else if (l_.framework == Framework::composer)
+        kernel(t,
+               Kernel::memory("flash_attn_cross_entropy", kFlashAttnCrossEntropyFwdBytesPerE * E_ * logits));
     else
         kernel(t, Kernel::memory("vocab_parallel_cross_entropy", 38 * logits));
     // Max, sum of exponentials and target logit are all-reduced over TP: 3 fp32 values per token.
@@ -957,6 +966,9 @@ OpTemplate BlockBuilder::head_backward() {
     const bool sp = l_.sequence_parallel;
     if (l_.cross_entropy_fusion)
         kernel(t, Kernel::memory("fused_cross_entropy_bwd", kFusedCrossEntropyBwdBytes * logits));
+    else if (l_.framework == Framework::composer)
+        kernel(t, Kernel::memory("flash_attn_cross_entropy_bwd",
+                                 kFlashAttnCrossEntropyBwdBytesPerE * E_ * logits));
     else
         kernel(t, Kernel::memory("vocab_parallel_cross_entropy_bwd", 14 * logits));
     const bool regather = regathers_in_backward();  // the final norm's output, for the weight gradient

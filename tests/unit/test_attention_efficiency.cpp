@@ -50,6 +50,19 @@ TEST_CASE("attention efficiency: CTA fill and key saturation on hand-computed sh
     CHECK(attention_efficiency(g, AttentionKernel::cudnn, {512, 65536, 65536, 128, true, false}) == 0.6);
 }
 
+TEST_CASE("attention efficiency: a FlashAttention-1-class kernel at half FlashAttention-2's rate") {
+    const GpuSpec g = toy();
+    // Dao 2023 (FlashAttention-2 is "around 2x" faster than FlashAttention): every shape, both directions.
+    CHECK(kFlashAttention1RelativeSpeed == 0.5);
+    for (const bool backward : {false, true})
+        for (const FusedAttentionShape& shape : {FusedAttentionShape{33, 4096, 4096, 128, true, backward},
+                                                 FusedAttentionShape{8, 65536, 65536, 128, true, backward},
+                                                 FusedAttentionShape{132, 1024, 2048, 64, false, backward}})
+            CHECK(attention_efficiency(g, AttentionKernel::flash1, shape) ==
+                  doctest::Approx(0.5 * attention_efficiency(g, AttentionKernel::flash, shape)));
+    CHECK(to_string(AttentionKernel::flash1) == "flash1");
+}
+
 TEST_CASE("attention efficiency: a kernel without its shape is an internal error") {
     const GpuSpec g = toy();
     CHECK_THROWS_AS(attention_efficiency(g, AttentionKernel::flash, {}), InternalError);

@@ -109,7 +109,10 @@ TEST_CASE("framework defaults: attention, TP overlap, reshard, FP8 recipe per fr
                     .reshard_after_forward);  // reshard_after_forward = not pp_enabled
     CHECK(framework_defaults(Framework::torchtitan, a100, layout_of(Framework::torchtitan, 1, false))
               .attention == AttentionKernel::flash);
+    // llm-foundry's benchmark runs: attn_impl triton (or flash-attn 1.0.9): FlashAttention-1 class.
     CHECK(framework_defaults(Framework::composer, a100, layout_of(Framework::composer, 1, false)).attention ==
+          AttentionKernel::flash1);
+    CHECK(framework_defaults(Framework::pytorch, h100, layout_of(Framework::pytorch, 1, false)).attention ==
           AttentionKernel::flash);
 }
 
