@@ -261,8 +261,12 @@ void attention_and_flags(MegatronArgs& a, const GpuSpec& gpu, Layout& l) {
     // MoE communication (Layout::moe_a2a_overlap, Layout::moe_dispatcher; transformer_config.py: the flex
     // dispatcher's backend defaults to deepep; --moe-enable-deepep is its older spelling).
     l.moe_a2a_overlap = a.flag("overlap-moe-expert-parallel-comm");
-    if (a.text("moe-token-dispatcher-type").value_or("") == "flex") {
-        const std::string backend = a.text("moe-flex-dispatcher-backend").value_or("deepep");
+    // Megatron's argparse choices (arguments.py; alltoall_seq before Megatron-Core 0.13): another value was
+    // read as the all-to-all dispatcher without a word (round 15).
+    if (a.choice("moe-token-dispatcher-type", {"allgather", "alltoall", "alltoall_seq", "flex"})
+            .value_or("") == "flex") {
+        const std::string backend =
+            a.choice("moe-flex-dispatcher-backend", {"deepep", "hybridep"}).value_or("deepep");
         if (backend == "hybridep") l.moe_dispatcher = MoeDispatcher::hybridep;
         if (backend == "deepep" || a.flag("moe-enable-deepep")) l.moe_dispatcher = MoeDispatcher::deepep;
     }
@@ -331,6 +335,10 @@ Imported import_megatron(const std::vector<std::string>& args, const std::string
 }
 
 std::vector<std::string> split_args_text(std::string_view text, const std::string& source) {
+    // A UTF-8 byte-order mark (a Windows editor's) hid the first line's '#' from the comment rule: an
+    // apostrophe in that comment then opened a quote, blamed on a later line (round 15). The JSON and TOML
+    // readers skip it too.
+    if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
     std::string joined;
     std::istringstream in{std::string(text)};
     for (std::string line; std::getline(in, line);) {

@@ -760,6 +760,12 @@ bad "validate --calibration for no run's GPU" 2 "h100-fit.json: the calibration 
 new_case; cp "$BIN" "$CASE_DIR/ts"
 BIN=$CASE_DIR/ts bad "run --html onto the running executable" 2 "/proc/self/exe: is the running program's own executable; not replaced" -- run "${SMALL[@]}" --html /proc/self/exe
 
+## Round 15 (2026-11-29): options a command computed and dropped, lists with a repeat or an unmatched item,
+## importer choices, the --set a sweep check names.
+# A dispatcher Megatron's argparse refuses was read as the all-to-all dispatcher, exit 0.
+bad "import megatron: an unknown --moe-token-dispatcher-type" 2 "megatron: --moe-token-dispatcher-type = \"bogus\" is not one of allgather, alltoall, alltoall_seq, flex" -- import megatron --gpus 8 -- "${MEGATRON_MIN[@]}" --num-experts 8 --moe-token-dispatcher-type bogus
+bad "import megatron: an unknown --moe-flex-dispatcher-backend" 2 "megatron: --moe-flex-dispatcher-backend = \"bogus\" is not one of deepep, hybridep" -- import megatron --gpus 8 -- "${MEGATRON_MIN[@]}" --num-experts 8 --moe-token-dispatcher-type flex --moe-flex-dispatcher-backend bogus
+
 ## --version and `help CMD` (issue 14's small things; exit 0).
 if "$BIN" --version | grep -qE '^trainsim [0-9]+\.[0-9]+\.[0-9]+$'; then
     echo "PASS: --version"
