@@ -762,6 +762,11 @@ BIN=$CASE_DIR/ts bad "run --html onto the running executable" 2 "/proc/self/exe:
 
 ## Round 15 (2026-11-29): options a command computed and dropped, lists with a repeat or an unmatched item,
 ## importer choices, the --set a sweep check names.
+# fit --id-prefix A,NOMATCH fitted A's runs and said nothing of the other prefix; a prefix twice was taken once.
+bad "fit --id-prefix: a prefix that selects no run" 2 "fit: --id-prefix prefix \"zzz\" selects none of the 1 runs on A100-SXM4-80GB with a measured step time of $RUNS" -- fit "$RUNS" --gpu A100-SXM4-80GB --constants hbm_efficiency --id-prefix small,zzz
+bad "fit --id-prefix: a prefix twice" 2 "fit: --id-prefix = \"small,small\" names the prefix \"small\" twice" -- fit "$RUNS" --gpu A100-SXM4-80GB --constants hbm_efficiency --id-prefix small,small
+bad "fit --attention-held-out: a prefix that selects no row" 2 "fit: --attention-held-out prefix \"zzz\" selects none of the fused attention rows of $PROFILE" -- fit --profile "$PROFILE" --attention-held-out llama2_,zzz
+bad "fit --attention-held-out: a prefix twice" 2 "fit: --attention-held-out = \"nemo_,nemo_\" names the prefix \"nemo_\" twice" -- fit --profile "$PROFILE" --attention-held-out nemo_,nemo_
 # A dispatcher Megatron's argparse refuses was read as the all-to-all dispatcher, exit 0.
 bad "import megatron: an unknown --moe-token-dispatcher-type" 2 "megatron: --moe-token-dispatcher-type = \"bogus\" is not one of allgather, alltoall, alltoall_seq, flex" -- import megatron --gpus 8 -- "${MEGATRON_MIN[@]}" --num-experts 8 --moe-token-dispatcher-type bogus
 bad "import megatron: an unknown --moe-flex-dispatcher-backend" 2 "megatron: --moe-flex-dispatcher-backend = \"bogus\" is not one of deepep, hybridep" -- import megatron --gpus 8 -- "${MEGATRON_MIN[@]}" --num-experts 8 --moe-token-dispatcher-type flex --moe-flex-dispatcher-backend bogus
