@@ -762,6 +762,10 @@ BIN=$CASE_DIR/ts bad "run --html onto the running executable" 2 "/proc/self/exe:
 
 ## Round 15 (2026-11-29): options a command computed and dropped, lists with a repeat or an unmatched item,
 ## importer choices, the --set a sweep check names.
+# --fingerprint prints one line instead of the table: the time to train and the what-if study were computed and
+# dropped without a word, exit 0.
+bad "run --fingerprint with --tokens" 2 "run: --fingerprint prints the run's fingerprint line alone, without the time to train that --tokens asks for; add --json" -- run "${SMALL[@]}" --fingerprint --tokens 1T
+bad "run --fingerprint with a what-if study" 2 "run: --fingerprint prints the run's fingerprint line alone, without the what-if study that --straggler, --jitter or --link asks for" -- run "${SMALL[@]}" --fingerprint --jitter lognormal,sigma=0.1 --seeds 3
 # fit --id-prefix A,NOMATCH fitted A's runs and said nothing of the other prefix; a prefix twice was taken once.
 bad "fit --id-prefix: a prefix that selects no run" 2 "fit: --id-prefix prefix \"zzz\" selects none of the 1 runs on A100-SXM4-80GB with a measured step time of $RUNS" -- fit "$RUNS" --gpu A100-SXM4-80GB --constants hbm_efficiency --id-prefix small,zzz
 bad "fit --id-prefix: a prefix twice" 2 "fit: --id-prefix = \"small,small\" names the prefix \"small\" twice" -- fit "$RUNS" --gpu A100-SXM4-80GB --constants hbm_efficiency --id-prefix small,small
