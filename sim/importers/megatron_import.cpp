@@ -123,7 +123,9 @@ void moe_and_mla(MegatronArgs& a, ModelSpec& m) {
 /// factor is mscale(s, m) / mscale(s, m_all) with mscale(s, x) = 0.1 x ln s + 1 for s > 1, else 1
 /// (yarn_rotary_pos_embedding.py _yarn_get_concentration_factor). MLA's YaRN runs in its fused kernels.
 void yarn(MegatronArgs& a, ModelSpec& m) {
-    const auto type = a.text("position-embedding-type");
+    // Megatron's argparse choices: another value was taken as "not yarn" without a word (round 15).
+    const auto type = a.choice("position-embedding-type",
+                               {"learned_absolute", "rope", "mrope", "yarn", "relative", "none"});
     const double s = a.number("rotary-scaling-factor", 0, 1e9).value_or(1.0);
     const double ms = a.number("mscale", 0, 1e3).value_or(1.0);
     const double ms_all = a.number("mscale-all-dim", 0, 1e3).value_or(0.0);

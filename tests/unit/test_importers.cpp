@@ -221,6 +221,10 @@ TEST_CASE("megatron, round 15: a byte-order mark, dispatcher choices, NeMo value
     CHECK(err(kGpt3Args +
               " --num-experts 8 --moe-token-dispatcher-type flex --moe-flex-dispatcher-backend x") ==
           "megatron: --moe-flex-dispatcher-backend = \"x\" is not one of deepep, hybridep");
+    CHECK(
+        err(kGpt3Args + " --position-embedding-type rotary") ==
+        "megatron: --position-embedding-type = \"rotary\" is not one of learned_absolute, rope, mrope, yarn, "
+        "relative, none");
     // A NeMo key's value trainsim does not read was taken as false or the default; it is listed as ignored.
     const Imported imp = import_megatron(
         words(kGpt3Args + " model.sequence_parallel=yes trainer.precision=bf32 model.activation=geglu "
