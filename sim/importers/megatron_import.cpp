@@ -123,7 +123,9 @@ void moe_and_mla(MegatronArgs& a, ModelSpec& m) {
 /// factor is mscale(s, m) / mscale(s, m_all) with mscale(s, x) = 0.1 x ln s + 1 for s > 1, else 1
 /// (yarn_rotary_pos_embedding.py _yarn_get_concentration_factor). MLA's YaRN runs in its fused kernels.
 void yarn(MegatronArgs& a, ModelSpec& m) {
-    const auto type = a.text("position-embedding-type");
+    // Megatron's argparse choices: another value was taken as "not yarn" without a word (round 15).
+    const auto type = a.choice("position-embedding-type",
+                               {"learned_absolute", "rope", "mrope", "yarn", "relative", "none"});
     const double s = a.number("rotary-scaling-factor", 0, 1e9).value_or(1.0);
     const double ms = a.number("mscale", 0, 1e3).value_or(1.0);
     const double ms_all = a.number("mscale-all-dim", 0, 1e3).value_or(0.0);
@@ -261,8 +263,12 @@ void attention_and_flags(MegatronArgs& a, const GpuSpec& gpu, Layout& l) {
     // MoE communication (Layout::moe_a2a_overlap, Layout::moe_dispatcher; transformer_config.py: the flex
     // dispatcher's backend defaults to deepep; --moe-enable-deepep is its older spelling).
     l.moe_a2a_overlap = a.flag("overlap-moe-expert-parallel-comm");
-    if (a.text("moe-token-dispatcher-type").value_or("") == "flex") {
-        const std::string backend = a.text("moe-flex-dispatcher-backend").value_or("deepep");
+    // Megatron's argparse choices (arguments.py; alltoall_seq before Megatron-Core 0.13): another value was
+    // read as the all-to-all dispatcher without a word (round 15).
+    if (a.choice("moe-token-dispatcher-type", {"allgather", "alltoall", "alltoall_seq", "flex"})
+            .value_or("") == "flex") {
+        const std::string backend =
+            a.choice("moe-flex-dispatcher-backend", {"deepep", "hybridep"}).value_or("deepep");
         if (backend == "hybridep") l.moe_dispatcher = MoeDispatcher::hybridep;
         if (backend == "deepep" || a.flag("moe-enable-deepep")) l.moe_dispatcher = MoeDispatcher::deepep;
     }
@@ -331,6 +337,10 @@ Imported import_megatron(const std::vector<std::string>& args, const std::string
 }
 
 std::vector<std::string> split_args_text(std::string_view text, const std::string& source) {
+    // A UTF-8 byte-order mark (a Windows editor's) hid the first line's '#' from the comment rule: an
+    // apostrophe in that comment then opened a quote, blamed on a later line (round 15). The JSON and TOML
+    // readers skip it too.
+    if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
     std::string joined;
     std::istringstream in{std::string(text)};
     for (std::string line; std::getline(in, line);) {

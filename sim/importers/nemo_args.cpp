@@ -43,17 +43,28 @@ bool truthy(const std::string& v) {
     return v == "true" || v == "True";
 }
 
-/// The Megatron flags of one NeMo boolean or choice key; false when `key` is not one of them.
+bool boolean(const std::string& v) {
+    return truthy(v) || v == "false" || v == "False";
+}
+
+/// The Megatron flags of one NeMo boolean or choice key; false when `key` is not one of them, or its value is
+/// not one trainsim reads (`model.sequence_parallel=yes`, `trainer.precision=bogus`,
+/// `model.activation=geglu`: they were taken as false or the default without a word; now reported as ignored,
+/// round 15).
 bool nemo_special(const std::string& key, const std::string& v, std::vector<std::string>& out) {
     const auto add = [&](std::initializer_list<const char*> words) {
         out.insert(out.end(), words.begin(), words.end());
     };
+    const bool flag = key == "model.sequence_parallel" ||
+                      key == "model.share_embeddings_and_output_weights" || key == "model.ub_tp_comm_overlap";
+    if (flag && !boolean(v)) return false;
     if (key == "model.sequence_parallel") {
         if (truthy(v)) add({"--sequence-parallel"});
     } else if (key == "model.share_embeddings_and_output_weights") {
         if (!truthy(v)) add({"--untie-embeddings-and-output-weights"});
     } else if (key == "model.activation") {
         if (v == "swiglu" || v == "fast-swiglu") add({"--swiglu"});
+        return v == "swiglu" || v == "fast-swiglu" || v == "gelu";
     } else if (key == "model.num_query_groups") {
         if (v != "null" && v != "None")
             out.insert(out.end(), {"--group-query-attention", "--num-query-groups", v});
@@ -64,6 +75,8 @@ bool nemo_special(const std::string& key, const std::string& v, std::vector<std:
     } else if (key == "trainer.precision") {
         if (v == "bf16" || v == "bf16-mixed") add({"--bf16"});
         if (v == "16" || v == "16-mixed") add({"--fp16"});
+        return v == "bf16" || v == "bf16-mixed" || v == "16" || v == "16-mixed" || v == "32" ||
+               v == "32-true";
     } else {
         return false;
     }
@@ -89,9 +102,9 @@ std::vector<std::string> translate_nemo_overrides(const std::vector<std::string>
         const std::string key = word.substr(0, eq), v = word.substr(eq + 1);
         if (const auto it = nemo_flags().find(key); it != nemo_flags().end()) {
             if (v != "null" && v != "None") out.insert(out.end(), {"--" + it->second, v});
-        } else if (key == "model.fp8") {
+        } else if (key == "model.fp8" && boolean(v)) {
             fp8 = truthy(v);
-        } else if (key == "model.fp8_hybrid") {
+        } else if (key == "model.fp8_hybrid" && boolean(v)) {
             fp8_hybrid = truthy(v);
         } else if (!nemo_special(key, v, out)) {
             out.push_back(w);  // a NeMo key without a Megatron flag: reported as ignored

@@ -365,8 +365,8 @@ bad "sweep --gpus list with a bad size" 2 "sweep: --gpus = \"16,x\" is not a num
 bad "sweep --gpus list with a size off whole nodes" 2 "sweep: 20 GPUs is not a positive multiple of" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16,20
 bad "sweep --gpus off an NVL72 domain names scale_up.domain_gpus (the file's gpus_per_node is 4)" 2 "sweep: --gpus = 8 is not a multiple of $ROOT/topologies/gb200-nvl72.json: scale_up.domain_gpus = 72" -- sweep --topology "$ROOT/topologies/gb200-nvl72.json" --workload "$ROOT/workloads/deepseek-v3.json" --gpus 8
 bad "sweep --min-headroom 100%" 2 "sweep: --min-headroom = \"100%\" is not a percentage of HBM in [0, 100)" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --min-headroom 100%
-bad "sweep of an FP8 workload on A100 (precision is not a grid axis)" 2 "small.json|layout.precision = \"fp8\" is not supported by GPU A100-SXM4-80GB" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --set layout.precision=fp8
-bad "sweep of an MXFP8 workload on H100" 2 "small.json|layout.fp8_recipe = \"mxfp8\" needs block-scaled tensor cores" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --set topology.gpu=H100-SXM5-80GB --set layout.precision=fp8 --set layout.fp8_recipe=mxfp8
+bad "sweep of an FP8 workload on A100 (precision is not a grid axis)" 2 "--set \"layout.precision=fp8\": layout.precision = \"fp8\" is not supported by GPU A100-SXM4-80GB" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --set layout.precision=fp8
+bad "sweep of an MXFP8 workload on H100" 2 "--set \"layout.fp8_recipe=mxfp8\": layout.fp8_recipe = \"mxfp8\" needs block-scaled tensor cores" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --set topology.gpu=H100-SXM5-80GB --set layout.precision=fp8 --set layout.fp8_recipe=mxfp8
 bad "sweep of 1,000 cluster sizes (grid points above the limit)" 2 "sweep: the grid holds at least|above the limit of 500000" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus "$(seq -s, 8 8 8000)"
 bad "sweep --vary with 3,000 micro-batch sizes (one size above the grid limit)" 2 "sweep: the grid holds more than 500000 layouts on 16 GPUs" -- sweep --topology "$TOPO" --workload "$SMALL_W" --gpus 16 --vary "micro_batch=$(seq -s, 1 3000)" --vary cp=1,2,4,8,16
 bad "run --tokens in hexadecimal" 2 "run: --tokens = \"0x10\" is not a positive count" -- run "${SMALL[@]}" --tokens 0x10
@@ -759,6 +759,23 @@ bad "validate --calibration for no run's GPU" 2 "h100-fit.json: the calibration 
 # replaced trainsim with the HTML page, exit 0. A copy of the binary runs, so a failure cannot lose $BIN.
 new_case; cp "$BIN" "$CASE_DIR/ts"
 BIN=$CASE_DIR/ts bad "run --html onto the running executable" 2 "/proc/self/exe: is the running program's own executable; not replaced" -- run "${SMALL[@]}" --html /proc/self/exe
+
+## Round 15 (2026-11-29): options a command computed and dropped, lists with a repeat or an unmatched item,
+## importer choices, the --set a sweep check names.
+# --fingerprint prints one line instead of the table: the time to train and the what-if study were computed and
+# dropped without a word, exit 0.
+bad "run --fingerprint with --tokens" 2 "run: --fingerprint prints the run's fingerprint line alone, without the time to train that --tokens asks for; add --json" -- run "${SMALL[@]}" --fingerprint --tokens 1T
+bad "run --fingerprint with a what-if study" 2 "run: --fingerprint prints the run's fingerprint line alone, without the what-if study that --straggler, --jitter or --link asks for" -- run "${SMALL[@]}" --fingerprint --jitter lognormal,sigma=0.1 --seeds 3
+# fit --id-prefix A,NOMATCH fitted A's runs and said nothing of the other prefix; a prefix twice was taken once.
+bad "fit --id-prefix: a prefix that selects no run" 2 "fit: --id-prefix prefix \"zzz\" selects none of the 1 runs on A100-SXM4-80GB with a measured step time of $RUNS" -- fit "$RUNS" --gpu A100-SXM4-80GB --constants hbm_efficiency --id-prefix small,zzz
+bad "fit --id-prefix: a prefix twice" 2 "fit: --id-prefix = \"small,small\" names the prefix \"small\" twice" -- fit "$RUNS" --gpu A100-SXM4-80GB --constants hbm_efficiency --id-prefix small,small
+bad "fit --attention-held-out: a prefix that selects no row" 2 "fit: --attention-held-out prefix \"zzz\" selects none of the fused attention rows of $PROFILE" -- fit --profile "$PROFILE" --attention-held-out llama2_,zzz
+bad "fit --attention-held-out: a prefix twice" 2 "fit: --attention-held-out = \"nemo_,nemo_\" names the prefix \"nemo_\" twice" -- fit --profile "$PROFILE" --attention-held-out nemo_,nemo_
+# A dispatcher Megatron's argparse refuses was read as the all-to-all dispatcher, exit 0.
+bad "import megatron: an unknown --moe-token-dispatcher-type" 2 "megatron: --moe-token-dispatcher-type = \"bogus\" is not one of allgather, alltoall, alltoall_seq, flex" -- import megatron --gpus 8 -- "${MEGATRON_MIN[@]}" --num-experts 8 --moe-token-dispatcher-type bogus
+bad "import megatron: an unknown --moe-flex-dispatcher-backend" 2 "megatron: --moe-flex-dispatcher-backend = \"bogus\" is not one of deepep, hybridep" -- import megatron --gpus 8 -- "${MEGATRON_MIN[@]}" --num-experts 8 --moe-token-dispatcher-type flex --moe-flex-dispatcher-backend bogus
+# The sweep's own check of a layers_per_stage of another length than pp blamed the file, which did not hold it.
+bad "sweep --set layers_per_stage of another length than pp names the --set" 2 "tiny_moe.json with --set \"layout.layers_per_stage=[4,4]\": layout.layers_per_stage has 2 entries; layout.pp = 1" -- sweep --topology "$TOPO" --workload "$DATA/tiny_moe.json" --gpus 16 --set "layout.layers_per_stage=[4,4]" --top 1
 
 ## --version and `help CMD` (issue 14's small things; exit 0).
 if "$BIN" --version | grep -qE '^trainsim [0-9]+\.[0-9]+\.[0-9]+$'; then

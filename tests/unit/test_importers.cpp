@@ -206,6 +206,35 @@ TEST_CASE("megatron args files: continuations, quotes and comments") {
     CHECK(split_args_text("--a \\\" --b 2", "f") == std::vector<std::string>{"--a", "\"", "--b", "2"});
 }
 
+TEST_CASE("megatron, round 15: a byte-order mark, dispatcher choices, NeMo values trainsim does not read") {
+    // A UTF-8 BOM hid the first line's comment, whose apostrophe then opened a quote blamed on a later line.
+    CHECK(split_args_text("\xEF\xBB\xBF# Megatron-LM's run\n--a 1\n--b \"x\"\n", "f") ==
+          std::vector<std::string>{"--a", "1", "--b", "x"});
+    const auto err = [](const std::string& text) {
+        return message_of<InputError>([&] { import_megatron(words(text), "megatron", target_of(1024)); });
+    };
+    // Another value was read as the all-to-all dispatcher without a word; Megatron's argparse refuses it.
+    CHECK(
+        err(kGpt3Args + " --num-experts 8 --moe-token-dispatcher-type bogus") ==
+        "megatron: --moe-token-dispatcher-type = \"bogus\" is not one of allgather, alltoall, alltoall_seq, "
+        "flex");
+    CHECK(err(kGpt3Args +
+              " --num-experts 8 --moe-token-dispatcher-type flex --moe-flex-dispatcher-backend x") ==
+          "megatron: --moe-flex-dispatcher-backend = \"x\" is not one of deepep, hybridep");
+    CHECK(
+        err(kGpt3Args + " --position-embedding-type rotary") ==
+        "megatron: --position-embedding-type = \"rotary\" is not one of learned_absolute, rope, mrope, yarn, "
+        "relative, none");
+    // A NeMo key's value trainsim does not read was taken as false or the default; it is listed as ignored.
+    const Imported imp = import_megatron(
+        words(kGpt3Args + " model.sequence_parallel=yes trainer.precision=bf32 model.activation=geglu "
+                          "model.fp8=maybe model.ub_tp_comm_overlap=True"),
+        "nemo", target_of(1024));
+    CHECK(imp.ignored == std::vector<std::string>{"model.sequence_parallel=yes", "trainer.precision=bf32",
+                                                  "model.activation=geglu", "model.fp8=maybe"});
+    CHECK(load(imp).layout.tp_comm_overlap);
+}
+
 TEST_CASE("hf: Llama 3 8B and Mixtral 8x7B configs give the presets' models") {
     Workload w = load(
         import_hf_config(read_json_file(kData + "llama3_8b_config.json"), "llama.json", target_of(1024)));

@@ -95,7 +95,25 @@ std::vector<std::string> prefix_list(const std::string& list, const char* option
             fmt::format("fit: --{} = \"{}\" has an empty prefix (prefixes are separated by "
                         "single commas)",
                         option, clip_for_message(list)));
+    // A prefix given twice was taken once without a word, as `validate --only a,a` was before round 9.
+    for (const std::string& p : out)
+        if (std::count(out.begin(), out.end(), p) > 1)
+            throw InputError(fmt::format("fit: --{} = \"{}\" names the prefix \"{}\" twice", option,
+                                         clip_for_message(list), clip_for_message(p)));
     return out;
+}
+
+/// Each prefix of a list the user gave must select something: `--id-prefix narayanan2021,nomatch` fitted the
+/// narayanan2021 runs and said nothing of the other prefix (a typo), where `validate --only` refuses an id
+/// that names no run (round 15). `labels` are what the prefixes select from; `what` names them.
+void check_every_prefix_selects(const std::vector<std::string>& prefixes,
+                                const std::vector<std::string>& labels, const char* option,
+                                const std::string& what) {
+    for (const std::string& p : prefixes)
+        if (std::none_of(labels.begin(), labels.end(),
+                         [&](const std::string& label) { return label.rfind(p, 0) == 0; }))
+            throw InputError(
+                fmt::format("fit: --{} prefix \"{}\" selects none of {}", option, clip_for_message(p), what));
 }
 
 /// The calibration file of a step-time fit: the fitted values, and under "fit" the objective, the catalog's
@@ -143,8 +161,15 @@ void refuse_out_of_range(const nlohmann::json& calibration, const std::string& f
 
 int fit_profile(const std::vector<std::string>& args, const std::string& profile_file, std::string gpu_name,
                 const std::string& fit_prefix, const std::vector<std::string>& attention_held_out,
-                const std::string& out_file) {
+                bool check_held_out, const std::string& out_file) {
     const Profile profile = read_profile(profile_file);
+    if (check_held_out) {  // the default's prefixes may name no row of a profile measured elsewhere
+        std::vector<std::string> labels;
+        for (const auto& a : profile.attention)
+            if (a.backend != AttentionKernel::unfused) labels.push_back(a.timing.label);
+        check_every_prefix_selects(attention_held_out, labels, "attention-held-out",
+                                   fmt::format("the fused attention rows of {}", profile_file));
+    }
     if (gpu_name.empty()) gpu_name = profile.gpu;
     if (gpu_name != profile.gpu)
         throw InputError(fmt::format("{}: the profile describes GPU {}, but --gpu is {}", profile_file,
@@ -277,7 +302,8 @@ int fit_command(const std::vector<std::string>& args) {
     }
     if (!profile_file.empty()) {
         return fit_profile(args, profile_file, gpu_name, fit_on,
-                           prefix_list(attention_held_out, "attention-held-out"), out_file);
+                           prefix_list(attention_held_out, "attention-held-out"),
+                           vm.count("attention-held-out") && !vm["attention-held-out"].defaulted(), out_file);
     }
     if (files.empty()) throw InputError("fit: no measured-run file given");
     if (gpu_name.empty()) throw InputError("fit: --gpu is required");
@@ -318,6 +344,15 @@ int fit_command(const std::vector<std::string>& args) {
                 ? ""
                 : fmt::format(" and an id starting with --id-prefix \"{}\"", clip_for_message(id_prefixes)),
             options.constants.size()));
+    {
+        std::vector<std::string> ids;
+        for (const MeasuredRun* r : runs)
+            ids.push_back(r->id);
+        check_every_prefix_selects(
+            prefix_list(id_prefixes, "id-prefix"), ids, "id-prefix",
+            fmt::format("the {} runs on {} with a measured step time of {}", runs.size(), gpu_name,
+                        clip_for_message(fmt::format("{}", fmt::join(files, ", ")), 200)));
+    }
     const StepTimeFit fit = fit_step_time_constants(runs, catalog, options);
     const nlohmann::json fitted = step_time_fit_json(fit, options.constants, command_line(args));
     // Before the progress lines: a refused fit is one line on stderr; so is a failed write (a full disk, a

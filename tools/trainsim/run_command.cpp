@@ -116,8 +116,8 @@ void add_run_options(po::options_description& desc, RunArgs& a) {
         "include/trainsim/html_report.hpp)")(
         "fingerprint",
         "print the run's fingerprint (events, flows, ranks, step time, hash of every rank's time accounts; "
-        "include/trainsim/fingerprint.hpp) as one line instead of the table; with --json, add it under "
-        "\"fingerprint\"")(
+        "include/trainsim/fingerprint.hpp) as one line instead of the table (so not with --tokens or a "
+        "what-if study, whose figures the table holds); with --json, add it under \"fingerprint\"")(
         "tokens", po::value(&a.tokens_text),
         "time to train this many tokens (15T, 300B, 2.5e12): days and GPU-hours from the step time and the "
         "tokens per step (no failures: `trainsim goodput` adds them)")(
@@ -294,6 +294,14 @@ int run_command(const std::vector<std::string>& args) {
                         a.jobs));
     const TraceSelection sel = trace_selection(a, vm);
     const auto training = training_args(a, vm);
+    // --fingerprint prints one line instead of the table, which held the time to train and the what-if
+    // study: both were computed and dropped without a word, exit 0 (round 15). --json keeps them.
+    if (vm.count("fingerprint") && !vm.count("json") && (training || !options.perturbations.empty()))
+        throw InputError(fmt::format(
+            "run: --fingerprint prints the run's fingerprint line alone, without the {} that {} asks for; "
+            "add --json to have both",
+            training ? "time to train" : "what-if study",
+            training ? "--tokens" : "--straggler, --jitter or --link"));
     check_output_option(vm, "trace", a.trace_file, "run");
     check_output_option(vm, "html", a.html_file, "run");
     check_distinct_outputs({{"--trace", a.trace_file}, {"--html", a.html_file}}, input_files(a.inputs));

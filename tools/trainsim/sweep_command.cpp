@@ -217,6 +217,22 @@ double parse_headroom(const std::string& text) {
     return pct / 100.0;
 }
 
+/// Throws `message` (a check of the workload `work_name` failed) blamed on the --set that gave a field it
+/// names (blame_set), else on the last --set of `topology_key` (the GPU the message gives by value), else on
+/// the file: `sweep --set layout.precision=fp8` on A100 and `--set layout.layers_per_stage=[4,4]` blamed the
+/// file, which holds neither (round 15; `run` names the --set since round 8).
+[[noreturn]] void throw_blaming_sets(const std::string& work_name, const std::vector<std::string>& sets,
+                                     const std::string& message, const char* topology_key) {
+    const InputError e(fmt::format("{}: {}", work_name, message));
+    blame_set(e, sets, work_name);
+    if (topology_key)
+        for (auto it = sets.rbegin(); it != sets.rend(); ++it)
+            if (it->rfind(std::string(topology_key) + "=", 0) == 0)
+                throw InputError(
+                    fmt::format("{} with --set \"{}\": {}", work_name, clip_for_message(*it), message));
+    throw e;
+}
+
 /// The topology (calibration and profile applied, its size the smallest of --gpus, or its own without
 /// --gpus) and the workload, with the --set overrides.
 std::pair<TopologySpec, Workload> sweep_inputs(const SweepArgs& a, std::optional<int> gpus,
@@ -271,15 +287,17 @@ std::pair<TopologySpec, Workload> sweep_inputs(const SweepArgs& a, std::optional
     try {
         (void)run_compute_model(topo, topology_gpu(topo), work.layout);
     } catch (const InputError& e) {
-        throw InputError(fmt::format("{}: {}", work_name, e.what()));
+        throw_blaming_sets(work_name, a.sets, e.what(), "topology.gpu");
     }
     // So is a layers_per_stage of another length than its pp (run_sweep refuses it too, without the name):
     // it was copied into every layout of that pp (6 M entries: past 25 s and gigabytes).
     const Layout& l = work.layout;
     if (!l.layers_per_stage.empty() && l.pipeline_layout.empty() &&
         static_cast<std::int64_t>(l.layers_per_stage.size()) != l.pp)
-        throw InputError(fmt::format("{}: layout.layers_per_stage has {} entries; layout.pp = {}", work_name,
-                                     l.layers_per_stage.size(), l.pp));
+        throw_blaming_sets(work_name, a.sets,
+                           fmt::format("layout.layers_per_stage has {} entries; layout.pp = {}",
+                                       l.layers_per_stage.size(), l.pp),
+                           nullptr);
     return {std::move(topo), std::move(work)};
 }
 
