@@ -42,8 +42,9 @@
 //   NeMo 24.07 performance-summary rows (the source names NVIDIA/NeMo's
 //              docs/source/performance/performance_summary.md and NeMo 24.07): apex_distributed_adam
 //              (NeMo-Framework-Launcher 24.07 training configs: optim.name distributed_fused_adam) and, for
-//              FP8 rows whose id or notes name GPT3 or Llama, grad_reduce_in_bf16 (the launcher's H100 FP8
-//              scripts examples/training/{gpt,llama}/h100/*_fp8*.sh set optim.grad_sync_dtype=bf16);
+//              FP8 rows whose id or notes name GPT3, Llama or Nemotron-340B, grad_reduce_in_bf16 (the
+//              launcher's H100 FP8 scripts examples/training/{gpt,llama}/h100/*_fp8*.sh set
+//              optim.grad_sync_dtype=bf16, as conf/training/nemotron/nemotron_340b.yaml does itself);
 //   Megatron-Bridge v0.6.0 recipes named by extensions.recipe_preset that run HybridEP with full-iteration
 //              CUDA graphs and overlap_moe_expert_parallel_comm
 //              (gpt_oss_120b_pretrain_64gpu_gb300_fp8mx_config,

@@ -923,14 +923,17 @@ void apply_nemo_launcher_defaults(MeasuredRun& run, const json& notes, json& tra
     std::string model = run.id + " " + (notes.is_string() ? notes.get<std::string>().substr(0, 40) : "");
     for (auto& c : model)
         c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    const bool gpt_or_llama =
-        model.find("gpt3") != std::string::npos || model.find("llama") != std::string::npos;
+    // examples/training/{gpt,llama}/h100/*_fp8*.sh pass +training.model.optim.grad_sync_dtype=bf16 (the
+    // Nemotron 8B / 22B scripts do not); conf/training/nemotron/nemotron_340b.yaml sets it itself.
+    const bool launcher_bf16_sync =
+        model.find("gpt3") != std::string::npos || model.find("llama") != std::string::npos ||
+        (model.find("nemotron") != std::string::npos && model.find("340b") != std::string::npos);
     if (!training.contains("grad_reduce_in_bf16") && string_or_empty(training, "precision") == "fp8" &&
-        gpt_or_llama) {
+        launcher_bf16_sync) {
         training["grad_reduce_in_bf16"] = true;
         run.notes.push_back(
-            "training.grad_reduce_in_bf16 = true: the launcher's H100 FP8 GPT-3 / Llama scripts "
-            "set optim.grad_sync_dtype=bf16");
+            "training.grad_reduce_in_bf16 = true: the launcher's H100 FP8 GPT-3 / Llama scripts and its "
+            "Nemotron-340B config set optim.grad_sync_dtype=bf16");
     }
 }
 
