@@ -667,7 +667,9 @@ TEST_CASE("Megatron-Core's precision-aware optimizer: bf16 Adam moments, 8 B of 
     CHECK_THROWS_AS(check_layout(m, l, 1), InputError);
 }
 
-TEST_CASE("measured runs: NeMo 24.07 rows run Apex's distributed Adam; GPT-3 / Llama FP8 reduce in bf16") {
+TEST_CASE(
+    "measured runs: NeMo 24.07 rows run Apex's distributed Adam; GPT-3 / Llama / Nemotron-340B FP8 reduce in "
+    "bf16") {
     nlohmann::json run = measured_row(
         "NVIDIA/NeMo docs/source/performance/performance_summary.md, final version; container NeMo 24.07", 8,
         {{"tp", 1},
@@ -689,10 +691,12 @@ TEST_CASE("measured runs: NeMo 24.07 rows run Apex's distributed Adam; GPT-3 / L
     Layout l = layout(run);
     CHECK(l.apex_distributed_adam);
     CHECK(l.grad_reduce_in_bf16);
-    run["id"] = "nemo_24.07_h100_nemotron_8b_fp8_64gpu";  // the Nemotron scripts keep apex's fp32
+    run["id"] = "nemo_24.07_h100_nemotron_8b_fp8_64gpu";  // the Nemotron 8B / 22B scripts keep apex's fp32
     l = layout(run);
     CHECK(l.apex_distributed_adam);
     CHECK_FALSE(l.grad_reduce_in_bf16);
+    run["id"] = "nemo2407_fp8_Nemotron-340B_128gpu";  // conf/training/nemotron/nemotron_340b.yaml: bf16
+    CHECK(layout(run).grad_reduce_in_bf16);
     run["id"] = "nemo2407_fp8_GPT3-5B_64gpu";
     run["training"]["precision"] = "bf16";  // only the FP8 scripts set grad_sync_dtype
     CHECK_FALSE(layout(run).grad_reduce_in_bf16);
