@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -823,6 +824,10 @@ class ExtensionReader {
     }
 
     void megatron_fsdp(const std::string& k, const json& v) {
+        if (!v.is_object() || !v.contains("enabled") || !v.at("enabled").is_boolean()) {
+            ignore(k, v, "must be an object with a boolean \"enabled\"");
+            return;
+        }
         if (!is_true(v, "enabled")) return;
         const std::string sharding = string_or_empty(v, "sharding");
         // Megatron-FSDP sharding parameters, gradients and state is ZeRO-3 (the framework was set to
@@ -954,9 +959,16 @@ void apply_nemo2_perf_defaults(MeasuredRun& run, const json& ext, json& training
         return;
     const std::string branch = string_or_empty(ext, "nemo_release_branch");
     int minor = -1;
-    if (branch.size() >= 4 && branch.rfind("r2.", 0) == 0 &&
-        std::isdigit(static_cast<unsigned char>(branch[3])))
-        minor = std::atoi(branch.c_str() + 3);
+    if (branch.size() >= 4 && branch.rfind("r2.", 0) == 0) {
+        const char* first = branch.c_str() + 3;
+        const auto [end, ec] = std::from_chars(first, branch.c_str() + branch.size(), minor);
+        if (ec != std::errc() || end == first || (*end != '\0' && *end != '.')) minor = -1;
+    }
+    if (minor < 0 && ext.contains("nemo_release_branch"))
+        run.ignored.push_back(fmt::format(
+            "extensions.nemo_release_branch = {} (not a NeMo release branch \"r2.N\" or \"r2.N.x\": the "
+            "NeMo 2 performance-script defaults are not applied)",
+            short_dump(ext.at("nemo_release_branch"))));
     if (minor < 2) return;
     const bool fp8 = string_or_empty(training, "precision") == "fp8";
     // Not for the block-scaled and sub-channel recipes (bf16_with_mxfp8_mixed sets fp8_param_gather = False

@@ -50,12 +50,19 @@ TEST_CASE("nemo2 performance defaults: read from the release branch") {
     CHECK_FALSE(r.layout.fp8_param_gather);
     CHECK_FALSE(r.layout.grad_reduce_in_bf16);
     // NeMo 1 releases, a malformed branch and other sources keep the framework's defaults.
-    for (const char* b : {"r1.23.0", "r2", "main", ""}) {
+    for (const char* b : {"r1.23.0", "r2", "main", "", "r2.99999999999999999999", "r2.3x", "r2.-3.0"}) {
         CAPTURE(b);
         r = nemo2_row(b, "fp8");
         CHECK_FALSE(r.layout.fp8_param_gather);
         CHECK_FALSE(r.layout.grad_reduce_in_bf16);
+        // Listed as ignored, not dropped without a word (round 15); an overflowing minor is no release.
+        bool listed = false;
+        for (const std::string& x : r.ignored)
+            listed = listed || x.rfind("extensions.nemo_release_branch", 0) == 0;
+        CHECK(listed);
     }
+    CHECK(nemo2_row("r2.3.0", "fp8").ignored.empty());
+    CHECK(nemo2_row("r2.1.0", "fp8").ignored.empty());  // a release before these defaults: read, none apply
     // Block-scaled recipes and Megatron-FSDP gather no FP8 weights; the gradient dtype still applies.
     nlohmann::json doc = trainsim::test::one_row_runs_file(
         {{"nemo_release_branch", "r2.3.0"}, {"precision_detail", "mxfp8"}}, "fp8");
