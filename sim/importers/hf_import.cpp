@@ -170,8 +170,13 @@ void rope_scaling(Config& c, ModelSpec& m, std::vector<std::string>& notes) {
     if (!r->is_object())
         importers_detail::bad_written_value(c.file(), "rope_scaling", r->dump(), "is not an object");
     std::string type;
-    for (const char* key : {"rope_type", "type"})
-        if (type.empty() && r->contains(key) && r->at(key).is_string()) type = r->at(key).get<std::string>();
+    for (const char* key : {"rope_type", "type"}) {
+        if (!type.empty() || !r->contains(key) || r->at(key).is_null()) continue;
+        if (!r->at(key).is_string())  // read as no YaRN without a word before (round 15)
+            importers_detail::bad_written_value(c.file(), std::string("rope_scaling.") + key,
+                                                r->at(key).dump(), "is not a string");
+        type = r->at(key).get<std::string>();
+    }
     if (type != "yarn") return;
     const auto num = [&](const char* key) -> std::optional<double> {
         if (!r->contains(key) || r->at(key).is_null()) return std::nullopt;
@@ -214,7 +219,11 @@ Imported import_hf_config(const nlohmann::json& config, const std::string& file,
     if (!act.empty() && act != "silu" && act != "swish" && act != "gelu" && act != "gelu_new")
         imp.notes.push_back(fmt::format("hidden_act \"{}\": costed as {}", clip_for_message(act),
                                         m.mlp == MlpKind::swiglu ? "SwiGLU" : "GELU"));
-    if (const auto hd = c.integer("head_dim"); hd && *hd * m.heads != m.hidden) m.head_dim_override = *hd;
+    // head_dim x heads compared in double: both are checked against their limits later, and their int64
+    // product could overflow first (round 15).
+    if (const auto hd = c.integer("head_dim");
+        hd && static_cast<double>(*hd) * static_cast<double>(m.heads) != static_cast<double>(m.hidden))
+        m.head_dim_override = *hd;
     m.tied_embeddings = c.boolean("tie_word_embeddings").value_or(false);
     m.dropout = c.number("attention_dropout", 0, 1).value_or(0) > 0 ||
                 c.number("hidden_dropout", 0, 1).value_or(0) > 0;

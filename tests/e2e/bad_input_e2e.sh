@@ -749,6 +749,10 @@ bad "import megatron: --nnodes x --nproc-per-node past the GPU limit" 2 "megatro
 # A config integer past 2^63 (read as a negative int64) was refused as "must be at least 1".
 prep c.json "$(sed 's/"num_hidden_layers": 32/"num_hidden_layers": 9223372036854775808/' "$ROOT/tests/data/importers/llama3_8b_config.json")"
 bad "import hf: an integer past 2^63 is above the limit" 2 "c.json: num_hidden_layers = 9223372036854775808 must be at most 4096" -- import hf c.json --gpus 8
+# A rope_scaling type that is not a string was read as "no YaRN" without a word (round 15, found; fixed after).
+new_case
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); d["rope_scaling"] = {"rope_type": 5, "factor": 32}; json.dump(d, open(sys.argv[2], "w"))' "$ROOT/tests/data/importers/llama3_8b_config.json" "$CASE_DIR/c.json"
+bad "import hf: rope_scaling.rope_type not a string" 2 "c.json: rope_scaling.rope_type = 5 is not a string" -- import hf c.json --gpus 8
 # Round 13's open item: a sweep past the program-build bound after its screening paid the whole screening first
 # (the 14-size Qwen3-30B-A3B sweep on B200: 6.1 s of CPU). The screening runs in blocks; once the layouts found
 # to fit pass the bound with the whole screening, the rest is not screened (here 1.1 s of CPU -> 0.2 s).
