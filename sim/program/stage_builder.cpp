@@ -148,6 +148,12 @@ StageBuilder::StageBuilder(const ModelSpec& model, const Layout& layout, BlockBu
     // micro-batch (torch/distributed/pipelining/stage.py), so each group is gathered once per step.
     rebackward_ = layout_.reshard_after_forward;
     keep_for_step_ = !layout_.reshard_after_forward && shape_.pp > 1;
+    // ... and runs every backward but the last with requires_gradient_sync off (stage.py
+    // backward_maybe_with_nosync for an FSDPModule: set_requires_gradient_sync(False), the post-backward run
+    // by hand after the last): FSDP2 keeps the unsharded gradients, in the reduce dtype
+    // (FSDPParam.to_accumulated_grad_if_needed), and reduce-scatters them once per step.
+    grad_sync_last_ = zero3_ && shape_.pp > 1 &&
+                      (layout_.framework == Framework::torchtitan || layout_.framework == Framework::pytorch);
     // The copy the framework makes of each all-gathered group on the compute stream before its compute:
     // FSDP2 copy-out (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py
     // foreach_all_gather_copy_out: split_with_sizes_copy from the gathered flat buffer into each
@@ -518,7 +524,7 @@ void StageBuilder::forward_pass(const ScheduleItem& item) {
 /// A backward pass's progress over the chunk's parameter groups (backward order).
 struct StageBuilder::BackwardState {
     int chunk = 0, mb = 0, groups = 0;
-    bool last_backward = false;
+    bool first_backward = false, last_backward = false;
     bool overlap = false;  ///< gradient buckets reduced as they fill
     std::size_t next_bucket = 0;
     std::size_t next_expert_bucket = 0;
@@ -560,8 +566,11 @@ void StageBuilder::backward_group_done(BackwardState& s) {
         }
         if (s.unsharded > 0) mark(MemoryEvent::grads_reduced, s.unsharded);
         s.unsharded = 0;
-        if (g > 0) {
-            mark(MemoryEvent::grads_unsharded, g);
+        // Under PP with FSDP2 (torchtitan, plain PyTorch) the pipeline stage runs every backward but the
+        // last with requires_gradient_sync off: the unsharded gradients accumulate in the reduce dtype from
+        // the first backward and are reduce-scattered once, after the last (grad_sync_last_).
+        if (g > 0 && (!grad_sync_last_ || s.first_backward)) mark(MemoryEvent::grads_unsharded, g);
+        if (g > 0 && (!grad_sync_last_ || s.last_backward)) {
             dp_launch(CollectiveKind::reduce_scatter, g * shape_.grad_bytes);
             s.unsharded = g;
         }
@@ -587,6 +596,7 @@ void StageBuilder::backward_pass(const ScheduleItem& item) {
     s.mb = mb;
     s.groups = static_cast<int>(group_elements_[ci].size());
     s.last_backward = ++backward_count_[ci] == shape_.m;
+    s.first_backward = backward_count_[ci] == 1;
     // ZeRO-2 (DeepSpeed) reduces the gradients of every micro-batch as its buckets fill; Megatron's DDP and
     // distributed optimizer only in the last micro-batch (no_sync before), when overlapped.
     s.overlap = (layout_.overlap_grad_reduce && s.last_backward) || zero2_;

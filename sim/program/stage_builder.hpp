@@ -173,6 +173,7 @@ class StageBuilder {
 
     bool sharded_ = false, zero2_ = false, zero3_ = false, ds3_ = false;
     bool rebackward_ = true, keep_for_step_ = false;
+    bool grad_sync_last_ = false;  ///< FSDP2 under PP: gradients reduce-scattered after the last backward
     std::vector<bool> kept_;
     /// Layout::activation_offload_layers: offload_window_layer of each offloaded layer (empty: off), and the
     /// copy waits built so far by (name, group's kind, hiding kind, backward, count).
