@@ -591,7 +591,7 @@ void moe_mla_violations(const ModelSpec& m, const Layout& l, Violations& v) {
     }
     // What the program builder does not model, refused here with the same words so that a --set that asks
     // for it is blamed on that --set (resolve_inputs), not on the file, and before any simulation.
-    if (m.moe() && l.zero_stage >= 3 && l.dp > 1)
+    if (m.moe() && l.zero_stage >= 3 && l.dp * l.cp > 1)
         v.add(C::zero_stage,
               fmt::format("layout.zero_stage = {}: ZeRO-3 / FSDP with an MoE model (model.num_experts "
                           "= {}) is not modelled",

@@ -130,30 +130,7 @@ StageBuilder::StageBuilder(const ModelSpec& model, const Layout& layout, BlockBu
             offload_windows_.push_back(
                 offload_window_layer(layers_of_chunk_[0], layout_.activation_offload_layers, g));
 
-    sharded_ = layout_.sharded_optimizer() && layout_.dp > 1;
-    zero2_ = layout_.zero_stage == 2 && layout_.dp > 1;
-    zero3_ = layout_.zero_stage >= 3 && layout_.dp > 1;
-    if (model_.moe() && zero3_)
-        throw InputError(
-            fmt::format("layout.zero_stage = {}: ZeRO-3 / FSDP with an MoE model (model.num_experts "
-                        "= {}) is not modelled",
-                        layout_.zero_stage, model_.num_experts));
-    edp_reduce_ = model_.moe() && layout_.expert_dp() > 1;
-    // DeepSpeed's own stage-3 coordinator (deepspeed_stage3.cpp); it has no pipeline engine path (stage 3
-    // with PP is refused by DeepSpeed) and no frozen-base adapters here. A run that states
-    // reshard_after_forward = false (not a DeepSpeed setting) keeps the generic gather-once path.
-    ds3_ = layout_.deepspeed_stage3_2021();
-    // ZeRO-3 / FSDP: reshard_after_forward = false keeps the gathered parameters from forward to backward
-    // (no backward all-gather); under PP torchtitan also defers the reshard after backward to the last
-    // micro-batch (torch/distributed/pipelining/stage.py), so each group is gathered once per step.
-    rebackward_ = layout_.reshard_after_forward;
-    keep_for_step_ = !layout_.reshard_after_forward && shape_.pp > 1;
-    // ... and runs every backward but the last with requires_gradient_sync off (stage.py
-    // backward_maybe_with_nosync for an FSDPModule: set_requires_gradient_sync(False), the post-backward run
-    // by hand after the last): FSDP2 keeps the unsharded gradients, in the reduce dtype
-    // (FSDPParam.to_accumulated_grad_if_needed), and reduce-scatters them once per step.
-    grad_sync_last_ = zero3_ && shape_.pp > 1 &&
-                      (layout_.framework == Framework::torchtitan || layout_.framework == Framework::pytorch);
+    plan_data_parallel();
     // The copy the framework makes of each all-gathered group on the compute stream before its compute:
     // FSDP2 copy-out (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py
     // foreach_all_gather_copy_out: split_with_sizes_copy from the gathered flat buffer into each
@@ -189,6 +166,40 @@ StageBuilder::StageBuilder(const ModelSpec& model, const Layout& layout, BlockBu
     // group waits for the bucket that holds it (Megatron-LM --overlap-param-gather: a forward pre-hook
     // waits per bucket).
     early_gather_ = sharded_ && layout_.overlap_param_gather && !zero3_;
+}
+
+/// The data-parallel flags: sharding, ZeRO stage, the expert-DP reduction, DeepSpeed's stage-3 path and
+/// FSDP's gather and gradient-sync policy.
+void StageBuilder::plan_data_parallel() {
+    // ZeRO, FSDP and the distributed optimizer shard over the DP x CP group (Megatron-Core's
+    // data-parallel group with context parallelism; torchtitan's FSDP mesh dp_shard x cp), the group DP
+    // collectives run on (CommGroup::dp), as the memory model shards (static_piles.cpp): CP ranks hold the
+    // same parameters, so their gradients are reduced even at dp = 1.
+    dp_cp_ = static_cast<double>(layout_.dp) * layout_.cp;
+    sharded_ = layout_.sharded_optimizer() && dp_cp_ > 1;
+    zero2_ = layout_.zero_stage == 2 && dp_cp_ > 1;
+    zero3_ = layout_.zero_stage >= 3 && dp_cp_ > 1;
+    if (model_.moe() && zero3_)
+        throw InputError(
+            fmt::format("layout.zero_stage = {}: ZeRO-3 / FSDP with an MoE model (model.num_experts "
+                        "= {}) is not modelled",
+                        layout_.zero_stage, model_.num_experts));
+    edp_reduce_ = model_.moe() && layout_.expert_dp() > 1;
+    // DeepSpeed's own stage-3 coordinator (deepspeed_stage3.cpp); it has no pipeline engine path (stage 3
+    // with PP is refused by DeepSpeed) and no frozen-base adapters here. A run that states
+    // reshard_after_forward = false (not a DeepSpeed setting) keeps the generic gather-once path.
+    ds3_ = layout_.deepspeed_stage3_2021();
+    // ZeRO-3 / FSDP: reshard_after_forward = false keeps the gathered parameters from forward to backward
+    // (no backward all-gather); under PP torchtitan also defers the reshard after backward to the last
+    // micro-batch (torch/distributed/pipelining/stage.py), so each group is gathered once per step.
+    rebackward_ = layout_.reshard_after_forward;
+    keep_for_step_ = !layout_.reshard_after_forward && shape_.pp > 1;
+    // ... and runs every backward but the last with requires_gradient_sync off (stage.py
+    // backward_maybe_with_nosync for an FSDPModule: set_requires_gradient_sync(False), the post-backward run
+    // by hand after the last): FSDP2 keeps the unsharded gradients, in the reduce dtype
+    // (FSDPParam.to_accumulated_grad_if_needed), and reduce-scatters them once per step.
+    grad_sync_last_ = zero3_ && shape_.pp > 1 &&
+                      (layout_.framework == Framework::torchtitan || layout_.framework == Framework::pytorch);
 }
 
 void StageBuilder::plan_groups() {
@@ -284,7 +295,7 @@ void StageBuilder::append_copy_out(double elements, Phase phase, int mb) {
 }
 
 void StageBuilder::dp_launch(CollectiveKind kind, double bytes, CommGroup group) {
-    if (group == CommGroup::edp ? !edp_reduce_ : layout_.dp <= 1) return;
+    if (group == CommGroup::edp ? !edp_reduce_ : dp_cp_ <= 1) return;
     Op op;
     op.kind = OpKind::dp_launch;
     op.group = group;
@@ -296,7 +307,7 @@ void StageBuilder::dp_launch(CollectiveKind kind, double bytes, CommGroup group)
 }
 
 void StageBuilder::dp_wait(int target, Phase phase) {
-    if (layout_.dp <= 1 && !edp_reduce_) return;
+    if (dp_cp_ <= 1 && !edp_reduce_) return;
     Op op;
     op.kind = OpKind::dp_wait;
     op.phase = phase;
@@ -746,7 +757,7 @@ void StageBuilder::finish_step() {
     }
     if (layout_.deepspeed_bf16_optimizer())
         append(sp_.ops, blocks_.bf16_step_gradient_passes(stage_trainable_rank_), Phase::optimizer, -1);
-    double optimizer_params = sharded_ ? stage_trainable_rank_ / layout_.dp : stage_trainable_rank_;
+    double optimizer_params = sharded_ ? stage_trainable_rank_ / dp_cp_ : stage_trainable_rank_;
     if (model_.moe() && !shape_.frozen)  // routed experts: sharded over expert DP
         optimizer_params +=
             layout_.sharded_optimizer() ? stage_expert_rank_ / layout_.expert_dp() : stage_expert_rank_;

@@ -131,6 +131,7 @@ class StageBuilder {
     /// True when build() merges the steady-state forward / backward pairs (combined_pass).
     bool combines_passes() const;
     struct BackwardState;
+    void plan_data_parallel();
     void backward_group_start(BackwardState& s);
     void backward_group_done(BackwardState& s);
     void deepspeed_stage3(const std::vector<ScheduleItem>& items);
@@ -174,6 +175,7 @@ class StageBuilder {
     bool sharded_ = false, zero2_ = false, zero3_ = false, ds3_ = false;
     bool rebackward_ = true, keep_for_step_ = false;
     bool grad_sync_last_ = false;  ///< FSDP2 under PP: gradients reduce-scattered after the last backward
+    double dp_cp_ = 1;             ///< the DP x CP group's size (gradients reduced and state sharded over it)
     std::vector<bool> kept_;
     /// Layout::activation_offload_layers: offload_window_layer of each offloaded layer (empty: off), and the
     /// copy waits built so far by (name, group's kind, hiding kind, backward, count).

@@ -1,6 +1,8 @@
-// FSDP2 under pipeline parallelism (torchtitan, plain PyTorch): torch.distributed.pipelining's stage runs
-// every backward but the last with requires_gradient_sync off, so the unsharded gradients accumulate (in
-// the reduce dtype) and are reduce-scattered once per step (stage_builder.cpp grad_sync_last_).
+// The data-parallel group in the program builder (stage_builder.cpp plan_data_parallel): FSDP2 under
+// pipeline parallelism (torchtitan, plain PyTorch), where torch.distributed.pipelining's stage runs every
+// backward but the last with requires_gradient_sync off, so the unsharded gradients accumulate (in the
+// reduce dtype) and are reduce-scattered once per step; and the DP x CP group the gradients are reduced
+// and the state sharded over.
 #include <doctest/doctest.h>
 
 #include "test_helpers.hpp"
@@ -56,4 +58,31 @@ TEST_CASE("fsdp2 under pp: gradients reduce-scattered once per step, held unshar
     const double d = mem.stages.at(0).peak_bytes - mem_fsdp1.stages.at(0).peak_bytes;
     CHECK(d > 0.75 * 4.0 * stage_params);
     CHECK(d < 1.5 * 4.0 * stage_params);
+}
+
+TEST_CASE("dp x cp: CP ranks' gradients are reduced and their state sharded even at dp = 1") {
+    // Megatron-Core's distributed optimizer shards over the DP x CP group; torchtitan's FSDP over dp_shard x
+    // cp. At dp = 1, cp = 2 the program reduce-scatters and gathers over the CP pair, as the memory model
+    // shards.
+    trainsim::ModelSpec m = trainsim::test::small_gpt(4, 1024, 16);
+    m.seq_len = 2048;
+    trainsim::Layout l;
+    l.dp = 1;
+    l.cp = 2;
+    l.micro_batch = 1;
+    l.global_batch = 2;
+    l.distributed_optimizer = true;
+    l.attention = trainsim::AttentionKernel::flash;
+    const trainsim::Program p = trainsim::build_program(m, l);
+    int launches = 0;
+    for (const trainsim::Op& op : p.stages[0].ops)
+        if (op.kind == trainsim::OpKind::dp_launch) ++launches;
+    CHECK(launches > 0);
+    l.cp = 1;
+    l.global_batch = 2;
+    int none = 0;
+    const trainsim::Program one = trainsim::build_program(m, l);
+    for (const trainsim::Op& op : one.stages[0].ops)
+        if (op.kind == trainsim::OpKind::dp_launch) ++none;
+    CHECK(none == 0);  // one GPU: nothing to reduce
 }
