@@ -15,15 +15,7 @@ namespace {
 
 /// 8 layers, hidden 1024, PP 2 x DP 4 FSDP, 8 micro-batches per pipeline.
 trainsim::Layout pp_fsdp(trainsim::Framework f) {
-    trainsim::Layout l;
-    l.framework = f;
-    l.pp = 2;
-    l.dp = 4;
-    l.zero_stage = 3;
-    l.micro_batch = 1;
-    l.global_batch = 32;
-    l.precision = trainsim::Precision::bf16;
-    l.attention = trainsim::AttentionKernel::flash;
+    trainsim::Layout l = trainsim::test::fsdp_layout(f, 4, 2, 32);
     l.reshard_after_forward = false;  // torchtitan: reshard_after_forward = not pp_enabled
     return l;
 }

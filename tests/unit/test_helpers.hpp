@@ -48,6 +48,21 @@ inline Layout tp2_pp2_dp4(int micro_batch = 1, int global_batch = 16) {
     return l;
 }
 
+/// PyTorch-style FSDP (ZeRO-3) of framework `f` over DP `dp` x PP `pp`, bf16, FlashAttention-2, micro-batch 1
+/// unless given; everything else Layout's defaults.
+inline Layout fsdp_layout(Framework f, int dp, int pp, int global_batch, int micro_batch = 1) {
+    Layout l;
+    l.framework = f;
+    l.dp = dp;
+    l.pp = pp;
+    l.zero_stage = 3;
+    l.micro_batch = micro_batch;
+    l.global_batch = global_batch;
+    l.precision = Precision::bf16;
+    l.attention = AttentionKernel::flash;
+    return l;
+}
+
 /// A small GPT-style model (heads == kv_heads, ffn = 4h, GeLU, tied embeddings).
 inline ModelSpec small_gpt(std::int64_t layers = 8, std::int64_t hidden = 1024, std::int64_t heads = 16,
                            std::int64_t seq = 512, std::int64_t vocab = 8192) {

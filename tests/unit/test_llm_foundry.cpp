@@ -18,17 +18,9 @@ namespace {
 
 using trainsim::Framework;
 
-/// 2 GeLU layers, hidden 512, vocab 32000, seq 1024; TP 1 x DP 8 FSDP (ZeRO-3), micro-batch 4.
+/// 2 GeLU layers, hidden 512, vocab 32000, seq 1024 (small_mpt); TP 1 x DP 8 FSDP (ZeRO-3), micro-batch 4.
 trainsim::Layout fsdp_layout(Framework f) {
-    trainsim::Layout l;
-    l.framework = f;
-    l.dp = 8;
-    l.zero_stage = 3;
-    l.micro_batch = 4;
-    l.global_batch = 32;
-    l.precision = trainsim::Precision::bf16;
-    l.attention = trainsim::AttentionKernel::flash;
-    return l;
+    return trainsim::test::fsdp_layout(f, 8, 1, 32, 4);
 }
 
 trainsim::ModelSpec small_mpt() {
