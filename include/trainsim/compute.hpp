@@ -32,7 +32,8 @@
 //        w = keys each tile visits on average · head_dim / 128 (causal: kv length / 2, which holds for
 //            context parallelism's load-balanced chunks too: each rank's s/cp queries meet s/2 keys on
 //            average): the per-tile fixed cost (Q load, softmax rescale, O write) amortised over the key
-//            loop, whose work per key grows with head_dim.
+//            loop, whose work per key grows with head_dim. A sliding window: FusedAttentionShape::window_keys
+//            in place of kv length / 2.
 //  memory-bound (element-wise, norms, softmax, optimizer): t = bytes / (HBM · hbm_efficiency) +
 //  kernel_overhead
 //  offloaded optimizer work (ZeRO-Offload / ZeRO-Infinity), no kernel overhead:
@@ -102,6 +103,10 @@ struct FusedAttentionShape {
     double head_dim = 0;     ///< d
     bool causal = true;      ///< causal mask (the kernel skips the masked tiles)
     bool backward = false;   ///< the backward kernel (names ending in _bwd)
+    /// Sliding window (ModelSpec::sliding_window): keys each query visits (window_key_span in
+    /// include/trainsim/program.hpp) in place of the causal kv_len / 2 in the CTA work w; 0: no window. The
+    /// grid is unchanged (a CTA per 128 queries forward, per 128 keys backward).
+    double window_keys = 0;
 };
 
 /// A FlashAttention-1-class kernel's rate relative to FlashAttention-2's on the same shape and GPU

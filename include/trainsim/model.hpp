@@ -99,6 +99,19 @@ struct ModelSpec {
     /// backward (sim/memory/activations.cpp). Standard attention only: MLA's q / kv latent norms are part of
     /// AttentionType::mla.
     bool qk_layernorm = false;
+    /// Sliding-window attention (Megatron-Core --window-size (w, 0), TransformerConfig.window_size; Hugging
+    /// Face sliding_window; gpt-oss 128, Mistral 7B 4096): each query attends to the `sliding_window` keys up
+    /// to and including its own position. 0: full causal attention. With a fused attention kernel the kernel
+    /// skips the key tiles outside the band (FlashAttention-2 window_size, cuDNN's sliding-window mask): per
+    /// query tile, ceil(w / 128) + 1/2 tiles of 128 keys instead of the causal triangle's (sim/program/
+    /// layer_ops.cpp); unfused attention computes the full scores and masks them (no saving). Megatron-Core's
+    /// num_floating_point_operations ignores the window, and so does model_flops() (the MFU convention).
+    std::int64_t sliding_window = 0;
+    /// With sliding_window: every N-th layer (1-based layer number divisible by N) attends fully, the others
+    /// through the window (Megatron-Core window_attn_skip_freq N, transformer/utils.py
+    /// is_layer_window_attention; gpt-oss N = 2: layer_types alternating "sliding_attention" /
+    /// "full_attention"). 0: every layer through the window.
+    std::int64_t sliding_window_full_every = 0;
     AttentionType attention_type = AttentionType::standard;
     /// MLA ranks and head widths (DeepSeek-V3: 1536, 512, 64, 128; its qk_head_dim 128 is head_dim()).
     std::int64_t q_lora_rank = 0, kv_lora_rank = 0, qk_rope_head_dim = 0, v_head_dim = 0;
@@ -112,6 +125,14 @@ struct ModelSpec {
     /// Width of one attention head (MLA: of the non-rotary query/key part, Megatron qk_head_dim).
     std::int64_t head_dim() const { return head_dim_override > 0 ? head_dim_override : hidden / heads; }
 
+    /// The share of the transformer layers that attend through the sliding window (sliding_window,
+    /// sliding_window_full_every): 0 without a window.
+    double windowed_layer_fraction() const {
+        if (sliding_window <= 0 || layers <= 0) return 0.0;
+        if (sliding_window_full_every <= 0) return 1.0;
+        const auto full = layers / sliding_window_full_every;
+        return static_cast<double>(layers - full) / static_cast<double>(layers);
+    }
     bool moe() const { return num_experts > 0; }
     bool mla() const { return attention_type == AttentionType::mla; }
     /// True when layer `layer` (global, 0-based) has an MoE MLP: moe(), not one of the first

@@ -223,6 +223,13 @@ double moe_activation_clamp_bytes_per_element(const ModelSpec& model, const Layo
 /// in 7 kernels. Sources: docs/compute-model.md, "YaRN RoPE".
 double rope_unfused_bytes_per_element(const ModelSpec& model, const Layout& layout, bool backward);
 
+/// Keys per query that a fused attention kernel computes for a sliding window of `window` tokens over a
+/// sequence of `seq_len` (ModelSpec::sliding_window): the key tiles of 128 the band cuts, ceil(window / 128)
+/// whole ones plus the diagonal tile counted half, as 0.5 · seq_len counts the causal triangle's; never more
+/// than 0.5 · seq_len. FlashAttention-2 window_size (flash_fwd_kernel.h n_block_min / n_block_max), cuDNN's
+/// sliding-window mask. Units: keys (tokens).
+double window_key_span(double seq_len, double window);
+
 /// Fills Segment::seconds from the compute model.
 void assign_durations(Program& program, const ComputeModel& compute);
 

@@ -95,7 +95,8 @@ double attention_efficiency(const GpuSpec& gpu, AttentionKernel backend, const F
     const double ctas = s.batch_heads * std::ceil((s.backward ? s.kv_len : s.q_len) / kAttentionTile);
     const double per_sm = ctas / gpu.sm_count;
     const double fill = cta_half > 0 ? per_sm / (per_sm + cta_half) : 1.0;
-    const double work = (s.causal ? 0.5 : 1.0) * s.kv_len * s.head_dim / 128.0;
+    const double keys = s.window_keys > 0 ? s.window_keys : (s.causal ? 0.5 : 1.0) * s.kv_len;
+    const double work = keys * s.head_dim / 128.0;
     const double sat = key_half > 0 ? work / (work + key_half) : 1.0;
     const double generation = backend == AttentionKernel::flash1 ? kFlashAttention1RelativeSpeed : 1.0;
     return generation * e_max * (s.backward ? bwd : 1.0) * fill * sat;

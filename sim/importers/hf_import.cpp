@@ -117,6 +117,46 @@ const Family& family_of(Config& c) {
                                 fmt::format("is not supported (supported: {})", fmt::join(names, ", ")));
 }
 
+/// The sliding window (ModelSpec::sliding_window, sliding_window_full_every): `sliding_window` for every
+/// layer (Mistral), unless `use_sliding_window` is false (Qwen2 / Qwen3 write a window they do not use);
+/// `layer_types` ("sliding_attention" / "full_attention", gpt-oss, Gemma 3) when every N-th layer is the
+/// full one. A window at least seq_len long is no window.
+void sliding_window(Config& c, ModelSpec& m, std::vector<std::string>& notes) {
+    const auto window = c.integer("sliding_window");
+    const bool used = c.boolean("use_sliding_window").value_or(true);
+    const json* types = c.get("layer_types");
+    if (!window || !used || *window >= m.seq_len) return;
+    std::int64_t every = 0;
+    if (types) {
+        if (!types->is_array() || static_cast<std::int64_t>(types->size()) != m.layers)
+            importers_detail::bad_written_value(c.file(), "layer_types", types->dump(),
+                                                fmt::format("is not a list of {} layer types", m.layers));
+        std::vector<std::int64_t> full;  // 1-based numbers of the full-attention layers
+        for (std::int64_t i = 0; i < m.layers; ++i) {
+            const json& t = (*types)[static_cast<std::size_t>(i)];
+            if (t == "full_attention")
+                full.push_back(i + 1);
+            else if (t != "sliding_attention")
+                importers_detail::bad_written_value(
+                    c.file(), "layer_types", types->dump(),
+                    fmt::format("holds {} (not \"sliding_attention\" or \"full_attention\")", t.dump()));
+        }
+        if (full.size() == static_cast<std::size_t>(m.layers)) return;  // no windowed layer
+        every = full.empty() ? 0 : full.front();
+        for (std::size_t k = 0; k < full.size() && every > 0; ++k)
+            if (full[k] != every * static_cast<std::int64_t>(k + 1)) every = -1;
+        if (every < 0 || (every > 0 && static_cast<std::int64_t>(full.size()) != m.layers / every)) {
+            notes.push_back(
+                fmt::format("layer_types: the full-attention layers are not every N-th layer; "
+                            "attention costed as full causal (sliding_window {} not applied)",
+                            *window));
+            return;
+        }
+    }
+    m.sliding_window = *window;
+    m.sliding_window_full_every = every;
+}
+
 /// Qwen-MoE's sparse layers: layer i is sparse when i is not in mlp_only_layers and (i + 1) %
 /// decoder_sparse_step == 0 (transformers modeling_qwen2_moe.py Qwen2MoeDecoderLayer).
 void sparse_layers(Config& c, ModelSpec& m) {
@@ -238,11 +278,7 @@ Imported import_hf_config(const nlohmann::json& config, const std::string& file,
                         *max_pos));
     } else
         throw InputError(fmt::format("{}: max_position_embeddings is missing: give --seq", file));
-    if (const auto window = c.integer("sliding_window"); window && *window < m.seq_len)
-        imp.notes.push_back(
-            fmt::format("sliding_window {} < seq_len {}: attention costed as full causal "
-                        "attention over the sequence",
-                        *window, m.seq_len));
+    sliding_window(c, m, imp.notes);
     // Qwen3 and Qwen3-MoE normalize every query and key head (transformers modeling_qwen3.py
     // Qwen3Attention q_norm / k_norm, RMSNorm over head_dim): ModelSpec::qk_layernorm.
     m.qk_layernorm = f.model_type == "qwen3" || f.model_type == "qwen3_moe";

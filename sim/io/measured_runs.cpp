@@ -768,10 +768,33 @@ class ExtensionReader {
                 head_dim("attention.head_dim", a.value());
                 continue;
             }
+            if (a.key() == "sliding_window") {
+                // Megatron-Core --window-size (w, 0) (ModelSpec::sliding_window).
+                if (const auto w = count(v, "sliding_window", limits::kMaxSeqLen)) m_.sliding_window = *w;
+                continue;
+            }
+            if (a.key() == "pattern" && a.value().is_string() && sliding_window_full_every(a.value()))
+                continue;
             ignore(
                 "attention." + a.key(), a.value(),
                 a.key() == "head_dim" ? fmt::format("trainsim uses hidden / heads = {}", m_.head_dim()) : "");
         }
+    }
+
+    /// extensions.attention.pattern naming Megatron-Core's window_attn_skip_freq ("... (window_attn_skip_freq
+    /// 2)", gpt-oss): every N-th layer attends fully (ModelSpec::sliding_window_full_every). False when the
+    /// text names no such frequency (the pattern is then listed as ignored).
+    bool sliding_window_full_every(const json& pattern) {
+        static const std::string key = "window_attn_skip_freq ";
+        const auto& text = pattern.get_ref<const std::string&>();
+        const auto at = text.find(key);
+        if (at == std::string::npos) return false;
+        std::int64_t n = 0;
+        const char* first = text.data() + at + key.size();
+        const auto [end, ec] = std::from_chars(first, text.data() + text.size(), n);
+        if (ec != std::errc() || end == first || n < 1 || n > limits::kMaxLayers) return false;
+        m_.sliding_window_full_every = n;
+        return true;
     }
 
     /// extensions.activation: gpt-oss's clamped quick-GeGLU ("clamped SwiGLU variant (quick_gelu gate, ...").

@@ -577,6 +577,10 @@ void moe_mla_violations(const ModelSpec& m, const Layout& l, Violations& v) {
             v.add(C::mla_shape,
                   "model.qk_layernorm = true with model.attention_type = \"mla\": MLA's q / kv latent norms "
                   "are part of its attention (leave qk_layernorm false)");
+        if (m.sliding_window > 0)
+            v.add(C::mla_shape, fmt::format("model.sliding_window = {} with model.attention_type = \"mla\": "
+                                            "windowed MLA is not modelled",
+                                            m.sliding_window));
     } else if (m.q_lora_rank > 0 || m.kv_lora_rank > 0 || m.qk_rope_head_dim > 0 || m.v_head_dim > 0) {
         // Each field given is named with its value (a --set of one is then blamed on that --set).
         std::string given;

@@ -125,6 +125,23 @@ schema::Table<ModelSpec> make_model_fields() {
     t.push_back(schema::boolean_field("qk_layernorm", &ModelSpec::qk_layernorm,
                                       "RMSNorm of each query and key head before RoPE (Megatron-Core "
                                       "--qk-layernorm; Qwen3, OLMo 2, Gemma 3); standard attention only"));
+    {
+        auto f =
+            integer_field("sliding_window", &ModelSpec::sliding_window, zero_to(limits::kMaxSeqLen), "tokens",
+                          "sliding-window attention: each query attends to this many keys up to its own "
+                          "position (Megatron-Core --window-size (w, 0); Hugging Face sliding_window; "
+                          "gpt-oss 128); fused attention skips the key tiles outside the window");
+        f.default_doc = "0: full causal attention";
+        t.push_back(std::move(f));
+    }
+    {
+        auto f = integer_field("sliding_window_full_every", &ModelSpec::sliding_window_full_every,
+                               zero_to(limits::kMaxLayers), "",
+                               "with sliding_window: every N-th layer (layer number divisible by N) attends "
+                               "fully (Megatron-Core window_attn_skip_freq; gpt-oss 2)");
+        f.default_doc = "0: every layer through the window";
+        t.push_back(std::move(f));
+    }
     t.push_back(schema::enum_field("attention_type", &ModelSpec::attention_type, attention_type_names(),
                                    "standard multi-head / grouped-query attention, or multi-head latent "
                                    "attention (Megatron-Core --multi-latent-attention, MLASelfAttention)"));

@@ -38,6 +38,21 @@ double rope_unfused_bytes_per_element(const ModelSpec& m, const Layout& l, bool 
     return 2 * e + e + 2 * e + 2 * e + 3 * e + e + 3 * e;
 }
 
+namespace {
+/// Keys per tile of a fused attention kernel's key loop: FlashAttention-2's forward at head_dim 64-128
+/// (kBlockN 128 at d 64, flash_fwd_launch_template.h) and cuDNN's 128-row tiles (compute_model.cpp).
+constexpr double kWindowKeyTile = 128;
+}  // namespace
+
+double window_key_span(double seq_len, double window) {
+    // The kernel skips the key tiles wholly outside the band (FlashAttention-2 window_size: n_block_min /
+    // n_block_max in flash_fwd_kernel.h; cuDNN's sliding-window mask likewise) and computes the tiles the
+    // band cuts: ceil(w / 128) whole tiles behind the diagonal one, which counts half as in the causal
+    // triangle (0.5 · s keys per query). Never more than the causal triangle.
+    const double span = std::ceil(window / kWindowKeyTile) * kWindowKeyTile + 0.5 * kWindowKeyTile;
+    return std::min(0.5 * seq_len, span);
+}
+
 }  // namespace trainsim
 
 namespace trainsim::detail {
@@ -426,6 +441,10 @@ void BlockBuilder::attention_core_forward(OpTemplate& t) {
         if (pt_ring) tp_wait(t);
         const double flops = 0.5 * 4.0 * heads * s_ * s_ * d / cp_;
         const double bytes = E_ * T_ * (2 * a_) * d / t_ + kv_full;
+        if (l_.cp == 1 && m_.windowed_layer_fraction() > 0) {
+            fused_attention_with_window(t, heads, d, bytes, false);
+            return;
+        }
         kernel(t, Kernel::flash("flash_attention_fwd", flops, bytes, l_.attention,
                                 {heads, s_ / cp_, s_, d, true, false}));
         if (pt_ring) kernel(t, Kernel::memory("cp_lse_merge", cp_ * T_ * a_ * dv_ / t_ * (E_ + 8)));
@@ -435,6 +454,26 @@ void BlockBuilder::attention_core_forward(OpTemplate& t) {
         kernel(t, Kernel::memory("attn_dropout", heads * s_ * s_ * (2 * E_ + 1)));
         kernel(t, Kernel::gemm("attn_values_bmm", s_, dv_, s_, heads));
     }
+}
+
+// Sliding-window attention (ModelSpec::sliding_window): the layers that attend fully and those that attend
+// through the window run alternately (sliding_window_full_every); each layer carries their mean, as two
+// calls over the heads in their shares (windowed_layer_fraction): the full layers' causal call, and the
+// windowed layers' call with window_key_span keys per query. FLOPs and bytes per stage are those of the
+// alternating layers; the calls' CTA fill is that of their share of the heads, the windowed call's CTA
+// work that of its span (FusedAttentionShape::window_keys).
+void BlockBuilder::fused_attention_with_window(OpTemplate& t, double heads, double d, double bytes,
+                                               bool backward) {
+    const double f = m_.windowed_layer_fraction();
+    const double pass = backward ? 2.5 : 1.0;  // the backward's 5 matmuls of the forward's 2
+    const double span = window_key_span(s_, static_cast<double>(m_.sliding_window));
+    if (f < 1.0)
+        kernel(t, Kernel::flash(backward ? "flash_attention_bwd" : "flash_attention_fwd",
+                                pass * 0.5 * 4.0 * (1 - f) * heads * s_ * s_ * d, (1 - f) * bytes,
+                                l_.attention, {(1 - f) * heads, s_, s_, d, true, backward}));
+    kernel(t, Kernel::flash(backward ? "flash_attention_window_bwd" : "flash_attention_window_fwd",
+                            pass * 4.0 * f * heads * s_ * span * d, f * bytes, l_.attention,
+                            {f * heads, s_, s_, d, true, backward, span}));
 }
 
 void BlockBuilder::attention_core_backward(OpTemplate& t) {
@@ -465,6 +504,10 @@ void BlockBuilder::attention_core_backward(OpTemplate& t) {
         }
         if (l_.cp > 1) {
             te_cp_attention_backward(t);
+            return;
+        }
+        if (m_.windowed_layer_fraction() > 0) {
+            fused_attention_with_window(t, heads, d, bytes, true);
             return;
         }
         kernel(t, Kernel::flash("flash_attention_bwd", flops, bytes, l_.attention,

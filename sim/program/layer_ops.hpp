@@ -159,6 +159,10 @@ class BlockBuilder {
     /// Layout::fp8_attention: the quantize and dequantize passes around the FP8 attention call(s).
     void fp8_attention_casts(OpTemplate& t, bool backward);
     void attention_core_backward(OpTemplate& t);
+    /// Fused attention of a model with a sliding window, cp = 1: the full and the windowed layers' calls over
+    /// their shares of the `heads` (this micro-batch's heads on this GPU), head width `d`, `bytes` the
+    /// layer's Q, K, V and O traffic (layer_ops.cpp).
+    void fused_attention_with_window(OpTemplate& t, double heads, double d, double bytes, bool backward);
     /// Context parallelism as TransformerEngine runs it for Megatron (cp_attention.cpp): one fused-attention
     /// call per CP step with the partial outputs merged (forward), the steps' gradients accumulated
     /// (backward), the K/V ring beside them.

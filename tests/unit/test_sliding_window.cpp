@@ -1,0 +1,174 @@
+// Sliding-window attention (ModelSpec::sliding_window, sliding_window_full_every): the keys a fused kernel
+// computes per query by hand, the share of windowed layers, the attention kernels of the program (full and
+// windowed calls, their FLOPs by hand; none under CP or unfused attention), MLA refused, and the
+// measured-runs reader and the Hugging Face importer setting the fields.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "test_helpers.hpp"
+#include "trainsim/errors.hpp"
+#include "trainsim/importers.hpp"
+#include "trainsim/layout.hpp"
+#include "trainsim/measured_runs.hpp"
+#include "trainsim/program.hpp"
+
+namespace ts = trainsim;
+
+namespace {
+
+/// Sum of the FLOPs of stage 0's kernels named exactly `name` over one step, and their count.
+double stage0_flops(const ts::Program& p, const std::string& name, int* count) {
+    double flops = 0;
+    *count = 0;
+    for (const ts::Op& op : p.stages[0].ops) {
+        if (op.kind != ts::OpKind::compute || op.segment < 0) continue;
+        for (const ts::Kernel& k : p.segments[static_cast<std::size_t>(op.segment)].kernels)
+            if (name == k.name) {
+                flops += k.flops;
+                ++*count;
+            }
+    }
+    return flops;
+}
+
+/// 4 layers, hidden 512, 8 heads of 64 (2 KV heads), seq 4096, one micro-batch of 1 on one GPU.
+ts::ModelSpec windowed_model() {
+    ts::ModelSpec m = ts::test::llama_style(4, 512, 8, 2, 1024, 1024, 4096);
+    m.sliding_window = 128;
+    m.sliding_window_full_every = 2;
+    return m;
+}
+
+ts::Layout one_gpu() {
+    ts::Layout l;
+    l.micro_batch = 1;
+    l.global_batch = 1;
+    l.attention = ts::AttentionKernel::cudnn;
+    return l;
+}
+
+}  // namespace
+
+TEST_CASE("sliding window: keys per query a fused kernel computes, by hand") {
+    // ceil(w / 128) whole key tiles and the diagonal one counted half, capped at the causal 0.5 * s.
+    CHECK(ts::window_key_span(4096, 128) == 128 + 64);
+    CHECK(ts::window_key_span(4096, 100) == 128 + 64);
+    CHECK(ts::window_key_span(16384, 4096) == 4096 + 64);
+    CHECK(ts::window_key_span(8192, 4096) == 4096);
+    CHECK(ts::window_key_span(4096, 4096) == 2048);
+    CHECK(ts::window_key_span(256, 128) == 128);
+}
+
+TEST_CASE("sliding window: the share of windowed layers") {
+    ts::ModelSpec m = windowed_model();
+    CHECK(m.windowed_layer_fraction() == 0.5);  // layers 2 and 4 attend fully
+    m.sliding_window_full_every = 0;
+    CHECK(m.windowed_layer_fraction() == 1.0);
+    m.layers = 10;
+    m.sliding_window_full_every = 3;  // layers 3, 6, 9 full
+    CHECK(m.windowed_layer_fraction() == doctest::Approx(0.7));
+    m.sliding_window = 0;
+    CHECK(m.windowed_layer_fraction() == 0.0);
+}
+
+TEST_CASE("sliding window: the program's attention calls, FLOPs by hand") {
+    const ts::ModelSpec m = windowed_model();
+    const ts::Layout l = one_gpu();
+    const ts::Program p = ts::build_program(m, l);
+    // Per layer and micro-batch: 8 heads of 64 over 4096 queries; half the heads' share causal, half through
+    // 192 keys per query; the backward 2.5x.
+    const double causal = 0.5 * 4.0 * 0.5 * 8 * 4096.0 * 4096 * 64;
+    const double band = 4.0 * 0.5 * 8 * 4096.0 * 192 * 64;
+    int n = 0;
+    CHECK(stage0_flops(p, "flash_attention_fwd", &n) == doctest::Approx(4 * causal));
+    CHECK(n == 4);
+    CHECK(stage0_flops(p, "flash_attention_window_fwd", &n) == doctest::Approx(4 * band));
+    CHECK(n == 4);
+    CHECK(stage0_flops(p, "flash_attention_window_bwd", &n) == doctest::Approx(4 * 2.5 * band));
+    CHECK(n == 4);
+    // Without the window: one causal call over all heads, more FLOPs in all.
+    ts::ModelSpec full = m;
+    full.sliding_window = 0;
+    const ts::Program q = ts::build_program(full, l);
+    CHECK(stage0_flops(q, "flash_attention_fwd", &n) == doctest::Approx(4 * 2 * causal));
+    CHECK(stage0_flops(q, "flash_attention_window_fwd", &n) == 0);
+    CHECK(q.stages[0].hardware_flops > p.stages[0].hardware_flops);
+    // Every layer windowed: no causal call.
+    ts::ModelSpec all = m;
+    all.sliding_window_full_every = 0;
+    CHECK(stage0_flops(ts::build_program(all, l), "flash_attention_fwd", &n) == 0);
+    CHECK(stage0_flops(ts::build_program(all, l), "flash_attention_window_fwd", &n) ==
+          doctest::Approx(4 * 2 * band));
+}
+
+TEST_CASE("sliding window: not applied under CP nor by unfused attention; refused with MLA") {
+    const ts::ModelSpec m = windowed_model();
+    int n = 0;
+    ts::Layout cp = one_gpu();
+    cp.cp = 2;
+    cp.global_batch = 1;
+    CHECK(stage0_flops(ts::build_program(m, cp), "flash_attention_window_fwd", &n) == 0);
+    ts::Layout unfused = one_gpu();
+    unfused.attention = ts::AttentionKernel::unfused;
+    CHECK(stage0_flops(ts::build_program(m, unfused), "flash_attention_window_fwd", &n) == 0);
+    ts::ModelSpec mla = m;
+    mla.attention_type = ts::AttentionType::mla;
+    mla.kv_heads = mla.heads;
+    mla.kv_lora_rank = 64;
+    mla.v_head_dim = 64;
+    mla.qk_rope_head_dim = 32;
+    const std::string why =
+        ts::test::message_of<ts::InputError>([&] { ts::check_layout(mla, one_gpu(), 1); });
+    CHECK(why.find("model.sliding_window = 128") != std::string::npos);
+}
+
+TEST_CASE("sliding window: the measured-runs reader reads extensions.attention") {
+    using nlohmann::json;
+    const json att = {
+        {"sliding_window", 128},
+        {"pattern", "alternating sliding-window (128) / full attention (window_attn_skip_freq 2)"},
+        {"attention_sinks", true}};
+    ts::MeasuredRun r =
+        ts::parse_measured_runs(ts::test::one_row_runs_file({{"attention", att}}), "f").runs.at(0);
+    REQUIRE_FALSE(r.error);
+    CHECK(r.model.sliding_window == 128);
+    CHECK(r.model.sliding_window_full_every == 2);
+    // A pattern that names no frequency is listed as ignored; the window then applies to every layer.
+    json odd = att;
+    odd["pattern"] = "every third layer";
+    r = ts::parse_measured_runs(ts::test::one_row_runs_file({{"attention", odd}}), "f").runs.at(0);
+    CHECK(r.model.sliding_window_full_every == 0);
+    bool listed = false;
+    for (const auto& i : r.ignored)
+        listed = listed || i.find("attention.pattern") != std::string::npos;
+    CHECK(listed);
+}
+
+TEST_CASE("sliding window: the Hugging Face importer reads sliding_window and layer_types") {
+    using nlohmann::json;
+    ts::ImportTarget t;
+    t.gpu = "H100-SXM5-80GB";
+    t.cluster_gpus = 8;
+    json c = {{"model_type", "mistral"},  {"num_hidden_layers", 4},          {"hidden_size", 512},
+              {"num_attention_heads", 8}, {"num_key_value_heads", 2},        {"intermediate_size", 1024},
+              {"vocab_size", 1024},       {"max_position_embeddings", 8192}, {"sliding_window", 4096}};
+    json model = ts::import_hf_config(c, "config.json", t).workload.at("model");
+    CHECK(model.at("sliding_window") == 4096);
+    CHECK(model.value("sliding_window_full_every", 0) == 0);
+    c["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention", "full_attention"};
+    model = ts::import_hf_config(c, "config.json", t).workload.at("model");
+    CHECK(model.at("sliding_window_full_every") == 2);
+    // Not every N-th: not applied (a note says so).
+    c["layer_types"] = {"full_attention", "sliding_attention", "sliding_attention", "sliding_attention"};
+    CHECK(ts::import_hf_config(c, "config.json", t).workload.at("model").value("sliding_window", 0) == 0);
+    // Qwen2 / Qwen3 write a window they do not use.
+    c.erase("layer_types");
+    c["use_sliding_window"] = false;
+    CHECK(ts::import_hf_config(c, "config.json", t).workload.at("model").value("sliding_window", 0) == 0);
+    c.erase("use_sliding_window");
+    c["layer_types"] = {"sliding_attention", "chunked_attention", "sliding_attention", "full_attention"};
+    CHECK_THROWS_AS(ts::import_hf_config(c, "config.json", t), ts::InputError);
+}
