@@ -84,7 +84,10 @@ BlockBuilder::BlockBuilder(const ModelSpec& m, const Layout& l, std::vector<Segm
     shared_f_ = static_cast<double>(m.moe_shared_expert_ffn_hidden);
     dqk_ = m.mla() ? d_ + static_cast<double>(m.qk_rope_head_dim) : d_;
     dv_ = m.mla() ? static_cast<double>(m.v_head_dim) : d_;
-    kvh_ = m.mla() ? a_ : g_;
+    // torchtitan's Llama repeats K and V to every query head before SDPA (models/llama/model.py repeat_kv,
+    // as of 9dec370, 2024-12): the attention core and context parallelism's K/V collectives see a heads.
+    repeat_kv_ = !m.mla() && l.framework == Framework::torchtitan && g_ < a_;
+    kvh_ = m.mla() || repeat_kv_ ? a_ : g_;
 }
 
 void BlockBuilder::kernel(OpTemplate& /*t*/, const Kernel& k) {
@@ -269,6 +272,16 @@ void BlockBuilder::row_forward(OpTemplate& t, const Kernel& gemm) {
     }
 }
 
+// torchtitan's repeat_kv (BlockBuilder::repeat_kv_): K and V each expanded from g to a heads and copied by
+// reshape (read E·T·g·d/t, write E·T·a·d/t); backward, the expand's gradient sums the a / g copies back (read
+// E·T·a·d/t, write E·T·g·d/t). One kernel each for K and V.
+void BlockBuilder::repeat_kv(OpTemplate& t, bool backward) {
+    if (!repeat_kv_) return;
+    const double bytes = E_ * T_ * (g_ + a_) * d_ / t_;
+    kernel(t, Kernel::memory(backward ? "repeat_kv_k_bwd" : "repeat_kv_k", bytes));
+    kernel(t, Kernel::memory(backward ? "repeat_kv_v_bwd" : "repeat_kv_v", bytes));
+}
+
 void BlockBuilder::attention_forward(OpTemplate& t) {
     unit_boundary(t);
     dequantize(t, h_ * (a_ + 2 * g_) * d_ / t_);
@@ -277,6 +290,7 @@ void BlockBuilder::attention_forward(OpTemplate& t) {
     adapter_forward(t, l_.lora_targets.qkv, h_, (a_ + 2 * g_) * d_ / t_);
     qk_norms(t, false);
     rope(t, false);
+    repeat_kv(t, false);
     attention_core_forward(t);
     unit_boundary(t);
     dequantize(t, a_ * d_ / t_ * h_);
@@ -574,6 +588,7 @@ void BlockBuilder::attention_backward(OpTemplate& t) {
     row_backward(t, Kernel::gemm("attn_proj_dgrad", T_, a_ * d_ / t_, h_, 1, gemm_elem_),
                  Kernel::gemm("attn_proj_wgrad", h_, a_ * d_ / t_, T_, 1, gemm_elem_));
     attention_core_backward(t);
+    repeat_kv(t, true);
     rope(t, true);
     qk_norms(t, true);
     unit_boundary(t);

@@ -159,6 +159,8 @@ class BlockBuilder {
     /// Layout::fp8_attention: the quantize and dequantize passes around the FP8 attention call(s).
     void fp8_attention_casts(OpTemplate& t, bool backward);
     void attention_core_backward(OpTemplate& t);
+    /// torchtitan's repeat_kv of K and V before SDPA and its gradient (layer_ops.cpp); nothing elsewhere.
+    void repeat_kv(OpTemplate& t, bool backward);
     /// Fused attention of a model with a sliding window, cp = 1: the full and the windowed layers' calls over
     /// their shares of the `heads` (this micro-batch's heads on this GPU), head width `d`, `bytes` the
     /// layer's Q, K, V and O traffic (layer_ops.cpp).
@@ -229,7 +231,8 @@ class BlockBuilder {
     /// (standard attention: d, d, g; MLA: d + qk_rope_head_dim, v_head_dim, a -- the up-projection gives
     /// every head its own K and V).
     double dqk_ = 0, dv_ = 0, kvh_ = 0;
-    double shared_f_ = 0;  ///< MoE: total FFN width of the shared experts (0: none)
+    bool repeat_kv_ = false;  ///< torchtitan: K and V repeated to the a query heads before SDPA (kvh_ = a)
+    double shared_f_ = 0;     ///< MoE: total FFN width of the shared experts (0: none)
     bool fp8_ = false;
 };
 

@@ -706,3 +706,36 @@ TEST_CASE(
     run["source"] = "NVIDIA/NeMo docs/source/performance/performance_summary.md, container NeMo 24.12";
     CHECK_FALSE(layout(run).apex_distributed_adam);
 }
+
+TEST_CASE("torchtitan's repeat_kv: K and V copied to every query head, their gradients summed back") {
+    const ModelSpec m = llama_style(2, 1024, 16, 4, 3584, 8192, 1024);  // 16 query heads, 4 K/V heads of 64
+    const double T = 1024, E = 2, d = 64;
+    auto bytes_of = [](const Program& p, const std::string& name, int* n) {
+        double b = 0;
+        *n = 0;
+        for (const auto& k : all_kernels(p))
+            if (name == k.name) {
+                b += k.bytes;
+                ++*n;
+            }
+        return b;
+    };
+    Layout l = single_gpu(Precision::bf16, Fp8Recipe::tensorwise);
+    l.framework = Framework::torchtitan;
+    const Program p = build_program(m, l);
+    int n = 0;
+    // Per layer: read g heads, write a heads (forward); read a, write g (backward). Two layers.
+    CHECK(bytes_of(p, "repeat_kv_k", &n) == doctest::Approx(2 * E * T * (4 + 16) * d));
+    CHECK(n == 2);
+    CHECK(bytes_of(p, "repeat_kv_v_bwd", &n) == doctest::Approx(2 * E * T * (4 + 16) * d));
+    CHECK(n == 2);
+    // The attention core reads the repeated K and V: E·T·(2a + 2a)·d forward.
+    CHECK(bytes_of(p, "flash_attention_fwd", &n) == doctest::Approx(2 * E * T * 4 * 16 * d));
+    // Megatron (TE's GQA kernels) and multi-head attention repeat nothing.
+    l.framework = Framework::megatron;
+    CHECK(bytes_of(build_program(m, l), "repeat_kv_k", &n) == 0);
+    l.framework = Framework::torchtitan;
+    ModelSpec mha = m;
+    mha.kv_heads = mha.heads;
+    CHECK(bytes_of(build_program(mha, l), "repeat_kv_k", &n) == 0);
+}
