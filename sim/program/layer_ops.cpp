@@ -426,6 +426,44 @@ void BlockBuilder::rope(OpTemplate& t, bool backward) {
     }
 }
 
+namespace {
+// PyTorch context_parallel as torchtitan ran it (torch/distributed/tensor/experimental/_attention.py, torch
+// 2.6: _SDPAMerger with convert_to_f32, round-robin load balance, _partial_update): the memory passes around
+// the CP steps' SDPA calls of one layer on one rank, averaged over the ranks (rank r's steps 1 .. r use the
+// whole local queries, its steps r+1 .. cp-1 their second half, so half of the later steps are each), with
+// 16-bit activations of `e` bytes. Under torch.compile (Layout::torch_compile: torchtitan compiles each
+// TransformerBlock with fullgraph=True, and the ring attention is written to be traced: functional
+// collectives, _maybe_wait) Inductor fuses each step's elementwise passes: one pass per step that reads the
+// block's 16-bit result and reads and writes the fp32 accumulator (e + 8 B per element).
+
+/// Forward, for `n_out` output elements of the rank: step 0 casts the block output to fp32 (e + 4 B per
+/// element); each later step casts it (e + 4), then out - block_out (12), sigmoid(lse) * that (8) and out -
+/// that (12) over the block's elements, and a second-half step rebuilds the whole fp32 output with
+/// _partial_update's torch.cat (8 B per element); results() casts back to 16 bits (4 + e). The LSE passes
+/// (one value per head and query) are left out.
+double pytorch_cp_merge_bytes(double cp, double n_out, double e, bool compiled) {
+    if (compiled) return cp * (e + 8) * n_out;
+    const double whole = (e + 4 + 32) * n_out;
+    const double half = 0.5 * (e + 4 + 32) * n_out + 8 * n_out;
+    return (e + 4) * n_out + 0.5 * (cp - 1) * (whole + half) + (4 + e) * n_out;
+}
+
+/// Backward, for `n_q` query and `n_kv` key (and as many value) gradient elements of the rank: the fp32
+/// accumulators zeroed (4 B each); step 0 adds the block's 16-bit gradients (read 4 + e, write 4); a later
+/// step with the whole queries adds the K/V gradients of the first key half and rebuilds the K/V accumulators
+/// with _partial_update's cat (8 B per element), and adds the whole dQ; one with the second query half adds
+/// the whole dK/dV and the half dQ, then rebuilds the dQ accumulator; every step concatenates the fp32 dK, dV
+/// it sends on (torch.cat: 8 B per element each); at the end the three go back to 16 bits (4 + e).
+double pytorch_cp_grad_bytes(double cp, double n_q, double n_kv, double e, bool compiled) {
+    if (compiled) return cp * (e + 8) * (n_q + 2 * n_kv);
+    const double add = 8 + e;
+    const double all = n_q + 2 * n_kv;
+    const double whole_q = 2 * (0.5 * add * n_kv + 8 * n_kv) + add * n_q;
+    const double half_q = 2 * add * n_kv + 0.5 * add * n_q + 8 * n_q;
+    return 4 * all + add * all + 0.5 * (cp - 1) * (whole_q + half_q) + cp * 16 * n_kv + (4 + e) * all;
+}
+}  // namespace
+
 // The attention core's head width: d for standard attention; for MLA, whose query/key heads (dqk_) and value
 // heads (dv_) differ, the mean (dqk_ + dv_) / 2, so that 4·s²·d per head counts the QK^T (2·s²·dqk) and PV
 // (2·s²·dv) matmuls, and Q + O (K + V) bytes are 2·d per head.
@@ -441,16 +479,16 @@ void BlockBuilder::attention_core_forward(OpTemplate& t) {
         // them (te_cp_attention_forward, cp_attention.cpp).
         //
         // PyTorch context_parallel as torchtitan ran it (torch/distributed/tensor/experimental/_attention.py,
-        // rotate method "allgather", the default): K/V are all-gathered once before the first block and
-        // waited for (no overlap), the cp per-block outputs are merged with their log-sum-exp in fp32
-        // (_SDPAMerger: each step reads the block's output, E bytes, and reads and writes the fp32
-        // accumulator, 8 bytes, per output element).
+        // rotate method "allgather", the default): the local K/V made contiguous and concatenated (read and
+        // write each twice), all-gathered once before the first block and waited for (no overlap), the cp
+        // per-block outputs merged with their log-sum-exp in fp32 (pytorch_cp_merge_bytes).
         const double kv_full = 2 * E_ * b_ * s_ * kvh_ * d / t_;
         const bool pt_ring = l_.cp > 1 && l_.framework == Framework::torchtitan;
         if (l_.cp > 1 && !pt_ring) {
             te_cp_attention_forward(t);
             return;
         }
+        if (pt_ring) kernel(t, Kernel::memory("cp_kv_copy", 4 * kv_full / cp_));
         if (l_.cp > 1) cp_collective(t, CollectiveKind::all_gather, kv_full);
         if (pt_ring) tp_wait(t);
         const double flops = 0.5 * 4.0 * heads * s_ * s_ * d / cp_;
@@ -461,7 +499,9 @@ void BlockBuilder::attention_core_forward(OpTemplate& t) {
         }
         kernel(t, Kernel::flash("flash_attention_fwd", flops, bytes, l_.attention,
                                 {heads, s_ / cp_, s_, d, true, false}));
-        if (pt_ring) kernel(t, Kernel::memory("cp_lse_merge", cp_ * T_ * a_ * dv_ / t_ * (E_ + 8)));
+        if (pt_ring)
+            kernel(t, Kernel::memory("cp_lse_merge",
+                                     pytorch_cp_merge_bytes(cp_, T_ * a_ * dv_ / t_, E_, l_.torch_compile)));
     } else {
         kernel(t, Kernel::gemm("attn_scores_bmm", s_, s_, dqk_, heads));
         kernel(t, Kernel::memory("scale_mask_softmax", heads * s_ * s_ * 2 * E_));
@@ -497,21 +537,22 @@ void BlockBuilder::attention_core_backward(OpTemplate& t) {
     if (l_.fused_attention()) {
         // FlashAttention backward: 5 matmuls of the forward's 2 (recomputed scores, dV, dP, dQ, dK) = 2.5x.
         // TransformerEngine's ring attention: one call per CP step (te_cp_attention_backward). PyTorch
-        // context_parallel (torchtitan): K/V gathered again and waited for, the per-block dQ, dK, dV
-        // accumulated in fp32 (read the block's gradient E and the accumulator 4, write it 4 per element),
-        // and the dK/dV of the other ranks' blocks sent back (a reduce-scatter's volume) after the kernel,
-        // waited for.
+        // context_parallel (torchtitan): K/V copied and gathered again and waited for, the per-block dQ, dK,
+        // dV accumulated in fp32 (pytorch_cp_grad_bytes), and the dK/dV of the other ranks' blocks sent back
+        // (a reduce-scatter's volume) after the kernel, waited for.
         const double kv_full = 2 * E_ * b_ * s_ * kvh_ * d / t_;
         const bool pt_ring = l_.cp > 1 && l_.framework == Framework::torchtitan;
         const double flops = 2.5 * 0.5 * 4.0 * heads * s_ * s_ * d / cp_;
         const double bytes = 2 * (E_ * T_ * (2 * a_) * d / t_ + kv_full);
         if (pt_ring) {
+            kernel(t, Kernel::memory("cp_kv_copy_bwd", 4 * kv_full / cp_));
             cp_collective(t, CollectiveKind::all_gather, kv_full);
             tp_wait(t);
             kernel(t, Kernel::flash("flash_attention_bwd", flops, bytes, l_.attention,
                                     {heads, s_ / cp_, s_, d, true, true}));
             kernel(t, Kernel::memory("cp_grad_accumulate",
-                                     cp_ * (T_ * a_ * dqk_ / t_ + kv_full / E_) * (E_ + 8)));
+                                     pytorch_cp_grad_bytes(cp_, T_ * a_ * dqk_ / t_, T_ * kvh_ * d / t_, E_,
+                                                           l_.torch_compile)));
             cp_collective(t, CollectiveKind::reduce_scatter, kv_full);
             tp_wait(t);
             return;

@@ -131,3 +131,39 @@ TEST_CASE("context parallelism: simulates, folds exactly, and is refused without
     CHECK(contains(message_of<InputError>([&] { check_layout(small_gpt(4, 1024, 16, 2000), bad, 12); }),
                    "2 * cp does not divide model.seq_len"));
 }
+
+TEST_CASE("context parallelism: PyTorch's ring attention merges and accumulations, eager and compiled") {
+    // torchtitan, CP 4, seq 2048, 16 heads of 64 (MHA: no repeat_kv), micro-batch 1: each rank holds 512
+    // tokens, so n = 512 x 16 x 64 output (and dQ, dK, dV) elements per layer; 16-bit activations (E = 2).
+    const ModelSpec m = small_gpt(4, 1024, 16, 2048);
+    Layout l = cp_layout(1, 4, 2);
+    l.framework = Framework::torchtitan;
+    auto bytes_of = [](const Program& p, const std::string& name) {
+        for (const auto& op : p.stages[0].ops)
+            if (op.kind == OpKind::compute)
+                for (const auto& k : p.segments[static_cast<std::size_t>(op.segment)].kernels)
+                    if (name == k.name) return k.bytes;
+        return -1.0;
+    };
+    const double n = 512.0 * 16 * 64, E = 2, cp = 4;
+    // Eager: step 0's cast (E + 4), three later steps, half over the whole output (cast, out - block,
+    // sigmoid product, out - that: E + 36) and half over its second half plus the cat (8), the cast back (4 +
+    // E).
+    const Program eager = build_program(m, l);
+    const double merge =
+        (E + 4) * n + 0.5 * (cp - 1) * ((E + 36) * n + 0.5 * (E + 36) * n + 8 * n) + (4 + E) * n;
+    CHECK(bytes_of(eager, "cp_lse_merge") == doctest::Approx(merge));
+    const double add = 8 + E;
+    const double grads =
+        4 * 3 * n + add * 3 * n +
+        0.5 * (cp - 1) * (2 * (0.5 * add * n + 8 * n) + add * n + 2 * add * n + 0.5 * add * n + 8 * n) +
+        cp * 16 * n + (4 + E) * 3 * n;
+    CHECK(bytes_of(eager, "cp_grad_accumulate") == doctest::Approx(grads));
+    // The local K and V made contiguous and concatenated before each all-gather: 4 x 2 E n.
+    CHECK(bytes_of(eager, "cp_kv_copy") == doctest::Approx(4 * 2 * E * n));
+    // Compiled: one fused pass per step, E + 8 B per element of the output, and of dQ, dK, dV.
+    l.torch_compile = true;
+    const Program compiled = build_program(m, l);
+    CHECK(bytes_of(compiled, "cp_lse_merge") == doctest::Approx(cp * (E + 8) * n));
+    CHECK(bytes_of(compiled, "cp_grad_accumulate") == doctest::Approx(cp * (E + 8) * 3 * n));
+}
