@@ -1,6 +1,7 @@
 // `trainsim import megatron`: the arguments of a Megatron-LM pretrain_gpt.py launch -> a workload
 // (megatron/training/arguments.py; the mapping is listed in trainsim/importers.hpp and docs/importers.md).
 #include <algorithm>
+#include <charconv>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -140,6 +141,40 @@ void yarn(MegatronArgs& a, ModelSpec& m) {
 }
 
 /// --decoder-first/last-pipeline-num-layers: those stages hold the stated layers, the others the rest evenly.
+/// --window-size "(w, 0)" (Megatron-LM tuple_type: "w,0" or "(w,0)") and --window-attn-skip-freq N
+/// (ModelSpec::sliding_window, sliding_window_full_every). A window that looks ahead (right bound not 0) and
+/// a list pattern for the skip frequency ("[1,1,1,0]*3") are refused.
+void sliding_window(MegatronArgs& a, ModelSpec& m) {
+    const auto text = a.text("window-size");
+    if (!text) return;
+    std::string w = *text;
+    w.erase(std::remove_if(w.begin(), w.end(), [](char c) { return c == '(' || c == ')' || c == ' '; }),
+            w.end());
+    const auto comma = w.find(',');
+    std::int64_t left = 0, right = -1;
+    const bool read =
+        comma != std::string::npos &&
+        std::from_chars(w.data(), w.data() + comma, left).ptr == w.data() + comma &&
+        std::from_chars(w.data() + comma + 1, w.data() + w.size(), right).ptr == w.data() + w.size();
+    if (!read || left < 1 || left > limits::kMaxSeqLen || right != 0)
+        throw InputError(
+            fmt::format("{}: --window-size = \"{}\" is not a causal window \"(w,0)\" with 1 <= w "
+                        "<= {} (the only kind trainsim models)",
+                        a.source(), *text, limits::kMaxSeqLen));
+    m.sliding_window = left;
+    if (a.given("window-attn-skip-freq")) {
+        const auto freq = a.text("window-attn-skip-freq").value_or("");
+        std::int64_t n = 0;
+        const auto [end, ec] = std::from_chars(freq.data(), freq.data() + freq.size(), n);
+        if (ec != std::errc() || end != freq.data() + freq.size() || n < 1 || n > limits::kMaxLayers)
+            throw InputError(
+                fmt::format("{}: --window-attn-skip-freq = \"{}\" is not a layer count 1 .. {} "
+                            "(a list pattern is not modelled)",
+                            a.source(), freq, limits::kMaxLayers));
+        m.sliding_window_full_every = n;
+    }
+}
+
 void uneven_split(MegatronArgs& a, const ModelSpec& m, Layout& l) {
     const auto first = a.integer("decoder-first-pipeline-num-layers", 0);
     const auto last = a.integer("decoder-last-pipeline-num-layers", 0);
@@ -303,6 +338,7 @@ Imported import_megatron(const std::vector<std::string>& args, const std::string
     ModelSpec m = dense_model(a, target, tp, imp.notes);
     moe_and_mla(a, m);
     yarn(a, m);
+    sliding_window(a, m);
     parallel_sizes(a, m, l);
     const auto nnodes = a.integer("nnodes", 1, limits::kMaxGpus),
                per_node = a.integer("nproc-per-node", 1, limits::kMaxGpus);

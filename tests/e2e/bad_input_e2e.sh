@@ -780,6 +780,10 @@ bad "import megatron: an unknown --moe-token-dispatcher-type" 2 "megatron: --moe
 bad "import megatron: an unknown --moe-flex-dispatcher-backend" 2 "megatron: --moe-flex-dispatcher-backend = \"bogus\" is not one of deepep, hybridep" -- import megatron --gpus 8 -- "${MEGATRON_MIN[@]}" --num-experts 8 --moe-token-dispatcher-type flex --moe-flex-dispatcher-backend bogus
 # The sweep's own check of a layers_per_stage of another length than pp blamed the file, which did not hold it.
 bad "sweep --set layers_per_stage of another length than pp names the --set" 2 "tiny_moe.json with --set \"layout.layers_per_stage=[4,4]\": layout.layers_per_stage has 2 entries; layout.pp = 1" -- sweep --topology "$TOPO" --workload "$DATA/tiny_moe.json" --gpus 16 --set "layout.layers_per_stage=[4,4]" --top 1
+bad "model.sliding_window below 0" 2 "--set \"model.sliding_window=-1\": model.sliding_window = -1 is below the minimum of 0" -- run "${SMALL[@]}" --set model.sliding_window=-1
+bad "model.sliding_window with MLA" 2 "model.sliding_window = 128 with model.attention_type = \"mla\": windowed MLA is not modelled" -- run --topology "$ROOT/topologies/gb200-nvl72.json" --workload "$ROOT/workloads/deepseek-v3.json" --set model.sliding_window=128
+bad "import megatron: a --window-size that looks ahead" 2 "megatron: --window-size = \"128,5\" is not a causal window" -- import megatron --gpus 8 -- "${MEGATRON_MIN[@]}" --window-size 128,5
+bad "import megatron: a list --window-attn-skip-freq" 2 "megatron: --window-attn-skip-freq = \"[1,0]*2\" is not a layer count" -- import megatron --gpus 8 -- "${MEGATRON_MIN[@]}" --window-size 16,0 --window-attn-skip-freq "[1,0]*2"
 
 ## --version and `help CMD` (issue 14's small things; exit 0).
 if "$BIN" --version | grep -qE '^trainsim [0-9]+\.[0-9]+\.[0-9]+$'; then

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -171,4 +172,42 @@ TEST_CASE("sliding window: the Hugging Face importer reads sliding_window and la
     c.erase("use_sliding_window");
     c["layer_types"] = {"sliding_attention", "chunked_attention", "sliding_attention", "full_attention"};
     CHECK_THROWS_AS(ts::import_hf_config(c, "config.json", t), ts::InputError);
+}
+
+TEST_CASE("sliding window: the Megatron-LM importer reads --window-size and --window-attn-skip-freq") {
+    ts::ImportTarget t;
+    t.gpu = "H100-SXM5-80GB";
+    t.cluster_gpus = 8;
+    const std::vector<std::string> base = {"--num-layers",
+                                           "4",
+                                           "--hidden-size",
+                                           "512",
+                                           "--num-attention-heads",
+                                           "8",
+                                           "--seq-length",
+                                           "8192",
+                                           "--max-position-embeddings",
+                                           "8192",
+                                           "--vocab-size",
+                                           "1024",
+                                           "--bf16"};
+    auto model_of = [&](std::vector<std::string> extra) {
+        std::vector<std::string> args = base;
+        args.insert(args.end(), extra.begin(), extra.end());
+        return ts::import_megatron(args, "m.args", t).workload.at("model");
+    };
+    CHECK(model_of({}).value("sliding_window", 0) == 0);
+    const auto m = model_of({"--window-size", "(128,0)", "--window-attn-skip-freq", "2"});
+    CHECK(m.at("sliding_window") == 128);
+    CHECK(m.at("sliding_window_full_every") == 2);
+    CHECK(model_of({"--window-size", "4096,0"}).value("sliding_window_full_every", 0) == 0);
+    // A window that looks ahead, a list pattern: refused, naming the flag.
+    const std::string ahead = ts::test::message_of<ts::InputError>([&] {
+        model_of({"--window-size", "128,5"});
+    });
+    CHECK(ahead.find("--window-size") != std::string::npos);
+    const std::string list = ts::test::message_of<ts::InputError>([&] {
+        model_of({"--window-size", "128,0", "--window-attn-skip-freq", "[1,1,0]*2"});
+    });
+    CHECK(list.find("--window-attn-skip-freq") != std::string::npos);
 }
