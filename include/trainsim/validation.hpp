@@ -45,6 +45,14 @@ const char* to_string(RunStatus s);
 
 /// One measured run, simulated (or not) and compared. The measured figures are copied from the row; the
 /// predicted ones are set when the run was simulated (status ok or oom).
+/// Where a run's predicted step goes: the Report's mean over the GPUs (include/trainsim/report.hpp), seconds
+/// per step, and its MFU. The parts add up to the step time (exposed EP all-to-all is part of TP).
+struct PredictedBreakdown {
+    double compute_s = 0, bubble_s = 0, tp_exposed_s = 0, ep_exposed_s = 0, pp_exposed_s = 0,
+           dp_exposed_s = 0, idle_s = 0;
+    double mfu = 0;  ///< model FLOPs per second over the GPUs' dense 16-bit peak, 0 .. 1
+};
+
 struct RunValidation {
     std::string id;
     RunStatus status = RunStatus::ok;
@@ -66,6 +74,8 @@ struct RunValidation {
     std::vector<std::string> notes;  ///< the loader's assumptions for the row (MeasuredRun::notes)
     /// Set when the run was simulated on a GPU whose constants are uncalibrated (Report::gpu_uncalibrated).
     std::string gpu_uncalibrated;
+    /// Set with predicted_step_s: where the predicted step goes.
+    std::optional<PredictedBreakdown> predicted_breakdown;
 };
 
 /// One collective row simulated and compared in bus bandwidth.

@@ -83,6 +83,15 @@ nlohmann::json run_validation_json(const RunValidation& r) {
                                 {"error_pct", r.scored ? or_null(r.step_error_pct) : nullptr}});
     else
         j["metrics"].push_back({{"name", "step_time_s"}, {"predicted", *r.predicted_step_s}});
+    if (const auto& b = r.predicted_breakdown)
+        j["predicted_breakdown"] = {{"compute_s", b->compute_s},
+                                    {"pipeline_bubble_s", b->bubble_s},
+                                    {"exposed_tp_s", b->tp_exposed_s},
+                                    {"exposed_ep_all_to_all_s", b->ep_exposed_s},
+                                    {"exposed_pp_s", b->pp_exposed_s},
+                                    {"exposed_dp_s", b->dp_exposed_s},
+                                    {"idle_s", b->idle_s},
+                                    {"mfu", b->mfu}};
     if (r.measured_peak_gib)
         j["metrics"].push_back({{"name", "peak_memory_GiB"},
                                 {"measured", *r.measured_peak_gib},

@@ -27,7 +27,22 @@ struct RunPrediction {
     double peak_gib = 0;
     std::optional<std::string> oom_message;  ///< set when predicted out of memory
     std::string gpu_uncalibrated;            ///< Report::gpu_uncalibrated
+    PredictedBreakdown breakdown;
 };
+
+std::vector<double> breakdown_values(const PredictedBreakdown& b) {
+    return {b.compute_s,    b.bubble_s,     b.tp_exposed_s, b.ep_exposed_s,
+            b.pp_exposed_s, b.dp_exposed_s, b.idle_s,       b.mfu};
+}
+
+PredictedBreakdown breakdown_of(const std::vector<double>& v) {
+    PredictedBreakdown b;
+    std::size_t i = 0;
+    for (double* x : {&b.compute_s, &b.bubble_s, &b.tp_exposed_s, &b.ep_exposed_s, &b.pp_exposed_s,
+                      &b.dp_exposed_s, &b.idle_s, &b.mfu})
+        *x = v.at(i++);
+    return b;
+}
 
 std::string to_bytes(const nlohmann::json& j) {
     const std::vector<std::uint8_t> cbor = nlohmann::json::to_cbor(j);
@@ -43,8 +58,8 @@ std::string encode_prediction(const RunPrediction& p) {
     const auto optional = [](const std::optional<std::string>& s) {
         return s ? nlohmann::json(*s) : nlohmann::json();
     };
-    return to_bytes(
-        {optional(p.input_error), p.step_s, p.peak_gib, optional(p.oom_message), p.gpu_uncalibrated});
+    return to_bytes({optional(p.input_error), p.step_s, p.peak_gib, optional(p.oom_message),
+                     p.gpu_uncalibrated, breakdown_values(p.breakdown)});
 }
 
 RunPrediction decode_prediction(const std::string& bytes) {
@@ -55,6 +70,7 @@ RunPrediction decode_prediction(const std::string& bytes) {
     a.at(2).get_to(p.peak_gib);
     if (!a.at(3).is_null()) p.oom_message = a.at(3).get<std::string>();
     a.at(4).get_to(p.gpu_uncalibrated);
+    p.breakdown = breakdown_of(a.at(5).get<std::vector<double>>());
     return p;
 }
 
@@ -69,6 +85,9 @@ RunPrediction predict_run(const MeasuredRun& run) {
         p.peak_gib = reported_peak_bytes(res.report.memory, run.layout.framework) / kGiB;
         if (!res.report.memory.fits()) p.oom_message = res.report.memory.oom_message();
         p.gpu_uncalibrated = res.report.gpu_uncalibrated;
+        const Report& r = res.report;
+        p.breakdown = {r.compute_s,    r.bubble_s,     r.tp_exposed_s, r.ep_exposed_s,
+                       r.pp_exposed_s, r.dp_exposed_s, r.idle_s,       r.mfu};
     } catch (const InputError& e) {
         p.input_error = e.what();
     }
@@ -246,6 +265,7 @@ RunValidation compare_run(const MeasuredRun& run, const RunPrediction* predicted
     v.reason = oom ? *predicted->oom_message : "";
     v.predicted_step_s = predicted->step_s;
     v.gpu_uncalibrated = predicted->gpu_uncalibrated;
+    v.predicted_breakdown = predicted->breakdown;
     v.predicted_peak_gib = predicted->peak_gib;
     if (run.step_time_s) v.step_error_pct = error_pct(predicted->step_s, *run.step_time_s);
     if (run.peak_memory_gib) v.peak_error_pct = error_pct(predicted->peak_gib, *run.peak_memory_gib);

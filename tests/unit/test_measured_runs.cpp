@@ -724,6 +724,14 @@ TEST_CASE("validate_runs: runs with equal inputs share one simulation, with the 
             const RunValidation& v = r.files[0].runs[i];
             CHECK(v.id == run.id);
             CHECK(*v.predicted_step_s == alone.report.step_time_s);
+            // Where the step goes: the report's mean over the GPUs, which adds up to the step time.
+            REQUIRE(v.predicted_breakdown);
+            const PredictedBreakdown& b = *v.predicted_breakdown;
+            CHECK(b.compute_s == alone.report.compute_s);
+            CHECK(b.dp_exposed_s == alone.report.dp_exposed_s);
+            CHECK(b.mfu == alone.report.mfu);
+            CHECK(b.compute_s + b.bubble_s + b.tp_exposed_s + b.pp_exposed_s + b.dp_exposed_s + b.idle_s ==
+                  doctest::Approx(*v.predicted_step_s).epsilon(1e-6));
         }
         CHECK(*r.files[0].runs[0].predicted_step_s == *r.files[0].runs[1].predicted_step_s);
         CHECK(*r.files[0].runs[0].predicted_step_s != *r.files[0].runs[2].predicted_step_s);
