@@ -28,7 +28,9 @@
 //   --position-embedding-type yarn with --rotary-scaling-factor s, --mscale m, --mscale-all-dim m_all
 //   (defaults 1, 1, 0) -> yarn_concentration_factor = mscale(s, m) / mscale(s, m_all), mscale(s, x) =
 //   0.1 x ln s + 1 for s > 1 (training/argument_utils.py, yarn_rotary_pos_embedding.py; standard attention,
-//   which Megatron-LM's GPT model takes with YaRN from core_v0.19.0).
+//   which Megatron-LM's GPT model takes with YaRN from core_v0.19.0); --window-size "(w,0)" -> sliding_window
+//   and --window-attn-skip-freq N -> sliding_window_full_every (a look-ahead window or a list pattern is
+//   refused).
 //   Layout: --tensor-model-parallel-size -> tp; --pipeline-model-parallel-size -> pp;
 //   --context-parallel-size -> cp; --expert-model-parallel-size -> ep; --expert-tensor-parallel-size -> etp;
 //   --num-layers-per-virtual-pipeline-stage N -> vpp = layers / (pp * N);
@@ -54,8 +56,10 @@
 //   num_hidden_layers -> layers; hidden_size -> hidden; num_attention_heads -> heads; num_key_value_heads
 //   -> kv_heads (default heads); intermediate_size -> ffn_hidden; vocab_size -> vocab;
 //   max_position_embeddings -> seq_len unless a sequence length is given; tie_word_embeddings (default false,
-//   the default of these classes) -> tied_embeddings; sliding_window shorter than the sequence is noted
-//   (attention costed as full causal); hidden_act silu/swish with the gated MLP of the Llama family -> mlp
+//   the default of these classes) -> tied_embeddings; sliding_window shorter than the sequence ->
+//   sliding_window (every layer, unless use_sliding_window is false, the Qwen families' default; layer_types
+//   with every N-th layer full_attention -> sliding_window_full_every N, another pattern noted and the
+//   window not applied); hidden_act silu/swish with the gated MLP of the Llama family -> mlp
 //   swiglu, GPT-NeoX's gelu -> gelu; head_dim -> head_dim (when not hidden / heads); attention_dropout /
 //   hidden_dropout -> dropout; model_type qwen3 / qwen3_moe -> qk_layernorm (their q_norm / k_norm).
 //   rope_scaling of rope_type yarn -> yarn_concentration_factor as Megatron-Core computes it from the

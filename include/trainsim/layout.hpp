@@ -490,7 +490,7 @@ std::int64_t program_layer_passes(const ModelSpec& m, const Layout& l);
 enum class LayoutCheck {
     gpu_count,   ///< tp * pp * dp * cp is not the cluster's GPUs (dp = 0: tp * pp * cp does not divide them)
     cp_seq_len,  ///< 2 * cp does not divide model.seq_len
-    cp_attention,       ///< cp > 1 with an unfused attention kernel
+    cp_attention,       ///< cp > 1 with an unfused attention kernel or a sliding window
     tp_heads,           ///< tp does not divide model.heads
     tp_kv_heads,        ///< tp does not divide model.kv_heads
     tp_ffn_hidden,      ///< tp does not divide model.ffn_hidden

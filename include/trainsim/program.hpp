@@ -224,10 +224,11 @@ double moe_activation_clamp_bytes_per_element(const ModelSpec& model, const Layo
 double rope_unfused_bytes_per_element(const ModelSpec& model, const Layout& layout, bool backward);
 
 /// Keys per query that a fused attention kernel computes for a sliding window of `window` tokens over a
-/// sequence of `seq_len` (ModelSpec::sliding_window): the key tiles of 128 the band cuts, ceil(window / 128)
-/// whole ones plus the diagonal tile counted half, as 0.5 · seq_len counts the causal triangle's; never more
-/// than 0.5 · seq_len. FlashAttention-2 window_size (flash_fwd_kernel.h n_block_min / n_block_max), cuDNN's
-/// sliding-window mask. Units: keys (tokens).
+/// sequence of `seq_len` (ModelSpec::sliding_window), averaged over the queries: query tile m of M = seq_len
+/// / 128 computes min(m, W) whole key tiles of 128, W = ceil(window / 128), plus the diagonal tile counted
+/// half, as 0.5 · seq_len counts the causal triangle's: 128 · (W + 1/2 - W (W + 1) / (2M)), W at most M - 1;
+/// never more than 0.5 · seq_len. FlashAttention-2 window_size (flash_fwd_kernel.h n_block_min /
+/// n_block_max), cuDNN's sliding-window mask. Units: keys (tokens).
 double window_key_span(double seq_len, double window);
 
 /// Fills Segment::seconds from the compute model.

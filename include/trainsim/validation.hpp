@@ -43,8 +43,6 @@ struct ErrorStats {
 enum class RunStatus { ok, oom, unsupported, error };
 const char* to_string(RunStatus s);
 
-/// One measured run, simulated (or not) and compared. The measured figures are copied from the row; the
-/// predicted ones are set when the run was simulated (status ok or oom).
 /// Where a run's predicted step goes: the Report's mean over the GPUs (include/trainsim/report.hpp), seconds
 /// per step, and its MFU. The parts add up to the step time (exposed EP all-to-all is part of TP).
 struct PredictedBreakdown {
@@ -53,6 +51,8 @@ struct PredictedBreakdown {
     double mfu = 0;  ///< model FLOPs per second over the GPUs' dense 16-bit peak, 0 .. 1
 };
 
+/// One measured run, simulated (or not) and compared. The measured figures are copied from the row; the
+/// predicted ones are set when the run was simulated (status ok or oom).
 struct RunValidation {
     std::string id;
     RunStatus status = RunStatus::ok;

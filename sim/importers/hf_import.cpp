@@ -118,12 +118,16 @@ const Family& family_of(Config& c) {
 }
 
 /// The sliding window (ModelSpec::sliding_window, sliding_window_full_every): `sliding_window` for every
-/// layer (Mistral), unless `use_sliding_window` is false (Qwen2 / Qwen3 write a window they do not use);
+/// layer (Mistral), unless `use_sliding_window` is false (Qwen2 / Qwen3 write a window they do not use; their
+/// configs' default is false);
 /// `layer_types` ("sliding_attention" / "full_attention", gpt-oss, Gemma 3) when every N-th layer is the
 /// full one. A window at least seq_len long is no window.
-void sliding_window(Config& c, ModelSpec& m, std::vector<std::string>& notes) {
+void sliding_window(Config& c, const Family& f, ModelSpec& m, std::vector<std::string>& notes) {
     const auto window = c.integer("sliding_window");
-    const bool used = c.boolean("use_sliding_window").value_or(true);
+    // Qwen2Config / Qwen2MoeConfig / Qwen3(Moe)Config default use_sliding_window to false (transformers
+    // configuration_qwen2.py); Mistral's and gpt-oss's configs have no such key and use their window.
+    const bool qwen = f.model_type.rfind("qwen", 0) == 0;
+    const bool used = c.boolean("use_sliding_window").value_or(!qwen);
     const json* types = c.get("layer_types");
     if (!window || !used || *window >= m.seq_len) return;
     std::int64_t every = 0;
@@ -278,7 +282,7 @@ Imported import_hf_config(const nlohmann::json& config, const std::string& file,
                         *max_pos));
     } else
         throw InputError(fmt::format("{}: max_position_embeddings is missing: give --seq", file));
-    sliding_window(c, m, imp.notes);
+    sliding_window(c, f, m, imp.notes);
     // Qwen3 and Qwen3-MoE normalize every query and key head (transformers modeling_qwen3.py
     // Qwen3Attention q_norm / k_norm, RMSNorm over head_dim): ModelSpec::qk_layernorm.
     m.qk_layernorm = f.model_type == "qwen3" || f.model_type == "qwen3_moe";

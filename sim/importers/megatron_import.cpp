@@ -140,7 +140,6 @@ void yarn(MegatronArgs& a, ModelSpec& m) {
     m.yarn_concentration_factor = factor;
 }
 
-/// --decoder-first/last-pipeline-num-layers: those stages hold the stated layers, the others the rest evenly.
 /// --window-size "(w, 0)" (Megatron-LM tuple_type: "w,0" or "(w,0)") and --window-attn-skip-freq N
 /// (ModelSpec::sliding_window, sliding_window_full_every). A window that looks ahead (right bound not 0) and
 /// a list pattern for the skip frequency ("[1,1,1,0]*3") are refused.
@@ -175,6 +174,7 @@ void sliding_window(MegatronArgs& a, ModelSpec& m) {
     }
 }
 
+/// --decoder-first/last-pipeline-num-layers: those stages hold the stated layers, the others the rest evenly.
 void uneven_split(MegatronArgs& a, const ModelSpec& m, Layout& l) {
     const auto first = a.integer("decoder-first-pipeline-num-layers", 0);
     const auto last = a.integer("decoder-last-pipeline-num-layers", 0);

@@ -744,6 +744,8 @@ class ExtensionReader {
             ignore(k, v);
             return;
         }
+        std::optional<std::int64_t> window;
+        bool unknown_pattern = false;
         for (auto a = v.begin(); a != v.end(); ++a) {
             if (a.key() == "note") continue;
             if (a.key() == "head_dim" && a.value().is_number_integer() &&
@@ -769,16 +771,24 @@ class ExtensionReader {
                 continue;
             }
             if (a.key() == "sliding_window") {
-                // Megatron-Core --window-size (w, 0) (ModelSpec::sliding_window).
-                if (const auto w = count(v, "sliding_window", limits::kMaxSeqLen)) m_.sliding_window = *w;
+                // Megatron-Core --window-size (w, 0) (ModelSpec::sliding_window), set after the loop.
+                window = count(v, "sliding_window", limits::kMaxSeqLen);
                 continue;
             }
             if (a.key() == "pattern" && a.value().is_string() && sliding_window_full_every(a.value()))
                 continue;
-            ignore(
-                "attention." + a.key(), a.value(),
-                a.key() == "head_dim" ? fmt::format("trainsim uses hidden / heads = {}", m_.head_dim()) : "");
+            if (a.key() == "pattern") unknown_pattern = true;
+            ignore("attention." + a.key(), a.value(),
+                   a.key() == "pattern"    ? "names no window_attn_skip_freq"
+                   : a.key() == "head_dim" ? fmt::format("trainsim uses hidden / heads = {}", m_.head_dim())
+                                           : "");
         }
+        // A window whose layers are unknown is not applied (the pattern is listed as ignored, above).
+        if (window && !unknown_pattern) m_.sliding_window = *window;
+        if (window && unknown_pattern)
+            ignore("attention.sliding_window", v.at("sliding_window"),
+                   "the pattern names no window_attn_skip_freq: which layers attend through the window is "
+                   "unknown, so none does");
     }
 
     /// extensions.attention.pattern naming Megatron-Core's window_attn_skip_freq ("... (window_attn_skip_freq

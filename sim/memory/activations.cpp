@@ -10,7 +10,8 @@
 //                                                             split)
 //   Q                      E·a·d                       tp
 //   K, V                   2·E·w                       tp    (w = g·d with flash attention, which takes GQA
-//                                                              as is; a·d unfused: Megatron repeats K, V)
+//                                                              as is; a·d unfused: Megatron repeats K, V;
+//                                                              a·d for torchtitan, whose repeat_kv precedes SDPA)
 //   q / k norm inputs      E·(a + g)·d                 tp    (model.qk_layernorm: TENorm keeps its input)
 //   scores (unfused, no recompute)  E·a·s softmax out, + (1 + E)·a·s mask and dropout out with dropout
 //   flash attention        E·a·d output O, 4·a fp32 log-sum-exp per head                    tp
@@ -207,7 +208,10 @@ std::vector<double> unrecomputed_tensors(const ActivationShape& x, const Layout&
         tp_t(x.A * vo);  // O (or the projection input unfused)
         if (x.flash) tp_t(4 * x.a);
     } else {
-        const double kv_width = x.flash ? x.g * x.d : x.a * x.d;
+        // torchtitan repeats K and V to the a query heads before SDPA (models/llama/model.py repeat_kv),
+        // which keeps those for its backward.
+        const double kv_heads = l.framework == Framework::torchtitan ? x.a : x.g;
+        const double kv_width = x.flash ? kv_heads * x.d : x.a * x.d;
         tp_t(x.A * x.a * x.d);  // Q, K, V
         tp_t(x.A * kv_width);
         tp_t(x.A * kv_width);
@@ -332,7 +336,8 @@ void extra_transients(const ActivationShape& x, const Layout& l, LayerActivation
         // Context parallelism: the K and V the attention of this rank reads beyond its own. PyTorch's
         // context_parallel with the default all-gather rotation (torchtitan) gathers the whole sequence's K/V
         // once per attention call; Megatron's p2p ring holds the block being received beside its own.
-        const double kv_local = x.T * x.E * x.g * x.d / x.t;  // K or V of this rank
+        const double kv_heads = l.framework == Framework::torchtitan ? x.a : x.g;  // repeat_kv (above)
+        const double kv_local = x.T * x.E * kv_heads * x.d / x.t;                  // K or V of this rank
         const double kv = l.framework == Framework::torchtitan ? kv_local * l.cp : 2 * kv_local;
         for (auto* v : {&fwd, &bwd}) {
             v->push_back(kv);  // K

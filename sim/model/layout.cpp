@@ -352,6 +352,12 @@ void grid_violations(const ModelSpec& m, const Layout& l, int cluster_gpus, bool
               fmt::format("layout.cp = {} needs layout.attention = \"flash\" (ring attention "
                           "is a fused attention kernel)",
                           l.cp));
+    // Neither TransformerEngine's p2p ring nor PyTorch's context_parallel runs a sliding window.
+    if (l.cp > 1 && m.sliding_window > 0)
+        v.add(C::cp_attention,
+              fmt::format("layout.cp = {} with model.sliding_window = {}: context parallelism over a sliding "
+                          "window is not modelled",
+                          l.cp, m.sliding_window));
     v.divides(C::tp_heads, "layout.tp", l.tp, "model.heads", m.heads);
     v.divides(C::tp_kv_heads, "layout.tp", l.tp, "model.kv_heads", m.kv_heads);
     if (m.moe_layer_count() < m.layers)  // some layer has a dense MLP ffn_hidden wide
@@ -650,7 +656,7 @@ std::string to_string(LayoutCheck c) {
         case LayoutCheck::cp_seq_len:
             return "2*cp does not divide seq_len";
         case LayoutCheck::cp_attention:
-            return "cp > 1 needs flash attention";
+            return "cp > 1 needs flash attention and no sliding window";
         case LayoutCheck::tp_heads:
             return "tp does not divide heads";
         case LayoutCheck::tp_kv_heads:

@@ -47,10 +47,13 @@ constexpr double kWindowKeyTile = 128;
 double window_key_span(double seq_len, double window) {
     // The kernel skips the key tiles wholly outside the band (FlashAttention-2 window_size: n_block_min /
     // n_block_max in flash_fwd_kernel.h; cuDNN's sliding-window mask likewise) and computes the tiles the
-    // band cuts: ceil(w / 128) whole tiles behind the diagonal one, which counts half as in the causal
-    // triangle (0.5 · s keys per query). Never more than the causal triangle.
-    const double span = std::ceil(window / kWindowKeyTile) * kWindowKeyTile + 0.5 * kWindowKeyTile;
-    return std::min(0.5 * seq_len, span);
+    // band cuts: query tile m of M = s / 128 computes min(m, W) whole key tiles, W = ceil(w / 128), and the
+    // diagonal one, which counts half as in the causal triangle (0.5 · s keys per query). The mean over the
+    // query tiles: 128 · (W + 1/2 - W (W + 1) / (2M)), W at most M - 1, where it is the causal 0.5 · s.
+    const double m = seq_len / kWindowKeyTile;
+    if (m <= 1) return 0.5 * seq_len;
+    const double w = std::min(std::ceil(window / kWindowKeyTile), std::ceil(m) - 1);
+    return std::min(0.5 * seq_len, kWindowKeyTile * (w + 0.5 - w * (w + 1) / (2 * m)));
 }
 
 }  // namespace trainsim
@@ -274,10 +277,12 @@ void BlockBuilder::row_forward(OpTemplate& t, const Kernel& gemm) {
 
 // torchtitan's repeat_kv (BlockBuilder::repeat_kv_): K and V each expanded from g to a heads and copied by
 // reshape (read E·T·g·d/t, write E·T·a·d/t); backward, the expand's gradient sums the a / g copies back (read
-// E·T·a·d/t, write E·T·g·d/t). One kernel each for K and V.
+// E·T·a·d/t, write E·T·g·d/t). One kernel each for K and V. Under torch.compile the copy's read and the
+// sum's write fuse into the neighbouring RoPE pass; SDPA still needs its a-head inputs written, and its
+// a-head gradients read: E·T·a·d/t each way.
 void BlockBuilder::repeat_kv(OpTemplate& t, bool backward) {
     if (!repeat_kv_) return;
-    const double bytes = E_ * T_ * (g_ + a_) * d_ / t_;
+    const double bytes = E_ * T_ * ((l_.torch_compile ? 0.0 : g_) + a_) * d_ / t_;
     kernel(t, Kernel::memory(backward ? "repeat_kv_k_bwd" : "repeat_kv_k", bytes));
     kernel(t, Kernel::memory(backward ? "repeat_kv_v_bwd" : "repeat_kv_v", bytes));
 }
@@ -441,6 +446,13 @@ namespace {
 /// that (12) over the block's elements, and a second-half step rebuilds the whole fp32 output with
 /// _partial_update's torch.cat (8 B per element); results() casts back to 16 bits (4 + e). The LSE passes
 /// (one value per head and query) are left out.
+/// The local K and V (`kv_local` bytes together) made contiguous (key.contiguous(), value.contiguous(): read
+/// and write) and concatenated for the rotater at every step but the last (torch.cat, read and write; the
+/// all-gather rotater uses only the first); compiled, the unused concatenations are dead code: one.
+double pytorch_cp_kv_copy_bytes(double cp, double kv_local, bool compiled) {
+    return 2 * kv_local + (compiled ? 1.0 : cp - 1) * 2 * kv_local;
+}
+
 double pytorch_cp_merge_bytes(double cp, double n_out, double e, bool compiled) {
     if (compiled) return cp * (e + 8) * n_out;
     const double whole = (e + 4 + 32) * n_out;
@@ -488,7 +500,9 @@ void BlockBuilder::attention_core_forward(OpTemplate& t) {
             te_cp_attention_forward(t);
             return;
         }
-        if (pt_ring) kernel(t, Kernel::memory("cp_kv_copy", 4 * kv_full / cp_));
+        if (pt_ring)
+            kernel(t, Kernel::memory("cp_kv_copy",
+                                     pytorch_cp_kv_copy_bytes(cp_, kv_full / cp_, l_.torch_compile)));
         if (l_.cp > 1) cp_collective(t, CollectiveKind::all_gather, kv_full);
         if (pt_ring) tp_wait(t);
         const double flops = 0.5 * 4.0 * heads * s_ * s_ * d / cp_;
@@ -512,10 +526,11 @@ void BlockBuilder::attention_core_forward(OpTemplate& t) {
 
 // Sliding-window attention (ModelSpec::sliding_window): the layers that attend fully and those that attend
 // through the window run alternately (sliding_window_full_every); each layer carries their mean, as two
-// calls over the heads in their shares (windowed_layer_fraction): the full layers' causal call, and the
-// windowed layers' call with window_key_span keys per query. FLOPs and bytes per stage are those of the
-// alternating layers; the calls' CTA fill is that of their share of the heads, the windowed call's CTA
-// work that of its span (FusedAttentionShape::window_keys).
+// calls whose FLOPs and bytes are their shares (windowed_layer_fraction) of a layer's: the full layers'
+// causal call, and the windowed layers' call with window_key_span keys per query. FLOPs and bytes per stage
+// are those of the alternating layers; each call's efficiency is that of a whole layer's call (CTA fill over
+// all the heads; the windowed call's CTA work that of its span, FusedAttentionShape::window_keys); the
+// kernel overhead is paid twice per layer.
 void BlockBuilder::fused_attention_with_window(OpTemplate& t, double heads, double d, double bytes,
                                                bool backward) {
     const double f = m_.windowed_layer_fraction();
@@ -524,10 +539,10 @@ void BlockBuilder::fused_attention_with_window(OpTemplate& t, double heads, doub
     if (f < 1.0)
         kernel(t, Kernel::flash(backward ? "flash_attention_bwd" : "flash_attention_fwd",
                                 pass * 0.5 * 4.0 * (1 - f) * heads * s_ * s_ * d, (1 - f) * bytes,
-                                l_.attention, {(1 - f) * heads, s_, s_, d, true, backward}));
+                                l_.attention, {heads, s_, s_, d, true, backward}));
     kernel(t, Kernel::flash(backward ? "flash_attention_window_bwd" : "flash_attention_window_fwd",
                             pass * 4.0 * f * heads * s_ * span * d, f * bytes, l_.attention,
-                            {f * heads, s_, s_, d, true, backward, span}));
+                            {heads, s_, s_, d, true, backward, span}));
 }
 
 void BlockBuilder::attention_core_backward(OpTemplate& t) {
@@ -545,7 +560,8 @@ void BlockBuilder::attention_core_backward(OpTemplate& t) {
         const double flops = 2.5 * 0.5 * 4.0 * heads * s_ * s_ * d / cp_;
         const double bytes = 2 * (E_ * T_ * (2 * a_) * d / t_ + kv_full);
         if (pt_ring) {
-            kernel(t, Kernel::memory("cp_kv_copy_bwd", 4 * kv_full / cp_));
+            kernel(t, Kernel::memory("cp_kv_copy_bwd",
+                                     pytorch_cp_kv_copy_bytes(cp_, kv_full / cp_, l_.torch_compile)));
             cp_collective(t, CollectiveKind::all_gather, kv_full);
             tp_wait(t);
             kernel(t, Kernel::flash("flash_attention_bwd", flops, bytes, l_.attention,
@@ -801,7 +817,8 @@ OpTemplate BlockBuilder::layer_recompute_selective_op() {
     if (sp) tp(t, CollectiveKind::all_gather, column_act, true);
     fp8_forward_casts(t, column_cast_elements, h_ * kv, true);
     kernel(t, Kernel::gemm("wk_gemm", T_, kv, h_, 1, gemm_elem_));
-    rope(t, false);  // non-mm: recomputed (for q from the saved wq output, and for k)
+    rope(t, false);       // non-mm: recomputed (for q from the saved wq output, and for k)
+    repeat_kv(t, false);  // SDPA's K and V inputs for its backward: not saved, rebuilt
     fp8_forward_casts(t, T_ * a_ * d_ / t_, a_ * d_ / t_ * h_);
     kernel(t, Kernel::gemm("wo_gemm", T_, h_, a_ * d_ / t_, 1, gemm_elem_));
     if (!sp) tp(t, CollectiveKind::all_reduce, act, true);  // an all-reduce is not in the save list

@@ -159,11 +159,13 @@ TEST_CASE("context parallelism: PyTorch's ring attention merges and accumulation
         0.5 * (cp - 1) * (2 * (0.5 * add * n + 8 * n) + add * n + 2 * add * n + 0.5 * add * n + 8 * n) +
         cp * 16 * n + (4 + E) * 3 * n;
     CHECK(bytes_of(eager, "cp_grad_accumulate") == doctest::Approx(grads));
-    // The local K and V made contiguous and concatenated before each all-gather: 4 x 2 E n.
-    CHECK(bytes_of(eager, "cp_kv_copy") == doctest::Approx(4 * 2 * E * n));
+    // The local K and V (2 E n bytes) made contiguous, then concatenated at every step but the last: read
+    // and write each time, 2 x (1 + cp - 1) x 2 E n; compiled, one concatenation (the others unused).
+    CHECK(bytes_of(eager, "cp_kv_copy") == doctest::Approx(2 * cp * 2 * E * n));
     // Compiled: one fused pass per step, E + 8 B per element of the output, and of dQ, dK, dV.
     l.torch_compile = true;
     const Program compiled = build_program(m, l);
     CHECK(bytes_of(compiled, "cp_lse_merge") == doctest::Approx(cp * (E + 8) * n));
     CHECK(bytes_of(compiled, "cp_grad_accumulate") == doctest::Approx(cp * (E + 8) * 3 * n));
+    CHECK(bytes_of(compiled, "cp_kv_copy") == doctest::Approx(4 * 2 * E * n));
 }

@@ -113,16 +113,19 @@ TEST_CASE(
     const LayerActivations a = layer_activations(m, l);
     CHECK(a.stored == doctest::Approx(T * 63616));
     // The rebuilt set is the unrecomputed one less what was kept: without recomputation a layer stores
-    // 2 norm inputs, 2 GEMM inputs, Q, K, V, O, LSE, gate, up, fc2 input:
-    // 2·(4·4096 + 4096 + 2·1024 + 4096 + 3·14336) + 128 = 139,392 B per token.
+    // 2 norm inputs, 2 GEMM inputs, Q, K, V (repeated to the 32 query heads by repeat_kv before SDPA), O,
+    // LSE, gate, up, fc2 input: 2·(4·4096 + 4096 + 2·4096 + 4096 + 3·14336) + 128 = 151,680 B per token.
     Layout none = l;
     none.recompute = Recompute::none;
-    CHECK(layer_activations(m, none).stored == doctest::Approx(T * 139392));
-    CHECK(a.recomputed == doctest::Approx(T * (139392 - 63616)));
+    CHECK(layer_activations(m, none).stored == doctest::Approx(T * 151680));
+    CHECK(a.recomputed == doctest::Approx(T * (151680 - 63616)));
     // Megatron's selective (attention core only) keeps everything with flash attention.
     Layout sel = l;
     sel.recompute = Recompute::selective;
-    CHECK(layer_activations(m, sel).stored == doctest::Approx(T * 139392));
+    CHECK(layer_activations(m, sel).stored == doctest::Approx(T * 151680));
+    // Megatron (TE's GQA kernels) keeps K and V at the 8 K/V heads: 2·(4096 - 1024) B per token less.
+    sel.framework = Framework::megatron;
+    CHECK(layer_activations(m, sel).stored == doctest::Approx(T * (151680 - 2 * 2 * 3072)));
 
     // TP 2 + SP: the input and the reduce-scatter outputs are sequence-sharded, the w2 output (a partial sum)
     // is not, and the tp terms halve: 4096 + (8192 + 2048 + 8192 + 128 + 28672)/2 + 8192 + 2·4096 = 44,096.
@@ -268,8 +271,9 @@ TEST_CASE("memory: context parallelism reads the other ranks' K/V (torchtitan ga
     const double base = layer_activations(m, l).backward_transient;
     l.framework = Framework::torchtitan;
     // Megatron's ring: K and V of the block in flight beside its own (2 each); torchtitan: the whole sequence
-    // (cp each).
-    CHECK(layer_activations(m, l).backward_transient - base == doctest::Approx(2 * (4 - 2) * kv));
+    // (cp each) of K and V repeated to the 32 query heads (4 x kv each).
+    CHECK(layer_activations(m, l).backward_transient - base ==
+          doctest::Approx(2 * 4 * (4 * kv) - 2 * 2 * kv));
 }
 
 TEST_CASE(

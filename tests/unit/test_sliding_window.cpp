@@ -54,13 +54,16 @@ ts::Layout one_gpu() {
 }  // namespace
 
 TEST_CASE("sliding window: keys per query a fused kernel computes, by hand") {
-    // ceil(w / 128) whole key tiles and the diagonal one counted half, capped at the causal 0.5 * s.
-    CHECK(ts::window_key_span(4096, 128) == 128 + 64);
-    CHECK(ts::window_key_span(4096, 100) == 128 + 64);
-    CHECK(ts::window_key_span(16384, 4096) == 4096 + 64);
-    CHECK(ts::window_key_span(8192, 4096) == 4096);
-    CHECK(ts::window_key_span(4096, 4096) == 2048);
-    CHECK(ts::window_key_span(256, 128) == 128);
+    // Query tile m of M = s / 128 computes min(m, W) whole key tiles and the diagonal one counted half;
+    // the mean over the tiles: 128 (W + 1/2 - W (W + 1) / (2M)).
+    CHECK(ts::window_key_span(4096, 128) == doctest::Approx(128 * (1.5 - 2.0 / 64)));  // M 32, W 1: 188
+    CHECK(ts::window_key_span(4096, 100) == doctest::Approx(128 * (1.5 - 2.0 / 64)));  // W = ceil(100/128)
+    CHECK(ts::window_key_span(8192, 4096) == doctest::Approx(128 * (32.5 - 32.0 * 33 / 128)));  // 3104
+    CHECK(ts::window_key_span(16384, 4096) == doctest::Approx(128 * (32.5 - 32.0 * 33 / 256)));
+    CHECK(ts::window_key_span(4096, 4096) == doctest::Approx(2048));  // W capped at M - 1: the causal s / 2
+    CHECK(ts::window_key_span(4096, 1 << 20) == doctest::Approx(2048));
+    CHECK(ts::window_key_span(256, 128) == doctest::Approx(128));
+    CHECK(ts::window_key_span(100, 50) == doctest::Approx(50));  // shorter than a tile: s / 2
 }
 
 TEST_CASE("sliding window: the share of windowed layers") {
@@ -79,10 +82,10 @@ TEST_CASE("sliding window: the program's attention calls, FLOPs by hand") {
     const ts::ModelSpec m = windowed_model();
     const ts::Layout l = one_gpu();
     const ts::Program p = ts::build_program(m, l);
-    // Per layer and micro-batch: 8 heads of 64 over 4096 queries; half the heads' share causal, half through
-    // 192 keys per query; the backward 2.5x.
+    // Per layer and micro-batch: 8 heads of 64 over 4096 queries; half of a layer's causal FLOPs, and half of
+    // a band of window_key_span(4096, 128) keys per query; the backward 2.5x.
     const double causal = 0.5 * 4.0 * 0.5 * 8 * 4096.0 * 4096 * 64;
-    const double band = 4.0 * 0.5 * 8 * 4096.0 * 192 * 64;
+    const double band = 4.0 * 0.5 * 8 * 4096.0 * ts::window_key_span(4096, 128) * 64;
     int n = 0;
     CHECK(stage0_flops(p, "flash_attention_fwd", &n) == doctest::Approx(4 * causal));
     CHECK(n == 4);
@@ -105,13 +108,16 @@ TEST_CASE("sliding window: the program's attention calls, FLOPs by hand") {
           doctest::Approx(4 * 2 * band));
 }
 
-TEST_CASE("sliding window: not applied under CP nor by unfused attention; refused with MLA") {
+TEST_CASE("sliding window: refused under CP and with MLA; unfused attention saves nothing") {
     const ts::ModelSpec m = windowed_model();
     int n = 0;
-    ts::Layout cp = one_gpu();
-    cp.cp = 2;
-    cp.global_batch = 1;
-    CHECK(stage0_flops(ts::build_program(m, cp), "flash_attention_window_fwd", &n) == 0);
+    for (ts::Framework f : {ts::Framework::megatron, ts::Framework::torchtitan}) {
+        ts::Layout cp = one_gpu();
+        cp.framework = f;
+        cp.cp = 2;
+        const std::string why = ts::test::message_of<ts::InputError>([&] { ts::check_layout(m, cp, 2); });
+        CHECK(why.find("layout.cp = 2 with model.sliding_window = 128") != std::string::npos);
+    }
     ts::Layout unfused = one_gpu();
     unfused.attention = ts::AttentionKernel::unfused;
     CHECK(stage0_flops(ts::build_program(m, unfused), "flash_attention_window_fwd", &n) == 0);
@@ -137,15 +143,17 @@ TEST_CASE("sliding window: the measured-runs reader reads extensions.attention")
     REQUIRE_FALSE(r.error);
     CHECK(r.model.sliding_window == 128);
     CHECK(r.model.sliding_window_full_every == 2);
-    // A pattern that names no frequency is listed as ignored; the window then applies to every layer.
+    // A pattern that names no frequency: which layers are windowed is unknown, so the window is not applied;
+    // both are listed as ignored.
     json odd = att;
     odd["pattern"] = "every third layer";
     r = ts::parse_measured_runs(ts::test::one_row_runs_file({{"attention", odd}}), "f").runs.at(0);
-    CHECK(r.model.sliding_window_full_every == 0);
-    bool listed = false;
+    CHECK(r.model.sliding_window == 0);
+    int listed = 0;
     for (const auto& i : r.ignored)
-        listed = listed || i.find("attention.pattern") != std::string::npos;
-    CHECK(listed);
+        listed += i.find("attention.pattern") != std::string::npos ||
+                  i.find("attention.sliding_window") != std::string::npos;
+    CHECK(listed == 2);
 }
 
 TEST_CASE("sliding window: the Hugging Face importer reads sliding_window and layer_types") {
@@ -165,10 +173,17 @@ TEST_CASE("sliding window: the Hugging Face importer reads sliding_window and la
     // Not every N-th: not applied (a note says so).
     c["layer_types"] = {"full_attention", "sliding_attention", "sliding_attention", "sliding_attention"};
     CHECK(ts::import_hf_config(c, "config.json", t).workload.at("model").value("sliding_window", 0) == 0);
-    // Qwen2 / Qwen3 write a window they do not use.
+    // Qwen2 / Qwen3 write a window they do not use: use_sliding_window false, their configs' default.
     c.erase("layer_types");
     c["use_sliding_window"] = false;
     CHECK(ts::import_hf_config(c, "config.json", t).workload.at("model").value("sliding_window", 0) == 0);
+    json qwen = c;
+    qwen.erase("use_sliding_window");
+    qwen["model_type"] = "qwen2";
+    CHECK(ts::import_hf_config(qwen, "config.json", t).workload.at("model").value("sliding_window", 0) == 0);
+    qwen["use_sliding_window"] = true;
+    CHECK(ts::import_hf_config(qwen, "config.json", t).workload.at("model").value("sliding_window", 0) ==
+          4096);
     c.erase("use_sliding_window");
     c["layer_types"] = {"sliding_attention", "chunked_attention", "sliding_attention", "full_attention"};
     CHECK_THROWS_AS(ts::import_hf_config(c, "config.json", t), ts::InputError);

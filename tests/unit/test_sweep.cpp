@@ -184,7 +184,7 @@ TEST_CASE("sweep: reject reasons of constructed layouts") {
     l.dp = 2;
     CHECK(reject_reason(m, l, 16) == "");  // context parallelism: 2 x 2 chunks of the 512 tokens
     l.attention = AttentionKernel::unfused;
-    CHECK(reject_reason(m, l, 16) == "cp > 1 needs flash attention");
+    CHECK(reject_reason(m, l, 16) == "cp > 1 needs flash attention and no sliding window");
     CHECK(reject_reason(trainsim::test::small_gpt(8, 1024, 16, 510), l, 16) ==
           "2*cp does not divide seq_len");
 
