@@ -11,7 +11,7 @@
 //   Q                      E·a·d                       tp
 //   K, V                   2·E·w                       tp    (w = g·d with flash attention, which takes GQA
 //                                                              as is; a·d unfused: Megatron repeats K, V;
-//                                                              a·d for torchtitan, whose repeat_kv precedes SDPA)
+//                                                              a·d for torchtitan: repeat_kv before SDPA)
 //   q / k norm inputs      E·(a + g)·d                 tp    (model.qk_layernorm: TENorm keeps its input)
 //   scores (unfused, no recompute)  E·a·s softmax out, + (1 + E)·a·s mask and dropout out with dropout
 //   flash attention        E·a·d output O, 4·a fp32 log-sum-exp per head                    tp
