@@ -231,6 +231,13 @@ double rope_unfused_bytes_per_element(const ModelSpec& model, const Layout& layo
 /// n_block_max), cuDNN's sliding-window mask. Units: keys (tokens).
 double window_key_span(double seq_len, double window);
 
+/// True when the framework copies K and V to every query head before the attention kernel: torchtitan's
+/// Llama (models/llama/model.py repeat_kv, as of 9dec370, 2024-12) with grouped-query attention (kv_heads <
+/// heads), standard attention. The attention core, context parallelism's K/V collectives and the K/V the
+/// kernel keeps for its backward then have `heads` heads (sim/program/layer_ops.cpp, sim/memory/
+/// activations.cpp).
+bool repeats_kv(const ModelSpec& model, const Layout& layout);
+
 /// Fills Segment::seconds from the compute model.
 void assign_durations(Program& program, const ComputeModel& compute);
 

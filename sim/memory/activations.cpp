@@ -94,6 +94,9 @@ struct ActivationShape {
     /// Bytes per element of the attention core's saved Q, K, V and O: 1 with TE's FP8 attention
     /// (Layout::fp8_attention: FusedAttnFunc saves the FP8 copies it ran on), else E.
     double A;
+    /// K/V heads the attention kernel reads and keeps: a when the framework repeats K and V first
+    /// (repeats_kv, include/trainsim/program.hpp), else g.
+    double kv_heads;
     bool flash, swiglu;
     ActivationShape(const ModelSpec& m, const Layout& l)
         : T(static_cast<double>(l.micro_batch) * static_cast<double>(m.seq_len) / l.cp),
@@ -109,6 +112,7 @@ struct ActivationShape {
           rep(l.sequence_parallel ? t : 1.0),
           drop(m.dropout ? 1.0 : 0.0),
           A(l.fp8_attention && l.fused_attention() ? 1.0 : E),
+          kv_heads(repeats_kv(m, l) ? a : g),
           flash(l.fused_attention()),
           swiglu(m.mlp == MlpKind::swiglu) {}
     /// The widest linear weight per GPU (fc1, or QKV), elements.
@@ -208,10 +212,7 @@ std::vector<double> unrecomputed_tensors(const ActivationShape& x, const Layout&
         tp_t(x.A * vo);  // O (or the projection input unfused)
         if (x.flash) tp_t(4 * x.a);
     } else {
-        // torchtitan repeats K and V to the a query heads before SDPA (models/llama/model.py repeat_kv),
-        // which keeps those for its backward.
-        const double kv_heads = l.framework == Framework::torchtitan ? x.a : x.g;
-        const double kv_width = x.flash ? kv_heads * x.d : x.a * x.d;
+        const double kv_width = x.flash ? x.kv_heads * x.d : x.a * x.d;
         tp_t(x.A * x.a * x.d);  // Q, K, V
         tp_t(x.A * kv_width);
         tp_t(x.A * kv_width);
@@ -336,8 +337,7 @@ void extra_transients(const ActivationShape& x, const Layout& l, LayerActivation
         // Context parallelism: the K and V the attention of this rank reads beyond its own. PyTorch's
         // context_parallel with the default all-gather rotation (torchtitan) gathers the whole sequence's K/V
         // once per attention call; Megatron's p2p ring holds the block being received beside its own.
-        const double kv_heads = l.framework == Framework::torchtitan ? x.a : x.g;  // repeat_kv (above)
-        const double kv_local = x.T * x.E * kv_heads * x.d / x.t;                  // K or V of this rank
+        const double kv_local = x.T * x.E * x.kv_heads * x.d / x.t;  // K or V of this rank
         const double kv = l.framework == Framework::torchtitan ? kv_local * l.cp : 2 * kv_local;
         for (auto* v : {&fwd, &bwd}) {
             v->push_back(kv);  // K

@@ -56,6 +56,10 @@ double window_key_span(double seq_len, double window) {
     return std::min(0.5 * seq_len, kWindowKeyTile * (w + 0.5 - w * (w + 1) / (2 * m)));
 }
 
+bool repeats_kv(const ModelSpec& m, const Layout& l) {
+    return !m.mla() && l.framework == Framework::torchtitan && m.kv_heads < m.heads;
+}
+
 }  // namespace trainsim
 
 namespace trainsim::detail {
@@ -87,9 +91,7 @@ BlockBuilder::BlockBuilder(const ModelSpec& m, const Layout& l, std::vector<Segm
     shared_f_ = static_cast<double>(m.moe_shared_expert_ffn_hidden);
     dqk_ = m.mla() ? d_ + static_cast<double>(m.qk_rope_head_dim) : d_;
     dv_ = m.mla() ? static_cast<double>(m.v_head_dim) : d_;
-    // torchtitan's Llama repeats K and V to every query head before SDPA (models/llama/model.py repeat_kv,
-    // as of 9dec370, 2024-12): the attention core and context parallelism's K/V collectives see a heads.
-    repeat_kv_ = !m.mla() && l.framework == Framework::torchtitan && g_ < a_;
+    repeat_kv_ = repeats_kv(m, l);  // the attention core and CP's K/V collectives see a heads
     kvh_ = m.mla() || repeat_kv_ ? a_ : g_;
 }
 
@@ -441,11 +443,6 @@ namespace {
 // collectives, _maybe_wait) Inductor fuses each step's elementwise passes: one pass per step that reads the
 // block's 16-bit result and reads and writes the fp32 accumulator (e + 8 B per element).
 
-/// Forward, for `n_out` output elements of the rank: step 0 casts the block output to fp32 (e + 4 B per
-/// element); each later step casts it (e + 4), then out - block_out (12), sigmoid(lse) * that (8) and out -
-/// that (12) over the block's elements, and a second-half step rebuilds the whole fp32 output with
-/// _partial_update's torch.cat (8 B per element); results() casts back to 16 bits (4 + e). The LSE passes
-/// (one value per head and query) are left out.
 /// The local K and V (`kv_local` bytes together) made contiguous (key.contiguous(), value.contiguous(): read
 /// and write) and concatenated for the rotater at every step but the last (torch.cat, read and write; the
 /// all-gather rotater uses only the first); compiled, the unused concatenations are dead code: one.
@@ -453,6 +450,11 @@ double pytorch_cp_kv_copy_bytes(double cp, double kv_local, bool compiled) {
     return 2 * kv_local + (compiled ? 1.0 : cp - 1) * 2 * kv_local;
 }
 
+/// Forward, for `n_out` output elements of the rank: step 0 casts the block output to fp32 (e + 4 B per
+/// element); each later step casts it (e + 4), then out - block_out (12), sigmoid(lse) * that (8) and out -
+/// that (12) over the block's elements, and a second-half step rebuilds the whole fp32 output with
+/// _partial_update's torch.cat (8 B per element); results() casts back to 16 bits (4 + e). The LSE passes
+/// (one value per head and query) are left out.
 double pytorch_cp_merge_bytes(double cp, double n_out, double e, bool compiled) {
     if (compiled) return cp * (e + 8) * n_out;
     const double whole = (e + 4 + 32) * n_out;
