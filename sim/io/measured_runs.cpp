@@ -941,6 +941,43 @@ void apply_notes_defaults(const json& notes, json& training, std::vector<std::st
     }
 }
 
+/// torchtitan's own settings for the rows of its 2024-08 performance page, where `training` does not state
+/// them:
+/// - async TP runs compiled: torchtitan refuses it otherwise (torchtitan/parallelisms/parallelize_llama.py
+///   @3faaa1a: `raise RuntimeError("Async TP requires --training.compile")`; Inductor's micro-pipeline TP
+///   pass is what overlaps it), so a row with async_tp is compiled unless it says otherwise;
+/// - the Llama 3.1 405B rows of docs/performance.md @3faaa1a (and of 9515a14, the PR #554 that published
+///   them) ran train_configs/llama3_405b.toml, which that same PR set to `compile = true` (with Float8, its
+///   FSDP float8 all-gather and async TP); every other train config of that commit (llama2 7B/13B/70B,
+///   llama3 8B/70B) keeps `compile = false`, trainsim's default. The 405B model is the one with 126 layers.
+/// Each use is added to the run's notes.
+void apply_torchtitan_defaults(const MeasuredRun& run, json& training, std::vector<std::string>& run_notes) {
+    if (!training.is_object() || training.contains("compile")) return;
+    std::string lower = run.source;
+    for (auto& c : lower)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const bool torchtitan =
+        (training.contains("framework") && training.at("framework") == "torchtitan") ||
+        (!training.contains("framework") && lower.find("torchtitan") != std::string::npos);
+    if (!torchtitan) return;
+    if (training.contains("async_tp") && training.at("async_tp") == true) {
+        training["compile"] = true;
+        run_notes.push_back(
+            "training.compile = true: torchtitan runs async TP only compiled (parallelize_llama.py raises "
+            "\"Async TP requires --training.compile\")");
+        return;
+    }
+    const bool page_2024_08 =
+        lower.find("pytorch/torchtitan docs/performance.md @ 3faaa1a0") != std::string::npos ||
+        lower.find("pytorch/torchtitan docs/performance.md @ 9515a140") != std::string::npos;
+    if (page_2024_08 && run.model.layers == 126) {
+        training["compile"] = true;
+        run_notes.push_back(
+            "training.compile = true: the 405B rows of torchtitan's 2024-08 performance page ran "
+            "train_configs/llama3_405b.toml, which their PR (#554) set to compile = true");
+    }
+}
+
 /// NeMo 24.07's performance summary (the source names NVIDIA/NeMo's performance_summary.md and NeMo 24.07):
 /// NeMo 1 driven by NeMo-Framework-Launcher 24.07, whose training configs for every model of the table
 /// (launcher_scripts/conf/training/{gpt3,llama,nemotron}/*.yaml) set optim.name distributed_fused_adam
@@ -1215,6 +1252,7 @@ void parse_run(const json& row, const std::string& file, MeasuredRun& run) {
             "FP8_PARAMS=True");
     }
     apply_notes_defaults(rr.has("notes") ? rr.raw("notes") : json(), training, run.notes);
+    apply_torchtitan_defaults(run, training, run.notes);
     apply_nemo_launcher_defaults(run, rr.has("notes") ? rr.raw("notes") : json(), training);
     apply_nemo2_perf_defaults(run, ext, training);
     run.layout = parse_training(StrictObject(training, file, rr.field("training")), run.model,

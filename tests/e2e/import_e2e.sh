@@ -119,6 +119,9 @@ bad "hf: kv heads that do not divide the heads blame the file" 'kv7_hf.json: mod
 printf '[parallelism]\ndata_parallel_replicate_degree = 2\ndata_parallel_shard_degree = 4\n' >"$tmp/hsdp.toml"
 bad "torchtitan: HSDP" 'hsdp.toml: data_parallel_replicate_degree = 2 with data_parallel_shard_degree = 4 is HSDP' \
     torchtitan "$tmp/hsdp.toml" --gpus 8
+printf '[parallelism]\ntensor_parallel_degree = 8\nenable_async_tensor_parallel = true\n' >"$tmp/async_tp.toml"
+bad "torchtitan: async TP without compile" 'async_tp.toml: parallelism.enable_async_tensor_parallel = "true" needs training.compile = true' \
+    torchtitan "$tmp/async_tp.toml" --gpus 8
 bad "--set of an unknown field" 'layout.tpp' hf "$data/llama3_8b_config.json" --gpus 8 --set layout.tpp=2
 bad "a directory as the TOML" "$tmp: is a directory" torchtitan "$tmp"
 bad "a device as the args file" '/dev/zero: larger than' megatron --args-file /dev/zero

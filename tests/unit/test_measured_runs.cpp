@@ -671,6 +671,42 @@ TEST_CASE(
     CHECK_FALSE(g.runs[0].layout.torch_compile);
 }
 
+TEST_CASE("measured runs: torchtitan's async TP runs compiled; its 2024-08 405B rows ran the compiled toml") {
+    auto row = [](const std::string& id, const std::string& source, std::int64_t layers) {
+        json r = run_row(id);
+        r["source"] = source;
+        r["model"]["layers"] = layers;
+        r["training"]["pp"] = 1;
+        r["training"]["dp"] = 4;
+        r["training"]["zero_stage"] = 3;
+        r["training"]["distributed_optimizer"] = false;
+        return r;
+    };
+    const std::string page =
+        "pytorch/torchtitan docs/performance.md @ 3faaa1a0dee68ce028400e3dafd1735d152cb4f8";
+    json async = row("async", "pytorch/torchtitan benchmarks (unit test)", 8);
+    async["training"]["async_tp"] = true;
+    json stated = row("stated", page, 126);
+    stated["training"]["compile"] = false;
+    const json doc = {{"format", "trainsim-measured-runs/1"},
+                      {"runs",
+                       {async, row("page_405b", page, 126), row("page_8b", page, 32),
+                        row("other_405b", "pytorch/torchtitan benchmarks (unit test)", 126), stated}}};
+    const auto f = parse_measured_runs(doc, "runs.json");
+    REQUIRE(f.runs.size() == 5);
+    for (const auto& r : f.runs)
+        REQUIRE_FALSE(r.error);
+    CHECK(f.runs[0].layout.torch_compile);        // torchtitan raises "Async TP requires --training.compile"
+    CHECK(f.runs[1].layout.torch_compile);        // train_configs/llama3_405b.toml @3faaa1a: compile = true
+    CHECK_FALSE(f.runs[2].layout.torch_compile);  // llama3_8b.toml there: compile = false
+    CHECK_FALSE(f.runs[3].layout.torch_compile);  // another source: trainsim's default
+    CHECK_FALSE(f.runs[4].layout.torch_compile);  // a row that states it keeps it
+    bool noted = false;
+    for (const auto& n : f.runs[1].notes)
+        noted = noted || n.find("llama3_405b.toml") != std::string::npos;
+    CHECK(noted);
+}
+
 TEST_CASE("measured runs: an NVLink domain or tray size that is no GPU count is listed as ignored") {
     for (const nlohmann::json& bad : {nlohmann::json(-5), nlohmann::json(1e300), nlohmann::json("72")}) {
         CAPTURE(bad.dump());
