@@ -246,6 +246,11 @@ Layout parse_training(StrictObject o, [[maybe_unused]] const ModelSpec& m, const
     // each overridable per run.
     const bool async_tp = o.boolean_or("async_tp", false);
     l.torch_compile = o.boolean_or("compile", false);
+    // torchtitan raises "Async TP requires --training.compile" (parallelize_llama.py): no such run exists.
+    if (l.framework == Framework::torchtitan && async_tp && l.tp > 1 && !l.torch_compile)
+        o.fail(o.field("async_tp"),
+               "= true with compile = false: torchtitan runs async TP only compiled (it raises \"Async TP "
+               "requires --training.compile\")");
     apply_framework_defaults(l, find_gpu(gpu, "cluster.gpu"), async_tp);
     if (p == "nvfp4") l.fp8_recipe = Fp8Recipe::nvfp4;
     apply_recipe_defaults(l, source);

@@ -705,6 +705,18 @@ TEST_CASE("measured runs: torchtitan's async TP runs compiled; its 2024-08 405B 
     for (const auto& n : f.runs[1].notes)
         noted = noted || n.find("llama3_405b.toml") != std::string::npos;
     CHECK(noted);
+    // Async TP stated with compile off is a run torchtitan refuses: that row's error, not the file's.
+    json eager_async = row("eager_async", "pytorch/torchtitan benchmarks (unit test)", 8);
+    eager_async["training"]["async_tp"] = true;
+    eager_async["training"]["compile"] = false;
+    const auto g = parse_measured_runs(
+        json{{"format", "trainsim-measured-runs/1"}, {"runs", {eager_async, row("ok", page, 32)}}},
+        "runs.json");
+    REQUIRE(g.runs.size() == 2);
+    REQUIRE(g.runs[0].error);
+    CHECK(g.runs[0].error->find("training.async_tp") != std::string::npos);
+    CHECK(g.runs[0].error->find("only compiled") != std::string::npos);
+    CHECK_FALSE(g.runs[1].error);
 }
 
 TEST_CASE("measured runs: an NVLink domain or tray size that is no GPU count is listed as ignored") {
