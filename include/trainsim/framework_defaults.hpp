@@ -6,6 +6,8 @@
 // ../shared/design/frameworks.md is the survey they were read from.
 #pragma once
 
+#include <string>
+
 #include "trainsim/gpu_catalog.hpp"
 #include "trainsim/layout.hpp"
 
@@ -60,5 +62,11 @@ FrameworkDefaults framework_defaults(Framework framework, const GpuSpec& gpu, co
 /// Writes framework_defaults() into `layout` (attention, tp_comm_overlap, overlap_grad_reduce,
 /// overlap_param_gather, reshard_after_forward, fp8_recipe). Fields the caller states afterwards override.
 void apply_framework_defaults(Layout& layout, const GpuSpec& gpu, bool async_tp = false);
+
+/// Why torchtitan refuses async TP in this run, or "" when it does not: async TP (tp > 1) without
+/// torch.compile, since Inductor's micro-pipeline TP pass is what runs it (torchtitan
+/// parallelisms/parallelize_llama.py @3faaa1a: `raise RuntimeError("Async TP requires --training.compile")`;
+/// config/configs.py later). Other frameworks have no async TP: "".
+std::string async_tp_refusal(Framework framework, bool async_tp, int tp, bool torch_compile);
 
 }  // namespace trainsim

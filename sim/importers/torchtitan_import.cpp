@@ -451,12 +451,10 @@ Layout titan_layout(Toml& t, const ModelSpec& m, const ImportTarget& target, Imp
     const bool async_tp =
         t.boolean({"parallelism.enable_async_tensor_parallel", "experimental.enable_async_tensor_parallel"})
             .value_or(false);
-    // torchtitan refuses async TP without torch.compile: Inductor's micro-pipeline TP pass is what runs it
-    // (torchtitan/parallelisms/parallelize_llama.py @3faaa1a, models/llama/parallelize_llama.py later:
-    // "Async TP requires --training.compile" / "requires compile").
-    if (async_tp && l.tp > 1 && !l.torch_compile)
+    if (const std::string why = async_tp_refusal(Framework::torchtitan, async_tp, l.tp, l.torch_compile);
+        !why.empty())
         importers_detail::bad_value(t.file(), "parallelism.enable_async_tensor_parallel", "true",
-                                    "needs training.compile = true (torchtitan runs async TP only compiled)");
+                                    "needs training.compile = true: " + why);
     const Fp8Recipe recipe_before = l.fp8_recipe;
     apply_framework_defaults(l, find_gpu(target.gpu, t.file()), async_tp);
     low_precision(t, l);

@@ -186,12 +186,8 @@ TopologySpec parse_cluster(StrictObject c, const DomainInfo& domain, std::vector
 /// source -> torchtitan; "llm-foundry" or "composer" -> composer; "DeepSpeed" or zero_stage >= 1 (Megatron-LM
 /// has no ZeRO stages, it has the distributed optimizer) -> deepspeed; otherwise megatron.
 Framework framework_from_source(const std::string& source, int zero_stage) {
-    auto names = [&](const char* word) {
-        std::string lower = source;
-        for (auto& c : lower)
-            c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        return lower.find(word) != std::string::npos;
-    };
+    const std::string source_lower = lower(source);
+    auto names = [&](const char* word) { return contains(source_lower, word); };
     if (names("torchtitan")) return Framework::torchtitan;
     if (names("llm-foundry") || names("composer")) return Framework::composer;
     if (names("deepspeed") || zero_stage >= 1) return Framework::deepspeed;
@@ -246,11 +242,8 @@ Layout parse_training(StrictObject o, [[maybe_unused]] const ModelSpec& m, const
     // each overridable per run.
     const bool async_tp = o.boolean_or("async_tp", false);
     l.torch_compile = o.boolean_or("compile", false);
-    // torchtitan raises "Async TP requires --training.compile" (parallelize_llama.py): no such run exists.
-    if (l.framework == Framework::torchtitan && async_tp && l.tp > 1 && !l.torch_compile)
-        o.fail(o.field("async_tp"),
-               "= true with compile = false: torchtitan runs async TP only compiled (it raises \"Async TP "
-               "requires --training.compile\")");
+    if (const std::string why = async_tp_refusal(l.framework, async_tp, l.tp, l.torch_compile); !why.empty())
+        o.fail(o.field("async_tp"), "= true with compile = false: " + why);
     apply_framework_defaults(l, find_gpu(gpu, "cluster.gpu"), async_tp);
     if (p == "nvfp4") l.fp8_recipe = Fp8Recipe::nvfp4;
     apply_recipe_defaults(l, source);
@@ -929,12 +922,10 @@ void read_extensions(const json& ext, const std::string& file, const std::string
 /// ("asyncTP", "async TP"). Each use is added to the run's notes.
 void apply_notes_defaults(const json& notes, json& training, std::vector<std::string>& run_notes) {
     if (!notes.is_string() || !training.is_object()) return;
-    std::string lower = notes.get<std::string>();
-    for (auto& c : lower)
-        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const std::string notes_lower = lower(notes.get<std::string>());
     auto names = [&](std::initializer_list<const char*> words) {
         return std::any_of(words.begin(), words.end(),
-                           [&](const char* w) { return lower.find(w) != std::string::npos; });
+                           [&](const char* w) { return contains(notes_lower, w); });
     };
     if (!training.contains("compile") && names({"torch.compile", "+ compile"})) {
         training["compile"] = true;
@@ -958,12 +949,10 @@ void apply_notes_defaults(const json& notes, json& training, std::vector<std::st
 /// Each use is added to the run's notes.
 void apply_torchtitan_defaults(const MeasuredRun& run, json& training, std::vector<std::string>& run_notes) {
     if (!training.is_object() || training.contains("compile")) return;
-    std::string lower = run.source;
-    for (auto& c : lower)
-        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    const bool torchtitan =
-        (training.contains("framework") && training.at("framework") == "torchtitan") ||
-        (!training.contains("framework") && lower.find("torchtitan") != std::string::npos);
+    // The framework as parse_training will take it: the row's own, else the source's.
+    const bool torchtitan = training.contains("framework")
+                                ? training.at("framework") == "torchtitan"
+                                : framework_from_source(run.source, 0) == Framework::torchtitan;
     if (!torchtitan) return;
     if (training.contains("async_tp") && training.at("async_tp") == true) {
         training["compile"] = true;
@@ -972,9 +961,9 @@ void apply_torchtitan_defaults(const MeasuredRun& run, json& training, std::vect
             "\"Async TP requires --training.compile\")");
         return;
     }
-    const bool page_2024_08 =
-        lower.find("pytorch/torchtitan docs/performance.md @ 3faaa1a0") != std::string::npos ||
-        lower.find("pytorch/torchtitan docs/performance.md @ 9515a140") != std::string::npos;
+    const std::string source_lower = lower(run.source);
+    const bool page_2024_08 = contains(source_lower, "pytorch/torchtitan docs/performance.md @ 3faaa1a0") ||
+                              contains(source_lower, "pytorch/torchtitan docs/performance.md @ 9515a140");
     if (page_2024_08 && run.model.layers == 126) {
         training["compile"] = true;
         run_notes.push_back(
@@ -1000,9 +989,8 @@ void apply_nemo_launcher_defaults(MeasuredRun& run, const json& notes, json& tra
             "training.apex_distributed_adam = true: NeMo-Framework-Launcher 24.07 configs set "
             "optim.name distributed_fused_adam");
     }
-    std::string model = run.id + " " + (notes.is_string() ? notes.get<std::string>().substr(0, 40) : "");
-    for (auto& c : model)
-        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const std::string model =
+        lower(run.id + " " + (notes.is_string() ? notes.get<std::string>().substr(0, 40) : ""));
     // examples/training/{gpt,llama}/h100/*_fp8*.sh pass +training.model.optim.grad_sync_dtype=bf16 (the
     // Nemotron 8B / 22B scripts do not); conf/training/nemotron/nemotron_340b.yaml sets it itself.
     const bool launcher_bf16_sync =

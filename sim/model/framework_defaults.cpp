@@ -53,4 +53,9 @@ void apply_framework_defaults(Layout& l, const GpuSpec& gpu, bool async_tp) {
     l.fp8_recipe = d.fp8_recipe;
 }
 
+std::string async_tp_refusal(Framework framework, bool async_tp, int tp, bool torch_compile) {
+    if (framework != Framework::torchtitan || !async_tp || tp <= 1 || torch_compile) return "";
+    return "torchtitan runs async TP only compiled (it raises \"Async TP requires --training.compile\")";
+}
+
 }  // namespace trainsim

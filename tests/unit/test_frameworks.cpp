@@ -739,3 +739,13 @@ TEST_CASE("torchtitan's repeat_kv: K and V copied to every query head, their gra
     mha.kv_heads = mha.heads;
     CHECK(bytes_of(build_program(mha, l), "repeat_kv_k", &n) == 0);
 }
+
+TEST_CASE("frameworks: torchtitan refuses async TP without compile; no other framework has async TP") {
+    CHECK(trainsim::async_tp_refusal(Framework::torchtitan, true, 8, false).find("only compiled") !=
+          std::string::npos);
+    CHECK(trainsim::async_tp_refusal(Framework::torchtitan, true, 8, true).empty());
+    CHECK(
+        trainsim::async_tp_refusal(Framework::torchtitan, true, 1, false).empty());  // no TP: nothing to run
+    CHECK(trainsim::async_tp_refusal(Framework::torchtitan, false, 8, false).empty());
+    CHECK(trainsim::async_tp_refusal(Framework::megatron, true, 8, false).empty());
+}
