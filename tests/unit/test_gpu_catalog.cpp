@@ -103,7 +103,7 @@ TEST_CASE(
         CHECK(note.find(base.name) != std::string::npos);
         if (!g.fitted.empty()) CHECK(note.find(g.fitted) != std::string::npos);
     }
-    CHECK(fitted == 2);  // B200 and GB200 (calibration/README.md)
+    CHECK(fitted == 3);  // B200, GB200 and GB300 (calibration/README.md)
     CHECK(uncalibrated > 0);
     CHECK(find_gpu("H100-SXM5-80GB", "t").calibrated);
     CHECK(find_gpu("A100-SXM4-80GB", "t").calibrated);
